@@ -1,0 +1,504 @@
+//! **What a machine has** — the capabilities model and its JSON, the one
+//! contract shared by `rlx-agent --probe`, the SSH source, the TCP handshake
+//! and (through [`crate::txt`]) the mDNS announcement.
+//!
+//! ```json
+//! {"id":"5f0c1d2e3a4b5c6d","hostname":"gpu-a","os":"linux","arch":"x86_64",
+//!  "cores":32,"ram_total":137438953472,"ram_avail":120000000000,
+//!  "disk_free":900000000000,"gflops":410.5,"io_mbps":1800.0,
+//!  "devices":[{"device":"cuda","name":"NVIDIA RTX 4090","mem_bytes":25769803776,
+//!              "unified":false,"gflops":0.0,"available":true}]}
+//! ```
+//!
+//! There is one serde type and one parser ([`NodeCaps::from_json`]): the agent
+//! prints with it, every coordinator source reads with it, so the two ends
+//! cannot drift. Parsing is also where a stranger's numbers meet our planner,
+//! so [`NodeCaps::validate`] rejects absurd values (10^18 bytes of RAM, a
+//! million cores, NaN GFLOP/s) with a reason that names the field, rather than
+//! letting a bogus node attract the biggest shard of a model.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// A device kind this build of rlx knows how to plan for.
+///
+/// The label strings (`"cuda"`, `"metal"`...) are the wire form: they appear in
+/// the caps JSON, in TXT `devN` values and in `device = "..."` in the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    /// The host CPU: always present, the floor of every selection.
+    Cpu,
+    /// NVIDIA GPUs through CUDA.
+    Cuda,
+    /// AMD GPUs through ROCm/HIP.
+    Rocm,
+    /// Any GPU through Vulkan compute.
+    Vulkan,
+    /// Apple GPUs through Metal (unified memory).
+    Metal,
+    /// Apple Neural Engine: reported, never chosen for a pipeline stage.
+    Ane,
+}
+
+impl Device {
+    /// Every kind, in the order used for help texts and `--targets` defaults.
+    pub const ALL: [Device; 6] = [
+        Device::Cpu,
+        Device::Cuda,
+        Device::Rocm,
+        Device::Vulkan,
+        Device::Metal,
+        Device::Ane,
+    ];
+
+    /// The wire label of this kind.
+    pub fn label(self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+            Device::Cuda => "cuda",
+            Device::Rocm => "rocm",
+            Device::Vulkan => "vulkan",
+            Device::Metal => "metal",
+            Device::Ane => "ane",
+        }
+    }
+
+    /// True for kinds that can run a pipeline stage other than on the host CPU.
+    pub fn is_accelerator(self) -> bool {
+        !matches!(self, Device::Cpu | Device::Ane)
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+impl FromStr for Device {
+    type Err = String;
+
+    /// Parses a label, accepting an optional `:N` index suffix (`cuda:1`) and
+    /// ignoring ASCII case, because probes on other platforms print both.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let base = s.split_once(':').map_or(s, |(b, _)| b).trim();
+        Device::ALL
+            .into_iter()
+            .find(|d| d.label().eq_ignore_ascii_case(base))
+            .ok_or_else(|| {
+                format!(
+                    "unknown device `{s}` (known: {})",
+                    Device::ALL.map(Device::label).join(", ")
+                )
+            })
+    }
+}
+
+/// One device a node reported.
+///
+/// `device` stays a free string rather than a [`Device`]: a node running a
+/// newer rlx can name a device this coordinator has never heard of, and that
+/// must be reported (see [`crate::select`]), not lost in deserialization.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// Wire label: `cuda`, `rocm`, `vulkan`, `metal`, `ane`, `cpu`, or anything
+    /// else the node's probe saw and could not name.
+    pub device: String,
+    /// Human name (`NVIDIA GeForce RTX 4090`).
+    #[serde(default)]
+    pub name: String,
+    /// Device memory in bytes; 0 for unified devices (they share host RAM) and
+    /// for devices whose memory the probe could not read.
+    #[serde(default)]
+    pub mem_bytes: u64,
+    /// Shares host RAM (Apple Silicon, integrated GPUs).
+    #[serde(default)]
+    pub unified: bool,
+    /// Measured or rated GFLOP/s; 0 = unknown.
+    #[serde(default)]
+    pub gflops: f64,
+    /// Whether the node's own rlx build can target this device.
+    #[serde(default = "yes")]
+    pub available: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl DeviceInfo {
+    /// The kind, if this build recognises the label.
+    pub fn parsed(&self) -> Option<Device> {
+        self.device.parse().ok()
+    }
+
+    /// The kind, folding anything unrecognised into [`Device::Cpu`].
+    ///
+    /// Lossy on purpose for callers that only need "is this an accelerator I
+    /// can use"; selection uses [`DeviceInfo::parsed`] so that an unknown label
+    /// is reported instead of silently planned as a CPU.
+    pub fn kind(&self) -> Device {
+        self.parsed().unwrap_or(Device::Cpu)
+    }
+
+    /// Whether this build recognises the label.
+    pub fn is_recognized(&self) -> bool {
+        self.parsed().is_some()
+    }
+}
+
+/// Everything a node says about itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct NodeCaps {
+    /// Stable node identity: 16 lowercase hex characters. Empty when the
+    /// source could not learn one (an old agent, a hand-made caps file).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// The node's host name (without `.local`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hostname: String,
+    /// Where the node says it can be dialled, if it knows (`host:port`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub addr: String,
+    /// `linux`, `macos`, ...
+    #[serde(default)]
+    pub os: String,
+    /// `x86_64`, `aarch64`, ...
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub arch: String,
+    /// Agent version that produced these caps.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// Cluster name the agent was started with (a filter, not security).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// Checkpoint directory on that host, if the agent was given one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ckpt_dir: Option<String>,
+    /// Logical CPU count.
+    pub cores: u32,
+    /// Bytes of RAM.
+    pub ram_total: u64,
+    /// Bytes of RAM available when probed.
+    #[serde(default)]
+    pub ram_avail: u64,
+    /// Bytes free under the checkpoint directory.
+    #[serde(default)]
+    pub disk_free: u64,
+    /// Every device the probe saw, accelerators and CPU alike.
+    #[serde(default)]
+    pub devices: Vec<DeviceInfo>,
+    /// Measured CPU GFLOP/s; 0 = not measured.
+    #[serde(default)]
+    pub gflops: f64,
+    /// Checkpoint read MB/s; 0 = unknown (empty dir, or not measured).
+    #[serde(default)]
+    pub io_mbps: f64,
+}
+
+/// Upper bounds on what a node may claim. Anything beyond is a bug or a lie,
+/// and planning around it would hand a stranger the largest model shard.
+pub mod limits {
+    /// Logical cores: the largest single-image machines have a few thousand.
+    pub const MAX_CORES: u32 = 16_384;
+    /// RAM and device memory: 1 PiB. The biggest shared-memory systems sold
+    /// have tens of TiB; 10^18 bytes is a lie.
+    pub const MAX_MEM_BYTES: u64 = 1 << 50;
+    /// Free disk: 64 PiB, far above any single mount a worker reads from.
+    pub const MAX_DISK_BYTES: u64 = 1 << 56;
+    /// GFLOP/s of one device or CPU: 10 PFLOP/s, well above any chip.
+    pub const MAX_GFLOPS: f64 = 1.0e7;
+    /// MB/s of checkpoint reads: 1 TB/s.
+    pub const MAX_IO_MBPS: f64 = 1.0e6;
+    /// Devices per node: 8-GPU boxes plus CPU, ANE and Vulkan views fit well
+    /// under this; a stranger's 10,000-device record does not.
+    pub const MAX_DEVICES: usize = 64;
+    /// Any string field (RFC 6763 §6.1 caps a TXT string at 255 bytes).
+    pub const MAX_STRING: usize = 255;
+    /// Caps JSON as it arrives from a probe or a handshake.
+    pub const MAX_JSON_BYTES: usize = 64 * 1024;
+}
+
+/// Why a set of caps was refused. Names the field so a user can find the
+/// agent or caps file that produced it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CapsError {
+    /// Not JSON, or JSON of the wrong shape.
+    #[error("not caps JSON: {0}")]
+    Syntax(String),
+    /// A field whose value cannot be true.
+    #[error("`{field}` = {value} is not plausible: {why}")]
+    Absurd {
+        /// Field path, e.g. `devices[2].mem_bytes`.
+        field: String,
+        /// The value as received.
+        value: String,
+        /// What the limit is.
+        why: String,
+    },
+}
+
+fn absurd(field: impl Into<String>, value: impl fmt::Display, why: impl Into<String>) -> CapsError {
+    CapsError::Absurd {
+        field: field.into(),
+        value: value.to_string(),
+        why: why.into(),
+    }
+}
+
+/// Checks that `id` is a node identity: 16 lowercase hex characters.
+pub fn is_valid_id(id: &str) -> bool {
+    id.len() == 16 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+impl NodeCaps {
+    /// Parses and validates caps JSON (the `--probe` output, the handshake
+    /// reply body). Input larger than [`limits::MAX_JSON_BYTES`] is refused
+    /// before parsing.
+    pub fn from_json(text: &str) -> Result<NodeCaps, CapsError> {
+        if text.len() > limits::MAX_JSON_BYTES {
+            return Err(CapsError::Syntax(format!(
+                "{} bytes is larger than the {} byte limit for caps",
+                text.len(),
+                limits::MAX_JSON_BYTES
+            )));
+        }
+        let caps: NodeCaps =
+            serde_json::from_str(text.trim()).map_err(|e| CapsError::Syntax(e.to_string()))?;
+        caps.validate()?;
+        Ok(caps)
+    }
+
+    /// Serializes to the one-line JSON form printed by `rlx-agent --probe`.
+    pub fn to_json(&self) -> String {
+        // Serialization of plain data with no maps keyed by non-strings
+        // cannot fail; NaN would, but validated caps never hold one.
+        serde_json::to_string(self).expect("caps serialize")
+    }
+
+    /// Rejects values that cannot be true of a real machine.
+    pub fn validate(&self) -> Result<(), CapsError> {
+        use limits::*;
+        if !self.id.is_empty() && !is_valid_id(&self.id) {
+            return Err(absurd(
+                "id",
+                format!("{:?}", trunc(&self.id)),
+                "a node id is 16 lowercase hex characters",
+            ));
+        }
+        for (field, v) in [
+            ("hostname", &self.hostname),
+            ("addr", &self.addr),
+            ("os", &self.os),
+            ("arch", &self.arch),
+            ("version", &self.version),
+        ] {
+            check_string(field, v)?;
+        }
+        if let Some(c) = &self.cluster {
+            check_string("cluster", c)?;
+        }
+        if let Some(c) = &self.ckpt_dir {
+            if c.len() > 4096 || c.contains('\0') {
+                return Err(absurd("ckpt_dir", trunc(c), "paths are at most 4096 bytes"));
+            }
+        }
+        if self.cores == 0 || self.cores > MAX_CORES {
+            return Err(absurd(
+                "cores",
+                self.cores,
+                format!("expected 1..={MAX_CORES} logical cores"),
+            ));
+        }
+        check_mem("ram_total", self.ram_total)?;
+        check_mem("ram_avail", self.ram_avail)?;
+        if self.ram_avail > self.ram_total {
+            return Err(absurd(
+                "ram_avail",
+                self.ram_avail,
+                format!("more than ram_total ({})", self.ram_total),
+            ));
+        }
+        if self.disk_free > MAX_DISK_BYTES {
+            return Err(absurd(
+                "disk_free",
+                self.disk_free,
+                format!("more than {MAX_DISK_BYTES} bytes"),
+            ));
+        }
+        check_float("gflops", self.gflops, MAX_GFLOPS)?;
+        check_float("io_mbps", self.io_mbps, MAX_IO_MBPS)?;
+        if self.devices.len() > MAX_DEVICES {
+            return Err(absurd(
+                "devices",
+                format!("{} entries", self.devices.len()),
+                format!("at most {MAX_DEVICES} devices per node"),
+            ));
+        }
+        for (i, d) in self.devices.iter().enumerate() {
+            if d.device.is_empty() {
+                return Err(absurd(
+                    format!("devices[{i}].device"),
+                    "\"\"",
+                    "a device needs a label",
+                ));
+            }
+            check_string(&format!("devices[{i}].device"), &d.device)?;
+            check_string(&format!("devices[{i}].name"), &d.name)?;
+            check_mem(&format!("devices[{i}].mem_bytes"), d.mem_bytes)?;
+            check_float(&format!("devices[{i}].gflops"), d.gflops, MAX_GFLOPS)?;
+        }
+        Ok(())
+    }
+
+    /// Memory of the largest accelerator (unified ones count as host RAM),
+    /// for reports; 0 when the node has none.
+    pub fn accelerator_mem(&self) -> u64 {
+        self.devices
+            .iter()
+            .filter(|d| d.parsed().is_some_and(Device::is_accelerator))
+            .map(|d| if d.unified && d.mem_bytes == 0 { self.ram_total } else { d.mem_bytes })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+fn trunc(s: &str) -> String {
+    let mut end = s.len().min(40);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end < s.len() {
+        format!("{}…", &s[..end])
+    } else {
+        s.to_string()
+    }
+}
+
+fn check_string(field: &str, v: &str) -> Result<(), CapsError> {
+    if v.len() > limits::MAX_STRING {
+        return Err(absurd(
+            field,
+            format!("{:?} ({} bytes)", trunc(v), v.len()),
+            format!("strings are at most {} bytes", limits::MAX_STRING),
+        ));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(absurd(
+            field,
+            format!("{:?}", trunc(v)),
+            "control characters are not allowed",
+        ));
+    }
+    Ok(())
+}
+
+fn check_mem(field: &str, v: u64) -> Result<(), CapsError> {
+    if v > limits::MAX_MEM_BYTES {
+        return Err(absurd(
+            field,
+            v,
+            format!("more than {} bytes (1 PiB)", limits::MAX_MEM_BYTES),
+        ));
+    }
+    Ok(())
+}
+
+fn check_float(field: &str, v: f64, max: f64) -> Result<(), CapsError> {
+    if !v.is_finite() || !(0.0..=max).contains(&v) {
+        return Err(absurd(field, v, format!("expected a finite number in 0..={max}")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> NodeCaps {
+        NodeCaps {
+            id: "0123456789abcdef".into(),
+            hostname: "gpu-a".into(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            cores: 32,
+            ram_total: 128 << 30,
+            ram_avail: 100 << 30,
+            disk_free: 1 << 40,
+            devices: vec![DeviceInfo {
+                device: "cuda".into(),
+                name: "RTX 4090".into(),
+                mem_bytes: 24 << 30,
+                unified: false,
+                gflops: 0.0,
+                available: true,
+            }],
+            gflops: 400.0,
+            io_mbps: 1800.0,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn caps_survive_a_json_round_trip() {
+        let c = sample();
+        assert_eq!(NodeCaps::from_json(&c.to_json()).unwrap(), c);
+    }
+
+    #[test]
+    fn the_seed_era_json_without_new_fields_still_parses() {
+        let old = r#"{"addr":"x:1","os":"linux","cores":8,"ram_total":1000,"ram_avail":10,
+            "disk_free":0,"devices":[{"device":"cuda","name":"g","mem_bytes":5,"unified":false,
+            "gflops":0.0,"available":true}],"gflops":1.0,"io_mbps":0.0}"#;
+        let c = NodeCaps::from_json(old).unwrap();
+        assert_eq!(c.devices[0].parsed(), Some(Device::Cuda));
+        assert!(c.id.is_empty());
+    }
+
+    #[test]
+    fn absurd_values_are_rejected_with_the_field_named() {
+        let cases: Vec<(Box<dyn Fn(&mut NodeCaps)>, &str)> = vec![
+            (Box::new(|c| c.ram_total = 1_000_000_000_000_000_000), "ram_total"),
+            (Box::new(|c| c.cores = 1_000_000), "cores"),
+            (Box::new(|c| c.cores = 0), "cores"),
+            (Box::new(|c| c.gflops = f64::NAN), "gflops"),
+            (Box::new(|c| c.gflops = -1.0), "gflops"),
+            (Box::new(|c| c.ram_avail = c.ram_total + 1), "ram_avail"),
+            (Box::new(|c| c.id = "NOT-HEX".into()), "id"),
+            (Box::new(|c| c.hostname = "x".repeat(300)), "hostname"),
+            (Box::new(|c| c.devices[0].mem_bytes = u64::MAX), "devices[0].mem_bytes"),
+            (
+                Box::new(|c| c.devices = vec![c.devices[0].clone(); 65]),
+                "devices",
+            ),
+        ];
+        for (mutate, field) in cases {
+            let mut c = sample();
+            mutate(&mut c);
+            let err = c.validate().expect_err(field).to_string();
+            assert!(err.contains(&format!("`{field}`")), "{err} should name {field}");
+        }
+    }
+
+    #[test]
+    fn negative_numbers_in_json_are_a_syntax_error_not_a_wraparound() {
+        let bad = sample().to_json().replace("\"cores\":32", "\"cores\":-4");
+        let err = NodeCaps::from_json(&bad).unwrap_err().to_string();
+        assert!(err.contains("cores") || err.contains("invalid value"), "{err}");
+    }
+
+    #[test]
+    fn device_labels_parse_case_insensitively_with_an_index() {
+        assert_eq!("CUDA:1".parse::<Device>(), Ok(Device::Cuda));
+        assert_eq!("metal".parse::<Device>(), Ok(Device::Metal));
+        assert!("quantum-tpu".parse::<Device>().is_err());
+    }
+
+    #[test]
+    fn oversized_json_is_refused_before_parsing() {
+        let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(limits::MAX_JSON_BYTES));
+        assert!(NodeCaps::from_json(&big).unwrap_err().to_string().contains("limit"));
+    }
+}

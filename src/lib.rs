@@ -1,0 +1,21 @@
+//! **rlx-discover** — find the machines of an RLX cluster and write their
+//! `[[node]]` list, so nobody has to type addresses and devices by hand.
+//!
+//! ```toml
+//! [discover]          # empty: browse the LAN for rlx-agents over mDNS
+//! ckpt_dir = "/data/models/GLM-5.3-Flash"
+//! ```
+//!
+//! Every source (SSH probes, a subnet scan, mDNS) produces the same
+//! [`sighting::Sighting`]; one pipeline ([`pipeline`]) turns sightings into
+//! nodes: device selection ([`select`]), node config, merge with the
+//! hand-written nodes, and a report of everything that was dropped or refused.
+//!
+//! # Layout
+//! - [`caps`]: the capabilities model and its JSON (the `--probe` contract).
+//! - [`config`]: `cluster.toml`, `[discover]` and `[[node]]`, with line-numbered errors.
+//! - [`sources`]: where sightings come from (ssh, subnet, ...).
+
+pub mod caps;
+pub mod config;
+pub mod sources;
