@@ -18,4 +18,8 @@
 
 pub mod caps;
 pub mod config;
+pub mod pipeline;
+pub mod report;
+pub mod select;
+pub mod sighting;
 pub mod sources;

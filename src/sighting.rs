@@ -1,0 +1,150 @@
+//! **What a source saw** — the one record every discovery source produces,
+//! so nothing downstream needs to know where a node came from except to
+//! report it.
+
+use crate::caps::NodeCaps;
+use serde::Serialize;
+use std::fmt;
+use std::net::IpAddr;
+
+/// Which discovery source saw a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// `rlx-agent --probe` run over SSH.
+    Ssh,
+    /// A TCP scan of `[discover] subnet`.
+    Subnet,
+    /// An mDNS browse of `_rlx._tcp`.
+    Mdns,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Source::Ssh => "ssh",
+            Source::Subnet => "subnet",
+            Source::Mdns => "mdns",
+        })
+    }
+}
+
+/// How much the caps of a sighting can be believed, weakest first. The order
+/// matters: when one machine is seen several ways, the caps with the strongest
+/// evidence win, and among equals the latest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Evidence {
+    /// Something accepted TCP on the port but did not speak the handshake:
+    /// no caps at all.
+    TcpOnly,
+    /// Caps from an mDNS TXT record: unauthenticated and possibly cached.
+    Txt,
+    /// Caps from a handshake reply: fresh, but anyone could have sent them.
+    Handshake,
+    /// Caps from `rlx-agent --probe` over SSH: trusted by SSH itself.
+    Ssh,
+    /// Caps from a handshake reply that proved the cluster key.
+    Authenticated,
+}
+
+impl Evidence {
+    /// True when the caps were read from the machine just now (not a cache).
+    pub fn is_fresh(self) -> bool {
+        self >= Evidence::Handshake
+    }
+}
+
+impl fmt::Display for Evidence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Evidence::TcpOnly => "tcp only",
+            Evidence::Txt => "txt",
+            Evidence::Handshake => "handshake",
+            Evidence::Ssh => "ssh probe",
+            Evidence::Authenticated => "authenticated",
+        })
+    }
+}
+
+/// One node, as one source saw it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sighting {
+    /// Which source saw it.
+    pub source: Source,
+    /// How that source names it: the ssh alias, the IP, the mDNS instance.
+    pub host: String,
+    /// What the runtime would dial (`IP:port`, `[v6]:port`, `alias:port`).
+    pub addr: String,
+    /// The IP the source reached it at, when it knows one.
+    pub ip: Option<IpAddr>,
+    /// The worker port.
+    pub port: u16,
+    /// SSH alias, for SSH-found nodes.
+    pub ssh: Option<String>,
+    /// What the node reported, if it said anything.
+    pub caps: Option<NodeCaps>,
+    /// How far the caps can be believed.
+    pub evidence: Evidence,
+    /// Network interface it was heard on (mDNS).
+    pub heard_on: Option<String>,
+    /// Milliseconds since discovery started when this sighting completed.
+    pub found_ms: u64,
+}
+
+impl Sighting {
+    /// The node id the caps carry, if any.
+    pub fn id(&self) -> Option<&str> {
+        self.caps.as_ref().map(|c| c.id.as_str()).filter(|s| !s.is_empty())
+    }
+}
+
+/// A host a source tried and could not use, or refused, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// Which source.
+    pub source: Source,
+    /// The host as that source names it.
+    pub host: String,
+    /// What went wrong, in words a user can act on.
+    pub reason: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.host, self.source, self.reason)
+    }
+}
+
+/// What one source did: for the report and for the empty-result hint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Attempt {
+    /// Which source.
+    pub source: Source,
+    /// What it tried, e.g. `3 ssh hosts` or `10.0.0.0/24 port 9100`.
+    pub what: String,
+    /// How long it took, milliseconds.
+    pub elapsed_ms: u64,
+    /// How many hosts answered.
+    pub answered: usize,
+}
+
+/// Everything the sources produced, ready for the pipeline.
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    /// Nodes seen.
+    pub sightings: Vec<Sighting>,
+    /// Hosts that failed or were refused.
+    pub problems: Vec<Problem>,
+    /// What each source did.
+    pub attempts: Vec<Attempt>,
+}
+
+impl Discovery {
+    /// Adds another source's results.
+    pub fn extend(&mut self, other: Discovery) {
+        self.sightings.extend(other.sightings);
+        self.problems.extend(other.problems);
+        self.attempts.extend(other.attempts);
+    }
+}
