@@ -1,4 +1,6 @@
 //! **Where nodes come from** — each source turns its own kind of evidence
-//! into sightings for the one pipeline.
+//! into [`crate::sighting::Sighting`]s for the one pipeline; none of them
+//! chooses devices or merges (that is [`crate::pipeline`]'s job alone).
 
+pub mod ssh;
 pub mod subnet;

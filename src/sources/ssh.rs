@@ -1,0 +1,358 @@
+//! **SSH probes** — run `rlx-agent --probe` on each listed host, all at once.
+//!
+//! ```toml
+//! [discover]
+//! ssh_hosts = ["node-a", "node-b"]   # ~/.ssh/config aliases
+//! ckpt_dir  = "/data/models/GLM-5.3-Flash"
+//! ```
+//!
+//! SSH is the source that needs nothing on the network but sshd, and the
+//! caps it returns are trusted by SSH itself. Every host is probed
+//! concurrently (30 hosts cost about one probe, not thirty), with
+//! `BatchMode=yes` so a missing key fails instead of prompting, a connect
+//! timeout, and an overall deadline per host, so one dead host never holds
+//! up or stops the rest. Each failure carries a reason a user can act on.
+
+use crate::caps::{limits::MAX_JSON_BYTES, NodeCaps};
+use crate::sighting::{Attempt, Discovery, Evidence, Problem, Sighting, Source};
+use futures::stream::{self, StreamExt};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+
+/// Most ssh processes running at once. Each is a few MB and a connection;
+/// 64 covers a rack in one round while staying far below sshd's default
+/// `MaxStartups` on any one host (each host gets one connection anyway).
+pub const DEFAULT_SSH_CONCURRENCY: usize = 64;
+
+/// Longest ssh `ConnectTimeout`: the TCP connect to a live sshd on a LAN
+/// takes milliseconds, so waiting longer only delays the "unreachable"
+/// verdict. The overall per-host deadline (`ssh_timeout_ms`) still applies.
+const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the SSH source needs from `[discover]`.
+#[derive(Debug, Clone)]
+pub struct SshOptions {
+    /// Hosts or ssh aliases.
+    pub hosts: Vec<String>,
+    /// Worker port written into each node's `addr`.
+    pub port: u16,
+    /// Checkpoint dir on those hosts (the probe measures its free space).
+    pub ckpt_dir: String,
+    /// The probe command on the remote side.
+    pub remote_bin: String,
+    /// Overall deadline per host.
+    pub timeout: Duration,
+    /// `ssh -F` file, if not the user's own.
+    pub ssh_config: Option<PathBuf>,
+    /// The ssh client to run (tests and odd installs may point elsewhere).
+    pub ssh_program: String,
+    /// Most probes in flight.
+    pub concurrency: usize,
+}
+
+impl SshOptions {
+    /// Options from a `[discover]` section.
+    pub fn from_section(d: &crate::config::DiscoverSection) -> Self {
+        SshOptions {
+            hosts: d.ssh_hosts.clone(),
+            port: d.port,
+            ckpt_dir: d.ckpt_dir.clone().unwrap_or_default(),
+            remote_bin: d.remote_bin.clone(),
+            timeout: Duration::from_millis(d.ssh_timeout_ms),
+            ssh_config: d.ssh_config.clone(),
+            ssh_program: "ssh".into(),
+            concurrency: DEFAULT_SSH_CONCURRENCY,
+        }
+    }
+
+    /// The remote command line: the probe, with the checkpoint dir quoted
+    /// for the remote shell (ssh joins its arguments into one string).
+    pub fn remote_command(&self) -> String {
+        let mut cmd = format!("{} --probe --port {}", self.remote_bin, self.port);
+        if !self.ckpt_dir.is_empty() {
+            let q = shlex::try_quote(&self.ckpt_dir)
+                .map(|c| c.into_owned())
+                .unwrap_or_else(|_| format!("'{}'", self.ckpt_dir.replace('\'', "'\\''")));
+            cmd.push_str(" --ckpt-dir ");
+            cmd.push_str(&q);
+        }
+        cmd
+    }
+
+    fn command(&self, host: &str) -> Command {
+        let connect = self.timeout.min(MAX_CONNECT_TIMEOUT);
+        let mut c = Command::new(&self.ssh_program);
+        if let Some(f) = &self.ssh_config {
+            c.arg("-F").arg(f);
+        }
+        c.args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            &format!("ConnectTimeout={}", connect.as_secs().max(1)),
+            "-o",
+            "LogLevel=ERROR",
+            "-T",
+            "--",
+            host,
+            &self.remote_command(),
+        ]);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c
+    }
+}
+
+/// Why one host could not be probed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SshFailure {
+    /// No answer within the deadline.
+    TimedOut(Duration),
+    /// The network or name lookup failed before SSH could talk.
+    Unreachable(String),
+    /// SSH refused us (key not accepted, host key unknown or changed).
+    AuthRefused(String),
+    /// The remote side has no probe binary.
+    NotInstalled(String),
+    /// The probe ran and failed.
+    ProbeFailed(String),
+    /// The probe printed something that is not caps JSON.
+    NotCaps(String),
+    /// ssh itself could not be run here.
+    NoSshClient(String),
+}
+
+impl std::fmt::Display for SshFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SshFailure::TimedOut(d) => write!(
+                f,
+                "timed out: no answer within {} ms (ssh_timeout_ms); the host, or its sshd, is not responding",
+                d.as_millis()
+            ),
+            SshFailure::Unreachable(s) => write!(f, "unreachable: {s}"),
+            SshFailure::AuthRefused(s) => write!(f, "auth refused: {s}"),
+            SshFailure::NotInstalled(s) => write!(f, "rlx-agent not installed: {s}"),
+            SshFailure::ProbeFailed(s) => write!(f, "probe failed: {s}"),
+            SshFailure::NotCaps(s) => write!(f, "probe printed something that is not caps JSON: {s}"),
+            SshFailure::NoSshClient(s) => write!(f, "cannot run ssh here: {s}"),
+        }
+    }
+}
+
+fn last_line(s: &str) -> String {
+    let line = s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let mut end = line.len().min(200);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_string()
+}
+
+/// Classifies a finished ssh run into caps or a reason a user can act on.
+pub fn classify(
+    host: &str,
+    remote_bin: &str,
+    code: Option<i32>,
+    stdout: &str,
+    stderr: &str,
+) -> Result<NodeCaps, SshFailure> {
+    let err = stderr.to_ascii_lowercase();
+    let last = last_line(stderr);
+    match code {
+        Some(0) => NodeCaps::from_json(stdout).map_err(|e| {
+            let first = stdout.lines().next().unwrap_or("").trim();
+            let shown: String = first.chars().take(80).collect();
+            SshFailure::NotCaps(format!(
+                "{e}; it printed {shown:?} (is `{remote_bin}` on {host} the rlx agent, and a version that knows --probe?)"
+            ))
+        }),
+        Some(255) => {
+            if err.contains("could not resolve hostname") || err.contains("name or service not known") {
+                Err(SshFailure::Unreachable(format!(
+                    "the name {host} does not resolve; check the alias in your ssh config ({last})"
+                )))
+            } else if err.contains("connection refused") {
+                Err(SshFailure::Unreachable(format!(
+                    "connection refused: no sshd listening on {host}'s ssh port ({last})"
+                )))
+            } else if err.contains("timed out") || err.contains("no route to host") || err.contains("network is unreachable") {
+                Err(SshFailure::Unreachable(format!("{last}; is {host} up and on this network?")))
+            } else if err.contains("host key verification failed") || err.contains("remote host identification has changed") {
+                Err(SshFailure::AuthRefused(format!(
+                    "{host}'s host key is unknown or has changed; connect once by hand (`ssh {host}`) to check and accept it"
+                )))
+            } else if err.contains("permission denied") || err.contains("too many authentication failures") {
+                Err(SshFailure::AuthRefused(format!(
+                    "{host} did not accept any of your keys (BatchMode never prompts for a password); \
+                     install your public key there with `ssh-copy-id {host}` ({last})"
+                )))
+            } else if err.contains("connection closed") || err.contains("connection reset") || err.contains("kex_exchange") {
+                Err(SshFailure::Unreachable(format!("{host} closed the connection: {last}")))
+            } else {
+                Err(SshFailure::Unreachable(format!("ssh exited 255: {last}")))
+            }
+        }
+        Some(127) => Err(SshFailure::NotInstalled(format!(
+            "`{remote_bin}` was not found on {host}'s PATH; install rlx-agent there or set \
+             [discover] remote_bin to its full path ({last})"
+        ))),
+        Some(126) => Err(SshFailure::NotInstalled(format!(
+            "`{remote_bin}` on {host} is not executable ({last})"
+        ))),
+        Some(c) => {
+            if err.contains("command not found") || err.contains("no such file or directory") {
+                Err(SshFailure::NotInstalled(format!(
+                    "`{remote_bin}` was not found on {host} ({last})"
+                )))
+            } else if err.contains("unexpected argument") || err.contains("unrecognized option") {
+                Err(SshFailure::ProbeFailed(format!(
+                    "`{remote_bin}` on {host} does not understand --probe (an older or different program?): {last}"
+                )))
+            } else {
+                Err(SshFailure::ProbeFailed(format!("`{remote_bin} --probe` exited {c}: {last}")))
+            }
+        }
+        None => Err(SshFailure::ProbeFailed(format!("killed by a signal: {last}"))),
+    }
+}
+
+/// Probes one host, within the overall deadline.
+pub async fn probe_host(opts: &SshOptions, host: &str) -> Result<NodeCaps, SshFailure> {
+    let mut child = opts
+        .command(host)
+        .spawn()
+        .map_err(|e| SshFailure::NoSshClient(format!("{}: {e}", opts.ssh_program)))?;
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let run = async {
+        // Bounded reads: a remote that prints forever cannot grow us.
+        let mut so = Vec::new();
+        let mut se = Vec::new();
+        let mut out = (&mut out).take(MAX_JSON_BYTES as u64 + 1);
+        let mut err = (&mut err).take(64 * 1024);
+        // Read errors only shorten the output, which classify() reports.
+        let _ = tokio::join!(out.read_to_end(&mut so), err.read_to_end(&mut se));
+        let status = child.wait().await;
+        (status, so, se)
+    };
+    match tokio::time::timeout(opts.timeout, run).await {
+        Err(_) => Err(SshFailure::TimedOut(opts.timeout)),
+        Ok((status, so, se)) => {
+            let status = status.map_err(|e| SshFailure::NoSshClient(e.to_string()))?;
+            if so.len() > MAX_JSON_BYTES {
+                return Err(SshFailure::NotCaps(format!(
+                    "more than {MAX_JSON_BYTES} bytes of output"
+                )));
+            }
+            classify(
+                host,
+                &opts.remote_bin,
+                status.code(),
+                &String::from_utf8_lossy(&so),
+                &String::from_utf8_lossy(&se),
+            )
+        }
+    }
+}
+
+/// Probes every host concurrently and returns sightings and failures.
+pub async fn discover(opts: &SshOptions, started: Instant) -> Discovery {
+    let t0 = Instant::now();
+    let results: Vec<(String, Result<NodeCaps, SshFailure>, u64)> = stream::iter(opts.hosts.iter())
+        .map(|host| async move {
+            let r = probe_host(opts, host).await;
+            (host.clone(), r, started.elapsed().as_millis() as u64)
+        })
+        .buffer_unordered(opts.concurrency.max(1))
+        .collect()
+        .await;
+    let mut d = Discovery::default();
+    // Report in the order the user listed the hosts.
+    let mut results = results;
+    results.sort_by_key(|(h, _, _)| opts.hosts.iter().position(|x| x == h));
+    for (host, r, ms) in results {
+        match r {
+            Ok(caps) => d.sightings.push(Sighting {
+                source: Source::Ssh,
+                addr: format!("{host}:{}", opts.port),
+                host: host.clone(),
+                ip: None,
+                port: opts.port,
+                ssh: Some(host),
+                caps: Some(caps),
+                evidence: Evidence::Ssh,
+                heard_on: None,
+                found_ms: ms,
+            }),
+            Err(e) => {
+                tracing::debug!(%host, error = %e, "ssh probe failed");
+                d.problems.push(Problem {
+                    source: Source::Ssh,
+                    host,
+                    reason: e.to_string(),
+                });
+            }
+        }
+    }
+    d.attempts.push(Attempt {
+        source: Source::Ssh,
+        what: format!("{} ssh host(s), `{}`", opts.hosts.len(), opts.remote_command()),
+        elapsed_ms: t0.elapsed().as_millis() as u64,
+        answered: d.sightings.len(),
+    });
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAPS: &str = r#"{"os":"linux","cores":4,"ram_total":1000,"ram_avail":10}"#;
+
+    #[test]
+    fn a_clean_exit_with_caps_json_is_a_success() {
+        assert!(classify("h", "rlx-agent", Some(0), CAPS, "").is_ok());
+    }
+
+    #[test]
+    fn each_failure_gets_a_reason_a_user_can_act_on() {
+        let cases = [
+            (Some(255), "", "ssh: Could not resolve hostname nope: Name or service not known", "unreachable"),
+            (Some(255), "", "ssh: connect to host h port 22: Connection refused", "unreachable"),
+            (Some(255), "", "ssh: connect to host h port 22: Connection timed out", "unreachable"),
+            (Some(255), "", "root@h: Permission denied (publickey).", "auth refused"),
+            (Some(255), "", "Host key verification failed.", "auth refused"),
+            (Some(127), "", "bash: line 1: rlx-agent: command not found", "not installed"),
+            (Some(0), "Welcome to the box!\n", "", "not caps JSON"),
+            (Some(2), "", "error: unexpected argument '--probe' found", "does not understand --probe"),
+        ];
+        for (code, out, err, want) in cases {
+            let e = classify("h", "rlx-agent", code, out, err).unwrap_err().to_string();
+            assert!(e.contains(want), "{err:?} gave {e:?}, wanted {want:?}");
+        }
+    }
+
+    #[test]
+    fn the_checkpoint_dir_is_quoted_for_the_remote_shell() {
+        let o = SshOptions {
+            hosts: vec![],
+            port: 9100,
+            ckpt_dir: "/data/my models/$x".into(),
+            remote_bin: "rlx-agent".into(),
+            timeout: Duration::from_secs(1),
+            ssh_config: None,
+            ssh_program: "ssh".into(),
+            concurrency: 1,
+        };
+        assert_eq!(
+            o.remote_command(),
+            "rlx-agent --probe --port 9100 --ckpt-dir '/data/my models/$x'"
+        );
+    }
+}
