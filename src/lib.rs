@@ -18,6 +18,7 @@
 
 pub mod caps;
 pub mod config;
+pub mod netguard;
 pub mod pipeline;
 pub mod report;
 pub mod select;
