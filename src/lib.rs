@@ -18,8 +18,11 @@
 
 pub mod caps;
 pub mod config;
+pub mod iface;
+pub mod discover;
 pub mod netguard;
 pub mod pipeline;
+pub mod render;
 pub mod report;
 pub mod select;
 pub mod sighting;
