@@ -359,7 +359,13 @@ impl NodeCaps {
         self.devices
             .iter()
             .filter(|d| d.parsed().is_some_and(Device::is_accelerator))
-            .map(|d| if d.unified && d.mem_bytes == 0 { self.ram_total } else { d.mem_bytes })
+            .map(|d| {
+                if d.unified && d.mem_bytes == 0 {
+                    self.ram_total
+                } else {
+                    d.mem_bytes
+                }
+            })
             .max()
             .unwrap_or(0)
     }
@@ -408,7 +414,11 @@ fn check_mem(field: &str, v: u64) -> Result<(), CapsError> {
 
 fn check_float(field: &str, v: f64, max: f64) -> Result<(), CapsError> {
     if !v.is_finite() || !(0.0..=max).contains(&v) {
-        return Err(absurd(field, v, format!("expected a finite number in 0..={max}")));
+        return Err(absurd(
+            field,
+            v,
+            format!("expected a finite number in 0..={max}"),
+        ));
     }
     Ok(())
 }
@@ -460,7 +470,10 @@ mod tests {
     #[test]
     fn absurd_values_are_rejected_with_the_field_named() {
         let cases: Vec<(Box<dyn Fn(&mut NodeCaps)>, &str)> = vec![
-            (Box::new(|c| c.ram_total = 1_000_000_000_000_000_000), "ram_total"),
+            (
+                Box::new(|c| c.ram_total = 1_000_000_000_000_000_000),
+                "ram_total",
+            ),
             (Box::new(|c| c.cores = 1_000_000), "cores"),
             (Box::new(|c| c.cores = 0), "cores"),
             (Box::new(|c| c.gflops = f64::NAN), "gflops"),
@@ -468,7 +481,10 @@ mod tests {
             (Box::new(|c| c.ram_avail = c.ram_total + 1), "ram_avail"),
             (Box::new(|c| c.id = "NOT-HEX".into()), "id"),
             (Box::new(|c| c.hostname = "x".repeat(300)), "hostname"),
-            (Box::new(|c| c.devices[0].mem_bytes = u64::MAX), "devices[0].mem_bytes"),
+            (
+                Box::new(|c| c.devices[0].mem_bytes = u64::MAX),
+                "devices[0].mem_bytes",
+            ),
             (
                 Box::new(|c| c.devices = vec![c.devices[0].clone(); 65]),
                 "devices",
@@ -478,7 +494,10 @@ mod tests {
             let mut c = sample();
             mutate(&mut c);
             let err = c.validate().expect_err(field).to_string();
-            assert!(err.contains(&format!("`{field}`")), "{err} should name {field}");
+            assert!(
+                err.contains(&format!("`{field}`")),
+                "{err} should name {field}"
+            );
         }
     }
 
@@ -486,7 +505,10 @@ mod tests {
     fn negative_numbers_in_json_are_a_syntax_error_not_a_wraparound() {
         let bad = sample().to_json().replace("\"cores\":32", "\"cores\":-4");
         let err = NodeCaps::from_json(&bad).unwrap_err().to_string();
-        assert!(err.contains("cores") || err.contains("invalid value"), "{err}");
+        assert!(
+            err.contains("cores") || err.contains("invalid value"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -499,6 +521,9 @@ mod tests {
     #[test]
     fn oversized_json_is_refused_before_parsing() {
         let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(limits::MAX_JSON_BYTES));
-        assert!(NodeCaps::from_json(&big).unwrap_err().to_string().contains("limit"));
+        assert!(NodeCaps::from_json(&big)
+            .unwrap_err()
+            .to_string()
+            .contains("limit"));
     }
 }

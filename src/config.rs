@@ -245,9 +245,10 @@ pub struct Subnet(pub ipnet::Ipv4Net);
 impl FromStr for Subnet {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let net: ipnet::Ipv4Net = s.trim().parse().map_err(|_| {
-            format!("`{s}` is not an IPv4 CIDR block; write it like 10.0.0.0/24")
-        })?;
+        let net: ipnet::Ipv4Net = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{s}` is not an IPv4 CIDR block; write it like 10.0.0.0/24"))?;
         if net.prefix_len() < MAX_SUBNET_PREFIX {
             return Err(format!(
                 "`{s}` has {} addresses; the largest subnet scanned is a /{MAX_SUBNET_PREFIX} \
@@ -516,9 +517,8 @@ impl ClusterConfig {
             discover: raw.discover,
             nodes: raw.node,
         };
-        cfg.check().map_err(|(key_path, message)| {
-            err_at(span_of(text, &key_path), message)
-        })?;
+        cfg.check()
+            .map_err(|(key_path, message)| err_at(span_of(text, &key_path), message))?;
         Ok(cfg)
     }
 
@@ -535,7 +535,11 @@ impl ClusterConfig {
                         .into(),
                 ));
             }
-            if let Some(h) = d.ssh_hosts.iter().find(|h| h.trim().is_empty() || h.starts_with('-')) {
+            if let Some(h) = d
+                .ssh_hosts
+                .iter()
+                .find(|h| h.trim().is_empty() || h.starts_with('-'))
+            {
                 return Err((
                     at("ssh_hosts"),
                     format!("[discover] ssh_hosts entry {h:?} is not a host name or ssh alias"),
@@ -589,7 +593,10 @@ impl ClusterConfig {
                 }
             }
             if d.interfaces.iter().any(|i| i.trim().is_empty()) {
-                return Err((at("interfaces"), "[discover] interfaces has an empty name".into()));
+                return Err((
+                    at("interfaces"),
+                    "[discover] interfaces has an empty name".into(),
+                ));
             }
         }
         let mut seen = std::collections::HashMap::new();
@@ -621,7 +628,10 @@ impl ClusterConfig {
                 if !g.is_finite() || g <= 0.0 {
                     return Err((
                         at("max_ram_gb"),
-                        format!("[[node]] #{}: max_ram_gb must be a positive number of GB", i + 1),
+                        format!(
+                            "[[node]] #{}: max_ram_gb must be a positive number of GB",
+                            i + 1
+                        ),
                     ));
                 }
             }
@@ -664,7 +674,9 @@ impl ClusterConfig {
 /// Validates a node address: `host:port` or `[v6]:port`.
 pub fn check_addr(addr: &str) -> Result<(), String> {
     let Some((host, port)) = addr.rsplit_once(':') else {
-        return Err(format!("{addr:?} needs a port, e.g. \"{addr}:{DEFAULT_PORT}\""));
+        return Err(format!(
+            "{addr:?} needs a port, e.g. \"{addr}:{DEFAULT_PORT}\""
+        ));
     };
     if host.is_empty() {
         return Err(format!("{addr:?} has no host"));
@@ -694,7 +706,9 @@ fn span_of(text: &str, path: &[KeyRef]) -> Option<usize> {
     let mut steps = path.iter().peekable();
     while let Some(step) = steps.next() {
         let KeyRef::Key(k) = step else { return best };
-        let Some((key, value)) = table.get_key_value(k) else { return best };
+        let Some((key, value)) = table.get_key_value(k) else {
+            return best;
+        };
         best = key.span().map(|s| s.start).or(best);
         match (value, steps.peek()) {
             (toml_edit::Item::ArrayOfTables(a), Some(KeyRef::Idx(i))) => {
@@ -714,18 +728,31 @@ fn span_of(text: &str, path: &[KeyRef]) -> Option<usize> {
 /// to do, keeping toml's own description of the problem.
 fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
     let msg = e.message().trim().to_string();
-    let key = e
-        .span()
-        .map(|s| text[s.start.min(text.len())..s.end.min(text.len())].trim().to_string())
-        .unwrap_or_default();
     if msg.starts_with("unknown field") {
         // "unknown field `devcie`, expected one of `addr`, ..."
         return format!("{msg}: remove the key or fix its spelling");
     }
-    if !key.is_empty() && key.len() < 80 && !msg.contains(&key) {
-        format!("{msg} (at `{key}`)")
-    } else {
-        msg
+    let Some(span) = e.span() else { return msg };
+    let start = span.start.min(text.len());
+    // The key is whatever precedes `=` on the line where the bad value starts.
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let before = &text[line_start..start];
+    match before.split_once('=') {
+        Some((key, _)) if !key.trim().is_empty() => {
+            let key = key.trim();
+            let hint = if msg.contains("expected u16")
+                || msg.contains("expected u64")
+                || msg.contains("expected u32")
+            {
+                " (write a whole number without quotes)"
+            } else if msg.contains("expected a boolean") {
+                " (write true or false)"
+            } else {
+                ""
+            };
+            format!("`{key}`: {msg}{hint}")
+        }
+        _ => msg,
     }
 }
 

@@ -18,8 +18,8 @@
 
 pub mod caps;
 pub mod config;
-pub mod iface;
 pub mod discover;
+pub mod iface;
 pub mod netguard;
 pub mod pipeline;
 pub mod render;

@@ -121,7 +121,12 @@ fn kinship(a: &Sighting, b: &Sighting) -> Kinship {
             // Same id, different endpoints: the same box reached two ways
             // (an ssh alias and an IP, or two NICs) reports the same host
             // name; a cloned disk image running on two boxes does not.
-            let host = |s: &Sighting| s.caps.as_ref().map(|c| c.hostname.clone()).unwrap_or_default();
+            let host = |s: &Sighting| {
+                s.caps
+                    .as_ref()
+                    .map(|c| c.hostname.clone())
+                    .unwrap_or_default()
+            };
             let (ha, hb) = (host(a), host(b));
             let ssh_involved = a.source == Source::Ssh || b.source == Source::Ssh;
             if ha == hb && (!ha.is_empty() || ssh_involved) {
@@ -304,7 +309,12 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
                     host: s.host.clone(),
                     addr: s.addr.clone(),
                     same_as: addr.clone(),
-                    matched_by: if s.id().is_some() && s.addr != addr { "id" } else { "addr" }.into(),
+                    matched_by: if s.id().is_some() && s.addr != addr {
+                        "id"
+                    } else {
+                        "addr"
+                    }
+                    .into(),
                 });
             }
         }
@@ -473,19 +483,38 @@ mod tests {
     fn a_scan_hit_and_an_mdns_sighting_of_one_ip_and_port_are_one_node() {
         let found = discovery(vec![
             seen(Source::Subnet, "10.0.0.5:9100", None, 300),
-            seen(Source::Mdns, "10.0.0.5:9100", Some(caps("00000000000000bb", "x", "rocm", 16 << 30)), 40),
+            seen(
+                Source::Mdns,
+                "10.0.0.5:9100",
+                Some(caps("00000000000000bb", "x", "rocm", 16 << 30)),
+                40,
+            ),
         ]);
         let e = expand(&[], &NodeDefaults::default(), found);
         assert_eq!(e.nodes.len(), 1);
-        assert_eq!(e.nodes[0].device.as_str(), "rocm", "caps come from the source that had them");
+        assert_eq!(
+            e.nodes[0].device.as_str(),
+            "rocm",
+            "caps come from the source that had them"
+        );
     }
 
     #[test]
     fn two_live_hosts_claiming_one_id_are_both_kept_and_the_clash_is_reported() {
         let id = "00000000000000cc";
         let found = discovery(vec![
-            seen(Source::Mdns, "10.0.0.5:9100", Some(caps(id, "clone-a", "cuda", 8 << 30)), 1),
-            seen(Source::Mdns, "10.0.0.6:9100", Some(caps(id, "clone-b", "cuda", 8 << 30)), 2),
+            seen(
+                Source::Mdns,
+                "10.0.0.5:9100",
+                Some(caps(id, "clone-a", "cuda", 8 << 30)),
+                1,
+            ),
+            seen(
+                Source::Mdns,
+                "10.0.0.6:9100",
+                Some(caps(id, "clone-b", "cuda", 8 << 30)),
+                2,
+            ),
         ]);
         let e = expand(&[], &NodeDefaults::default(), found);
         assert_eq!(e.nodes.len(), 2);
@@ -519,7 +548,11 @@ mod tests {
         let e = expand(std::slice::from_ref(&hand), &NodeDefaults::default(), found);
         assert_eq!(e.nodes, vec![hand]);
         assert_eq!(e.report.warnings.len(), 1, "{:?}", e.report.warnings);
-        assert!(e.report.warnings[0].contains("cuda"), "{}", e.report.warnings[0]);
+        assert!(
+            e.report.warnings[0].contains("cuda"),
+            "{}",
+            e.report.warnings[0]
+        );
     }
 
     #[test]
@@ -560,7 +593,12 @@ mod tests {
         let e = expand(
             &[],
             &defaults,
-            discovery(vec![seen(Source::Ssh, "h:9100", Some(caps("", "h", "cuda", 8 << 30)), 1)]),
+            discovery(vec![seen(
+                Source::Ssh,
+                "h:9100",
+                Some(caps("", "h", "cuda", 8 << 30)),
+                1,
+            )]),
         );
         assert_eq!(e.nodes[0].device.as_str(), "vulkan");
     }

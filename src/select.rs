@@ -199,10 +199,16 @@ mod tests {
 
     #[test]
     fn the_ane_is_never_chosen_and_the_cpu_is_the_floor() {
-        let c = caps_with(vec![dev("cpu", 0, false), dev("ane", 0, true)], 16_000_000_000);
+        let c = caps_with(
+            vec![dev("cpu", 0, false), dev("ane", 0, true)],
+            16_000_000_000,
+        );
         let s = best_device(&c);
         assert_eq!(s.device.as_str(), "cpu");
-        assert!(s.skipped.is_empty(), "the ANE is not a skip worth reporting");
+        assert!(
+            s.skipped.is_empty(),
+            "the ANE is not a skip worth reporting"
+        );
     }
 
     /// A device label this build does not know must be REPORTED, not folded
@@ -211,11 +217,19 @@ mod tests {
     #[test]
     fn unrecognized_devices_are_reported_not_silently_cpu() {
         let c = caps_with(
-            vec![dev("cpu", 0, false), dev("quantum-tpu", 80_000_000_000, false)],
+            vec![
+                dev("cpu", 0, false),
+                dev("quantum-tpu", 80_000_000_000, false),
+            ],
             64_000_000_000,
         );
         let s = best_device(&c);
-        assert_eq!(s.skipped.len(), 1, "the unknown label must surface: {:?}", s.skipped);
+        assert_eq!(
+            s.skipped.len(),
+            1,
+            "the unknown label must surface: {:?}",
+            s.skipped
+        );
         assert!(s.skipped[0].to_string().contains("quantum-tpu"));
         assert_eq!(s.skipped[0].reason, SkipReason::Unrecognized);
         // With nothing recognised, CPU is the honest answer, now with a reason.
@@ -267,7 +281,10 @@ mod tests {
     /// chosen over the CPU, and still flagged so the user can check it.
     #[test]
     fn a_lone_zero_memory_accelerator_is_chosen_and_flagged() {
-        let c = caps_with(vec![dev("cpu", 0, false), dev("rocm", 0, false)], 64_000_000_000);
+        let c = caps_with(
+            vec![dev("cpu", 0, false), dev("rocm", 0, false)],
+            64_000_000_000,
+        );
         let s = best_device(&c);
         assert_eq!(s.device.as_str(), "rocm");
         assert_eq!(s.skipped[0].reason, SkipReason::NoMemoryReported);
@@ -276,7 +293,10 @@ mod tests {
     #[test]
     fn ties_go_to_the_probes_own_order() {
         let c = caps_with(
-            vec![dev("cuda", 24_000_000_000, false), dev("vulkan", 24_000_000_000, false)],
+            vec![
+                dev("cuda", 24_000_000_000, false),
+                dev("vulkan", 24_000_000_000, false),
+            ],
             64_000_000_000,
         );
         assert_eq!(best_device(&c).device.as_str(), "cuda");

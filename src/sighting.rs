@@ -95,7 +95,10 @@ pub struct Sighting {
 impl Sighting {
     /// The node id the caps carry, if any.
     pub fn id(&self) -> Option<&str> {
-        self.caps.as_ref().map(|c| c.id.as_str()).filter(|s| !s.is_empty())
+        self.caps
+            .as_ref()
+            .map(|c| c.id.as_str())
+            .filter(|s| !s.is_empty())
     }
 }
 

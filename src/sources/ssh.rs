@@ -146,7 +146,12 @@ impl std::fmt::Display for SshFailure {
 }
 
 fn last_line(s: &str) -> String {
-    let line = s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let line = s
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     let mut end = line.len().min(200);
     while !line.is_char_boundary(end) {
         end -= 1;
@@ -302,7 +307,11 @@ pub async fn discover(opts: &SshOptions, started: Instant) -> Discovery {
     }
     d.attempts.push(Attempt {
         source: Source::Ssh,
-        what: format!("{} ssh host(s), `{}`", opts.hosts.len(), opts.remote_command()),
+        what: format!(
+            "{} ssh host(s), `{}`",
+            opts.hosts.len(),
+            opts.remote_command()
+        ),
         elapsed_ms: t0.elapsed().as_millis() as u64,
         answered: d.sightings.len(),
     });
@@ -323,17 +332,54 @@ mod tests {
     #[test]
     fn each_failure_gets_a_reason_a_user_can_act_on() {
         let cases = [
-            (Some(255), "", "ssh: Could not resolve hostname nope: Name or service not known", "unreachable"),
-            (Some(255), "", "ssh: connect to host h port 22: Connection refused", "unreachable"),
-            (Some(255), "", "ssh: connect to host h port 22: Connection timed out", "unreachable"),
-            (Some(255), "", "root@h: Permission denied (publickey).", "auth refused"),
-            (Some(255), "", "Host key verification failed.", "auth refused"),
-            (Some(127), "", "bash: line 1: rlx-agent: command not found", "not installed"),
+            (
+                Some(255),
+                "",
+                "ssh: Could not resolve hostname nope: Name or service not known",
+                "unreachable",
+            ),
+            (
+                Some(255),
+                "",
+                "ssh: connect to host h port 22: Connection refused",
+                "unreachable",
+            ),
+            (
+                Some(255),
+                "",
+                "ssh: connect to host h port 22: Connection timed out",
+                "unreachable",
+            ),
+            (
+                Some(255),
+                "",
+                "root@h: Permission denied (publickey).",
+                "auth refused",
+            ),
+            (
+                Some(255),
+                "",
+                "Host key verification failed.",
+                "auth refused",
+            ),
+            (
+                Some(127),
+                "",
+                "bash: line 1: rlx-agent: command not found",
+                "not installed",
+            ),
             (Some(0), "Welcome to the box!\n", "", "not caps JSON"),
-            (Some(2), "", "error: unexpected argument '--probe' found", "does not understand --probe"),
+            (
+                Some(2),
+                "",
+                "error: unexpected argument '--probe' found",
+                "does not understand --probe",
+            ),
         ];
         for (code, out, err, want) in cases {
-            let e = classify("h", "rlx-agent", code, out, err).unwrap_err().to_string();
+            let e = classify("h", "rlx-agent", code, out, err)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{err:?} gave {e:?}, wanted {want:?}");
         }
     }

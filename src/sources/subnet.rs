@@ -186,7 +186,11 @@ mod tests {
         assert!(net("10.0.0.0").is_err(), "not CIDR");
         assert!(net("10.0.0.0/33").is_err());
         assert!(net("fe80::/64").is_err(), "IPv6 blocks are not scanned");
-        assert_eq!(hosts(&net("10.1.0.0/16").unwrap()).len(), 65_534, "a /16 is accepted");
+        assert_eq!(
+            hosts(&net("10.1.0.0/16").unwrap()).len(),
+            65_534,
+            "a /16 is accepted"
+        );
     }
 
     #[test]
@@ -201,14 +205,26 @@ mod tests {
     async fn a_listener_is_found_and_a_closed_port_is_counted_as_refused() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        let r = scan(&net("127.0.0.1/32").unwrap(), port, Duration::from_millis(300), 16).await;
+        let r = scan(
+            &net("127.0.0.1/32").unwrap(),
+            port,
+            Duration::from_millis(300),
+            16,
+        )
+        .await;
         assert_eq!(r.open, vec![l.local_addr().unwrap()]);
         // A bound but not listening socket holds a port nobody else can take,
         // and answers connects with a reset.
         let closed = tokio::net::TcpSocket::new_v4().unwrap();
         closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let port = closed.local_addr().unwrap().port();
-        let r = scan(&net("127.0.0.1/32").unwrap(), port, Duration::from_millis(300), 16).await;
+        let r = scan(
+            &net("127.0.0.1/32").unwrap(),
+            port,
+            Duration::from_millis(300),
+            16,
+        )
+        .await;
         assert!(r.open.is_empty(), "{:?}", r.open);
         assert_eq!(r.refused, 1);
     }

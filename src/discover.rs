@@ -1,0 +1,99 @@
+//! **Running the sources** — reads `[discover]`, runs every configured source
+//! at once, and hands their sightings to the pipeline.
+//!
+//! The sources are independent (SSH needs sshd, the scan needs a port, mDNS
+//! needs multicast), so they run concurrently and a failure in one is a
+//! reported problem, never the end of the others. Anything that sends
+//! multicast or scans passes the network-namespace guard first
+//! ([`crate::netguard`]).
+
+use crate::config::{ClusterConfig, DiscoverSection};
+use crate::pipeline::{expand, Expansion, NodeDefaults};
+use crate::sighting::Discovery;
+use crate::sources::{ssh, subnet};
+use anyhow::{Context, Result};
+use std::time::{Duration, Instant};
+
+/// Command-line overrides of `[discover]` keys.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--interface`, replacing `interfaces`.
+    pub interfaces: Vec<String>,
+    /// `--key-file`, replacing `key_file`.
+    pub key_file: Option<std::path::PathBuf>,
+    /// `--browse-ms`, replacing `browse_ms`.
+    pub browse_ms: Option<u64>,
+    /// `--no-mdns`.
+    pub no_mdns: bool,
+}
+
+impl Overrides {
+    /// Applies the overrides to a section.
+    pub fn apply(&self, d: &mut DiscoverSection) {
+        if !self.interfaces.is_empty() {
+            d.interfaces = self.interfaces.clone();
+        }
+        if let Some(k) = &self.key_file {
+            d.key_file = Some(k.clone());
+        }
+        if let Some(b) = self.browse_ms {
+            d.browse_ms = b;
+        }
+        if self.no_mdns {
+            d.mdns = false;
+        }
+    }
+}
+
+/// Runs every source configured in `d`, concurrently.
+pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discovery> {
+    if d.subnet.is_some() {
+        crate::netguard::ensure_private_netns("a subnet scan")?;
+    }
+    let ssh_part = async {
+        if d.ssh_hosts.is_empty() {
+            Discovery::default()
+        } else {
+            ssh::discover(&ssh::SshOptions::from_section(d), started).await
+        }
+    };
+    let subnet_part = async {
+        match &d.subnet {
+            None => Discovery::default(),
+            Some(net) => {
+                subnet::discover(
+                    net,
+                    d.port,
+                    Duration::from_millis(d.timeout_ms),
+                    d.scan_concurrency,
+                    started,
+                )
+                .await
+            }
+        }
+    };
+    let (a, b) = tokio::join!(ssh_part, subnet_part);
+    let mut all = Discovery::default();
+    all.extend(a);
+    all.extend(b);
+    Ok(all)
+}
+
+/// Loads nothing, runs the sources of `cfg` and the pipeline: the whole of
+/// `rlx-discover expand` except printing.
+pub async fn expand_config(cfg: &ClusterConfig, overrides: &Overrides) -> Result<Expansion> {
+    let started = Instant::now();
+    let Some(mut d) = cfg.discover.clone() else {
+        // No [discover]: nothing to find; the hand-written nodes stand alone.
+        return Ok(expand(
+            &cfg.nodes,
+            &NodeDefaults::default(),
+            Discovery::default(),
+        ));
+    };
+    overrides.apply(&mut d);
+    let found = run_sources(&d, started)
+        .await
+        .with_context(|| format!("discovery for {}", cfg.path.display()))?;
+    Ok(expand(&cfg.nodes, &NodeDefaults::from(&d), found))
+}
