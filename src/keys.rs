@@ -1,0 +1,456 @@
+//! **Cluster keys** — the shared secret an agent proves in the handshake, and
+//! the key files that hold it.
+//!
+//! ```text
+//! # /etc/rlx/cluster.key  (mode 0600)
+//! 3f1c...64 hex chars...9a   # the current key: agents prove with this one
+//! 77be...64 hex chars...02   # the previous key: still accepted while agents roll over
+//! ```
+//!
+//! A key is 32 random bytes written as 64 hex characters. A file may list
+//! several keys, one per line, so a cluster can rotate without downtime: an
+//! agent proves with the **first** key, a coordinator accepts a proof under
+//! **any** of them (see `docs/protocol.md`, "Key rotation"). Blank lines and
+//! `#` comments are allowed.
+//!
+//! The key is a secret, so it never leaves this module in readable form: no
+//! `Display`, a hand-written `Debug` that prints only a fingerprint, and error
+//! messages that name the file and line but never echo the line (a mistyped
+//! key is still mostly a key).
+
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Bytes of key material. 32 bytes = 256 bits, the HMAC-SHA256 block-size
+/// sweet spot (RFC 2104 §3: keys shorter than the hash output weaken it,
+/// longer ones add nothing).
+pub const KEY_BYTES: usize = 32;
+
+/// Largest key file we read. A key line is 65 bytes; 64 KiB leaves room for
+/// hundreds of keys and comments, and stops a mistaken `key_file = /dev/zero`
+/// or a multi-gigabyte file from being read into memory.
+pub const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
+/// A cluster key: 32 secret bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Key([u8; KEY_BYTES]);
+
+impl Key {
+    /// A fresh random key from the operating system's CSPRNG.
+    pub fn generate() -> Result<Key, KeyError> {
+        let mut bytes = [0u8; KEY_BYTES];
+        getrandom::fill(&mut bytes).map_err(|e| KeyError::Random(e.to_string()))?;
+        Ok(Key(bytes))
+    }
+
+    /// Wraps raw key bytes (tests, and callers that hold the key elsewhere).
+    pub fn from_bytes(bytes: [u8; KEY_BYTES]) -> Key {
+        Key(bytes)
+    }
+
+    /// Parses 64 hex characters (either case). The error says what was wrong
+    /// in terms that do not reveal the input.
+    pub fn from_hex(text: &str) -> Result<Key, String> {
+        let text = text.trim();
+        if text.len() != 2 * KEY_BYTES {
+            return Err(format!(
+                "expected {} hex characters ({KEY_BYTES} bytes), found {} characters",
+                2 * KEY_BYTES,
+                text.chars().count()
+            ));
+        }
+        let mut bytes = [0u8; KEY_BYTES];
+        hex::decode_to_slice(text, &mut bytes)
+            .map_err(|_| "expected only hex characters 0-9, a-f".to_string())?;
+        Ok(Key(bytes))
+    }
+
+    /// The key as 64 lowercase hex characters: what a key file holds. Only
+    /// [`generate`] and tests need this; never log it.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// A short public name for the key: the first 8 hex characters of
+    /// SHA-256("rlx-key-fingerprint-v1" || key). Lets a user check that two
+    /// machines hold the same key (or which one of a rotation is in use)
+    /// without revealing it.
+    pub fn fingerprint(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(b"rlx-key-fingerprint-v1");
+        h.update(self.0);
+        hex::encode(&h.finalize()[..4])
+    }
+
+    /// An HMAC-SHA256 instance keyed with this key.
+    pub fn mac(&self) -> Hmac<Sha256> {
+        // HMAC accepts keys of any length; 32 bytes cannot fail.
+        <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length")
+    }
+}
+
+impl fmt::Debug for Key {
+    /// Prints the fingerprint only: keys end up in `{:?}` of structs that are
+    /// logged, and the secret must not.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Key(fingerprint {})", self.fingerprint())
+    }
+}
+
+/// The keys a coordinator accepts, in file order; the first is the one an
+/// agent proves with. Never empty.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyRing {
+    keys: Vec<Key>,
+}
+
+impl fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.keys.iter()).finish()
+    }
+}
+
+impl KeyRing {
+    /// A ring of the given keys; `None` when the list is empty.
+    pub fn new(keys: Vec<Key>) -> Option<KeyRing> {
+        (!keys.is_empty()).then_some(KeyRing { keys })
+    }
+
+    /// A ring of one key.
+    pub fn single(key: Key) -> KeyRing {
+        KeyRing { keys: vec![key] }
+    }
+
+    /// The key an agent proves with.
+    pub fn first(&self) -> &Key {
+        &self.keys[0]
+    }
+
+    /// Every accepted key, first (current) to last (oldest).
+    pub fn keys(&self) -> &[Key] {
+        &self.keys
+    }
+
+    /// Loads a key file.
+    ///
+    /// Refuses a file that group or others can read or write (a key others
+    /// can read is no secret; one others can write lets them choose it),
+    /// names the line of a malformed key, and refuses a file with no key.
+    pub fn load(path: &Path) -> Result<KeyRing, KeyError> {
+        let io = |e: std::io::Error| KeyError::Io {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        };
+        let file = File::open(path).map_err(io)?;
+        // Check the permissions of the file we opened, not of the path, so a
+        // swap between the check and the read cannot slip past.
+        let meta = file.metadata().map_err(io)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(KeyError::Permissions {
+                    path: path.to_path_buf(),
+                    mode,
+                });
+            }
+        }
+        if !meta.is_file() {
+            return Err(KeyError::Io {
+                path: path.to_path_buf(),
+                reason: "not a regular file".into(),
+            });
+        }
+        if meta.len() > MAX_KEY_FILE_BYTES {
+            return Err(KeyError::TooLarge {
+                path: path.to_path_buf(),
+                bytes: meta.len(),
+            });
+        }
+        let mut text = String::new();
+        file.take(MAX_KEY_FILE_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(io)?;
+        Self::parse(&text).map_err(|e| match e {
+            ParseError::Line { line, reason } => KeyError::Malformed {
+                path: path.to_path_buf(),
+                line,
+                reason,
+            },
+            ParseError::Empty => KeyError::Empty {
+                path: path.to_path_buf(),
+            },
+        })
+    }
+
+    /// Parses key-file text: one key per line, blank lines and `#` comments
+    /// (whole-line or after the key) ignored.
+    fn parse(text: &str) -> Result<KeyRing, ParseError> {
+        let mut keys = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.split_once('#').map_or(raw, |(k, _)| k).trim();
+            if line.is_empty() {
+                continue;
+            }
+            let key = Key::from_hex(line).map_err(|reason| ParseError::Line {
+                line: i + 1,
+                reason,
+            })?;
+            keys.push(key);
+        }
+        KeyRing::new(keys).ok_or(ParseError::Empty)
+    }
+}
+
+enum ParseError {
+    Line { line: usize, reason: String },
+    Empty,
+}
+
+/// Writes a fresh key to `path` with mode 0600 and returns it.
+///
+/// Refuses to overwrite an existing file (`create_new`): replacing a cluster
+/// key by accident locks every agent out, so rotation is a deliberate edit
+/// (see `docs/protocol.md`).
+pub fn generate(path: &Path) -> Result<Key, KeyError> {
+    let key = Key::generate()?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut file = opts.open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            KeyError::Exists {
+                path: path.to_path_buf(),
+            }
+        } else {
+            KeyError::Io {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            }
+        }
+    })?;
+    let written = file
+        .write_all(format!("{}\n", key.to_hex()).as_bytes())
+        .and_then(|()| file.sync_all());
+    written.map_err(|e| {
+        // Do not leave a half-written key file behind to be "fixed" by hand.
+        let _ = std::fs::remove_file(path);
+        KeyError::Io {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }
+    })?;
+    Ok(key)
+}
+
+/// Why a key file could not be used. Every variant names the path and says
+/// what to do; none carries key material.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// The file could not be opened or read.
+    #[error("key file {}: {reason}", path.display())]
+    Io {
+        /// The key file.
+        path: PathBuf,
+        /// The OS error.
+        reason: String,
+    },
+    /// Group or others may read or write the key.
+    #[error(
+        "key file {path} is accessible by group or others (mode {mode:04o}); a shared key must be private: run `chmod 600 {path}`",
+        path = path.display()
+    )]
+    Permissions {
+        /// The key file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// A non-comment line is not a key.
+    #[error("key file {} line {line}: {reason}", path.display())]
+    Malformed {
+        /// The key file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong, without the line's content.
+        reason: String,
+    },
+    /// Only comments and blank lines.
+    #[error("key file {path} holds no key; create one with `rlx-discover keygen {path}`", path = path.display())]
+    Empty {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// Bigger than [`MAX_KEY_FILE_BYTES`].
+    #[error("key file {} is {bytes} bytes; a key file is a few lines of hex (limit {MAX_KEY_FILE_BYTES} bytes)", path.display())]
+    TooLarge {
+        /// The key file.
+        path: PathBuf,
+        /// Its size.
+        bytes: u64,
+    },
+    /// `generate` found the path taken.
+    #[error("{} already exists; refusing to overwrite a key (remove it first, or choose another path)", path.display())]
+    Exists {
+        /// The path asked for.
+        path: PathBuf,
+    },
+    /// The OS random source failed.
+    #[error("cannot get random bytes for a key: {0}")]
+    Random(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn write(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    }
+
+    const K1: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    const K2: &str = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+
+    #[test]
+    fn a_generated_key_file_is_private_and_loads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        let key = generate(&p).unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "keygen must write mode 0600");
+        let ring = KeyRing::load(&p).unwrap();
+        assert_eq!(ring.keys(), &[key]);
+    }
+
+    #[test]
+    fn generate_refuses_to_overwrite_an_existing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "k", "precious\n", 0o600);
+        let err = generate(&p).unwrap_err();
+        assert!(matches!(err, KeyError::Exists { .. }), "{err}");
+        assert!(err.to_string().contains("refusing to overwrite"), "{err}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "precious\n");
+    }
+
+    #[test]
+    fn two_generated_keys_differ() {
+        assert_ne!(Key::generate().unwrap(), Key::generate().unwrap());
+    }
+
+    #[test]
+    fn a_key_file_readable_by_group_or_others_is_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o620, 0o602] {
+            let p = write(dir.path(), "k", &format!("{K1}\n"), mode);
+            let err = KeyRing::load(&p).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("chmod 600 {}", p.display())),
+                "mode {mode:o}: {err}"
+            );
+            assert!(err.contains(&format!("{mode:04o}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn several_keys_with_comments_and_blank_lines_load_in_file_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "# rotation: new first\n\n{K2}   # new\n  {}\n#{K1}\n",
+            K1.to_uppercase()
+        );
+        let p = write(dir.path(), "k", &text, 0o600);
+        let ring = KeyRing::load(&p).unwrap();
+        assert_eq!(ring.keys().len(), 2, "the commented-out key is not a key");
+        assert_eq!(
+            ring.first().to_hex(),
+            K2,
+            "the first key is the one agents prove with"
+        );
+        assert_eq!(
+            ring.keys()[1].to_hex(),
+            K1,
+            "hex is accepted in either case"
+        );
+    }
+
+    #[test]
+    fn a_malformed_key_is_reported_by_line_without_echoing_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = &K1[..60];
+        let p = write(dir.path(), "k", &format!("{K1}\n# c\n{short}\n"), 0o600);
+        let err = KeyRing::load(&p).unwrap_err().to_string();
+        assert!(err.contains("line 3"), "{err}");
+        assert!(err.contains(&p.display().to_string()), "{err}");
+        assert!(
+            !err.contains(short),
+            "the error must not echo key material: {err}"
+        );
+
+        let bad = K1.replace('a', "g");
+        let p = write(dir.path(), "k2", &format!("{bad}\n"), 0o600);
+        let err = KeyRing::load(&p).unwrap_err().to_string();
+        assert!(err.contains("line 1") && err.contains("hex"), "{err}");
+        assert!(!err.contains(&bad), "{err}");
+    }
+
+    #[test]
+    fn a_file_of_only_comments_is_refused_with_a_hint() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "k", "# nothing here\n\n", 0o600);
+        let err = KeyRing::load(&p).unwrap_err().to_string();
+        assert!(
+            err.contains("holds no key") && err.contains("keygen"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_or_huge_file_is_an_error_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("absent");
+        let err = KeyRing::load(&p).unwrap_err().to_string();
+        assert!(err.contains(&p.display().to_string()), "{err}");
+
+        let huge = "#".repeat(MAX_KEY_FILE_BYTES as usize + 10);
+        let p = write(dir.path(), "huge", &huge, 0o600);
+        assert!(matches!(KeyRing::load(&p), Err(KeyError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn debug_output_never_contains_the_key() {
+        let key = Key::from_hex(K1).unwrap();
+        let ring = KeyRing::single(key.clone());
+        for shown in [
+            format!("{key:?}"),
+            format!("{ring:?}"),
+            format!("{ring:#?}"),
+        ] {
+            assert!(!shown.contains(K1), "{shown}");
+            assert!(!shown.contains(&K1[..16]), "{shown}");
+            assert!(shown.contains(&key.fingerprint()), "{shown}");
+        }
+    }
+
+    #[test]
+    fn the_fingerprint_is_stable_and_distinguishes_keys() {
+        let a = Key::from_hex(K1).unwrap();
+        let b = Key::from_hex(K2).unwrap();
+        assert_eq!(a.fingerprint(), Key::from_hex(K1).unwrap().fingerprint());
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        assert_eq!(a.fingerprint().len(), 8);
+    }
+}
