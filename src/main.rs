@@ -86,6 +86,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a new cluster key (32 random bytes, hex, mode 0600).
+    #[command(after_help = "Examples:\n  rlx-discover keygen /etc/rlx/cluster.key\n")]
+    Keygen {
+        /// Where to write it; an existing file is never overwritten.
+        #[arg(default_value = "rlx-cluster.key")]
+        path: PathBuf,
+    },
 }
 
 fn init_logging(quiet: bool, verbose: u8) {
@@ -214,6 +221,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Command::Keygen { path } => {
+            let key = rlx_discover::keys::generate(&path)?;
+            eprintln!(
+                "wrote a new cluster key to {} (mode 0600, fingerprint {}); give it to every agent \
+                 with --key-file and to the coordinator with [discover] key_file",
+                path.display(),
+                key.fingerprint()
+            );
+            Ok(ExitCode::SUCCESS)
         }
     }
 }
