@@ -1,0 +1,290 @@
+//! **The `rlx-agent` command line** — parsed once into [`AgentArgs`], which
+//! `main` and run mode share, plus the two ways of getting this node's caps:
+//! probing ([`AgentArgs::probe_options`]) or reading a caps file
+//! ([`read_caps_file`]).
+
+use crate::probe::{probe, ProbeOptions};
+use anyhow::Context;
+use clap::Parser;
+use rlx_discover::caps::{is_valid_id, limits, Device, NodeCaps};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The worker port coordinators assume when `[discover]` names none.
+pub const DEFAULT_PORT: u16 = 9100;
+
+/// Runs on every machine of an RLX cluster: probes this box (cores, RAM,
+/// disk, every GPU and accelerator), announces it on the local network as
+/// `_rlx._tcp` over mDNS, and answers the coordinator's handshake with its
+/// capabilities.
+///
+/// Logs go to stderr (set RUST_LOG=debug to see every probe decision);
+/// stdout carries only the JSON of --probe.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "rlx-agent",
+    version,
+    after_help = "Exit status: 0 success; 1 error (the message names the file, field or device); \
+                  2 usage error.\n\nExamples:\n  rlx-agent --probe --no-bench\n  \
+                  rlx-agent --probe --caps-file node.json\n  \
+                  rlx-agent --ckpt-dir /data/models/GLM-5.3-Flash --cluster lab --key-file /etc/rlx/cluster.key"
+)]
+pub struct AgentArgs {
+    /// Print this machine's capabilities as one line of JSON on stdout and
+    /// exit. This is what a coordinator runs over SSH; nothing is announced
+    /// and no port is opened.
+    #[arg(long)]
+    pub probe: bool,
+
+    /// Use the capabilities in this JSON file instead of probing (simulated
+    /// nodes, or overriding what detection gets wrong). The file is validated
+    /// first; errors name the file and the field. --node-id, --cluster and
+    /// --ckpt-dir, when given, replace the file's values.
+    #[arg(long, value_name = "FILE")]
+    pub caps_file: Option<PathBuf>,
+
+    /// mDNS instance name to announce [default: the host name]. If another
+    /// agent already uses it, a suffix is added and the rename is logged.
+    #[arg(long)]
+    pub name: Option<String>,
+
+    /// TCP port of the handshake, announced in the SRV record.
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+
+    /// Checkpoint directory on this machine: reported to the coordinator,
+    /// and its free space and read speed are measured.
+    #[arg(long, value_name = "DIR")]
+    pub ckpt_dir: Option<PathBuf>,
+
+    /// Cluster name to announce. Coordinators with `cluster = "..."` admit
+    /// only agents announcing the same name. A filter against mix-ups, not
+    /// security: use --key-file for that.
+    #[arg(long)]
+    pub cluster: Option<String>,
+
+    /// Shared cluster key (32 random bytes in hex, from `rlx-discover
+    /// keygen`). The agent then proves it knows the key in every handshake.
+    /// The file must not be readable by group or others.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+
+    /// Device kinds this node's rlx build can target, comma-separated
+    /// (cpu, cuda, rocm, vulkan, metal, ane). Devices of other kinds are
+    /// still reported, marked unavailable, so the coordinator does not plan
+    /// on them.
+    #[arg(long, value_delimiter = ',', value_name = "KINDS", default_values_t = Device::ALL.to_vec())]
+    pub targets: Vec<Device>,
+
+    /// Network interface to announce on; repeat for several [default: every
+    /// up, multicast-capable interface except virtual ones such as docker0,
+    /// veth*, br-*, virbr*].
+    #[arg(long = "interface", value_name = "IFACE")]
+    pub interfaces: Vec<String>,
+
+    /// Skip the measurements: CPU GFLOP/s and checkpoint read MB/s are then
+    /// reported as 0 (unknown). The GFLOP/s measurement takes about 0.12 s
+    /// once per CPU (the result is cached in the state directory); the read
+    /// test up to 0.2 s on every probe.
+    #[arg(long)]
+    pub no_bench: bool,
+
+    /// Use this node id (16 lowercase hex characters) instead of the one
+    /// derived from machine-id, the board's UUID and the network cards' MACs.
+    #[arg(long, value_name = "HEX16", value_parser = parse_node_id)]
+    pub node_id: Option<String>,
+
+    /// Directory for state kept across restarts: the random node id of a
+    /// machine without hardware ids, and the cached GFLOP/s [default:
+    /// $STATE_DIRECTORY (systemd), /var/lib/rlx-agent as root, else
+    /// $XDG_STATE_HOME/rlx-agent or ~/.local/state/rlx-agent].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Probe a fixture tree standing for / instead of this machine (tests).
+    /// Its gpu-libs.json replaces NVML and Vulkan, nothing is measured, and
+    /// the state directory is used only when given explicitly.
+    #[arg(long, hide = true, default_value = "/", value_name = "DIR")]
+    pub root: PathBuf,
+}
+
+fn parse_node_id(s: &str) -> Result<String, String> {
+    if is_valid_id(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "`{s}` is not a node id: expected 16 lowercase hex characters, e.g. 5f0c1d2e3a4b5c6d"
+        ))
+    }
+}
+
+impl AgentArgs {
+    /// Whether `--root` points somewhere other than this machine.
+    pub fn is_fixture(&self) -> bool {
+        self.root != Path::new("/")
+    }
+
+    /// The state directory in effect (see `--state-dir`).
+    pub fn state_dir(&self) -> Option<PathBuf> {
+        match &self.state_dir {
+            Some(d) => Some(d.clone()),
+            None if self.is_fixture() => None,
+            None => default_state_dir(),
+        }
+    }
+
+    /// Probe options for these arguments: the real GPU libraries for this
+    /// machine, the fixture's fakes for `--root`.
+    pub fn probe_options(&self) -> anyhow::Result<ProbeOptions> {
+        let base = if self.is_fixture() {
+            ProbeOptions::fixture(&self.root)?
+        } else {
+            ProbeOptions {
+                bench: !self.no_bench,
+                ..Default::default()
+            }
+        };
+        Ok(ProbeOptions {
+            ckpt_dir: self.ckpt_dir.clone(),
+            targets: self.targets.clone(),
+            state_dir: self.state_dir(),
+            cluster: self.cluster.clone(),
+            node_id: self.node_id.clone(),
+            ..base
+        })
+    }
+
+    /// This node's caps: the caps file's (with command-line overrides) when
+    /// `--caps-file` is given, else a fresh probe.
+    pub fn caps(&self) -> anyhow::Result<NodeCaps> {
+        let Some(file) = &self.caps_file else {
+            return probe(&self.probe_options()?);
+        };
+        let mut caps = read_caps_file(file)?;
+        if let Some(id) = &self.node_id {
+            caps.id = id.clone();
+        }
+        if let Some(c) = &self.cluster {
+            caps.cluster = Some(c.clone());
+        }
+        if let Some(d) = &self.ckpt_dir {
+            caps.ckpt_dir = Some(d.to_string_lossy().into_owned());
+        }
+        caps.validate().with_context(|| {
+            format!(
+                "caps file {} with the command-line overrides",
+                file.display()
+            )
+        })?;
+        Ok(caps)
+    }
+}
+
+/// Reads and validates a caps file. Errors name the file and, through
+/// [`NodeCaps::from_json`], the field (`missing field `cores``, `` `cores` =
+/// 1000000 is not plausible ``).
+pub fn read_caps_file(path: &Path) -> anyhow::Result<NodeCaps> {
+    let f = std::fs::File::open(path)
+        .with_context(|| format!("cannot open caps file {}", path.display()))?;
+    let mut text = String::new();
+    // One byte over the limit is enough for from_json to refuse the size.
+    f.take(limits::MAX_JSON_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .with_context(|| {
+            format!(
+                "cannot read caps file {} (is it UTF-8 JSON?)",
+                path.display()
+            )
+        })?;
+    NodeCaps::from_json(&text).with_context(|| format!("caps file {}", path.display()))
+}
+
+/// Where state lives when `--state-dir` is not given: systemd's
+/// `StateDirectory=` (`$STATE_DIRECTORY`), `/var/lib/rlx-agent` for root,
+/// else the XDG state directory. `None` when no home is known.
+pub fn default_state_dir() -> Option<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(dirs) = std::env::var_os("STATE_DIRECTORY").filter(|v| !v.is_empty()) {
+        // systemd passes a colon-separated list when several are configured.
+        let first = dirs
+            .to_string_lossy()
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        return Some(PathBuf::from(first));
+    }
+    if nix::unistd::geteuid().is_root() {
+        return Some(PathBuf::from("/var/lib/rlx-agent"));
+    }
+    env("XDG_STATE_HOME")
+        .or_else(|| env("HOME").map(|h| h.join(".local/state")))
+        .map(|d| d.join("rlx-agent"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        AgentArgs::command().debug_assert();
+    }
+
+    #[test]
+    fn targets_default_to_every_kind_and_parse_from_a_comma_list() {
+        let a = AgentArgs::parse_from(["rlx-agent"]);
+        assert_eq!(a.targets, Device::ALL.to_vec());
+        assert_eq!(a.port, DEFAULT_PORT);
+        let a = AgentArgs::parse_from([
+            "rlx-agent",
+            "--targets",
+            "cpu,vulkan",
+            "--interface",
+            "eth0",
+            "--interface",
+            "eth1",
+        ]);
+        assert_eq!(a.targets, [Device::Cpu, Device::Vulkan]);
+        assert_eq!(a.interfaces, ["eth0", "eth1"]);
+        assert!(AgentArgs::try_parse_from(["rlx-agent", "--targets", "cpu,tpu"]).is_err());
+    }
+
+    #[test]
+    fn a_malformed_node_id_is_a_usage_error() {
+        let err = AgentArgs::try_parse_from(["rlx-agent", "--node-id", "ABC"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("16 lowercase hex"), "{err}");
+    }
+
+    #[test]
+    fn caps_file_values_yield_to_explicit_flags() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("caps.json");
+        std::fs::write(
+            &f,
+            r#"{"id":"00000000000000aa","os":"linux","cores":4,"ram_total":1000,"ram_avail":500}"#,
+        )
+        .unwrap();
+        let a = AgentArgs::parse_from([
+            "rlx-agent".as_ref(),
+            "--caps-file".as_ref(),
+            f.as_os_str(),
+            "--node-id".as_ref(),
+            "00000000000000bb".as_ref(),
+            "--cluster".as_ref(),
+            "lab".as_ref(),
+        ]);
+        let caps = a.caps().unwrap();
+        assert_eq!(
+            (caps.id.as_str(), caps.cluster.as_deref(), caps.cores),
+            ("00000000000000bb", Some("lab"), 4)
+        );
+    }
+}

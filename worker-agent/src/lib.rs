@@ -1,0 +1,18 @@
+//! **rlx-agent** — the small program that runs on every machine of an RLX
+//! cluster: it probes the box, announces it as `_rlx._tcp` over mDNS and
+//! answers the coordinator's handshake with the box's capabilities.
+//!
+//! ```text
+//! rlx-agent --probe --no-bench          # print this box's caps JSON
+//! rlx-agent --ckpt-dir /data/models/GLM-5.3-Flash --cluster lab
+//! ```
+//!
+//! The capabilities model and its JSON are [`rlx_discover::caps`]: one type
+//! on both ends of the wire.
+//!
+//! # Layout
+//! - [`cli`]: the command line ([`cli::AgentArgs`]), shared by `main` and run mode.
+//! - [`probe`]: what this machine has (cores, RAM, disk, every accelerator, node id).
+
+pub mod cli;
+pub mod probe;
