@@ -21,6 +21,7 @@ pub mod config;
 pub mod discover;
 pub mod iface;
 pub mod keys;
+pub mod lab;
 pub mod netguard;
 pub mod pipeline;
 pub mod render;

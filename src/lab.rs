@@ -1,0 +1,1046 @@
+//! **A private network made of network namespaces** — the LAN that the
+//! tests, `rlx-discover demo` and the benchmark suite run on, so that no mDNS
+//! packet or scan ever reaches the machine's real network.
+//!
+//! ```no_run
+//! use rlx_discover::lab::{Lab, LabOptions};
+//! let lab = Lab::new(LabOptions { hosts: 3, ..Default::default() })?;
+//! let agent = lab.spawn(0, std::process::Command::new("rlx-agent"))?;
+//! let out = lab.command(1, "rlx-discover").args(["browse", "--json"]).output()?;
+//! lab.set_loss(1, 10)?; // 10% random loss on host 1's link, both ways
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Shape
+//!
+//! ```text
+//!   rlx-<pid>-<n>-h0        rlx-<pid>-<n>-sw         rlx-<pid>-<n>-h1
+//!  ┌───────────────┐       ┌────────────────┐       ┌───────────────┐
+//!  │ lo            │       │      br0       │       │ lo            │
+//!  │ eth0 10.X.1.1 ├─veth──┤ p0 ───┴─── p1  ├──veth─┤ eth0 10.X.1.2 │ ...
+//!  └───────────────┘       └────────────────┘       └───────────────┘
+//! ```
+//!
+//! - The switch is a bridge with `mcast_snooping 0`, so mDNS (224.0.0.251)
+//!   floods to every port like on a dumb switch.
+//! - Each veth is created inside the namespaces (`ip -n H link add eth0 type
+//!   veth peer name pI netns SW`): nothing is ever added to the root
+//!   namespace. The host side is called `eth0`, as on a real machine, because
+//!   `veth*` names are skipped by the default interface rule ([`crate::iface`]).
+//! - Hosts get `10.X.(1 + i/250).(1 + i%250)/16`, X random per lab (labs are
+//!   isolated from each other anyway; distinct X keeps logs unambiguous), the
+//!   `224.0.0.0/4` route on `eth0`, `lo` up, and IPv6 disabled unless
+//!   [`LabOptions::ipv6`] (then also `fd52:0:0:X::(i+1)/64`, without DAD).
+//! - [`Lab::loopback`] is a single namespace with only `lo` (up, multicast
+//!   on, the `224.0.0.0/4` route): many agents on one host.
+//!
+//! Every command run through the lab gets `RLX_NETNS_GUARD=1`
+//! ([`crate::netguard`]). Dropping the lab kills the processes it started and
+//! anything else still running in its namespaces (by PID, from `ip netns
+//! pids`), then deletes the namespaces. Set `RLX_LAB_KEEP=1` to keep them for
+//! inspection.
+//!
+//! # Privileges
+//!
+//! Root can do all of this directly. A non-root user can, where the kernel
+//! allows unprivileged user namespaces, re-run itself under
+//! [`unshare_command`] (`unshare --user --map-root-user --net --mount`) and
+//! build the lab there; [`Lab::new`] then mounts a private tmpfs on
+//! `/run/netns` so that `ip netns add` works. [`lab_support`] says which
+//! applies.
+//!
+//! # Impairments
+//!
+//! This kernel has no netem, so [`Lab::set_loss`] uses an nftables `netdev`
+//! table (`numgen random mod 100 < PCT drop`) on the host's `eth0`, ingress
+//! and egress; delay cannot be emulated. [`Lab::silence_tcp`] drops outgoing
+//! TCP SYNs in one host so that `connect()` waits for its timeout, like a
+//! scan of addresses where nobody lives.
+
+use crate::netguard::GUARD_ENV;
+use ipnet::Ipv4Net;
+use std::ffi::OsStr;
+use std::fmt;
+use std::fs;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Set to `1` to keep a lab's namespaces and processes after drop (debugging).
+pub const KEEP_ENV: &str = "RLX_LAB_KEEP";
+
+/// Name of the host-side link in every host namespace.
+pub const HOST_IFACE: &str = "eth0";
+
+/// Hosts per /24 in the address plan: `.1` to `.250`, leaving `.251`-`.255`
+/// free for peers a test adds by hand.
+const HOSTS_PER_24: usize = 250;
+
+/// How often deadline loops re-check: short against the 100 ms-scale
+/// timings tests measure, long enough not to busy-wait.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Labs made by this process so far: part of every namespace name.
+static LAB_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// What went wrong while building or using a lab.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// A command ran and failed.
+    #[error("`{cmd}` failed ({status}): {stderr}")]
+    Command {
+        /// The command line.
+        cmd: String,
+        /// Its exit status.
+        status: String,
+        /// What it printed on stderr (trimmed).
+        stderr: String,
+    },
+    /// A command could not be started at all.
+    #[error("cannot run `{cmd}`: {source} (are iproute2, nftables and util-linux installed?)")]
+    Spawn {
+        /// The command line.
+        cmd: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file the lab needs could not be written or read.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// This machine cannot build a lab here (see [`lab_support`]).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The request does not fit the lab (a loss on a loopback lab, ...).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Result with [`LabError`].
+pub type Result<T, E = LabError> = std::result::Result<T, E>;
+
+/// How this process can build a lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabMode {
+    /// Directly: root, or root of a user namespace with its own mount
+    /// namespace (inside [`unshare_command`]).
+    Root,
+    /// Not root, but unprivileged user namespaces work: re-run under
+    /// [`unshare_command`] and build the lab there.
+    Unshare,
+}
+
+/// Whether and how this machine can build a lab, or a message saying why not
+/// and what to do. Probes once per process (the root path creates and
+/// deletes a namespace).
+pub fn lab_support() -> Result<LabMode, String> {
+    static SUPPORT: OnceLock<Result<LabMode, String>> = OnceLock::new();
+    SUPPORT.get_or_init(probe_support).clone()
+}
+
+fn probe_support() -> Result<LabMode, String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { nix::libc::geteuid() } == 0 {
+        prepare_netns_dir().map_err(|e| e.to_string())?;
+        let probe = format!("rlx-{}-probe", std::process::id());
+        run(Command::new("ip").args(["netns", "add", &probe]), None).map_err(|e| {
+            format!("cannot create network namespaces as root here: {e}. Containers need CAP_SYS_ADMIN (e.g. docker run --privileged)")
+        })?;
+        run(Command::new("ip").args(["netns", "del", &probe]), None).map_err(|e| e.to_string())?;
+        return Ok(LabMode::Root);
+    }
+    let mut cmd = unshare_command();
+    cmd.arg("true");
+    match run(&mut cmd, None) {
+        Ok(_) => Ok(LabMode::Unshare),
+        Err(e) => Err(format!(
+            "not root, and unprivileged user namespaces do not work here ({e}). \
+             Run as root, or allow them: `sysctl kernel.unprivileged_userns_clone=1` \
+             (Debian before 11), `sysctl user.max_user_namespaces=15000`, or \
+             `sysctl kernel.apparmor_restrict_unprivileged_userns=0` (Ubuntu 24.04+)"
+        )),
+    }
+}
+
+/// `unshare --user --map-root-user --net --mount --`: append a program and
+/// its arguments to run it as root of a fresh user namespace, in an empty
+/// network namespace and a private mount namespace, where [`Lab::new`] works
+/// without real root. Used by `rlx-discover demo` to re-run itself.
+pub fn unshare_command() -> Command {
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--user", "--map-root-user", "--net", "--mount", "--"]);
+    cmd
+}
+
+/// Whether this process is in a user namespace other than the initial one
+/// (whose `uid_map` maps the whole range: `0 0 4294967295`).
+pub fn in_user_namespace() -> bool {
+    fs::read_to_string("/proc/self/uid_map")
+        .map(|m| {
+            let fields: Vec<&str> = m.split_whitespace().collect();
+            fields != ["0", "0", "4294967295"]
+        })
+        .unwrap_or(false)
+}
+
+/// Inside a user namespace, `/run/netns` belongs to the real root and is not
+/// writable: mount a private tmpfs on it (or on `/run` if it does not exist)
+/// so that `ip netns add` can create its files. Needs the private mount
+/// namespace that [`unshare_command`] gives. Runs once per process.
+fn prepare_netns_dir() -> Result<()> {
+    static PREPARED: OnceLock<Result<(), String>> = OnceLock::new();
+    PREPARED
+        .get_or_init(|| {
+            if !in_user_namespace() {
+                return Ok(());
+            }
+            let tmpfs = |dir: &str| run(Command::new("mount").args(["-t", "tmpfs", "rlx-lab", dir]), None);
+            let done = if Path::new("/run/netns").is_dir() {
+                tmpfs("/run/netns")
+            } else {
+                tmpfs("/run").and_then(|_| {
+                    fs::create_dir("/run/netns").map(|_| String::new()).map_err(|source| LabError::Io {
+                        what: "cannot create",
+                        path: "/run/netns".into(),
+                        source,
+                    })
+                })
+            };
+            done.map(|_| ()).map_err(|e| {
+                format!("inside a user namespace /run/netns must be a private tmpfs, and mounting one failed: {e}. Run under `unshare --user --map-root-user --net --mount`")
+            })
+        })
+        .clone()
+        .map_err(LabError::Unsupported)
+}
+
+/// Options for [`Lab::new`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabOptions {
+    /// Number of host namespaces on the switch.
+    pub hosts: usize,
+    /// Keep IPv6 on (link-local plus a ULA per host). Off by default, which
+    /// avoids duplicate link-local answers in IPv4 tests.
+    pub ipv6: bool,
+}
+
+impl Default for LabOptions {
+    fn default() -> Self {
+        LabOptions {
+            hosts: 2,
+            ipv6: false,
+        }
+    }
+}
+
+/// One host of a lab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// Its network namespace (`ip netns exec <ns> ...`).
+    pub ns: String,
+    /// Its link: `eth0`, or `lo` in a loopback lab.
+    pub iface: String,
+    /// Its IPv4 address (`127.0.0.1` in a loopback lab).
+    pub ip: Ipv4Addr,
+    /// Prefix length of `ip` (16; 8 on loopback).
+    pub prefix_len: u8,
+    /// Its IPv6 ULA when the lab has IPv6.
+    pub ipv6: Option<Ipv6Addr>,
+    /// The switch-side end of its veth, in the switch namespace.
+    pub switch_port: Option<String>,
+}
+
+impl Host {
+    /// The IPv4 address as an [`IpAddr`].
+    pub fn addr(&self) -> IpAddr {
+        IpAddr::V4(self.ip)
+    }
+}
+
+/// A private network of namespaces, torn down on drop.
+pub struct Lab {
+    name: String,
+    switch: Option<String>,
+    hosts: Vec<Host>,
+    subnet: Ipv4Net,
+    /// Every namespace this lab asked for, deleted on drop.
+    namespaces: Vec<String>,
+    /// Output of spawned processes; removed on drop.
+    logs: PathBuf,
+    procs: Mutex<Vec<Arc<Mutex<Child>>>>,
+    spawned: AtomicUsize,
+}
+
+impl fmt::Debug for Lab {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lab")
+            .field("name", &self.name)
+            .field("subnet", &self.subnet)
+            .field("hosts", &self.hosts.len())
+            .finish()
+    }
+}
+
+impl Lab {
+    fn empty(subnet: Ipv4Net) -> Result<Lab> {
+        prepare_netns_dir()?;
+        sweep_stale();
+        let n = LAB_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("rlx-{}-{n}", std::process::id());
+        // The name holds our live pid, so an existing directory is a dead
+        // process's leftover.
+        let logs = std::env::temp_dir().join(format!("{name}-logs"));
+        let _ = fs::remove_dir_all(&logs);
+        fs::create_dir_all(&logs).map_err(|source| LabError::Io {
+            what: "cannot create the log directory",
+            path: logs.clone(),
+            source,
+        })?;
+        Ok(Lab {
+            name,
+            switch: None,
+            hosts: Vec::new(),
+            subnet,
+            namespaces: Vec::new(),
+            logs,
+            procs: Mutex::new(Vec::new()),
+            spawned: AtomicUsize::new(0),
+        })
+    }
+
+    /// Build a switch and `opts.hosts` host namespaces (see the module docs).
+    /// On error, whatever was built is torn down.
+    pub fn new(opts: LabOptions) -> Result<Lab> {
+        if opts.hosts == 0 || opts.hosts > HOSTS_PER_24 * 254 {
+            return Err(LabError::Invalid(format!(
+                "a lab needs 1 to {} hosts, not {}",
+                HOSTS_PER_24 * 254,
+                opts.hosts
+            )));
+        }
+        let x = random_octet();
+        let subnet = Ipv4Net::new(Ipv4Addr::new(10, x, 0, 0), 16).expect("/16 is valid");
+        let mut lab = Lab::empty(subnet)?;
+        let sw = format!("{}-sw", lab.name);
+        for i in 0..opts.hosts {
+            lab.hosts.push(Host {
+                ns: format!("{}-h{i}", lab.name),
+                iface: HOST_IFACE.into(),
+                ip: Ipv4Addr::new(
+                    10,
+                    x,
+                    (1 + i / HOSTS_PER_24) as u8,
+                    (1 + i % HOSTS_PER_24) as u8,
+                ),
+                prefix_len: 16,
+                ipv6: opts
+                    .ipv6
+                    .then(|| Ipv6Addr::new(0xfd52, 0, 0, x.into(), 0, 0, 0, (i + 1) as u16)),
+                switch_port: Some(format!("p{i}")),
+            });
+        }
+        lab.switch = Some(sw.clone());
+        lab.namespaces.push(sw.clone());
+        lab.namespaces
+            .extend(lab.hosts.iter().map(|h| h.ns.clone()));
+        let adds: String = lab
+            .namespaces
+            .iter()
+            .map(|ns| format!("netns add {ns}\n"))
+            .collect();
+        run(Command::new("ip").args(["-batch", "-"]), Some(&adds))?;
+
+        // Kernel settings first: `default` applies to eth0 when it is created.
+        let mut sysctls = vec![(sw.clone(), ipv6_sysctls(false))];
+        sysctls.extend(
+            lab.hosts
+                .iter()
+                .map(|h| (h.ns.clone(), ipv6_sysctls(opts.ipv6))),
+        );
+        run_all(sysctls.iter().map(|(ns, settings)| {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, "sysctl", "-q", "-w"])
+                .args(settings);
+            (c, None)
+        }))?;
+
+        run(
+            Command::new("ip").args(["-n", &sw, "-batch", "-"]),
+            Some("link add br0 type bridge mcast_snooping 0\nlink set br0 up\n"),
+        )?;
+        let host_batches: Vec<(Command, Option<String>)> = lab
+            .hosts
+            .iter()
+            .map(|h| {
+                let mut script = format!(
+                    "link add {HOST_IFACE} type veth peer name {port} netns {sw}\n\
+                     addr add {ip}/{len} dev {HOST_IFACE}\n\
+                     link set {HOST_IFACE} up\n\
+                     link set lo up\n\
+                     route add 224.0.0.0/4 dev {HOST_IFACE}\n",
+                    port = h.switch_port.as_deref().unwrap_or_default(),
+                    ip = h.ip,
+                    len = h.prefix_len,
+                );
+                if let Some(v6) = h.ipv6 {
+                    script.push_str(&format!("addr add {v6}/64 dev {HOST_IFACE} nodad\n"));
+                }
+                let mut c = Command::new("ip");
+                c.args(["-n", &h.ns, "-batch", "-"]);
+                (c, Some(script))
+            })
+            .collect();
+        run_all(host_batches)?;
+        let ports: String = lab
+            .hosts
+            .iter()
+            .filter_map(|h| h.switch_port.as_ref())
+            .map(|p| format!("link set {p} master br0\nlink set {p} up\n"))
+            .collect();
+        run(
+            Command::new("ip").args(["-n", &sw, "-batch", "-"]),
+            Some(&ports),
+        )?;
+        Ok(lab)
+    }
+
+    /// One namespace with only `lo` (up, multicast on, the `224.0.0.0/4`
+    /// route, IPv6 off): many agents on one host. Its single host is index 0,
+    /// address `127.0.0.1`, interface `lo`.
+    pub fn loopback() -> Result<Lab> {
+        let subnet = Ipv4Net::new(Ipv4Addr::new(127, 0, 0, 0), 8).expect("/8 is valid");
+        let mut lab = Lab::empty(subnet)?;
+        let ns = format!("{}-lo", lab.name);
+        lab.namespaces.push(ns.clone());
+        lab.hosts.push(Host {
+            ns: ns.clone(),
+            iface: "lo".into(),
+            ip: Ipv4Addr::LOCALHOST,
+            prefix_len: 8,
+            ipv6: None,
+            switch_port: None,
+        });
+        run(Command::new("ip").args(["netns", "add", &ns]), None)?;
+        run(
+            Command::new("ip")
+                .args(["netns", "exec", &ns, "sysctl", "-q", "-w"])
+                .args(ipv6_sysctls(false)),
+            None,
+        )?;
+        run(
+            Command::new("ip").args(["-n", &ns, "-batch", "-"]),
+            Some("link set lo up\nlink set lo multicast on\nroute add 224.0.0.0/4 dev lo\n"),
+        )?;
+        Ok(lab)
+    }
+
+    /// This lab's name, the prefix of all its namespaces (`rlx-<pid>-<n>`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The hosts' subnet (`10.X.0.0/16`; `127.0.0.0/8` for a loopback lab).
+    pub fn subnet(&self) -> Ipv4Net {
+        self.subnet
+    }
+
+    /// All hosts.
+    pub fn hosts(&self) -> &[Host] {
+        &self.hosts
+    }
+
+    /// Host `i`. Panics when out of range (a bug in the test).
+    pub fn host(&self, i: usize) -> &Host {
+        self.hosts.get(i).unwrap_or_else(|| {
+            panic!(
+                "lab {} has {} hosts, no host {i}",
+                self.name,
+                self.hosts.len()
+            )
+        })
+    }
+
+    /// The switch namespace, `None` for a loopback lab.
+    pub fn switch_ns(&self) -> Option<&str> {
+        self.switch.as_deref()
+    }
+
+    /// Where spawned processes' output goes (removed on drop).
+    pub fn log_dir(&self) -> &Path {
+        &self.logs
+    }
+
+    /// `ip netns exec <host i> <program>` with `RLX_NETNS_GUARD=1`: add
+    /// arguments and run it. Not tracked: use [`Lab::spawn`] for anything
+    /// that keeps running.
+    pub fn command(&self, i: usize, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.host(i).ns])
+            .arg(program)
+            .env(GUARD_ENV, "1");
+        cmd
+    }
+
+    /// Run `program args...` in host `i` to completion; its stdout, or an
+    /// error naming the command and its stderr if it fails.
+    pub fn exec<S: AsRef<OsStr>>(&self, i: usize, program: &str, args: &[S]) -> Result<String> {
+        run(self.command(i, program).args(args), None)
+    }
+
+    /// Start `cmd` in host `i`, tracked: its stdout and stderr go to files
+    /// in [`Lab::log_dir`], and it is killed when the [`LabProcess`] or the
+    /// lab is dropped. `cmd` is an ordinary command (program, arguments,
+    /// environment, working directory), which the lab runs under `ip netns
+    /// exec` with `RLX_NETNS_GUARD=1`; a command made by [`Lab::command`] is
+    /// used as it is. Its stdin is closed.
+    pub fn spawn(&self, i: usize, cmd: Command) -> Result<LabProcess> {
+        let host = self.host(i);
+        let mut cmd = if is_wrapped(&cmd) {
+            cmd
+        } else {
+            let mut wrapped = self.command(i, cmd.get_program());
+            wrapped.args(cmd.get_args());
+            for (k, v) in cmd.get_envs() {
+                match v {
+                    Some(v) => wrapped.env(k, v),
+                    None => wrapped.env_remove(k),
+                };
+            }
+            if let Some(dir) = cmd.get_current_dir() {
+                wrapped.current_dir(dir);
+            }
+            wrapped
+        };
+        cmd.env(GUARD_ENV, "1");
+        let program = cmd
+            .get_args()
+            .nth(3)
+            .map(|p| {
+                Path::new(p)
+                    .file_name()
+                    .unwrap_or(p)
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .unwrap_or_else(|| "proc".into());
+        let seq = self.spawned.fetch_add(1, Ordering::Relaxed);
+        let label = format!("{program}#{seq}@h{i}");
+        let base = self.logs.join(format!("{seq:03}-h{i}-{program}"));
+        let stdout = base.with_extension("out");
+        let stderr = base.with_extension("err");
+        let create = |path: &PathBuf| {
+            fs::File::create(path).map_err(|source| LabError::Io {
+                what: "cannot create log file",
+                path: path.clone(),
+                source,
+            })
+        };
+        cmd.stdin(Stdio::null())
+            .stdout(create(&stdout)?)
+            .stderr(create(&stderr)?);
+        let cmdline = display(&cmd);
+        let child = cmd.spawn().map_err(|source| LabError::Spawn {
+            cmd: cmdline.clone(),
+            source,
+        })?;
+        let pid = child.id();
+        let child = Arc::new(Mutex::new(child));
+        {
+            let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+            // Forget processes whose handle is gone (already killed and reaped).
+            procs.retain(|p| Arc::strong_count(p) > 1);
+            procs.push(child.clone());
+        }
+        tracing::debug!(lab = %self.name, host = %host.ns, %label, pid, "spawned {cmdline}");
+        Ok(LabProcess {
+            child,
+            pid,
+            label,
+            cmdline,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Drop `pct` percent of the packets on host `i`'s link, each direction,
+    /// at random (nftables `netdev` table on its `eth0`, ingress and egress).
+    /// `0` removes the loss. ARP is dropped too, as on a lossy real link.
+    pub fn set_loss(&self, i: usize, pct: u8) -> Result<()> {
+        if pct > 100 {
+            return Err(LabError::Invalid(format!(
+                "loss must be 0-100%, not {pct}%"
+            )));
+        }
+        let dev = &self.host(i).iface;
+        let mut script = "table netdev rlx_loss\ndelete table netdev rlx_loss\n".to_string();
+        if pct > 0 {
+            script.push_str(&format!(
+                "table netdev rlx_loss {{\n\
+                 \tchain ingress {{ type filter hook ingress device \"{dev}\" priority 0; policy accept; numgen random mod 100 < {pct} drop; }}\n\
+                 \tchain egress {{ type filter hook egress device \"{dev}\" priority 0; policy accept; numgen random mod 100 < {pct} drop; }}\n\
+                 }}\n"
+            ));
+        }
+        self.nft(i, &script)
+    }
+
+    /// Make host `i`'s outgoing TCP connections to `port` on `cidr` go
+    /// unanswered, except to the `live` addresses: an nftables output rule
+    /// drops the SYNs, so `connect()` waits for its timeout (no RST, no ICMP),
+    /// like a scan of addresses where nobody lives. Rules accumulate.
+    pub fn silence_tcp(&self, i: usize, cidr: Ipv4Net, port: u16, live: &[Ipv4Addr]) -> Result<()> {
+        let except = if live.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = live.iter().map(|a| a.to_string()).collect();
+            format!("ip daddr != {{ {} }} ", list.join(", "))
+        };
+        self.nft(
+            i,
+            &format!(
+                "table inet rlx_silence {{\n\
+                 \tchain output {{ type filter hook output priority 0; policy accept; }}\n\
+                 }}\n\
+                 add rule inet rlx_silence output ip daddr {cidr} {except}tcp dport {port} drop\n"
+            ),
+        )
+    }
+
+    /// Load an nftables script in host `i`'s namespace (`nft -f -`).
+    pub fn nft(&self, i: usize, script: &str) -> Result<()> {
+        run(self.command(i, "nft").args(["-f", "-"]), Some(script)).map(|_| ())
+    }
+
+    /// Kill every process this lab started, then anything else left in its
+    /// namespaces, then delete them. Errors are logged, not returned: this
+    /// runs in `drop`.
+    fn teardown(&mut self) {
+        let procs = std::mem::take(&mut *self.procs.lock().unwrap_or_else(|e| e.into_inner()));
+        for child in procs {
+            kill_and_reap(&child);
+        }
+        for ns in &self.namespaces {
+            // Daemons that forked away from what we spawned (avahi, sshd...).
+            if let Ok(pids) = run(Command::new("ip").args(["netns", "pids", ns]), None) {
+                for pid in pids
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok())
+                {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+        }
+        // Hosts first: deleting them removes the veths from the switch.
+        let dels: String = self
+            .namespaces
+            .iter()
+            .rev()
+            .map(|ns| format!("netns del {ns}\n"))
+            .collect();
+        if let Err(e) = run(
+            Command::new("ip").args(["-force", "-batch", "-"]),
+            Some(&dels),
+        ) {
+            tracing::warn!(lab = %self.name, "tearing down: {e}");
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if std::env::var_os(KEEP_ENV).is_some_and(|v| v == "1") {
+            eprintln!(
+                "{KEEP_ENV}=1: keeping lab {} (namespaces {}; logs {})",
+                self.name,
+                self.namespaces.join(" "),
+                self.logs.display()
+            );
+            return;
+        }
+        self.teardown();
+        let _ = fs::remove_dir_all(&self.logs);
+    }
+}
+
+/// A process started by [`Lab::spawn`]: killed on drop, output in files.
+pub struct LabProcess {
+    child: Arc<Mutex<Child>>,
+    pid: u32,
+    label: String,
+    cmdline: String,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl fmt::Debug for LabProcess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (pid {})", self.label, self.pid)
+    }
+}
+
+impl LabProcess {
+    /// Its PID (the program itself: `ip netns exec` execs it).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// A short name: `program#seq@hI`.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The full command line.
+    pub fn cmdline(&self) -> &str {
+        &self.cmdline
+    }
+
+    /// Send `sig` (e.g. SIGTERM to test goodbyes). `false` if the process had
+    /// already exited. Never signals a reused PID: the child is not reaped
+    /// while the signal is sent.
+    pub fn signal(&self, sig: nix::sys::signal::Signal) -> bool {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(child.try_wait(), Ok(None)) {
+            return false;
+        }
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), sig).is_ok()
+    }
+
+    /// SIGKILL it and reap it.
+    pub fn kill(&self) {
+        kill_and_reap(&self.child);
+    }
+
+    /// Its exit status if it has exited.
+    pub fn try_wait(&self) -> Option<ExitStatus> {
+        self.child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .try_wait()
+            .ok()
+            .flatten()
+    }
+
+    /// Wait up to `timeout` for it to exit.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Everything it has written to stdout so far.
+    pub fn stdout(&self) -> String {
+        fs::read_to_string(&self.stdout).unwrap_or_default()
+    }
+
+    /// Everything it has written to stderr so far.
+    pub fn stderr(&self) -> String {
+        fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Where its stdout goes.
+    pub fn stdout_path(&self) -> &Path {
+        &self.stdout
+    }
+
+    /// Where its stderr goes.
+    pub fn stderr_path(&self) -> &Path {
+        &self.stderr
+    }
+
+    /// Wait until `needle` appears in its stdout or stderr. Fails early if
+    /// it exits first; the error carries [`LabProcess::dump`].
+    pub fn wait_for_output(&self, needle: &str, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.stdout().contains(needle) || self.stderr().contains(needle) {
+                return Ok(());
+            }
+            if let Some(status) = self.try_wait() {
+                // It may have printed just before exiting.
+                if self.stdout().contains(needle) || self.stderr().contains(needle) {
+                    return Ok(());
+                }
+                return Err(format!(
+                    "{} exited ({status}) without printing {needle:?}\n{}",
+                    self.label,
+                    self.dump()
+                ));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{} did not print {needle:?} within {timeout:?}\n{}",
+                    self.label,
+                    self.dump()
+                ));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Command line, status, stdout and stderr, for failure messages.
+    pub fn dump(&self) -> String {
+        let status = match self.try_wait() {
+            Some(s) => s.to_string(),
+            None => "running".into(),
+        };
+        format!(
+            "--- {} (pid {}, {status})\n$ {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- end {} ---",
+            self.label,
+            self.pid,
+            self.cmdline,
+            self.stdout().trim_end(),
+            self.stderr().trim_end(),
+            self.label
+        )
+    }
+}
+
+impl Drop for LabProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn kill_and_reap(child: &Mutex<Child>) {
+    let mut child = child.lock().unwrap_or_else(|e| e.into_inner());
+    // `Child::kill` does nothing once the child has been reaped, so a
+    // reused PID is never hit.
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Whether `cmd` already runs under `ip netns exec`.
+fn is_wrapped(cmd: &Command) -> bool {
+    let args: Vec<&OsStr> = cmd.get_args().take(2).collect();
+    cmd.get_program() == "ip" && args == [OsStr::new("netns"), OsStr::new("exec")]
+}
+
+/// sysctl arguments for a namespace with or without IPv6. With IPv6, DAD is
+/// off so that addresses (link-local included) are usable at once.
+fn ipv6_sysctls(ipv6: bool) -> Vec<&'static str> {
+    if ipv6 {
+        vec![
+            "net.ipv6.conf.all.disable_ipv6=0",
+            "net.ipv6.conf.default.disable_ipv6=0",
+            "net.ipv6.conf.all.accept_dad=0",
+            "net.ipv6.conf.default.accept_dad=0",
+        ]
+    } else {
+        vec![
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ]
+    }
+}
+
+/// A per-lab second octet in 1..=254.
+fn random_octet() -> u8 {
+    let mut b = [0u8; 1];
+    if getrandom::fill(&mut b).is_err() {
+        b[0] = (std::process::id() as u8) ^ (LAB_COUNTER.load(Ordering::Relaxed) as u8);
+    }
+    1 + b[0] % 254
+}
+
+/// Delete namespaces left by labs of processes that died without dropping
+/// them (SIGKILL, abort): `rlx-<pid>-<n>-*` whose pid is gone and in which
+/// nothing runs any more. Best effort; never kills anything.
+pub fn sweep_stale() {
+    let Ok(list) = run(Command::new("ip").args(["netns", "list"]), None) else {
+        return;
+    };
+    let dels: String = list
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|ns| {
+            stale_owner(ns).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .filter(|ns| {
+            run(Command::new("ip").args(["netns", "pids", ns]), None)
+                .is_ok_and(|pids| pids.trim().is_empty())
+        })
+        .map(|ns| format!("netns del {ns}\n"))
+        .collect();
+    if !dels.is_empty() {
+        tracing::info!(
+            "deleting namespaces of dead labs: {}",
+            dels.replace('\n', " ")
+        );
+        let _ = run(
+            Command::new("ip").args(["-force", "-batch", "-"]),
+            Some(&dels),
+        );
+    }
+}
+
+/// The pid in a lab namespace name `rlx-<pid>-<n>-<suffix>`.
+fn stale_owner(ns: &str) -> Option<u32> {
+    let mut parts = ns.strip_prefix("rlx-")?.splitn(3, '-');
+    let pid = parts.next()?.parse().ok()?;
+    parts.next()?.parse::<usize>().ok()?;
+    parts.next()?;
+    Some(pid)
+}
+
+/// A command line for messages, shell-quoted.
+fn display(cmd: &Command) -> String {
+    let words = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|w| w.to_string_lossy().into_owned());
+    let words: Vec<String> = words.collect();
+    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "))
+}
+
+/// Run `cmd` to completion, feeding it `stdin`; its stdout, or an error
+/// naming the command and its stderr.
+fn run(cmd: &mut Command, stdin: Option<&str>) -> Result<String> {
+    let child = start(cmd, stdin.is_some())?;
+    finish(cmd, child, stdin)
+}
+
+/// Run several commands at once (one per namespace while building a lab)
+/// and fail with the first error.
+fn run_all<I>(cmds: I) -> Result<()>
+where
+    I: IntoIterator<Item = (Command, Option<String>)>,
+{
+    let mut started = Vec::new();
+    let mut first_err = None;
+    for (mut cmd, stdin) in cmds {
+        match start(&mut cmd, stdin.is_some()) {
+            Ok(child) => started.push((cmd, child, stdin)),
+            Err(e) => {
+                first_err = Some(e);
+                break;
+            }
+        }
+    }
+    for (cmd, child, stdin) in started {
+        if let Err(e) = finish(&cmd, child, stdin.as_deref()) {
+            first_err.get_or_insert(e);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+fn start(cmd: &mut Command, with_stdin: bool) -> Result<Child> {
+    cmd.stdin(if with_stdin {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .map_err(|source| LabError::Spawn {
+        cmd: display(cmd),
+        source,
+    })
+}
+
+fn finish(cmd: &Command, mut child: Child, stdin: Option<&str>) -> Result<String> {
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        // A failed write shows up as the command's own error below.
+        let _ = pipe.write_all(text.as_bytes());
+    }
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = child.wait_with_output().map_err(|source| LabError::Spawn {
+        cmd: display(cmd),
+        source,
+    })?;
+    if status.success() {
+        Ok(String::from_utf8_lossy(&stdout).into_owned())
+    } else {
+        Err(LabError::Command {
+            cmd: display(cmd),
+            status: status.to_string(),
+            stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_namespace_names_yield_their_owner_pid() {
+        assert_eq!(stale_owner("rlx-4242-0-h3"), Some(4242));
+        assert_eq!(stale_owner("rlx-4242-17-sw"), Some(4242));
+        assert_eq!(stale_owner("rlx-4242-probe"), None);
+        assert_eq!(stale_owner("rlx-bench-1-h0"), None);
+        assert_eq!(stale_owner("other-4242-0-h0"), None);
+    }
+
+    #[test]
+    fn commands_from_the_lab_are_recognised_and_not_wrapped_twice() {
+        let mut wrapped = Command::new("ip");
+        wrapped.args(["netns", "exec", "x", "true"]);
+        assert!(is_wrapped(&wrapped));
+        assert!(!is_wrapped(&Command::new("true")));
+        let mut other_ip = Command::new("ip");
+        other_ip.args(["link", "show"]);
+        assert!(!is_wrapped(&other_ip));
+    }
+
+    #[test]
+    fn command_lines_are_shell_quoted_in_messages() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo a b"]);
+        assert_eq!(display(&cmd), "sh -c 'echo a b'");
+    }
+
+    #[test]
+    fn a_failing_command_is_named_with_its_stderr() {
+        let err = run(
+            Command::new("sh").args(["-c", "echo oops >&2; exit 3"]),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("sh -c") && err.contains("oops") && err.contains('3'),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_program_says_what_to_install() {
+        let err = run(&mut Command::new("/nonexistent/ip"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/nonexistent/ip") && err.contains("iproute2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn stdin_reaches_the_command() {
+        let out = run(&mut Command::new("cat"), Some("hello\n")).unwrap();
+        assert_eq!(out, "hello\n");
+    }
+}

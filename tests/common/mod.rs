@@ -1,0 +1,200 @@
+//! **Helpers shared by the integration tests**: whether a lab can be built
+//! here, processes that dump their output when a test fails, deadline loops
+//! instead of sleeps, and where the built binaries are.
+//!
+//! Every test that sends multicast or scans builds its own lab
+//! ([`rlx_discover::lab`]) and runs its programs inside it:
+//!
+//! ```ignore
+//! mod common;
+//! let Some(labs) = common::require_lab() else { return };
+//! let lab = labs.hosts(3);
+//! let agent = common::spawn(&lab, 0, Command::new(common::agent_bin()));
+//! ```
+//!
+//! Without root the lab tests print `SKIP` and pass, except under `CI=true`,
+//! where they must run and fail instead. As a non-root user with
+//! unprivileged user namespaces, run them as root of a user namespace:
+//! `unshare --user --map-root-user --net --mount cargo test`.
+
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use rlx_discover::lab::{lab_support, Lab, LabMode, LabOptions, LabProcess};
+use std::ops::Deref;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Debian's interpreter, which has python3-zeroconf (the `python3` on PATH
+/// may be another build without Debian's packages).
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// How often deadline loops re-check their condition.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Permission to build labs, given by [`require_lab`].
+#[derive(Debug, Clone, Copy)]
+pub struct Labs;
+
+impl Labs {
+    /// A lab with `n` IPv4 hosts on one switch; panics with the reason if it
+    /// cannot be built.
+    pub fn hosts(self, n: usize) -> Lab {
+        self.with(LabOptions {
+            hosts: n,
+            ipv6: false,
+        })
+    }
+
+    /// A lab with the given options; panics with the reason on failure.
+    pub fn with(self, opts: LabOptions) -> Lab {
+        Lab::new(opts.clone()).unwrap_or_else(|e| panic!("cannot build a lab {opts:?}: {e}"))
+    }
+
+    /// A loopback-only namespace; panics with the reason on failure.
+    pub fn loopback(self) -> Lab {
+        Lab::loopback().unwrap_or_else(|e| panic!("cannot build a loopback lab: {e}"))
+    }
+}
+
+/// `Some` when this process can build labs. Otherwise prints why the
+/// calling test is skipped and returns `None`, or panics under `CI=true`
+/// (where skipping would hide a broken runner).
+pub fn require_lab() -> Option<Labs> {
+    let why = match lab_support() {
+        Ok(LabMode::Root) => return Some(Labs),
+        Ok(LabMode::Unshare) => "not root; run the tests as root of a user namespace: \
+                                 `unshare --user --map-root-user --net --mount cargo test`"
+            .to_string(),
+        Err(e) => e,
+    };
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_string();
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true and {test} cannot build its private network: {why}");
+    }
+    eprintln!("SKIP {test}: cannot build a private network here: {why}");
+    None
+}
+
+/// A [`LabProcess`] that prints its command, stdout and stderr if the test
+/// fails while it is alive.
+pub struct Proc(pub LabProcess);
+
+impl Deref for Proc {
+    type Target = LabProcess;
+    fn deref(&self) -> &LabProcess {
+        &self.0
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.0.dump());
+        }
+    }
+}
+
+impl Proc {
+    /// Wait for `needle` in its output, panicking with its output if it does
+    /// not come within `timeout` (or the process exits first).
+    pub fn expect_output(&self, needle: &str, timeout: Duration) {
+        if let Err(e) = self.0.wait_for_output(needle, timeout) {
+            panic!("{e}");
+        }
+    }
+
+    /// Wait up to `timeout` for it to exit, panicking if it does not.
+    pub fn expect_exit(&self, timeout: Duration) -> std::process::ExitStatus {
+        self.0
+            .wait_timeout(timeout)
+            .unwrap_or_else(|| panic!("{} still running after {timeout:?}", self.0.label()))
+    }
+}
+
+/// Start `cmd` in host `i` of `lab` (see [`Lab::spawn`]), panicking on failure.
+pub fn spawn(lab: &Lab, i: usize, cmd: Command) -> Proc {
+    Proc(
+        lab.spawn(i, cmd)
+            .unwrap_or_else(|e| panic!("cannot start a process in host {i}: {e}")),
+    )
+}
+
+/// Run `cmd` to completion; panics with its command line, status, stdout and
+/// stderr unless it succeeds.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    if !out.status.success() {
+        panic!("{}", describe_output(cmd, &out));
+    }
+    out
+}
+
+/// A command's outcome for failure messages.
+pub fn describe_output(cmd: &Command, out: &Output) -> String {
+    format!(
+        "{cmd:?} exited with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        String::from_utf8_lossy(&out.stderr).trim_end()
+    )
+}
+
+/// Call `check` until it returns `Ok`, or panic after `timeout` with `what`
+/// and the last error. A deadline loop, never a fixed sleep.
+pub fn eventually<T>(
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(e) if Instant::now() >= deadline => {
+                panic!("{what}: not done within {timeout:?}; last: {e}")
+            }
+            Err(_) => std::thread::sleep(POLL),
+        }
+    }
+}
+
+/// Wait until `cond` holds, or panic after `timeout` naming `what`.
+pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    eventually(timeout, what, || {
+        if cond() {
+            Ok(())
+        } else {
+            Err("condition false".into())
+        }
+    })
+}
+
+/// The `rlx-discover` binary built for this test run.
+pub fn discover_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_rlx-discover"))
+}
+
+/// The `rlx-agent` binary (another package of the workspace, so not in
+/// `CARGO_BIN_EXE_*`): next to this test's `deps/` directory. Panics with
+/// what to run when it has not been built.
+pub fn agent_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test binary lives in target/<profile>/deps");
+    let agent = dir.join("rlx-agent");
+    assert!(
+        agent.is_file(),
+        "{} not found: build it first (`cargo build -p rlx-agent`, or `cargo test --workspace`)",
+        agent.display()
+    );
+    agent
+}
