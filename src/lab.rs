@@ -502,7 +502,9 @@ impl Lab {
     /// lab is dropped. `cmd` is an ordinary command (program, arguments,
     /// environment, working directory), which the lab runs under `ip netns
     /// exec` with `RLX_NETNS_GUARD=1`; a command made by [`Lab::command`] is
-    /// used as it is. Its stdin is closed.
+    /// used as it is. Its stdin is closed. (`env_clear` cannot be read back
+    /// from a `Command`, so it is not carried over: remove variables one by
+    /// one with `env_remove`.)
     pub fn spawn(&self, i: usize, cmd: Command) -> Result<LabProcess> {
         let host = self.host(i);
         let mut cmd = if is_wrapped(&cmd) {
