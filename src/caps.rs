@@ -469,7 +469,8 @@ mod tests {
 
     #[test]
     fn absurd_values_are_rejected_with_the_field_named() {
-        let cases: Vec<(Box<dyn Fn(&mut NodeCaps)>, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut NodeCaps)>;
+        let cases: Vec<(Mutation, &str)> = vec![
             (
                 Box::new(|c| c.ram_total = 1_000_000_000_000_000_000),
                 "ram_total",
