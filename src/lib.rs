@@ -19,6 +19,7 @@
 pub mod caps;
 pub mod config;
 pub mod discover;
+pub mod handshake;
 pub mod iface;
 pub mod keys;
 pub mod lab;
