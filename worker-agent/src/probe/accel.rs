@@ -87,6 +87,18 @@ pub fn assemble(s: &Sightings, name_of: &dyn Fn(u16, u16) -> Option<String>) -> 
         out.push(dev("cuda", name, 0, false, false));
     }
 
+    // Which card each Vulkan device is: used below to list each card once
+    // per target, and here to learn which AMD cards are integrated (amdgpu's
+    // sysfs does not say; Vulkan's device type does).
+    let vk = s.vulkan.as_ref().map(Vec::as_slice).unwrap_or_default();
+    let vk_cards = match_vulkan_cards(vk, s.pci);
+    let integrated: HashSet<PciAddr> = vk
+        .iter()
+        .zip(&vk_cards)
+        .filter(|(g, _)| g.kind == VulkanKind::Integrated)
+        .filter_map(|(_, card)| *card)
+        .collect();
+
     // ROCm: amdgpu's cards, then AMD cards without amdgpu.
     let amd_seen: HashSet<PciAddr> = s.amd.iter().filter_map(|g| g.pci).collect();
     for g in s.amd {
@@ -95,12 +107,14 @@ pub fn assemble(s: &Sightings, name_of: &dyn Fn(u16, u16) -> Option<String>) -> 
             .clone()
             .or_else(|| name_of(vendor::AMD, g.device))
             .unwrap_or_else(|| format!("AMD GPU {:04x}:{:04x}", vendor::AMD, g.device));
+        // An APU's VRAM is a carve-out of host RAM.
+        let unified = g.pci.is_some_and(|a| integrated.contains(&a));
         if g.rocm_capable() {
-            out.push(dev("rocm", base, g.mem_bytes, false, true));
+            out.push(dev("rocm", base, g.mem_bytes, unified, true));
         } else {
             let driver = g.driver.as_deref().unwrap_or("none");
             let name = format!("{base}: ROCm needs the amdgpu driver (driver: {driver})");
-            out.push(dev("rocm", name, g.mem_bytes, false, false));
+            out.push(dev("rocm", name, g.mem_bytes, unified, false));
         }
     }
     for p in s
@@ -119,26 +133,12 @@ pub fn assemble(s: &Sightings, name_of: &dyn Fn(u16, u16) -> Option<String>) -> 
 
     // Vulkan: the loader's devices, each PCI card once; then Intel GPUs the
     // loader did not list.
-    let vk = s.vulkan.as_ref().map(Vec::as_slice).unwrap_or_default();
     let mut vk_seen: HashSet<PciAddr> = HashSet::new();
-    for g in vk {
+    for (g, card) in vk.iter().zip(vk_cards) {
         if g.kind == VulkanKind::Cpu {
             tracing::debug!(name = %g.name, "software Vulkan renderer is the CPU; not reported");
             continue;
         }
-        // The card this view belongs to: the exact bus address when the
-        // driver gives one, else the first not-yet-matched card with the same
-        // ids (identical twins are interchangeable for this purpose).
-        let card = g.pci.or_else(|| {
-            s.pci
-                .iter()
-                .find(|p| {
-                    u32::from(p.vendor) == g.vendor
-                        && u32::from(p.device) == g.device
-                        && !vk_seen.contains(&p.addr)
-                })
-                .map(|p| p.addr)
-        });
         if let Some(addr) = card {
             if !vk_seen.insert(addr) {
                 tracing::debug!(name = %g.name, %addr, "second Vulkan driver for one card; listed once");
@@ -184,6 +184,31 @@ pub fn assemble(s: &Sightings, name_of: &dyn Fn(u16, u16) -> Option<String>) -> 
         ));
     }
     out
+}
+
+/// The PCI card behind each Vulkan device: the exact bus address when the
+/// driver gives one (`VK_EXT_pci_bus_info`), else the first card with the
+/// same ids not matched yet (identical twins are interchangeable here).
+/// Two drivers for one card give the same address twice.
+fn match_vulkan_cards(vk: &[VulkanGpu], pci: &[PciDevice]) -> Vec<Option<PciAddr>> {
+    let mut taken: HashSet<PciAddr> = vk.iter().filter_map(|g| g.pci).collect();
+    vk.iter()
+        .map(|g| {
+            if g.pci.is_some() || g.kind == VulkanKind::Cpu {
+                return g.pci;
+            }
+            let card = pci
+                .iter()
+                .find(|p| {
+                    u32::from(p.vendor) == g.vendor
+                        && u32::from(p.device) == g.device
+                        && !taken.contains(&p.addr)
+                })
+                .map(|p| p.addr);
+            taken.extend(card);
+            card
+        })
+        .collect()
 }
 
 #[cfg(test)]

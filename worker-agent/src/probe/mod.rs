@@ -210,7 +210,11 @@ pub fn probe(opts: &ProbeOptions) -> anyhow::Result<NodeCaps> {
         if d.parsed().is_some_and(|k| !opts.targets.contains(&k)) {
             d.available = false;
         }
-        if d.mem_bytes == 0 && !d.unified && d.parsed().is_some_and(Device::is_accelerator) {
+        if d.available
+            && d.mem_bytes == 0
+            && !d.unified
+            && d.parsed().is_some_and(Device::is_accelerator)
+        {
             tracing::warn!(device = %d.device, name = %d.name, "accelerator reports no memory size");
         }
     }
