@@ -7,12 +7,19 @@
 //! multicast or scans passes the network-namespace guard first
 //! ([`crate::netguard`]).
 
+use crate::admit::{admit, Rules, DEFAULT_HANDSHAKE_CONCURRENCY};
 use crate::config::{ClusterConfig, DiscoverSection};
+use crate::keys::KeyRing;
 use crate::pipeline::{expand, Expansion, NodeDefaults};
 use crate::sighting::Discovery;
 use crate::sources::{ssh, subnet};
 use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
+
+/// Shortest handshake deadline: a connect plus one request and reply, with
+/// room for a busy agent. `timeout_ms` (the connect timeout) is used when
+/// longer.
+const MIN_HANDSHAKE_MS: u64 = 1000;
 
 /// Command-line overrides of `[discover]` keys.
 #[derive(Debug, Clone, Default)]
@@ -76,7 +83,24 @@ pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discov
     let mut all = Discovery::default();
     all.extend(a);
     all.extend(b);
-    Ok(all)
+    Ok(admit(all, &rules(d)?).await)
+}
+
+/// The admission rules `[discover]` asks for; a key file that cannot be
+/// used is an error (discovering without the key would admit strangers).
+pub fn rules(d: &DiscoverSection) -> Result<Rules> {
+    let keys = match &d.key_file {
+        Some(p) => {
+            Some(KeyRing::load(p).with_context(|| format!("[discover] key_file {}", p.display()))?)
+        }
+        None => None,
+    };
+    Ok(Rules {
+        keys,
+        cluster: d.cluster.clone(),
+        timeout: Duration::from_millis(d.timeout_ms.max(MIN_HANDSHAKE_MS)),
+        concurrency: DEFAULT_HANDSHAKE_CONCURRENCY,
+    })
 }
 
 /// Loads nothing, runs the sources of `cfg` and the pipeline: the whole of

@@ -16,6 +16,7 @@
 //! - [`config`]: `cluster.toml`, `[discover]` and `[[node]]`, with line-numbered errors.
 //! - [`sources`]: where sightings come from (ssh, subnet, ...).
 
+pub mod admit;
 pub mod caps;
 pub mod config;
 pub mod discover;

@@ -1,0 +1,158 @@
+//! **Who gets in** — the handshake check every network-found sighting passes
+//! before it can become a node, applying the trust rules of DESIGN.md.
+//!
+//! mDNS caches outlive dead machines and anyone on a LAN can announce
+//! `_rlx._tcp` or listen on port 9100, so a sighting from mDNS or a subnet
+//! scan is only a claim. Here each claim is checked against the machine
+//! itself, concurrently:
+//!
+//! - **no key**: the handshake's fresh caps replace the announced ones; a port
+//!   that accepts TCP but does not speak the handshake keeps what it had (TXT
+//!   caps, or none); an unreachable one is reported and left out.
+//! - **key**: only a node that proves the key over our fresh nonce is
+//!   admitted, with the caps from that authenticated reply, never from TXT.
+//!   Everything else is refused with the reason (no handshake, no proof,
+//!   wrong key, replay, id mismatch).
+//!
+//! SSH-found nodes are trusted by SSH itself and pass through untouched.
+//! `cluster` filtering is applied to every source; it is a filter for
+//! keeping neighbouring clusters apart, not security.
+
+use crate::handshake::{query, HandshakeError};
+use crate::keys::KeyRing;
+use crate::sighting::{Discovery, Evidence, Problem, Sighting, Source};
+use futures::stream::{self, StreamExt};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Most handshakes in flight at once. Each is one short TCP exchange; 256
+/// clears a few hundred announced nodes in one round without a burst of
+/// thousands of connects when a flood of bogus announcements arrives.
+pub const DEFAULT_HANDSHAKE_CONCURRENCY: usize = 256;
+
+/// The rules a sighting is admitted under.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// With a key ring, nodes must prove one of its keys.
+    pub keys: Option<KeyRing>,
+    /// Only nodes announcing this cluster name.
+    pub cluster: Option<String>,
+    /// Deadline for one whole handshake.
+    pub timeout: Duration,
+    /// Most handshakes in flight.
+    pub concurrency: usize,
+}
+
+/// Outcome for one sighting.
+enum Verdict {
+    Admit(Box<Sighting>),
+    Refuse(Problem),
+}
+
+fn refuse(s: &Sighting, reason: String) -> Verdict {
+    Verdict::Refuse(Problem {
+        source: s.source,
+        host: s.host.clone(),
+        reason,
+    })
+}
+
+/// Checks one sighting.
+async fn check(mut s: Sighting, rules: &Rules) -> Verdict {
+    if s.source != Source::Ssh {
+        let Some(ip) = s.ip else {
+            return refuse(&s, "no address to check it at".into());
+        };
+        let addr = SocketAddr::new(ip, s.port);
+        let announced_id = s.id().map(str::to_string);
+        match query(
+            addr,
+            rules.timeout,
+            rules.keys.as_ref(),
+            announced_id.as_deref(),
+        )
+        .await
+        {
+            Ok(reply) => {
+                s.caps = Some(reply.caps);
+                s.evidence = if rules.keys.is_some() {
+                    Evidence::Authenticated
+                } else {
+                    Evidence::Handshake
+                };
+                if let Some(i) = reply.key_index.filter(|&i| i > 0) {
+                    tracing::warn!(
+                        host = %s.host,
+                        "{} proves an older cluster key (#{} in the key file): finish the key rotation",
+                        s.host,
+                        i + 1
+                    );
+                }
+            }
+            // Without a key, something that listens but does not speak the
+            // handshake keeps what its source knew (TXT caps, or nothing).
+            Err(HandshakeError::NotRlx { why, .. } | HandshakeError::Incompatible { why, .. })
+                if rules.keys.is_none() =>
+            {
+                tracing::debug!(host = %s.host, %why, "no handshake; keeping the source's caps");
+            }
+            Err(e @ HandshakeError::Unreachable { .. }) => {
+                let what = match s.source {
+                    Source::Mdns => "announced, but its port is unreachable (a stale mDNS record of a stopped or crashed agent?)",
+                    _ => "unreachable",
+                };
+                return refuse(&s, format!("{what}: {e}"));
+            }
+            Err(e) => {
+                let reason = match (&e, rules.keys.is_some()) {
+                    (HandshakeError::NotRlx { .. }, true) => {
+                        format!("refused: no handshake, so it cannot prove the cluster key: {e}")
+                    }
+                    _ => format!("refused: {e}"),
+                };
+                return refuse(&s, reason);
+            }
+        }
+    }
+    if let Some(want) = &rules.cluster {
+        let has = s.caps.as_ref().and_then(|c| c.cluster.clone());
+        if has.as_deref() != Some(want.as_str()) {
+            let said = match has {
+                Some(c) => format!("announces cluster {c:?}"),
+                None => "announces no cluster name".to_string(),
+            };
+            return refuse(
+                &s,
+                format!("{said}, not {want:?} (start its agent with --cluster {want})"),
+            );
+        }
+    }
+    Verdict::Admit(Box::new(s))
+}
+
+/// Applies the rules to every sighting of `d`, concurrently; refused ones
+/// move to `d.problems` with their reasons.
+pub async fn admit(d: Discovery, rules: &Rules) -> Discovery {
+    let Discovery {
+        sightings,
+        mut problems,
+        attempts,
+    } = d;
+    let verdicts: Vec<Verdict> = stream::iter(sightings)
+        .map(|s| check(s, rules))
+        .buffered(rules.concurrency.max(1))
+        .collect()
+        .await;
+    let mut admitted = Vec::new();
+    for v in verdicts {
+        match v {
+            Verdict::Admit(s) => admitted.push(*s),
+            Verdict::Refuse(p) => problems.push(p),
+        }
+    }
+    Discovery {
+        sightings: admitted,
+        problems,
+        attempts,
+    }
+}
