@@ -18,6 +18,7 @@
 
 pub mod admit;
 pub mod caps;
+pub mod cli;
 pub mod config;
 pub mod discover;
 pub mod handshake;

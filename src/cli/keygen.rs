@@ -1,0 +1,27 @@
+//! `rlx-discover keygen`: a fresh cluster key.
+
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `keygen`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  rlx-discover keygen /etc/rlx/cluster.key\n")]
+pub struct KeygenArgs {
+    /// Where to write it; an existing file is never overwritten.
+    #[arg(default_value = "rlx-cluster.key")]
+    pub path: PathBuf,
+}
+
+/// Writes the key and says what to do with it.
+pub fn run(a: KeygenArgs) -> Result<ExitCode> {
+    let key = crate::keys::generate(&a.path)?;
+    eprintln!(
+        "wrote a new cluster key to {} (mode 0600, fingerprint {}); give it to every agent \
+         with --key-file and to the coordinator with [discover] key_file",
+        a.path.display(),
+        key.fingerprint()
+    );
+    Ok(ExitCode::SUCCESS)
+}
