@@ -14,5 +14,6 @@
 //! - [`cli`]: the command line ([`cli::AgentArgs`]), shared by `main` and run mode.
 //! - [`probe`]: what this machine has (cores, RAM, disk, every accelerator, node id).
 
+pub mod announce;
 pub mod cli;
 pub mod probe;
