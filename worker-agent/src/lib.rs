@@ -17,3 +17,4 @@
 pub mod announce;
 pub mod cli;
 pub mod probe;
+pub mod server;

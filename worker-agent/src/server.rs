@@ -1,0 +1,517 @@
+//! **The handshake server** — answers the coordinator's hello on the
+//! advertised port with this box's caps (and a proof of the cluster key), and
+//! keeps answering whatever else connects.
+//!
+//! ```text
+//! $ printf '{"rlx":"hello","v":1,"nonce":"%064x"}\n' 1 | nc 127.0.0.1 9100
+//! {"rlx":"caps","v":1,"nonce":"00..01","caps":{"id":"5f0c...","cores":32,...}}
+//! ```
+//!
+//! The messages and the proof are [`rlx_discover::handshake`], the same code
+//! the coordinator runs. This module is only the network side, built so that
+//! no client can stall it:
+//!
+//! - a hello longer than [`MAX_HELLO_BYTES`] is dropped unanswered, so a
+//!   10 MB garbage sender costs 1 KiB of reading;
+//! - every connection has [`CONNECTION_TIMEOUT`] for the whole exchange, so a
+//!   slow-loris client trickling bytes is cut off;
+//! - at most [`MAX_CONNECTIONS`] connections are served at once; when a new
+//!   one arrives at the limit, the **oldest** is closed to make room (see
+//!   [`MAX_CONNECTIONS`] for why oldest-out beats refusing newcomers).
+//!
+//! Shutdown is an argument ([`serve`] returns when the future completes), as
+//! in mini-redis: `main` passes the signal handler, tests pass a oneshot.
+
+use rlx_discover::caps::NodeCaps;
+use rlx_discover::handshake;
+use rlx_discover::keys::Key;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
+
+pub use rlx_discover::handshake::MAX_HELLO_BYTES;
+
+/// Connections served at once.
+///
+/// A coordinator holds one connection per agent for about a round trip, and
+/// clusters have a handful of coordinators, so legitimate use needs a few;
+/// 64 leaves a wide margin while bounding what a flood costs (64 tasks with a
+/// 1 KiB read buffer each, well under a megabyte).
+///
+/// At the limit a newcomer evicts the oldest connection instead of being
+/// refused. Refusing newcomers would let anyone hold 64 idle connections and
+/// re-open each as it times out, locking every coordinator out for as long
+/// as they care to. With oldest-out, a real client, which finishes within a
+/// round trip, is only lost if an attacker opens 64 connections inside that
+/// round trip: a connection flood, which no application-level limit stops.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// Time one connection gets for the whole exchange (hello in, reply out).
+///
+/// A coordinator sends its hello as soon as it connects and the reply is one
+/// write, so a real exchange takes a round trip; 2 s covers a congested Wi-Fi
+/// link many times over, and is the longest a slow-loris client keeps a slot.
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Longest pause after a failed `accept()` (out of file descriptors, say)
+/// before trying again; the pause starts at 10 ms and doubles, so a transient
+/// error costs little and a persistent one does not spin a core.
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The server's bounds, for a flag or a test to override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// See [`MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// See [`CONNECTION_TIMEOUT`].
+    pub timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: MAX_CONNECTIONS,
+            timeout: CONNECTION_TIMEOUT,
+        }
+    }
+}
+
+/// Serves the handshake on `listener` until `shutdown` completes, with the
+/// default [`Limits`].
+///
+/// `caps` is read when each connection arrives, so the agent can update it
+/// (RAM free, a device appearing) without restarting the server. `key` is the
+/// cluster key the agent proves (the first of its key file); `None` answers
+/// without a proof.
+pub async fn serve(
+    listener: TcpListener,
+    caps: watch::Receiver<Arc<NodeCaps>>,
+    key: Option<Key>,
+    shutdown: impl Future,
+) {
+    serve_with(listener, caps, key, Limits::default(), shutdown).await
+}
+
+/// [`serve`] with explicit limits.
+///
+/// On shutdown it stops accepting and aborts the exchanges in flight (each
+/// is at most [`Limits::timeout`] from done and carries no state worth
+/// finishing), then returns.
+pub async fn serve_with(
+    listener: TcpListener,
+    caps: watch::Receiver<Arc<NodeCaps>>,
+    key: Option<Key>,
+    limits: Limits,
+    shutdown: impl Future,
+) {
+    let max = limits.max_connections.max(1);
+    let mut tasks = JoinSet::new();
+    // Live connections, oldest first: who to evict at the limit.
+    let mut live: VecDeque<AbortHandle> = VecDeque::new();
+    let mut backoff = Duration::from_millis(10);
+    tokio::pin!(shutdown);
+
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            // Reap finished connections as they end, so idle periods do not
+            // keep their results around.
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            r = listener.accept() => r,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => {
+                backoff = Duration::from_millis(10);
+                x
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed; retrying in {} ms", backoff.as_millis());
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
+                continue;
+            }
+        };
+
+        live.retain(|h| !h.is_finished());
+        while live.len() >= max {
+            if let Some(oldest) = live.pop_front() {
+                tracing::debug!(%peer, "connection limit ({max}) reached: closing the oldest connection");
+                oldest.abort();
+            }
+        }
+        let caps = caps.borrow().clone();
+        let handle = tasks.spawn(connection(stream, peer, caps, key.clone(), limits.timeout));
+        live.push_back(handle);
+    }
+    tracing::debug!(in_flight = live.len(), "handshake server stopping");
+    tasks.shutdown().await;
+}
+
+/// One connection, bounded in time; its outcome goes to the debug log only,
+/// since a flood of hostile connections must not become a flood of log lines.
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    caps: Arc<NodeCaps>,
+    key: Option<Key>,
+    timeout: Duration,
+) {
+    match tokio::time::timeout(timeout, exchange(stream, &caps, key.as_ref())).await {
+        Err(_) => {
+            tracing::debug!(%peer, "handshake: no complete exchange within {} ms; closed", timeout.as_millis())
+        }
+        Ok(Err(why)) => tracing::debug!(%peer, "handshake: {why}"),
+        Ok(Ok(())) => tracing::debug!(%peer, "handshake: answered"),
+    }
+}
+
+/// Reads one hello line (at most [`MAX_HELLO_BYTES`]) and writes the reply,
+/// or an error line for a malformed hello. Longer input is dropped without a
+/// word: whoever sends it is not a coordinator.
+async fn exchange(mut stream: TcpStream, caps: &NodeCaps, key: Option<&Key>) -> Result<(), String> {
+    let _ = stream.set_nodelay(true);
+    let (rd, mut wr) = stream.split();
+    let mut line = Vec::new();
+    let mut reader = BufReader::with_capacity(512, rd.take(MAX_HELLO_BYTES as u64 + 1));
+    let n = reader
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(|e| format!("read failed: {e}"))?;
+    if n == 0 {
+        return Err("closed without a hello".into());
+    }
+    if line.len() > MAX_HELLO_BYTES {
+        return Err(format!(
+            "hello longer than {MAX_HELLO_BYTES} bytes; dropped"
+        ));
+    }
+    let (out, refused) = match handshake::answer(&line, caps, key) {
+        Ok(reply) => (reply, None),
+        Err(e) => (e.to_line(), Some(e)),
+    };
+    wr.write_all(out.as_bytes())
+        .await
+        .map_err(|e| format!("write failed: {e}"))?;
+    let _ = wr.shutdown().await;
+    match refused {
+        Some(e) => Err(format!("refused hello: {e}")),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlx_discover::caps::DeviceInfo;
+    use rlx_discover::handshake::{query, HandshakeError, Nonce};
+    use rlx_discover::keys::KeyRing;
+    use std::time::Instant;
+    use tokio::sync::oneshot;
+    use tokio::task::JoinHandle;
+
+    fn caps(cores: u32) -> NodeCaps {
+        NodeCaps {
+            id: "0123456789abcdef".into(),
+            hostname: "gpu-a".into(),
+            os: "linux".into(),
+            cores,
+            ram_total: 64 << 30,
+            ram_avail: 32 << 30,
+            devices: vec![DeviceInfo {
+                device: "cuda".into(),
+                name: "RTX 4090".into(),
+                mem_bytes: 24 << 30,
+                unified: false,
+                gflops: 0.0,
+                available: true,
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn key(b: u8) -> Key {
+        Key::from_bytes([b; 32])
+    }
+
+    struct Agent {
+        addr: SocketAddr,
+        caps: watch::Sender<Arc<NodeCaps>>,
+        stop: Option<oneshot::Sender<()>>,
+        task: JoinHandle<()>,
+    }
+
+    async fn start(key: Option<Key>, limits: Limits) -> Agent {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (caps_tx, caps_rx) = watch::channel(Arc::new(caps(8)));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve_with(listener, caps_rx, key, limits, async {
+            let _ = stopped.await;
+        }));
+        Agent {
+            addr,
+            caps: caps_tx,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    const GOOD: Duration = Duration::from_secs(2);
+
+    #[tokio::test]
+    async fn it_answers_with_the_current_caps() {
+        let agent = start(None, Limits::default()).await;
+        let r = query(agent.addr, GOOD, None, Some("0123456789abcdef"))
+            .await
+            .unwrap();
+        assert_eq!(r.caps, caps(8));
+
+        agent.caps.send(Arc::new(caps(16))).unwrap();
+        let r = query(agent.addr, GOOD, None, None).await.unwrap();
+        assert_eq!(
+            r.caps.cores, 16,
+            "caps changes are served without a restart"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_a_key_the_proof_verifies_and_a_wrong_key_fails() {
+        let agent = start(Some(key(1)), Limits::default()).await;
+        let r = query(agent.addr, GOOD, Some(&KeyRing::single(key(1))), None)
+            .await
+            .unwrap();
+        assert_eq!(r.key_index, Some(0));
+
+        let err = query(agent.addr, GOOD, Some(&KeyRing::single(key(2))), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HandshakeError::WrongKey { .. }), "{err}");
+
+        let plain = start(None, Limits::default()).await;
+        let err = query(plain.addr, GOOD, Some(&KeyRing::single(key(1))), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HandshakeError::NoProof { .. }), "{err}");
+    }
+
+    /// Sends `hello` raw and returns everything the agent sent back.
+    async fn raw_exchange(addr: SocketAddr, hello: &[u8]) -> Vec<u8> {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let _ = s.write_all(hello).await;
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(GOOD, s.read_to_end(&mut out)).await;
+        out
+    }
+
+    #[tokio::test]
+    async fn a_replayed_proof_is_detected_by_the_client() {
+        let agent = start(Some(key(1)), Limits::default()).await;
+        let old = Nonce::random().unwrap();
+        let captured = raw_exchange(agent.addr, handshake::hello_line(&old).as_bytes()).await;
+        assert!(captured.starts_with(b"{\"rlx\":\"caps\""));
+
+        // An impostor that replays the captured reply to every hello.
+        let impostor = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let impostor_addr = impostor.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = impostor.accept().await {
+                let mut buf = [0u8; 200];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(&captured).await;
+            }
+        });
+        let err = query(impostor_addr, GOOD, Some(&KeyRing::single(key(1))), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HandshakeError::Replay { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_malformed_hello_gets_an_error_line_and_an_oversized_one_nothing() {
+        let agent = start(None, Limits::default()).await;
+        let out = raw_exchange(
+            agent.addr,
+            b"{\"rlx\":\"hello\",\"v\":1,\"nonce\":\"12\"}\n",
+        )
+        .await;
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.starts_with("{\"rlx\":\"error\"") && out.contains("64 hex"),
+            "{out}"
+        );
+
+        let mut long = vec![b'{'; 2 * MAX_HELLO_BYTES];
+        long.push(b'\n');
+        let out = raw_exchange(agent.addr, &long).await;
+        assert!(
+            out.is_empty(),
+            "an oversized hello is dropped unanswered: {out:?}"
+        );
+
+        // A hello without a newline, then EOF, is still a hello.
+        let hello = handshake::hello_line(&Nonce::random().unwrap());
+        let mut s = TcpStream::connect(agent.addr).await.unwrap();
+        s.write_all(hello.trim_end().as_bytes()).await.unwrap();
+        s.shutdown().await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(GOOD, s.read_to_end(&mut out))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            out.starts_with(b"{\"rlx\":\"caps\""),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_closed_after_the_timeout() {
+        let limits = Limits {
+            timeout: Duration::from_millis(200),
+            ..Limits::default()
+        };
+        let agent = start(None, limits).await;
+        let mut s = TcpStream::connect(agent.addr).await.unwrap();
+        let t = Instant::now();
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(GOOD, s.read(&mut buf))
+            .await
+            .expect("closed by the agent");
+        assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+        assert!(
+            t.elapsed() >= Duration::from_millis(150),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn at_the_limit_the_oldest_connection_makes_room() {
+        let limits = Limits {
+            max_connections: 4,
+            timeout: Duration::from_secs(30),
+        };
+        let agent = start(None, limits).await;
+        let mut idle = Vec::new();
+        for _ in 0..4 {
+            idle.push(TcpStream::connect(agent.addr).await.unwrap());
+        }
+        // Let the agent accept all four before the newcomer arrives.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let r = query(agent.addr, GOOD, None, None).await;
+        assert!(r.is_ok(), "a newcomer is served at the limit: {r:?}");
+        let mut buf = [0u8; 1];
+        let first = tokio::time::timeout(GOOD, idle[0].read(&mut buf)).await;
+        assert!(
+            matches!(first, Ok(Ok(0)) | Ok(Err(_))),
+            "the oldest was closed: {first:?}"
+        );
+    }
+
+    /// The hostile crowd: idle connections beyond the limit, a slow-loris
+    /// sending a byte every 100 ms, 10 MB of garbage, half-closed sockets and
+    /// clients that never read. None of it may delay a real coordinator.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hostile_clients_do_not_block_a_well_behaved_one() {
+        let agent = start(Some(key(9)), Limits::default()).await;
+        let addr = agent.addr;
+        let ring = KeyRing::single(key(9));
+
+        let mut held = Vec::new();
+        for _ in 0..(MAX_CONNECTIONS * 3) {
+            held.push(TcpStream::connect(addr).await.unwrap());
+        }
+        for _ in 0..8 {
+            // Half-open: our side closed for writing, never reading.
+            let s = TcpStream::connect(addr).await.unwrap();
+            let s = s.into_std().unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            held.push(TcpStream::from_std(s).unwrap());
+            // A hello whose reply nobody reads.
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(handshake::hello_line(&Nonce::random().unwrap()).as_bytes())
+                .await
+                .unwrap();
+            held.push(s);
+        }
+        let loris = tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            for b in b"{\"rlx\":\"hello\"".iter().cycle().take(60) {
+                if s.write_all(&[*b]).await.is_err() {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            false
+        });
+        let garbage = tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            let chunk = vec![0x5au8; 64 * 1024];
+            let mut sent = 0usize;
+            while sent < 10 * 1024 * 1024 {
+                match tokio::time::timeout(Duration::from_secs(5), s.write_all(&chunk)).await {
+                    Ok(Ok(())) => sent += chunk.len(),
+                    _ => return sent,
+                }
+            }
+            sent
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        for round in 0..5 {
+            let t = Instant::now();
+            let r = query(addr, GOOD, Some(&ring), Some("0123456789abcdef")).await;
+            let took = t.elapsed();
+            assert!(r.is_ok(), "round {round}: {r:?}");
+            assert!(
+                took < Duration::from_millis(500),
+                "round {round}: answered in {took:?}"
+            );
+        }
+        let sent = garbage.await.unwrap();
+        assert!(
+            sent < 10 * 1024 * 1024,
+            "the garbage sender was cut off (after {sent} bytes)"
+        );
+        drop(held);
+        assert!(
+            loris.await.unwrap(),
+            "the slow-loris was cut off within the connection timeout"
+        );
+        assert!(
+            query(addr, GOOD, Some(&ring), None).await.is_ok(),
+            "still serving afterwards"
+        );
+    }
+
+    #[tokio::test]
+    async fn shutdown_returns_promptly_even_with_connections_open() {
+        let mut agent = start(None, Limits::default()).await;
+        let _idle: Vec<_> = connect_many(agent.addr, 10).await;
+        agent.stop.take().unwrap().send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), &mut agent.task)
+            .await
+            .expect("serve returns after shutdown")
+            .unwrap();
+        let err = query(agent.addr, GOOD, None, None).await.unwrap_err();
+        assert!(matches!(err, HandshakeError::Unreachable { .. }), "{err}");
+    }
+
+    async fn connect_many(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+        let mut v = Vec::new();
+        for _ in 0..n {
+            v.push(TcpStream::connect(addr).await.unwrap());
+        }
+        v
+    }
+}
