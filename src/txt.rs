@@ -546,8 +546,8 @@ fn parse_device(key: &str, v: &[u8]) -> Result<DeviceInfo, TxtError> {
         ));
     };
     let field = |what: &str, why: String| invalid(key, v, &format!("{what}: {why}"));
-    let mem_bytes =
-        parse_u64(key, mem.as_bytes()).map_err(|_| field("mem_bytes", not_whole(mem)))?;
+    let mem_bytes = parse_count(mem.as_bytes())
+        .map_err(|why| field("mem_bytes", format!("{} is {why}", quote(mem.as_bytes()))))?;
     let flag = |what: &str, s: &str| match s {
         "0" => Ok(false),
         "1" => Ok(true),
@@ -573,16 +573,19 @@ fn parse_device(key: &str, v: &[u8]) -> Result<DeviceInfo, TxtError> {
 }
 
 fn parse_u64(key: &str, v: &[u8]) -> Result<u64, TxtError> {
-    let s = std::str::from_utf8(v).unwrap_or("\u{fffd}");
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid(key, v, &not_whole(s)));
-    }
-    s.parse()
-        .map_err(|_| invalid(key, v, "too large for a 64-bit count"))
+    parse_count(v).map_err(|why| invalid(key, v, why))
 }
 
-fn not_whole(s: &str) -> String {
-    format!("{} is not a whole decimal number >= 0", quote(s.as_bytes()))
+/// A decimal count: ASCII digits only (no sign, no exponent), fitting u64.
+fn parse_count(v: &[u8]) -> Result<u64, &'static str> {
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        return Err("not a whole decimal number >= 0");
+    }
+    // All ASCII digits, so valid UTF-8; only overflow can fail.
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or("too large for a 64-bit count")
 }
 
 fn parse_f64(key: &str, v: &[u8]) -> Result<f64, TxtError> {
@@ -954,6 +957,20 @@ mod tests {
             assert_eq!(err.key(), Some(*key), "{strings:?}: {err}");
             assert!(err.to_string().contains(&format!("`{key}`")), "{err}");
         }
+    }
+
+    #[test]
+    fn an_error_reads_as_key_value_and_reason() {
+        let err = decode(&["txtvers=1", "cores=abc"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "TXT key `cores` = \"abc\": not a whole decimal number >= 0"
+        );
+        let err = decode(&["txtvers=1", "cores=1", "dev0=cuda,-1,0,1,0,x"]).unwrap_err();
+        assert!(
+            err.to_string().contains("mem_bytes: \"-1\" is not a whole"),
+            "{err}"
+        );
     }
 
     #[test]
