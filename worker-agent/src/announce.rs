@@ -74,8 +74,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 use tracing::{debug, info, warn};
 
-/// The DNS-SD service type every agent announces (RFC 6763 §7: `_rlx` is
-/// under the 15-byte limit mdns-sd enforces).
+/// The DNS-SD service type every agent announces (RFC 6763 §7.2: `rlx` is
+/// well under the 15-character limit, which mdns-sd enforces).
 pub const SERVICE_TYPE: &str = "_rlx._tcp.local.";
 
 /// Shortest time between two announcements of changed caps. Each one costs
@@ -135,7 +135,7 @@ const IFACE_SNAPSHOT_MAX_AGE: Duration = Duration::from_secs(1);
 /// mdns-sd's counter of repeated goodbye packets (`Counter::UnregisterResend`).
 const UNREGISTER_RESEND_METRIC: &str = "unregister-resend";
 
-/// How the node is announced. `Default` gives port 9100, the host name as
+/// How the node is announced. `Default` gives port [`crate::cli::DEFAULT_PORT`], the host name as
 /// instance name, the default interface rule and [`MIN_REANNOUNCE_INTERVAL`].
 #[derive(Debug, Clone)]
 pub struct AnnounceOptions {
@@ -153,7 +153,7 @@ impl Default for AnnounceOptions {
     fn default() -> Self {
         AnnounceOptions {
             name: None,
-            port: 9100,
+            port: crate::cli::DEFAULT_PORT,
             interfaces: Vec::new(),
             min_interval: MIN_REANNOUNCE_INTERVAL,
         }
@@ -530,9 +530,18 @@ struct Registration {
 }
 
 impl Registration {
-    fn service_info(&self, caps: &NodeCaps, first: bool) -> Result<ServiceInfo, AnnounceError> {
+    /// The announcement of `caps`. Re-registrations keep mdns-sd's probing
+    /// on: RFC 6762 §8.4 would let an update skip it, but mdns-sd applies
+    /// the flag to the whole service, so an interface that comes up later
+    /// would then get records that were never probed there and a conflict on
+    /// that link would go unnoticed. Probing the changed TXT record costs
+    /// 0.75 s of latency (measured: new TXT at python-zeroconf 0.8-1.0 s
+    /// after `update`) and three small packets, once per
+    /// [`MIN_REANNOUNCE_INTERVAL`] at most; mdns-sd does not mistake its own
+    /// earlier record for a conflict (tested).
+    fn service_info(&self, caps: &NodeCaps) -> Result<ServiceInfo, AnnounceError> {
         let pairs = txt::encode(caps)?;
-        let mut info = ServiceInfo::new(
+        let info = ServiceInfo::new(
             SERVICE_TYPE,
             &self.instance,
             &self.host,
@@ -545,14 +554,6 @@ impl Registration {
             self.instance
         )))?
         .enable_addr_auto();
-        // A re-registration only changes the TXT record of a name this
-        // daemon already probed and owns: announce it at once instead of
-        // probing the new TXT for 750 ms (RFC 6762 §8.4 updates need no
-        // probing). The first registration probes, which is what detects
-        // conflicts.
-        if !first {
-            info.set_requires_probe(false);
-        }
         Ok(info)
     }
 }
@@ -612,55 +613,20 @@ impl Announcer {
         };
         // Validate everything before the daemon exists: a refused start must
         // not have touched the network.
-        let info = base.service_info(caps, true)?;
+        let info = base.service_info(caps)?;
         let fullname = info.get_fullname().to_string();
-        let explicit = !opts.interfaces.is_empty();
         let chosen = iface::select(&opts.interfaces)?;
         netguard::ensure_private_netns("mDNS announcements")?;
 
         let daemon = ServiceDaemon::new().map_err(mdns_err("start the daemon"))?;
-        daemon
-            .disable_interface(IfKind::All)
-            .map_err(mdns_err("disable interfaces"))?;
-        let names: Vec<String> = chosen.iter().map(|i| i.name.clone()).collect();
-        if explicit {
-            let kinds: Vec<IfKind> = names.iter().map(|n| IfKind::Name(n.clone())).collect();
-            daemon
-                .enable_interface(kinds)
-                .map_err(mdns_err(format!("enable interfaces {names:?}")))?;
-        } else {
-            let rule = Arc::new(DefaultRule::new(names.iter().cloned().collect()));
-            daemon
-                .enable_interface(IfKind::Predicate(IfPredicate::new(move |intf| {
-                    rule.allows(&intf.name)
-                })))
-                .map_err(mdns_err("enable the default interfaces"))?;
-        }
-        if chosen.is_empty() {
-            let all = iface::all_interfaces()
-                .map(|a| iface::describe(&a))
-                .unwrap_or_default();
-            warn!(
-                "mDNS: no interface to announce on yet (none is up, multicast-capable and \
-                 non-virtual; present: {all}); announcing as soon as one comes up. \
-                 Use --interface NAME to choose one (--interface lo to test on one host)"
-            );
-        } else {
-            info!("mDNS: announcing on {}", iface::describe(&chosen));
-        }
-        // Subscribed after the selection is applied, so that the IpDel/IpAdd
-        // churn of the selection itself is not reported as interfaces coming
-        // and going.
-        let monitor = daemon.monitor().map_err(mdns_err("monitor the daemon"))?;
-        daemon
-            .register(info)
-            .map_err(mdns_err(format!("register {fullname}")))?;
-        info!(
-            instance = %fullname,
-            host = %base.host,
-            port = opts.port,
-            "mDNS: registered; probing for conflicts, then announcing"
-        );
+        let monitor = match configure(&daemon, &opts, &chosen, info, &base) {
+            Ok(monitor) => monitor,
+            Err(e) => {
+                // Do not leave the daemon's thread running behind an error.
+                let _ = daemon.shutdown();
+                return Err(e);
+            }
+        };
 
         let shared = Arc::new(Shared {
             pacer: Mutex::new(Pacer::new(caps.clone(), Instant::now(), opts.min_interval)),
@@ -685,7 +651,7 @@ impl Announcer {
     /// leaves the current announcement in place.
     pub fn update(&self, caps: &NodeCaps) -> Result<Update, AnnounceError> {
         // Refuse caps that cannot be announced before they can be scheduled.
-        let info = self.shared.base.service_info(caps, false)?;
+        let info = self.shared.base.service_info(caps)?;
         let outcome = lock(&self.shared.pacer).offer(caps, Instant::now());
         match &outcome {
             Update::Announced(reason) => {
@@ -799,6 +765,62 @@ impl Drop for Announcer {
     }
 }
 
+/// Applies the interface selection, subscribes to the daemon's events and
+/// registers the service (the part of [`Announcer::start`] that talks to a
+/// running daemon).
+fn configure(
+    daemon: &ServiceDaemon,
+    opts: &AnnounceOptions,
+    chosen: &[iface::Iface],
+    info: ServiceInfo,
+    base: &Registration,
+) -> Result<mdns_sd::Receiver<DaemonEvent>, AnnounceError> {
+    let fullname = info.get_fullname().to_string();
+    daemon
+        .disable_interface(IfKind::All)
+        .map_err(mdns_err("disable interfaces"))?;
+    let names: Vec<String> = chosen.iter().map(|i| i.name.clone()).collect();
+    if !opts.interfaces.is_empty() {
+        let kinds: Vec<IfKind> = names.iter().map(|n| IfKind::Name(n.clone())).collect();
+        daemon
+            .enable_interface(kinds)
+            .map_err(mdns_err(format!("enable interfaces {names:?}")))?;
+    } else {
+        let rule = Arc::new(DefaultRule::new(names.iter().cloned().collect()));
+        daemon
+            .enable_interface(IfKind::Predicate(IfPredicate::new(move |intf| {
+                rule.allows(&intf.name)
+            })))
+            .map_err(mdns_err("enable the default interfaces"))?;
+    }
+    if chosen.is_empty() {
+        let all = iface::all_interfaces()
+            .map(|a| iface::describe(&a))
+            .unwrap_or_default();
+        warn!(
+            "mDNS: no interface to announce on yet (none is up, multicast-capable and \
+             non-virtual; present: {all}); announcing as soon as one comes up. \
+             Use --interface NAME to choose one (--interface lo to test on one host)"
+        );
+    } else {
+        info!("mDNS: announcing on {}", iface::describe(chosen));
+    }
+    // Subscribed after the selection is applied, so that the IpDel/IpAdd
+    // churn of the selection itself is not reported as interfaces coming
+    // and going.
+    let monitor = daemon.monitor().map_err(mdns_err("monitor the daemon"))?;
+    daemon
+        .register(info)
+        .map_err(mdns_err(format!("register {fullname}")))?;
+    info!(
+        instance = %fullname,
+        host = %base.host,
+        port = opts.port,
+        "mDNS: registered; probing for conflicts, then announcing"
+    );
+    Ok(monitor)
+}
+
 /// The watcher task: logs what the daemon reports (renames, socket errors,
 /// addresses coming and going) and announces deferred changes when due.
 async fn watch_daemon(
@@ -826,7 +848,7 @@ async fn watch_daemon(
             () = due => {
                 let caps = lock(&shared.pacer).due(Instant::now());
                 if let Some(caps) = caps {
-                    match shared.base.service_info(&caps, false) {
+                    match shared.base.service_info(&caps) {
                         Ok(info) => {
                             info!("mDNS: re-announcing changed caps (deferred by the rate limit)");
                             if let Err(e) = daemon.register(info) {
