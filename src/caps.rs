@@ -177,7 +177,8 @@ pub struct NodeCaps {
     /// Checkpoint directory on that host, if the agent was given one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ckpt_dir: Option<String>,
-    /// Logical CPU count.
+    /// Logical CPU count; 0 = unknown (a TXT record without `cores`).
+    #[serde(default)]
     pub cores: u32,
     /// Bytes of RAM.
     pub ram_total: u64,
@@ -305,11 +306,11 @@ impl NodeCaps {
                 return Err(absurd("ckpt_dir", trunc(c), "paths are at most 4096 bytes"));
             }
         }
-        if self.cores == 0 || self.cores > MAX_CORES {
+        if self.cores > MAX_CORES {
             return Err(absurd(
                 "cores",
                 self.cores,
-                format!("expected 1..={MAX_CORES} logical cores"),
+                format!("expected at most {MAX_CORES} logical cores (0 = unknown)"),
             ));
         }
         check_mem("ram_total", self.ram_total)?;
@@ -476,7 +477,6 @@ mod tests {
                 "ram_total",
             ),
             (Box::new(|c| c.cores = 1_000_000), "cores"),
-            (Box::new(|c| c.cores = 0), "cores"),
             (Box::new(|c| c.gflops = f64::NAN), "gflops"),
             (Box::new(|c| c.gflops = -1.0), "gflops"),
             (Box::new(|c| c.ram_avail = c.ram_total + 1), "ram_avail"),

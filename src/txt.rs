@@ -431,18 +431,14 @@ pub fn decode<S: AsRef<[u8]>>(strings: &[S]) -> Result<NodeCaps, TxtError> {
         io_mbps: float("io")?,
         ..NodeCaps::default()
     };
-    if !fields.contains_key("cores") {
-        return Err(TxtError::Missing {
-            key: "cores".into(),
-            why: "the logical CPU count is required to plan a node".into(),
-        });
-    }
+    // DESIGN.md makes every key but `txtvers` optional: a record without
+    // `cores` decodes with 0, which NodeCaps reads as "unknown".
     let cores = int("cores")?;
     if cores > u64::from(limits::MAX_CORES) {
         return Err(TxtError::Absurd {
             key: "cores".into(),
             value: cores.to_string(),
-            why: format!("expected 1..={} logical cores", limits::MAX_CORES),
+            why: format!("expected at most {} logical cores", limits::MAX_CORES),
         });
     }
     caps.cores = cores as u32;
@@ -918,16 +914,23 @@ mod tests {
         assert!(!c.devices[0].available);
     }
 
+    /// DESIGN.md: every key but `txtvers` is optional, so a hand-made
+    /// announcement with nothing else still decodes, with unknowns as 0.
+    #[test]
+    fn a_record_with_only_txtvers_decodes_with_unknown_counts() {
+        let caps = decode(&["txtvers=1"]).unwrap();
+        assert_eq!(caps.cores, 0);
+        assert!(caps.devices.is_empty());
+    }
+
     #[test]
     fn malformed_values_are_refused_naming_the_key() {
         let cases: &[(&[&str], &str)] = &[
             (&["cores=8"], "txtvers"),
             (&["txtvers=2", "cores=8"], "txtvers"),
             (&["txtvers", "cores=8"], "txtvers"),
-            (&["txtvers=1"], "cores"),
             (&["txtvers=1", "cores=abc"], "cores"),
             (&["txtvers=1", "cores"], "cores"),
-            (&["txtvers=1", "cores=0"], "cores"),
             (&["txtvers=1", "cores=1000000"], "cores"),
             (&["txtvers=1", "cores=99999999999999999999999"], "cores"),
             (&["txtvers=1", "cores=8", "ram=-5"], "ram"),
