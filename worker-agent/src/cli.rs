@@ -196,7 +196,28 @@ pub fn read_caps_file(path: &Path) -> anyhow::Result<NodeCaps> {
                 path.display()
             )
         })?;
-    NodeCaps::from_json(&text).with_context(|| format!("caps file {}", path.display()))
+    let caps =
+        NodeCaps::from_json(&text).with_context(|| format!("caps file {}", path.display()))?;
+    for key in unknown_keys(&text) {
+        tracing::warn!(
+            file = %path.display(),
+            %key,
+            "unknown key in caps file ignored (a typo, or a field from a newer agent)"
+        );
+    }
+    Ok(caps)
+}
+
+/// Keys of caps JSON that [`NodeCaps`] does not know, as paths
+/// (`corez`, `devices.0.devcie`). The caps parser ignores them so that
+/// newer agents stay readable; a hand-written file deserves a warning, since
+/// a misspelt `cores` would otherwise silently read as "unknown".
+pub fn unknown_keys(text: &str) -> Vec<String> {
+    let mut unknown = Vec::new();
+    let mut de = serde_json::Deserializer::from_str(text);
+    let _: Result<NodeCaps, _> =
+        serde_ignored::deserialize(&mut de, |path| unknown.push(path.to_string()));
+    unknown
 }
 
 /// Where state lives when `--state-dir` is not given: systemd's
@@ -261,6 +282,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("16 lowercase hex"), "{err}");
+    }
+
+    #[test]
+    fn unknown_caps_keys_are_found_at_any_depth() {
+        let json =
+            r#"{"corez":8,"cores":2,"ram_total":1,"devices":[{"device":"cuda","devcie":1}]}"#;
+        assert_eq!(unknown_keys(json), ["corez", "devices.0.devcie"]);
     }
 
     #[test]

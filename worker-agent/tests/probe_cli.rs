@@ -137,7 +137,34 @@ fn a_caps_file_with_an_absurd_core_count_is_refused_naming_file_and_field() {
 
 #[test]
 fn a_caps_file_with_a_misspelt_required_field_is_refused_naming_it() {
-    expect_caps_file_error(r#"{"os":"linux","corez":8,"ram_total":1000}"#, "cores");
+    expect_caps_file_error(r#"{"os":"linux","cores":8,"ram_totl":1000}"#, "ram_total");
+}
+
+#[test]
+fn a_caps_file_device_without_its_label_is_refused_naming_it() {
+    expect_caps_file_error(
+        r#"{"os":"linux","cores":8,"ram_total":1000,"devices":[{"devcie":"cuda"}]}"#,
+        "device",
+    );
+}
+
+/// Optional keys may be absent, so a misspelt one parses; the warning is
+/// what tells the user their `cores` was read as unknown.
+#[test]
+fn a_misspelt_optional_key_in_a_caps_file_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("node.json");
+    std::fs::write(&file, r#"{"os":"linux","corez":8,"ram_total":1000}"#).unwrap();
+    let (out, report) = agent(
+        ["--probe".as_ref(), "--caps-file".as_ref(), file.as_os_str()],
+        &[],
+    );
+    assert!(out.status.success(), "{report}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("corez") && err.contains(file.to_str().unwrap()),
+        "{report}"
+    );
 }
 
 #[test]

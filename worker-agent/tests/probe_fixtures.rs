@@ -1,7 +1,9 @@
 //! The probe against checked-in fixture trees (`worker-agent/fixtures/`),
 //! with fake GPU libraries: what each kind of machine must report.
 
-use rlx_agent::probe::{probe, FixtureLibs, NvidiaGpu, NvidiaLib, ProbeOptions};
+use rlx_agent::probe::{
+    probe, FixtureLibs, NvidiaGpu, NvidiaLib, ProbeOptions, VulkanGpu, VulkanKind, VulkanLib,
+};
 use rlx_discover::caps::{is_valid_id, Device, DeviceInfo, NodeCaps};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -348,4 +350,47 @@ fn a_typo_in_a_fixture_library_file_fails_loudly() {
         err.contains("gpu-libs.json") && err.contains("nvlm"),
         "{err}"
     );
+}
+
+/// A Vulkan loader that counts how often it is asked.
+struct CountingVulkan(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl VulkanLib for CountingVulkan {
+    fn devices(&self) -> Result<Vec<VulkanGpu>, String> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(vec![VulkanGpu {
+            name: "Some GPU".into(),
+            kind: VulkanKind::Discrete,
+            vendor: 0x1234,
+            device: 1,
+            mem_bytes: GIB,
+            pci: None,
+        }])
+    }
+}
+
+/// Guards the `--probe` time budget: loading Mesa's Vulkan drivers on a
+/// machine with no GPU driver costs ~40 ms and can only find software
+/// renderers.
+#[test]
+fn vulkan_is_not_asked_on_a_machine_without_a_gpu_kernel_driver() {
+    use std::sync::{atomic::AtomicUsize, Arc};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut opts = ProbeOptions::fixture(fixture("cpu-only")).unwrap();
+    opts.vulkan = Box::new(CountingVulkan(calls.clone()));
+    assert_eq!(labels(&probe(&opts).unwrap()), [("cpu", true)]);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    let mut opts = ProbeOptions::fixture(fixture("unknown-accel")).unwrap();
+    opts.vulkan = Box::new(CountingVulkan(calls.clone()));
+    let caps = probe(&opts).unwrap();
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "a DRM card means ask"
+    );
+    assert!(caps
+        .devices
+        .iter()
+        .any(|d| d.device == "vulkan" && d.available));
 }
