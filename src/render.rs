@@ -1,14 +1,49 @@
 //! **The expanded config** — the user's file with the discovered `[[node]]`
-//! entries appended, each with a comment saying how and when it was found.
+//! entries appended, each with a comment saying how and when it was found,
+//! and (for `--prune`) with previously appended entries cut out again.
 //!
-//! The user's text is edited with `toml_edit`, never re-serialized from our
-//! structs, so every comment, blank line and key order they wrote comes out
-//! byte for byte; only the appended nodes are new. Printing (`expand`) and
-//! writing back (`expand --write`) render through this one function.
+//! ```toml
+//! [discover]            # the user's text, byte for byte
+//! ssh_hosts = ["gpu-a"]
+//! ckpt_dir = "/data/m"
+//!
+//! # found by ssh (ssh probe) 2026-11-30 06:58 UTC: gpu-a, cuda 24.0 GiB, 32 cores, id 0123456789abcdef
+//! [[node]]
+//! addr = "gpu-a:9100"
+//! ssh = "gpu-a"
+//! ckpt_dir = "/data/m"
+//! device = "cuda"
+//! precision = "f32"
+//! ```
+//!
+//! Every edit here is a splice of the user's text: bytes are appended or a
+//! byte range is cut, and nothing the user wrote is ever re-serialized.
+//! (`toml_edit` keeps comments and key order, but it writes `\n` where the
+//! file had `\r\n`, so even its faithful round trip is not byte for byte.)
+//! `toml_edit` is used to *find* things — the nodes, their spans, and the
+//! provenance comment above each header — and to render the new tables.
+//!
+//! The provenance comment is also the mark that says "rlx-discover appended
+//! this node": `--prune` removes only nodes that carry it, so deleting the
+//! comment is how a user adopts a discovered node as their own.
 
 use crate::config::NodeConfig;
 use crate::report::{gib, AddedNode};
-use toml_edit::{value, Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table};
+use std::ops::Range;
+use toml_edit::{value, Array, ArrayOfTables, DocumentMut, ImDocument, InlineTable, Item, Table};
+
+/// How every provenance comment starts; a `[[node]]` whose header has such a
+/// line directly above it was appended by `rlx-discover`.
+pub const PROVENANCE_PREFIX: &str = "# found by ";
+
+/// Makes text safe for a one-line comment: an agent reports its own host
+/// name, and a name with a newline in it must not be able to write TOML
+/// into the user's file.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
 
 /// The comment line written above a discovered node.
 pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
@@ -19,7 +54,7 @@ pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
         &a.hostname
     };
     let mut c = format!(
-        "# found by {} ({}) {when}: {name}, {} {}",
+        "found by {} ({}) {when}: {name}, {} {}",
         sources.join("+"),
         a.evidence,
         a.device,
@@ -31,7 +66,10 @@ pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
     if let Some(i) = &a.heard_on {
         c.push_str(&format!(", heard on {i}"));
     }
-    c
+    if !a.id.is_empty() {
+        c.push_str(&format!(", id {}", a.id));
+    }
+    format!("# {}", one_line(&c))
 }
 
 /// Converts a node to a TOML table in the seed's key order.
@@ -75,36 +113,205 @@ pub fn node_table(n: &NodeConfig) -> Table {
     t
 }
 
-/// Renders `text` (the user's file) with `added` nodes appended after the
-/// existing ones. `when` is written into each provenance comment.
+/// The line ending the file already uses (that of its first line), so
+/// appended lines match: a Windows-edited file stays all `\r\n`.
+pub fn line_ending(text: &str) -> &'static str {
+    match text.find('\n') {
+        Some(i) if i > 0 && text.as_bytes()[i - 1] == b'\r' => "\r\n",
+        _ => "\n",
+    }
+}
+
+/// Why the user's file cannot take appended `[[node]]` tables.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// The text (or the result) is not TOML.
+    #[error("{0}")]
+    Toml(#[from] toml_edit::TomlError),
+    /// `node` exists but is not an array of `[[node]]` tables.
+    #[error(
+        "the file defines `node` as {0}, so [[node]] tables cannot be appended to it; \
+         write each node as its own [[node]] table (see the README), then run again"
+    )]
+    NodeNotTables(&'static str),
+    /// A check of our own output failed; nothing is printed or written.
+    #[error("refusing to write: {0} (a bug in rlx-discover: please report it with the file)")]
+    Invariant(String),
+}
+
+/// Renders `text` (the user's file) with `added` nodes appended after
+/// everything else. `when` is written into each provenance comment. The
+/// result starts with `text` byte for byte (plus one line ending if the file
+/// did not end with one).
 pub fn render_expanded(
     text: &str,
     added: &[(NodeConfig, AddedNode)],
     when: &str,
-) -> Result<String, toml_edit::TomlError> {
-    let mut doc: DocumentMut = text.parse()?;
+) -> Result<String, RenderError> {
+    let doc = ImDocument::parse(text)?;
     if added.is_empty() {
-        return Ok(doc.to_string());
+        return Ok(text.to_string());
     }
-    let mut out = doc.to_string();
-    // Appending text rather than pushing into the document keeps the user's
-    // bytes untouched even where toml_edit would re-place a moved table.
+    match doc.get("node") {
+        None | Some(Item::ArrayOfTables(_)) => {}
+        Some(Item::Value(toml_edit::Value::Array(_))) => {
+            return Err(RenderError::NodeNotTables("an inline array (node = [...])"))
+        }
+        Some(_) => return Err(RenderError::NodeNotTables("a single table or value")),
+    }
+    let eol = line_ending(text);
+    let mut out = text.to_string();
     if !out.is_empty() && !out.ends_with('\n') {
-        out.push('\n');
+        out.push_str(eol);
     }
     for (node, prov) in added {
-        let mut aot = ArrayOfTables::new();
-        aot.push(node_table(node));
-        let mut one = DocumentMut::new();
-        one.insert("node", Item::ArrayOfTables(aot));
-        out.push('\n');
+        out.push_str(eol);
         out.push_str(&provenance_comment(prov, when));
-        out.push('\n');
-        out.push_str(&one.to_string());
+        out.push_str(eol);
+        out.push_str(&table_text(node, eol));
     }
     // Parse once more so we never print or write a file we could not read.
-    doc = out.parse()?;
-    Ok(doc.to_string())
+    ImDocument::parse(out.as_str())?;
+    Ok(out)
+}
+
+/// One `[[node]]` table as text, with the file's line ending.
+fn table_text(node: &NodeConfig, eol: &str) -> String {
+    let mut aot = ArrayOfTables::new();
+    aot.push(node_table(node));
+    let mut one = DocumentMut::new();
+    one.insert("node", Item::ArrayOfTables(aot));
+    // TOML strings escape their newlines, so every `\n` here ends a line.
+    let s = one.to_string();
+    if eol == "\n" {
+        s
+    } else {
+        s.replace('\n', eol)
+    }
+}
+
+/// One `[[node]]` of the user's file, as far as write-back cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileNode {
+    /// Position among the file's `[[node]]` tables (0-based).
+    pub index: usize,
+    /// Its `addr` (empty if missing: the config check reports that).
+    pub addr: String,
+    /// Its `ssh` alias.
+    pub ssh: Option<String>,
+    /// The provenance comment above its header (without `# `), when
+    /// `rlx-discover` appended it.
+    pub found_by: Option<String>,
+    /// 1-based line of its `[[node]]` header.
+    pub line: usize,
+    /// The bytes `--prune` would cut (comment, header, keys), or why it
+    /// cannot be cut automatically.
+    pub cut: Result<Range<usize>, String>,
+}
+
+impl FileNode {
+    /// True when `rlx-discover` appended this node (it carries the comment).
+    pub fn is_discovered(&self) -> bool {
+        self.found_by.is_some()
+    }
+}
+
+fn line_start(text: &str, at: usize) -> usize {
+    text[..at].rfind('\n').map_or(0, |i| i + 1)
+}
+
+fn line_end(text: &str, at: usize) -> usize {
+    text[at..].find('\n').map_or(text.len(), |i| at + i + 1)
+}
+
+/// The `[[node]]` tables of `text`, with their provenance and spans.
+pub fn file_nodes(text: &str) -> Result<Vec<FileNode>, RenderError> {
+    let doc = ImDocument::parse(text)?;
+    let aot = match doc.get("node") {
+        None => return Ok(Vec::new()),
+        Some(Item::ArrayOfTables(a)) => a,
+        Some(Item::Value(toml_edit::Value::Array(_))) => {
+            return Err(RenderError::NodeNotTables("an inline array (node = [...])"))
+        }
+        Some(_) => return Err(RenderError::NodeNotTables("a single table or value")),
+    };
+    let mut out = Vec::new();
+    for (index, t) in aot.iter().enumerate() {
+        let addr = t
+            .get("addr")
+            .and_then(Item::as_str)
+            .unwrap_or("")
+            .to_string();
+        let ssh = t.get("ssh").and_then(Item::as_str).map(str::to_string);
+        let Some(span) = t.span() else {
+            continue;
+        };
+        let header = line_start(text, span.start);
+        let line = text[..header].matches('\n').count() + 1;
+        // The line directly above the header, if any.
+        let (above_start, above) = if header == 0 {
+            (0, "")
+        } else {
+            let s = line_start(text, header - 1);
+            (s, text[s..header].trim_end_matches(['\r', '\n']))
+        };
+        let found_by = above
+            .trim_start()
+            .strip_prefix(PROVENANCE_PREFIX)
+            .map(|rest| format!("found by {rest}"));
+        let nested = t
+            .iter()
+            .any(|(_, v)| matches!(v, Item::Table(_) | Item::ArrayOfTables(_)));
+        let cut = if nested {
+            Err(format!(
+                "[[node]] {addr:?} (line {line}) has sub-tables written as [node.*] headers; \
+                 remove it by hand"
+            ))
+        } else if found_by.is_none() {
+            Err(format!(
+                "[[node]] {addr:?} (line {line}) has no `{}` comment above it, so it is \
+                 yours, not rlx-discover's",
+                PROVENANCE_PREFIX.trim_end()
+            ))
+        } else {
+            // The comment, and the blank line written before it, go too:
+            // the exact inverse of what render_expanded appends.
+            let mut start = above_start;
+            if start > 0 {
+                let prev = line_start(text, start - 1);
+                if text[prev..start].trim().is_empty() {
+                    start = prev;
+                }
+            }
+            Ok(start..line_end(text, span.end))
+        };
+        out.push(FileNode {
+            index,
+            addr,
+            ssh,
+            found_by,
+            line,
+            cut,
+        });
+    }
+    Ok(out)
+}
+
+/// `text` with the byte `ranges` removed (they must not overlap); the result
+/// is parsed once more so a bad cut can never be written.
+pub fn cut_ranges(text: &str, ranges: &[Range<usize>]) -> Result<String, RenderError> {
+    let mut sorted = ranges.to_vec();
+    sorted.sort_by_key(|r| r.start);
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for r in sorted {
+        let start = r.start.max(at);
+        out.push_str(&text[at..start]);
+        at = r.end.max(at);
+    }
+    out.push_str(&text[at..]);
+    ImDocument::parse(out.as_str())?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -129,15 +336,22 @@ mod tests {
         }
     }
 
+    fn node() -> NodeConfig {
+        let mut n = NodeConfig::new("10.0.0.5:9100");
+        n.device = "cuda".parse().unwrap();
+        n
+    }
+
     #[test]
     fn the_users_text_is_kept_byte_for_byte_and_nodes_are_appended() {
         let text =
             "# my cluster\n[discover]   # find them\n\n[[node]]\naddr = 'pinned:9100' # keep\n";
-        let mut n = NodeConfig::new("10.0.0.5:9100");
-        n.device = "cuda".parse().unwrap();
-        let out = render_expanded(text, &[(n, prov())], "2026-11-30").unwrap();
+        let out = render_expanded(text, &[(node(), prov())], "2026-11-30").unwrap();
         assert!(out.starts_with(text), "{out}");
-        assert!(out.contains("# found by mdns (handshake) 2026-11-30: gpu-a, cuda 24.0 GiB"));
+        assert!(out.contains(
+            "# found by mdns (handshake) 2026-11-30: gpu-a, cuda 24.0 GiB, 32 cores, \
+             heard on eth0, id 0123456789abcdef\n"
+        ));
         let reparsed =
             crate::config::ClusterConfig::parse(std::path::Path::new("x"), &out).unwrap();
         assert_eq!(reparsed.nodes.len(), 2);
@@ -148,5 +362,64 @@ mod tests {
     fn nothing_added_means_the_text_is_unchanged() {
         let text = "[discover]\nsubnet = \"10.0.0.0/24\"  # lab\n";
         assert_eq!(render_expanded(text, &[], "t").unwrap(), text);
+    }
+
+    /// Guards against toml_edit's round trip, which turns `\r\n` into `\n`.
+    #[test]
+    fn a_crlf_file_keeps_its_line_endings_and_gets_crlf_nodes() {
+        let text = "# win\r\n[discover]\r\nmdns = false\r\n";
+        let out = render_expanded(text, &[(node(), prov())], "t").unwrap();
+        assert!(out.starts_with(text));
+        assert_eq!(
+            out.matches('\n').count(),
+            out.matches("\r\n").count(),
+            "every line ends in CRLF: {out:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_without_a_final_newline_gets_one_before_the_nodes() {
+        let out = render_expanded("[discover]", &[(node(), prov())], "t").unwrap();
+        assert!(out.starts_with("[discover]\n\n# found by"), "{out:?}");
+    }
+
+    /// Guards against a host name that would write TOML into the file.
+    #[test]
+    fn a_host_name_with_a_newline_cannot_escape_the_comment() {
+        let mut p = prov();
+        p.hostname = "evil\n[[node]]\naddr = \"x:1\"".into();
+        let out = render_expanded("", &[(node(), p)], "t").unwrap();
+        let c = crate::config::ClusterConfig::parse(std::path::Path::new("x"), &out).unwrap();
+        assert_eq!(c.nodes.len(), 1, "{out}");
+    }
+
+    #[test]
+    fn an_inline_node_array_is_refused_with_what_to_do() {
+        let e = render_expanded("node = [{ addr = \"a:1\" }]\n", &[(node(), prov())], "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[[node]] table"), "{e}");
+    }
+
+    #[test]
+    fn appended_nodes_are_recognised_and_cut_back_out_exactly() {
+        let text = "[discover]\r\n\r\n[[node]] # mine\r\naddr = \"h:1\"\r\n";
+        let out = render_expanded(text, &[(node(), prov())], "t").unwrap();
+        let nodes = file_nodes(&out).unwrap();
+        assert_eq!(nodes.len(), 2);
+        assert!(!nodes[0].is_discovered());
+        assert!(nodes[0].cut.is_err(), "hand-written nodes are never cut");
+        assert!(nodes[1].is_discovered());
+        assert_eq!(nodes[1].line, 7);
+        let cut = nodes[1].cut.clone().unwrap();
+        assert_eq!(cut_ranges(&out, &[cut]).unwrap(), text);
+    }
+
+    #[test]
+    fn a_node_with_sub_tables_is_not_cut_automatically() {
+        let text = "# found by ssh\n[[node]]\naddr = \"h:1\"\n[node.kv_cache]\nmax_tokens = 5\n";
+        let n = file_nodes(text).unwrap();
+        assert!(n[0].is_discovered());
+        assert!(n[0].cut.as_ref().unwrap_err().contains("by hand"));
     }
 }

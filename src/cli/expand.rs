@@ -1,33 +1,70 @@
-//! `rlx-discover expand`: the cluster file with its discovered nodes.
+//! `rlx-discover expand`: the cluster file with its discovered nodes —
+//! printed, shown as a diff (`--dry-run`), or written back (`--write`).
 
 use crate::config::ClusterConfig;
 use crate::discover::{expand_config, Overrides};
-use crate::render::render_expanded;
-use anyhow::{Context, Result};
+use crate::reconcile::{plan, Plan};
+use crate::writeback;
+use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Output formats.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// The cluster file with the discovered nodes appended.
     Toml,
-    /// `{"nodes": [...], "report": {...}}`.
+    /// `{"nodes": [...], "report": {...}, "missing": [...], "file": {...}}`
+    /// (field names documented in docs/json.md).
     Json,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  rlx-discover expand cluster.toml                 # print the expanded config
+  rlx-discover expand cluster.toml --dry-run       # the diff --write would apply
+  rlx-discover expand cluster.toml --write         # update the file in place
+  rlx-discover expand cluster.toml --write --prune # ...and drop vanished found nodes
+  rlx-discover expand cluster.toml --json          # nodes and report for scripts
+
+--write keeps every byte you wrote (comments, blank lines, key order, CRLF)
+and appends each new node under a `# found by ...` comment. Running it again
+with the same cluster changes nothing. A node no source sees any more is
+reported as missing and kept; --prune removes it only if it carries that
+comment (delete the comment to make a found node yours). Hand-written nodes
+are never removed. The file is replaced atomically, keeps its mode, and is
+not overwritten if someone changed it while discovery ran.";
+
+fn after_help() -> String {
+    format!("{EXAMPLES}\n\n{}", super::EXIT_CODES)
 }
 
 /// Arguments of `expand`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  \
-    rlx-discover expand cluster.toml                 # print the expanded config\n  \
-    rlx-discover expand cluster.toml --format json   # nodes and report as JSON\n")]
+#[command(after_help = after_help())]
 pub struct ExpandArgs {
     /// The cluster file (cluster.toml).
     pub config: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value = "toml")]
     pub format: Format,
+    /// Print JSON for scripts (the same as --format json).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// Update CONFIG in place (atomically) instead of printing it; prints
+    /// nothing on stdout unless --json.
+    #[arg(short, long)]
+    pub write: bool,
+    /// Print the unified diff that --write would apply, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --write or --dry-run: remove nodes that rlx-discover appended
+    /// earlier and that discovery no longer finds. Never removes a
+    /// hand-written node.
+    #[arg(long)]
+    pub prune: bool,
     /// Use only these network interfaces for mDNS (repeatable).
     #[arg(long = "interface", value_name = "NAME")]
     pub interfaces: Vec<String>,
@@ -42,9 +79,30 @@ pub struct ExpandArgs {
     pub no_mdns: bool,
 }
 
-/// Runs discovery for the file and prints the result and the report.
+/// What `expand` did with the file (the `file` object of the JSON).
+#[derive(Debug, Serialize)]
+struct FileOutcome<'a> {
+    path: String,
+    mode: &'static str,
+    changed: bool,
+    written: bool,
+    appended: &'a [String],
+    removed: &'a [String],
+    diff: Option<String>,
+}
+
+/// Runs discovery for the file, then prints, diffs or writes the result,
+/// with the report on stderr.
 pub fn run(a: ExpandArgs, quiet: bool) -> Result<ExitCode> {
-    let cfg = ClusterConfig::load(&a.config)?;
+    if a.prune && !(a.write || a.dry_run) {
+        bail!(
+            "--prune removes nodes from the file, so it needs --write (or --dry-run to see \
+             what it would remove)"
+        );
+    }
+    let path = a.config.display().to_string();
+    let (text, snap) = writeback::read(&a.config)?;
+    let cfg = ClusterConfig::parse(&a.config, &text)?;
     let overrides = Overrides {
         interfaces: a.interfaces,
         key_file: a.key_file,
@@ -52,30 +110,61 @@ pub fn run(a: ExpandArgs, quiet: bool) -> Result<ExitCode> {
         no_mdns: a.no_mdns,
     };
     let exp = super::runtime()?.block_on(expand_config(&cfg, &overrides))?;
-    match a.format {
-        Format::Toml => {
-            let hand = cfg.nodes.len();
-            let pairs: Vec<_> = exp.nodes[hand..]
-                .iter()
-                .cloned()
-                .zip(exp.added.iter().cloned())
-                .collect();
-            let out = render_expanded(&cfg.text, &pairs, &now_utc())
-                .with_context(|| format!("re-reading {}", a.config.display()))?;
-            print!("{out}");
-        }
-        Format::Json => {
-            let v = serde_json::json!({ "nodes": exp.nodes, "report": exp.report });
-            println!("{}", serde_json::to_string_pretty(&v)?);
+    let plan = plan(&cfg, &exp, a.prune, &now_utc())
+        .with_context(|| format!("updating the node list of {path}"))?;
+
+    let mode = match (a.dry_run, a.write) {
+        (true, _) => "dry-run",
+        (false, true) => "write",
+        (false, false) => "print",
+    };
+    let changed = plan.changes(&text);
+    let diff = (mode == "dry-run").then(|| unified_diff(&path, &text, &plan.text));
+    let written = mode == "write" && changed;
+    if written {
+        writeback::write_atomic(&snap, &plan.text)?;
+    }
+
+    if a.json || a.format == Format::Json {
+        let file = FileOutcome {
+            path: path.clone(),
+            mode,
+            changed,
+            written,
+            appended: &plan.appended,
+            removed: &plan.removed,
+            diff,
+        };
+        let v = serde_json::json!({
+            "nodes": plan.nodes,
+            "report": exp.report,
+            "missing": plan.missing,
+            "file": file,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        match mode {
+            "print" => print!("{}", plan.text),
+            "dry-run" => print!("{}", diff.unwrap_or_default()),
+            _ => {}
         }
     }
-    if !quiet {
-        eprint!("{}", exp.report.render_text());
-    }
+
     let discovering = cfg.discover.is_some();
     let found_nothing = exp.added.is_empty() && exp.report.duplicates.is_empty();
+    if !quiet {
+        eprint!("{}", exp.report.render_text());
+        eprint!("{}", plan.render_text());
+        if let Some(line) = file_summary(&path, mode, changed, &plan) {
+            eprintln!("{line}");
+        }
+        if discovering && found_nothing {
+            eprintln!("{}", nothing_found_hint(&cfg));
+        }
+    }
     Ok(
-        if exp.report.has_failures() || (discovering && found_nothing) {
+        if exp.report.has_failures() || (discovering && found_nothing) || plan.has_vanished_nodes()
+        {
             ExitCode::from(1)
         } else {
             ExitCode::SUCCESS
@@ -83,9 +172,80 @@ pub fn run(a: ExpandArgs, quiet: bool) -> Result<ExitCode> {
     )
 }
 
+/// The line saying what happened to the file, for --write and --dry-run.
+fn file_summary(path: &str, mode: &str, changed: bool, plan: &Plan) -> Option<String> {
+    let what = format!(
+        "{} node(s) appended, {} removed",
+        plan.appended.len(),
+        plan.removed.len()
+    );
+    match (mode, changed) {
+        ("write", true) => Some(format!("wrote {path}: {what}")),
+        ("write", false) => Some(format!("{path} is up to date: nothing to write")),
+        ("dry-run", true) => Some(format!(
+            "dry run: --write would change {path} ({what}); nothing was written"
+        )),
+        ("dry-run", false) => Some(format!(
+            "dry run: {path} is up to date; --write would change nothing"
+        )),
+        _ => None,
+    }
+}
+
+/// What to try when discovery found no machine at all.
+fn nothing_found_hint(cfg: &ClusterConfig) -> String {
+    let d = cfg.discover.clone().unwrap_or_default();
+    let mut s = String::from("hint: discovery found no machine.");
+    if d.mdns {
+        s.push_str(
+            " If the agents run but are not heard, the network may block multicast (Wi-Fi \
+             client isolation, Docker bridge networks, VPNs such as Tailscale): list them in \
+             [discover] ssh_hosts, or set subnet to the block they listen on.",
+        );
+    }
+    if d.cluster.is_some() || d.key_file.is_some() {
+        s.push_str(" Check that the agents use the same cluster name and key file.");
+    }
+    s.push_str(" Run with RUST_LOG=debug to see every packet and probe (README: Troubleshooting).");
+    s
+}
+
+/// The unified diff from the file as read to the file `--write` would
+/// leave, with the path in the headers.
+pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(path, &format!("{path} (after --write)"))
+        .to_string()
+}
+
 /// The current UTC time, to the minute, for provenance comments.
+/// `SOURCE_DATE_EPOCH` (seconds), the reproducible-builds convention, pins
+/// it for tests and reproducible files.
 pub fn now_utc() -> String {
-    let t = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let now = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s))
+        .unwrap_or_else(std::time::SystemTime::now);
+    let t = humantime::format_rfc3339_seconds(now).to_string();
     // 2026-11-30T06:58:12Z -> 2026-11-30 06:58 UTC
     format!("{} {} UTC", &t[..10], &t[11..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_diff_shows_appended_lines_with_the_path() {
+        let d = unified_diff("c.toml", "a\n", "a\nb\n");
+        assert!(
+            d.starts_with("--- c.toml\n+++ c.toml (after --write)\n"),
+            "{d}"
+        );
+        assert!(d.contains("\n+b\n"), "{d}");
+        assert_eq!(unified_diff("c.toml", "a\n", "a\n"), "");
+    }
 }

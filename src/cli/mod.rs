@@ -7,8 +7,10 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod completions;
 pub mod expand;
 pub mod keygen;
+pub mod man;
 pub mod scan;
 
 /// The exit codes, shown in `--help` and documented in the README.
@@ -44,6 +46,10 @@ pub enum Command {
     Scan(scan::ScanArgs),
     /// Write a new cluster key (32 random bytes, hex, mode 0600).
     Keygen(keygen::KeygenArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page, or write every page into a directory.
+    Man(man::ManArgs),
 }
 
 /// Starts logging to stderr: warnings by default, `-q` errors only, `-v`
@@ -77,9 +83,12 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// Runs a parsed command line; the exit code follows [`EXIT_CODES`].
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let quiet = cli.quiet;
+    crate::progress::enable(cli.quiet, cli.verbose);
     match cli.command {
         Command::Expand(a) => expand::run(a, quiet),
         Command::Scan(a) => scan::run(a),
         Command::Keygen(a) => keygen::run(a),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => man::run(a),
     }
 }

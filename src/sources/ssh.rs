@@ -63,7 +63,9 @@ impl SshOptions {
             remote_bin: d.remote_bin.clone(),
             timeout: Duration::from_millis(d.ssh_timeout_ms),
             ssh_config: d.ssh_config.clone(),
-            ssh_program: "ssh".into(),
+            // A testing and odd-install hook: run another ssh client (or a
+            // stand-in that prints caps) without touching [discover].
+            ssh_program: std::env::var("RLX_SSH_PROGRAM").unwrap_or_else(|_| "ssh".into()),
             concurrency: DEFAULT_SSH_CONCURRENCY,
         }
     }
@@ -269,9 +271,11 @@ pub async fn probe_host(opts: &SshOptions, host: &str) -> Result<NodeCaps, SshFa
 /// Probes every host concurrently and returns sightings and failures.
 pub async fn discover(opts: &SshOptions, started: Instant) -> Discovery {
     let t0 = Instant::now();
+    let bar = &crate::progress::bar(opts.hosts.len() as u64, "ssh probes");
     let results: Vec<(String, Result<NodeCaps, SshFailure>, u64)> = stream::iter(opts.hosts.iter())
         .map(|host| async move {
             let r = probe_host(opts, host).await;
+            bar.inc();
             (host.clone(), r, started.elapsed().as_millis() as u64)
         })
         .buffer_unordered(opts.concurrency.max(1))

@@ -87,10 +87,12 @@ pub async fn scan(net: &Subnet, port: u16, timeout: Duration, concurrency: usize
     let t0 = Instant::now();
     let addrs = hosts(net);
     let concurrency = fit_concurrency(concurrency.min(addrs.len()).max(1));
+    let bar = &crate::progress::bar(addrs.len() as u64, format!("scanning {net} port {port}"));
     let outcomes: Vec<(SocketAddr, Option<bool>)> = stream::iter(addrs)
         .map(|ip| async move {
             let sa = SocketAddr::new(IpAddr::V4(ip), port);
             let r = tokio::time::timeout(timeout, TcpStream::connect(sa)).await;
+            bar.inc();
             // Some(true) open, Some(false) refused/unreachable, None silent.
             (sa, r.ok().map(|c| c.is_ok()))
         })

@@ -1,0 +1,390 @@
+//! **What `expand --write` would change** — the user's file, the discovery
+//! result, and the flags in; the new text and an account of every node out.
+//!
+//! ```text
+//! file [[node]]s ──┐
+//!                  ├─► seen this run? ──► missing (reported; --prune cuts ours)
+//! Expansion ───────┘                  └─► added   (appended with provenance)
+//! ```
+//!
+//! Merge is additive (see [`crate::pipeline`]): a machine already in the file
+//! — including one an earlier `--write` appended — is a duplicate, not a new
+//! node, so running `--write` again with the same cluster appends nothing and
+//! the file is not touched at all.
+//!
+//! A node in the file that no source saw this run is *missing*. It is never
+//! dropped silently: it is reported, and removed only with `--prune`, and
+//! only if it carries the `# found by` comment that says rlx-discover
+//! appended it. Hand-written nodes are reported but never removed, whatever
+//! the flags. Pruning is also skipped when discovery saw no machine at all,
+//! because then the likeliest cause is the network, not the cluster.
+
+use crate::config::{ClusterConfig, NodeConfig};
+use crate::pipeline::Expansion;
+use crate::render::{cut_ranges, file_nodes, render_expanded, RenderError};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// Who wrote a node into the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// Appended by `rlx-discover` (it has the `# found by` comment).
+    Discovered,
+    /// Written by a person (no provenance comment).
+    HandWritten,
+}
+
+/// What happened to a missing node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Left in the file.
+    Kept,
+    /// Cut out of the file (`--prune`).
+    Removed,
+}
+
+/// A node of the file that no discovery source saw this run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MissingNode {
+    /// Its `addr`.
+    pub addr: String,
+    /// Its `ssh` alias, if any.
+    pub ssh: Option<String>,
+    /// Who wrote it.
+    pub origin: Origin,
+    /// Its provenance comment (without `# `), for discovered nodes.
+    pub found_by: Option<String>,
+    /// 1-based line of its `[[node]]` header in the file as read.
+    pub line: usize,
+    /// What a source reported about that host this run, if anything.
+    pub failure: Option<String>,
+    /// Kept or removed.
+    pub action: Action,
+    /// Why it was kept, when `--prune` was given but did not remove it.
+    pub kept_because: Option<String>,
+}
+
+/// The new file and what changed.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The new text of the file.
+    pub text: String,
+    /// Its node list, parsed back from `text`.
+    pub nodes: Vec<NodeConfig>,
+    /// Addresses of the nodes appended.
+    pub appended: Vec<String>,
+    /// Addresses of the nodes removed by `--prune`.
+    pub removed: Vec<String>,
+    /// Nodes no source saw this run.
+    pub missing: Vec<MissingNode>,
+    /// Other things the user should know (e.g. why nothing was pruned).
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    /// True when the new text differs from the file.
+    pub fn changes(&self, old: &str) -> bool {
+        self.text != old
+    }
+
+    /// True when a node rlx-discover appended has vanished and is still in
+    /// the file: something a user should look at (exit code 1).
+    pub fn has_vanished_nodes(&self) -> bool {
+        self.missing
+            .iter()
+            .any(|m| m.origin == Origin::Discovered && m.action == Action::Kept)
+    }
+
+    /// The human-readable lines for the report on stderr.
+    pub fn render_text(&self) -> String {
+        let mut s = String::new();
+        for m in &self.missing {
+            // The failure itself is already listed with `!` in the report.
+            let why = match (&m.failure, &m.ssh) {
+                (Some(_), Some(alias)) => format!(" ({alias} failed, see above)"),
+                (Some(_), None) => " (its host failed, see above)".to_string(),
+                _ => String::new(),
+            };
+            let _ = match (m.origin, m.action) {
+                (Origin::Discovered, Action::Removed) => writeln!(
+                    s,
+                    "  - {} (line {}) was not found this run{why}; removed (--prune)",
+                    m.addr, m.line
+                ),
+                (Origin::Discovered, Action::Kept) => writeln!(
+                    s,
+                    "  ~ {} (line {}, appended by rlx-discover) was not found this run{why}; \
+                     kept: {}",
+                    m.addr,
+                    m.line,
+                    m.kept_because
+                        .as_deref()
+                        .unwrap_or("run with --write --prune to remove it")
+                ),
+                (Origin::HandWritten, _) => writeln!(
+                    s,
+                    "  ~ {} (line {}, hand-written) was not seen by discovery{why}; kept \
+                     (hand-written nodes are never removed)",
+                    m.addr, m.line
+                ),
+            };
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "  ? {n}");
+        }
+        s
+    }
+}
+
+/// Host part of an `addr` (`host:port`, `[v6]:port`).
+fn addr_host(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// Sort key for node addresses: names alphabetically, then IPs numerically
+/// (10.0.0.9 before 10.0.0.10).
+fn addr_order(addr: &str) -> (Option<std::net::IpAddr>, String) {
+    (addr_host(addr).parse().ok(), addr.to_string())
+}
+
+/// Works out the new text of `cfg`'s file from the discovery result:
+/// appends the added nodes, reports the missing ones and, with `prune`,
+/// cuts the missing ones that rlx-discover appended.
+pub fn plan(
+    cfg: &ClusterConfig,
+    exp: &Expansion,
+    prune: bool,
+    when: &str,
+) -> Result<Plan, RenderError> {
+    let file = file_nodes(&cfg.text)?;
+    let mut missing = Vec::new();
+    let mut notes = Vec::new();
+    if cfg.discover.is_some() {
+        let seen = |addr: &str| exp.report.duplicates.iter().any(|d| d.same_as == addr);
+        let saw_anything = !exp.added.is_empty() || !exp.report.duplicates.is_empty();
+        let mut prune_refused = false;
+        for n in file.iter().filter(|n| !seen(&n.addr)) {
+            let failure = exp
+                .report
+                .failed
+                .iter()
+                .find(|p| Some(&p.host) == n.ssh.as_ref() || p.host == addr_host(&n.addr))
+                .map(|p| format!("{} ({})", p.reason, p.source));
+            let origin = if n.is_discovered() {
+                Origin::Discovered
+            } else {
+                Origin::HandWritten
+            };
+            let (action, kept_because) = match (&n.cut, origin, prune) {
+                (_, Origin::HandWritten, _) | (_, _, false) => (Action::Kept, None),
+                (Ok(_), _, true) if saw_anything => (Action::Removed, None),
+                (Ok(_), _, true) => {
+                    prune_refused = true;
+                    (
+                        Action::Kept,
+                        Some("discovery saw no machine at all, so nothing was pruned".into()),
+                    )
+                }
+                (Err(why), _, true) => (Action::Kept, Some(why.clone())),
+            };
+            missing.push(MissingNode {
+                addr: n.addr.clone(),
+                ssh: n.ssh.clone(),
+                origin,
+                found_by: n.found_by.clone(),
+                line: n.line,
+                failure,
+                action,
+                kept_because,
+            });
+        }
+        if prune_refused {
+            notes.push(
+                "--prune removed nothing: discovery saw no machine at all this run, which \
+                 usually means a network or configuration problem rather than an empty \
+                 cluster (a pruned file would lose every node); fix discovery and run again"
+                    .into(),
+            );
+        }
+    }
+
+    let cuts: Vec<_> = missing
+        .iter()
+        .filter(|m| m.action == Action::Removed)
+        .filter_map(|m| {
+            file.iter()
+                .find(|n| n.addr == m.addr && n.line == m.line)
+                .and_then(|n| n.cut.clone().ok())
+        })
+        .collect();
+    let removed: Vec<String> = missing
+        .iter()
+        .filter(|m| m.action == Action::Removed)
+        .map(|m| m.addr.clone())
+        .collect();
+    let kept = cut_ranges(&cfg.text, &cuts)?;
+
+    let hand = cfg.nodes.len();
+    let mut pairs: Vec<_> = exp.nodes[hand..]
+        .iter()
+        .cloned()
+        .zip(exp.added.iter().cloned())
+        .collect();
+    // Discovery order depends on which host answered first; the file gets
+    // a stable order, so --dry-run shows exactly what --write then writes.
+    pairs.sort_by_key(|(n, _)| addr_order(&n.addr));
+    let text = render_expanded(&kept, &pairs, when)?;
+
+    // The new file must load, and hold exactly the old nodes minus the
+    // removed plus the added: anything else is a bug, and is never written.
+    let reparsed = ClusterConfig::parse(&cfg.path, &text)
+        .map_err(|e| RenderError::Invariant(format!("the updated file would not load: {e}")))?;
+    let mut want: Vec<NodeConfig> = cfg
+        .nodes
+        .iter()
+        .filter(|n| !removed.contains(&n.addr))
+        .cloned()
+        .collect();
+    want.extend(pairs.iter().map(|(n, _)| n.clone()));
+    if reparsed.nodes != want {
+        return Err(RenderError::Invariant(
+            "the updated file's [[node]] list is not the old list minus the removed plus the \
+             added nodes"
+                .into(),
+        ));
+    }
+    Ok(Plan {
+        text,
+        nodes: reparsed.nodes,
+        appended: pairs.iter().map(|(n, _)| n.addr.clone()).collect(),
+        removed,
+        missing,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::caps::{DeviceInfo, NodeCaps};
+    use crate::pipeline::{expand, NodeDefaults};
+    use crate::sighting::{Discovery, Evidence, Problem, Sighting, Source};
+    use std::path::Path;
+
+    fn ssh_seen(host: &str) -> Sighting {
+        Sighting {
+            source: Source::Ssh,
+            host: host.into(),
+            addr: format!("{host}:9100"),
+            ip: None,
+            port: 9100,
+            ssh: Some(host.into()),
+            caps: Some(NodeCaps {
+                hostname: host.into(),
+                cores: 8,
+                ram_total: 16 << 30,
+                devices: vec![DeviceInfo {
+                    device: "cuda".into(),
+                    name: "g".into(),
+                    mem_bytes: 8 << 30,
+                    unified: false,
+                    gflops: 0.0,
+                    available: true,
+                }],
+                ..Default::default()
+            }),
+            evidence: Evidence::Ssh,
+            heard_on: None,
+            found_ms: 1,
+        }
+    }
+
+    fn run(text: &str, hosts: &[&str], failed: &[&str], prune: bool) -> Plan {
+        let cfg = ClusterConfig::parse(Path::new("c.toml"), text).unwrap();
+        let d = cfg.discover.clone().unwrap();
+        let found = Discovery {
+            sightings: hosts.iter().map(|h| ssh_seen(h)).collect(),
+            problems: failed
+                .iter()
+                .map(|h| Problem {
+                    source: Source::Ssh,
+                    host: h.to_string(),
+                    reason: "unreachable: no route".into(),
+                })
+                .collect(),
+            attempts: vec![],
+        };
+        let exp = expand(&cfg.nodes, &NodeDefaults::from(&d), found);
+        plan(&cfg, &exp, prune, "T").unwrap()
+    }
+
+    const BASE: &str =
+        "[discover]\nssh_hosts = [\"a\", \"b\"]\nckpt_dir = \"/m\"\nmdns = false\n\n\
+                        [[node]]\naddr = \"pinned:9100\"\n";
+
+    #[test]
+    fn a_second_run_with_the_same_cluster_changes_nothing() {
+        let first = run(BASE, &["a", "b"], &[], false);
+        assert_eq!(first.appended, vec!["a:9100", "b:9100"]);
+        let second = run(&first.text, &["a", "b"], &[], false);
+        assert!(!second.changes(&first.text), "{}", second.text);
+        assert!(second.appended.is_empty());
+        assert!(second
+            .missing
+            .iter()
+            .all(|m| m.origin == Origin::HandWritten));
+    }
+
+    #[test]
+    fn a_vanished_node_is_reported_and_kept_without_prune() {
+        let first = run(BASE, &["a", "b"], &[], false);
+        let p = run(&first.text, &["a"], &["b"], false);
+        let b = p.missing.iter().find(|m| m.addr == "b:9100").unwrap();
+        assert_eq!((b.origin, b.action), (Origin::Discovered, Action::Kept));
+        assert!(b.failure.as_deref().unwrap().contains("unreachable"));
+        assert!(b.found_by.as_deref().unwrap().starts_with("found by ssh"));
+        assert!(p.has_vanished_nodes());
+        assert!(!p.changes(&first.text));
+    }
+
+    #[test]
+    fn prune_removes_only_vanished_nodes_that_rlx_discover_appended() {
+        let first = run(BASE, &["a", "b"], &[], false);
+        let p = run(&first.text, &["a"], &[], true);
+        assert_eq!(p.removed, vec!["b:9100"]);
+        let addrs: Vec<_> = p.nodes.iter().map(|n| n.addr.as_str()).collect();
+        assert_eq!(addrs, ["pinned:9100", "a:9100"], "pinned survives");
+        let pinned = p.missing.iter().find(|m| m.addr == "pinned:9100").unwrap();
+        assert_eq!(pinned.action, Action::Kept);
+        assert!(!p.has_vanished_nodes());
+        // Pruning everything discovered gives back the original bytes.
+        let p2 = run(&first.text, &["x"], &[], true);
+        assert!(p2.text.starts_with(BASE));
+        assert_eq!(p2.removed, vec!["a:9100", "b:9100"]);
+    }
+
+    /// Guards against a network outage emptying the file under --prune.
+    #[test]
+    fn prune_does_nothing_when_discovery_saw_no_machine_at_all() {
+        let first = run(BASE, &["a", "b"], &[], false);
+        let p = run(&first.text, &[], &["a", "b"], true);
+        assert!(p.removed.is_empty());
+        assert!(!p.changes(&first.text));
+        assert!(p.notes[0].contains("removed nothing"), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn a_file_without_discover_reports_nothing_missing() {
+        let p = run_plain("[[node]]\naddr = \"h:1\"\n");
+        assert!(p.missing.is_empty());
+    }
+
+    fn run_plain(text: &str) -> Plan {
+        let cfg = ClusterConfig::parse(Path::new("c.toml"), text).unwrap();
+        let exp = expand(&cfg.nodes, &NodeDefaults::default(), Discovery::default());
+        plan(&cfg, &exp, true, "T").unwrap()
+    }
+}

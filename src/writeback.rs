@@ -1,0 +1,284 @@
+//! **Writing the user's file back** — atomically, with its mode kept, and
+//! never over somebody else's edit.
+//!
+//! ```text
+//! read ─► Snapshot{sha256, len} ─► (discovery runs, seconds) ─► write_atomic:
+//!   temp file beside CONFIG (same filesystem) ─► mode/owner ─► write ─► fsync
+//!   ─► re-read CONFIG: still the snapshot? ─► rename over CONFIG ─► fsync dir
+//! ```
+//!
+//! `rename(2)` within one directory is atomic: at every instant the path
+//! names either the old file or the complete new one, so a crash or `kill -9`
+//! at any point leaves one of the two, never a truncated file. The worst a
+//! kill leaves behind is a stray `.CONFIG.*.rlx-tmp` beside it, which is safe
+//! to delete. The fsync before the rename makes the new bytes durable before
+//! the name points at them (otherwise a power cut could leave the name on an
+//! empty file); the fsync of the directory makes the rename itself durable.
+//!
+//! Discovery takes seconds, and a user may save the file in an editor in the
+//! meantime. Just before the rename the file is read again and compared with
+//! the snapshot taken when it was parsed; if it changed, nothing is written.
+//! The window left between that check and the rename is a few microseconds.
+
+use sha2::{Digest, Sha256};
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Suffix of the temporary file written beside the config.
+pub const TEMP_SUFFIX: &str = ".rlx-tmp";
+
+/// What was read: enough to notice that the file changed since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The path as given (for messages).
+    pub path: PathBuf,
+    /// The file itself: symlinks resolved, so the link survives a write.
+    pub target: PathBuf,
+    /// SHA-256 of the bytes read.
+    pub sha256: [u8; 32],
+    /// Their length.
+    pub len: u64,
+}
+
+/// Why a write-back did not happen. Only [`WriteError::Changed`] is worth
+/// retrying as is; the others need the user to fix something first.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}; check the path and its permissions")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not UTF-8 text, so it cannot be a TOML file.
+    #[error("{path} is not UTF-8 text (byte {at}), so it cannot be a TOML cluster file; save it as UTF-8")]
+    NotText {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the first bad byte.
+        at: usize,
+    },
+    /// Someone changed (or removed) the file after it was read.
+    #[error(
+        "{path} changed on disk while discovery ran (someone saved or replaced it), so it \
+         was not overwritten and nothing was written; run the command again to expand the \
+         new version"
+    )]
+    Changed {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Writing the new version failed; the old file is untouched.
+    #[error("cannot write {path}: {what}: {source}; the file was not changed{hint}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The step that failed.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+        /// What to do about it.
+        hint: String,
+    },
+}
+
+fn hash(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Reads the cluster file and takes its snapshot.
+pub fn read(path: &Path) -> Result<(String, Snapshot), WriteError> {
+    let read_err = |source| WriteError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let target = fs::canonicalize(path).map_err(read_err)?;
+    let bytes = fs::read(&target).map_err(read_err)?;
+    let snap = Snapshot {
+        path: path.to_path_buf(),
+        target,
+        sha256: hash(&bytes),
+        len: bytes.len() as u64,
+    };
+    let text = String::from_utf8(bytes).map_err(|e| WriteError::NotText {
+        path: path.to_path_buf(),
+        at: e.utf8_error().valid_up_to(),
+    })?;
+    Ok((text, snap))
+}
+
+/// True when the file still holds exactly the snapshot's bytes.
+pub fn unchanged(snap: &Snapshot) -> bool {
+    match fs::read(&snap.target) {
+        Ok(b) => b.len() as u64 == snap.len && hash(&b) == snap.sha256,
+        Err(_) => false,
+    }
+}
+
+/// Replaces the snapshot's file with `text`, atomically, keeping its mode
+/// (and owner, where allowed). Refuses with [`WriteError::Changed`] if the
+/// file no longer holds the snapshot's bytes.
+pub fn write_atomic(snap: &Snapshot, text: &str) -> Result<(), WriteError> {
+    let path = &snap.path;
+    let dir = snap
+        .target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = snap
+        .target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "cluster.toml".into());
+    let fail = |what: &'static str, source: std::io::Error| {
+        let hint = match source.kind() {
+            std::io::ErrorKind::PermissionDenied => format!(
+                "; the directory {} must be writable by you (the new version is written \
+                 beside the file and renamed over it)",
+                dir.display()
+            ),
+            std::io::ErrorKind::StorageFull => "; free some disk space".to_string(),
+            _ => String::new(),
+        };
+        WriteError::Write {
+            path: path.clone(),
+            what,
+            source,
+            hint,
+        }
+    };
+    let meta =
+        fs::metadata(&snap.target).map_err(|_| WriteError::Changed { path: path.clone() })?;
+
+    // A dot-file beside the config: same filesystem (rename is atomic only
+    // within one), hidden from `ls`, and recognisable if a kill leaves it.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(TEMP_SUFFIX)
+        .tempfile_in(dir)
+        .map_err(|e| fail("creating a temporary file beside it", e))?;
+    tmp.as_file()
+        .set_permissions(meta.permissions())
+        .map_err(|e| fail("setting the temporary file's mode", e))?;
+    let tmeta = tmp
+        .as_file()
+        .metadata()
+        .map_err(|e| fail("reading the temporary file", e))?;
+    if (tmeta.uid(), tmeta.gid()) != (meta.uid(), meta.gid()) {
+        // Root editing a user's file must not hand it to root. Without the
+        // privilege to keep the owner, the file becomes ours: say so.
+        if let Err(e) = std::os::unix::fs::fchown(tmp.as_file(), Some(meta.uid()), Some(meta.gid()))
+        {
+            tracing::warn!(
+                "{} will be owned by uid {} gid {} after the write (was {}:{}): {e}",
+                path.display(),
+                tmeta.uid(),
+                tmeta.gid(),
+                meta.uid(),
+                meta.gid()
+            );
+        }
+    }
+    tmp.write_all(text.as_bytes())
+        .map_err(|e| fail("writing the new version", e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| fail("flushing the new version to disk", e))?;
+
+    if !unchanged(snap) {
+        // Dropping `tmp` removes the temporary file.
+        return Err(WriteError::Changed { path: path.clone() });
+    }
+    tmp.persist(&snap.target)
+        .map_err(|e| fail("renaming the new version over it", e.error))?;
+    // The rename is done; a failed directory fsync only weakens durability
+    // across a power cut, so it is reported, not fatal.
+    if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!(
+            "wrote {} but could not fsync {}: {e}",
+            path.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_write_replaces_the_content_and_keeps_the_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cluster.toml");
+        fs::write(&p, "old\n").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
+        let (text, snap) = read(&p).unwrap();
+        assert_eq!(text, "old\n");
+        write_atomic(&snap, "new\n").unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "new\n");
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o640, "the file's mode is kept");
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn a_file_changed_after_reading_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cluster.toml");
+        fs::write(&p, "old\n").unwrap();
+        let (_, snap) = read(&p).unwrap();
+        fs::write(&p, "someone else's edit\n").unwrap();
+        let e = write_atomic(&snap, "new\n").unwrap_err();
+        assert!(matches!(e, WriteError::Changed { .. }), "{e}");
+        assert!(e.to_string().contains("run the command again"), "{e}");
+        assert_eq!(fs::read_to_string(&p).unwrap(), "someone else's edit\n");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_removed_file_counts_as_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cluster.toml");
+        fs::write(&p, "old\n").unwrap();
+        let (_, snap) = read(&p).unwrap();
+        fs::remove_file(&p).unwrap();
+        assert!(matches!(
+            write_atomic(&snap, "new\n"),
+            Err(WriteError::Changed { .. })
+        ));
+        assert!(!p.exists(), "a removed file is not recreated");
+    }
+
+    /// Guards against replacing a symlinked config with a regular file.
+    #[test]
+    fn a_symlinked_config_stays_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.toml");
+        let link = dir.path().join("cluster.toml");
+        fs::write(&real, "old\n").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let (_, snap) = read(&link).unwrap();
+        write_atomic(&snap, "new\n").unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read_to_string(&real).unwrap(), "new\n");
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_refused_with_the_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cluster.toml");
+        fs::write(&p, b"ok\xff").unwrap();
+        let e = read(&p).unwrap_err().to_string();
+        assert!(e.contains("byte 2") && e.contains("UTF-8"), "{e}");
+    }
+}
