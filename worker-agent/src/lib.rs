@@ -13,6 +13,8 @@
 //! # Layout
 //! - [`cli`]: the command line ([`cli::AgentArgs`]), shared by `main` and run mode.
 //! - [`probe`]: what this machine has (cores, RAM, disk, every accelerator, node id).
+//! - [`announce`]: `_rlx._tcp` over mDNS, re-announced when the caps change, goodbye on exit.
+//! - [`server`]: the handshake on the advertised port.
 
 pub mod announce;
 pub mod cli;

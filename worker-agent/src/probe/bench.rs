@@ -90,7 +90,7 @@ pub fn method() -> String {
 
 /// Length of one timed slice: many chunks, far above timer resolution,
 /// and short against a scheduler time slice, so most slices run undisturbed.
-const SLICE: Duration = Duration::from_millis(1);
+pub const SLICE: Duration = Duration::from_millis(1);
 
 /// Measures GFLOP/s over `threads` threads: each warms up, then times
 /// [`SLICE`]-long slices for [`MEASURE`]; the rates add up.

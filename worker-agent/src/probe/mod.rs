@@ -18,7 +18,7 @@
 //! - [`host`]: cores, RAM, CPU model, host name.
 //! - [`node_id`]: the stable, clone-proof node id.
 //! - [`disk`]: free space and read rate of the checkpoint directory.
-//! - [`bench`]: the cached CPU GFLOP/s measurement.
+//! - [`bench`](mod@bench): the cached CPU GFLOP/s measurement.
 //! - [`pci`], [`nvidia`], [`amd`], [`vulkan`], [`apple`]: what each source of
 //!   device information sees; [`accel`] merges them into one list.
 //! - [`fixture`]: fake GPU libraries described by a fixture tree.
