@@ -662,6 +662,10 @@ impl Announcer {
     /// at least the minimum interval old; defers a material change that
     /// comes sooner; ignores the rest. An error (caps that do not encode)
     /// leaves the current announcement in place.
+    ///
+    /// The changed TXT record is probed again before it goes out (about
+    /// 0.75 s): mdns-sd can only turn probing off for a whole service, which
+    /// would leave links that come up later unprobed.
     pub fn update(&self, caps: &NodeCaps) -> Result<Update, AnnounceError> {
         // Refuse caps that cannot be announced before they can be scheduled.
         let info = self.shared.base.service_info(caps)?;
