@@ -2,5 +2,6 @@
 //! into [`crate::sighting::Sighting`]s for the one pipeline; none of them
 //! chooses devices or merges (that is [`crate::pipeline`]'s job alone).
 
+pub mod mdns;
 pub mod ssh;
 pub mod subnet;
