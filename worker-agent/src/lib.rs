@@ -19,4 +19,5 @@
 pub mod announce;
 pub mod cli;
 pub mod probe;
+pub mod run;
 pub mod server;

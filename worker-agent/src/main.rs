@@ -26,6 +26,7 @@ fn init_logging(default: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
 
@@ -37,6 +38,12 @@ fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("rlx-agent: run mode is being wired (announce and handshake); use --probe for now");
-    Ok(ExitCode::from(2))
+    // One thread: the agent answers a handful of handshakes a minute, and
+    // mdns-sd runs its own thread; a multi-threaded runtime would only add
+    // idle memory.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(rlx_agent::run::run(args, caps))?;
+    Ok(ExitCode::SUCCESS)
 }

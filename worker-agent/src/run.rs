@@ -1,0 +1,137 @@
+//! **Run mode** — what `rlx-agent` does when it is not asked to `--probe`:
+//! serve the handshake, announce the box over mDNS, keep the announcement
+//! current, and say goodbye on SIGINT/SIGTERM.
+//!
+//! Order matters: signal handlers first (a SIGTERM during start-up must
+//! still produce goodbyes, not a silent death), then the listener (so the
+//! announced port is the one really bound, which matters for `--port 0`),
+//! then the announcement. On a stop request the announcer sends its goodbye
+//! packets (TTL 0) and waits until they are out, the server stops, and the
+//! process exits 0.
+
+use crate::announce::{AnnounceOptions, Announcer, Shutdown, Update};
+use crate::cli::AgentArgs;
+use crate::server::serve;
+use anyhow::{Context, Result};
+use rlx_discover::caps::NodeCaps;
+use rlx_discover::keys::KeyRing;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// How often a probing agent looks at its box again (RAM and disk free, a
+/// device appearing or vanishing). Reading /proc and sysfs costs a few
+/// milliseconds, so once a minute keeps the idle agent far below 0.01% CPU
+/// while free memory shown to coordinators is at most a minute old; the
+/// announcer's own thresholds and rate limit decide whether anything is
+/// re-announced.
+pub const REPROBE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Binds the handshake port: dual-stack `[::]` when the host has IPv6, else
+/// IPv4 only (IPv6 disabled by sysctl, as in many containers and labs).
+async fn bind(port: u16) -> Result<TcpListener> {
+    match TcpListener::bind(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))).await {
+        Ok(l) => Ok(l),
+        Err(v6) => TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
+            .await
+            .with_context(|| {
+                format!("cannot listen on port {port} (IPv6: {v6}); is another agent running? choose another with --port")
+            }),
+    }
+}
+
+/// Runs the agent until SIGINT or SIGTERM. `caps` is the first probe (or
+/// the caps file).
+pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
+    let shutdown = Shutdown::on_signals().context("installing the SIGINT/SIGTERM handlers")?;
+    let key = match &args.key_file {
+        Some(p) => Some(
+            KeyRing::load(p)
+                .with_context(|| format!("--key-file {}", p.display()))?
+                .first()
+                .clone(),
+        ),
+        None => None,
+    };
+    let listener = bind(args.port).await?;
+    let port = listener.local_addr()?.port();
+    let (caps_tx, caps_rx) = watch::channel(Arc::new(caps.clone()));
+    let stop = shutdown.clone();
+    let server = tokio::spawn(serve(listener, caps_rx, key, async move {
+        stop.wait().await;
+    }));
+    let announcer = Announcer::start(
+        &caps,
+        AnnounceOptions {
+            name: args.name.clone(),
+            port,
+            interfaces: args.interfaces.clone(),
+            ..Default::default()
+        },
+    )
+    .context("announcing over mDNS")?;
+    tracing::info!(
+        instance = %announcer.instance_name(),
+        port,
+        id = %caps.id,
+        keyed = args.key_file.is_some(),
+        "announcing _rlx._tcp; answering the handshake"
+    );
+
+    let sig = if args.caps_file.is_some() {
+        // Simulated or overridden caps do not change by themselves.
+        shutdown.wait().await
+    } else {
+        reprobe_until_stopped(args, &caps, &shutdown, &caps_tx, &announcer).await
+    };
+    tracing::info!("{sig}: saying goodbye");
+    announcer
+        .shutdown()
+        .await
+        .context("sending mDNS goodbyes")?;
+    let _ = server.await;
+    Ok(())
+}
+
+/// Re-probes every [`REPROBE_INTERVAL`]: the handshake always serves the
+/// latest caps; the announcer re-announces only material changes.
+async fn reprobe_until_stopped(
+    args: &AgentArgs,
+    first: &NodeCaps,
+    shutdown: &Shutdown,
+    caps_tx: &watch::Sender<Arc<NodeCaps>>,
+    announcer: &Announcer,
+) -> crate::announce::StopSignal {
+    let mut tick = tokio::time::interval(REPROBE_INTERVAL);
+    tick.tick().await; // the first tick is immediate; we just probed
+    loop {
+        tokio::select! {
+            sig = shutdown.wait() => return sig,
+            _ = tick.tick() => {}
+        }
+        // Re-probes skip the measurements (GFLOP/s and checkpoint reads) and
+        // keep the first figures: they do not drift, and reading the
+        // checkpoint dir every minute would cost real I/O and CPU.
+        let mut quick = args.clone();
+        quick.no_bench = true;
+        let fresh = tokio::task::spawn_blocking(move || quick.caps()).await;
+        match fresh.map_err(anyhow::Error::from).and_then(|r| r) {
+            Ok(mut c) => {
+                c.gflops = first.gflops;
+                c.io_mbps = first.io_mbps;
+                caps_tx.send_replace(Arc::new(c.clone()));
+                match announcer.update(&c) {
+                    Ok(Update::Announced(why)) => tracing::info!("re-announced: {why}"),
+                    Ok(Update::Deferred { reason, .. }) => {
+                        tracing::debug!("change deferred by the rate limit: {reason}")
+                    }
+                    Ok(Update::Unchanged) => {}
+                    Err(e) => tracing::warn!("could not re-announce: {e:#}"),
+                }
+            }
+            Err(e) => tracing::warn!("re-probe failed; keeping the last caps: {e:#}"),
+        }
+    }
+}
