@@ -143,3 +143,53 @@ fn a_scan_from_the_host_namespace_is_refused_under_the_guard() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("namespace"), "{err}");
 }
+
+/// A 2x24 GB CUDA box, as an agent would report it.
+const CUDA_BOX: &str = r#"{"id":"c0da000000000001","hostname":"gpu-a","os":"linux","arch":"x86_64",
+ "cores":32,"ram_total":137438953472,"ram_avail":120000000000,"disk_free":900000000000,
+ "devices":[{"device":"cpu","name":"cpu","mem_bytes":0},
+            {"device":"cuda","name":"RTX 4090","mem_bytes":25769803776},
+            {"device":"cuda","name":"RTX 4090","mem_bytes":25769803776}]}"#;
+
+/// A listener that answers the agent handshake gives real caps (and so the
+/// right device); a plain listener beside it still becomes a default node.
+#[test]
+fn an_agent_found_by_the_scan_is_planned_from_its_handshake_caps() {
+    let Some(lab) = lab(3) else { return };
+    let (a, b) = (lab.host(1).ip, lab.host(2).ip);
+    let dir = tempfile::tempdir().unwrap();
+    let caps = dir.path().join("cuda.json");
+    std::fs::write(&caps, CUDA_BOX).unwrap();
+    let mut agent = Command::new(common::agent_bin());
+    agent.args(["--caps-file", caps.to_str().unwrap(), "--port", "9100"]);
+    let agent = common::spawn(&lab, 1, agent);
+    agent.expect_output(
+        "answering the handshake",
+        std::time::Duration::from_secs(10),
+    );
+    let _plain = listener(&lab, 2, 9100);
+    let block = block_of(a);
+    lab.silence_tcp(0, block, 9100, &[a, b]).unwrap();
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(
+        &cfg,
+        format!("[discover]\nsubnet = \"{block}\"\nmdns = false\n"),
+    )
+    .unwrap();
+    let (out, v) = run_ok(
+        &lab,
+        0,
+        &["expand", "--format", "json", cfg.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{v:#}");
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{v:#}");
+    assert_eq!(nodes[0]["addr"], format!("{a}:9100"));
+    assert_eq!(nodes[0]["device"], "cuda", "{v:#}");
+    assert_eq!(nodes[1]["device"], "cpu");
+    let added = v["report"]["added"].as_array().unwrap();
+    assert_eq!(added[0]["evidence"], "handshake");
+    assert_eq!(added[0]["id"], "c0da000000000001");
+    assert_eq!(added[0]["mem_bytes"].as_u64(), Some(25769803776));
+    assert_eq!(added[1]["evidence"], "tcp_only");
+}
