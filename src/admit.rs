@@ -59,6 +59,13 @@ fn refuse(s: &Sighting, reason: String) -> Verdict {
 
 /// Checks one sighting.
 async fn check(mut s: Sighting, rules: &Rules) -> Verdict {
+    // A node announcing another cluster in TXT is refused before we spend a
+    // handshake on it (and reported as what it is, not as a key mismatch).
+    if let (Some(want), Some(caps)) = (&rules.cluster, &s.caps) {
+        if let Some(why) = cluster_mismatch(caps.cluster.as_deref(), want) {
+            return refuse(&s, why);
+        }
+    }
     if s.source != Source::Ssh {
         let Some(ip) = s.ip else {
             return refuse(&s, "no address to check it at".into());
@@ -115,19 +122,26 @@ async fn check(mut s: Sighting, rules: &Rules) -> Verdict {
         }
     }
     if let Some(want) = &rules.cluster {
-        let has = s.caps.as_ref().and_then(|c| c.cluster.clone());
-        if has.as_deref() != Some(want.as_str()) {
-            let said = match has {
-                Some(c) => format!("announces cluster {c:?}"),
-                None => "announces no cluster name".to_string(),
-            };
-            return refuse(
-                &s,
-                format!("{said}, not {want:?} (start its agent with --cluster {want})"),
-            );
+        let has = s.caps.as_ref().and_then(|c| c.cluster.as_deref());
+        if let Some(why) = cluster_mismatch(has, want) {
+            return refuse(&s, why);
         }
     }
     Verdict::Admit(Box::new(s))
+}
+
+/// Why a node announcing cluster `has` is not admitted to cluster `want`.
+fn cluster_mismatch(has: Option<&str>, want: &str) -> Option<String> {
+    if has == Some(want) {
+        return None;
+    }
+    let said = match has {
+        Some(c) => format!("announces cluster {c:?}"),
+        None => "announces no cluster name".to_string(),
+    };
+    Some(format!(
+        "{said}, not {want:?} (start its agent with --cluster {want})"
+    ))
 }
 
 /// Applies the rules to every sighting of `d`, concurrently; refused ones

@@ -12,7 +12,7 @@ use crate::config::{ClusterConfig, DiscoverSection};
 use crate::keys::KeyRing;
 use crate::pipeline::{expand, Expansion, NodeDefaults};
 use crate::sighting::Discovery;
-use crate::sources::{ssh, subnet};
+use crate::sources::{mdns, ssh, subnet};
 use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
 
@@ -52,10 +52,17 @@ impl Overrides {
     }
 }
 
-/// Runs every source configured in `d`, concurrently.
+/// Runs every source configured in `d`, concurrently, then admits what
+/// they saw ([`crate::admit`]).
 pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discovery> {
+    // Refuse before any source starts: a bad key file or a scan from the
+    // host's own namespace is an error, not a partial result.
+    let rules = rules(d)?;
     if d.subnet.is_some() {
         crate::netguard::ensure_private_netns("a subnet scan")?;
+    }
+    if d.mdns {
+        crate::netguard::ensure_private_netns("an mDNS browse")?;
     }
     let ssh_part = async {
         if d.ssh_hosts.is_empty() {
@@ -79,11 +86,28 @@ pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discov
             }
         }
     };
-    let (a, b) = tokio::join!(ssh_part, subnet_part);
+    let mdns_part = async {
+        if d.mdns {
+            mdns::discover(&browse_options(d), started).await
+        } else {
+            Discovery::default()
+        }
+    };
+    let (a, b, c) = tokio::join!(ssh_part, subnet_part, mdns_part);
     let mut all = Discovery::default();
     all.extend(a);
     all.extend(b);
-    Ok(admit(all, &rules(d)?).await)
+    all.extend(c);
+    Ok(admit(all, &rules).await)
+}
+
+/// The browse `[discover]` asks for. The cluster filter is left to
+/// [`crate::admit`], the one place that applies it to every source.
+pub fn browse_options(d: &DiscoverSection) -> mdns::BrowseOptions {
+    mdns::BrowseOptions {
+        cluster: None,
+        ..mdns::BrowseOptions::from_section(d)
+    }
 }
 
 /// The admission rules `[discover]` asks for; a key file that cannot be

@@ -6,6 +6,17 @@ use rlx_discover::cli::{init_logging, run, Cli};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `rlx-discover browse | head` must end quietly like any Unix filter,
+    // not panic on a closed stdout: restore the default SIGPIPE action that
+    // the Rust runtime ignores.
+    // SAFETY: setting a signal disposition to SIG_DFL before any thread
+    // exists has no preconditions.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        );
+    }
     let cli = Cli::parse();
     init_logging(cli.quiet, cli.verbose);
     match run(cli) {

@@ -112,6 +112,32 @@ impl Report {
         !self.failed.is_empty()
     }
 
+    /// What to print when discovery found nothing: what was tried, for how
+    /// long, the usual causes, and how to see more.
+    pub fn empty_hint(&self) -> String {
+        let mut s = String::from("no node was found.\n");
+        for t in &self.tried {
+            let _ = writeln!(s, "  tried {}: {} ({} ms)", t.source, t.what, t.elapsed_ms);
+        }
+        if self.tried.is_empty() {
+            s.push_str(
+                "  nothing was tried: [discover] has no ssh_hosts, no subnet, and mdns = false\n",
+            );
+        }
+        s.push_str(
+            "Usual causes:\n  \
+             - multicast is blocked on this network (Wi-Fi client isolation, Docker bridge \
+             networks, VPNs such as Tailscale): list the machines in [discover] ssh_hosts, or \
+             scan them with subnet = \"10.0.0.0/24\"\n  \
+             - the agents are on another subnet: mDNS does not cross routers; use ssh_hosts or subnet\n  \
+             - the agents announce another cluster name (rlx-agent --cluster) or hold another \
+             key (--key-file): see the refusals above, if any\n  \
+             - no rlx-agent runs on the workers, or it listens on another interface (--interface)\n\
+             See more with RUST_LOG=debug.\n",
+        );
+        s
+    }
+
     /// The human-readable report (stderr of `expand`).
     pub fn render_text(&self) -> String {
         let mut s = String::new();

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod browse;
 pub mod completions;
 pub mod expand;
 pub mod keygen;
@@ -42,6 +43,8 @@ pub enum Command {
     /// Expand CONFIG's [discover] stanza into [[node]] entries and print the
     /// result (the report goes to stderr).
     Expand(expand::ExpandArgs),
+    /// Browse the LAN once for rlx-agents and print a table (or --json).
+    Browse(browse::BrowseArgs),
     /// TCP-scan a CIDR block for listeners on the worker port.
     Scan(scan::ScanArgs),
     /// Write a new cluster key (32 random bytes, hex, mode 0600).
@@ -87,6 +90,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     crate::progress::enable(cli.quiet, cli.verbose);
     match cli.command {
         Command::Expand(a) => expand::run(a, quiet),
+        Command::Browse(a) => browse::run(a, quiet),
         Command::Scan(a) => scan::run(a),
         Command::Keygen(a) => keygen::run(a),
         Command::Completions(a) => completions::run(a),
