@@ -1,0 +1,173 @@
+//! **A cluster without a network** for the CLI tests: SSH discovery through
+//! a stand-in `ssh` program (`RLX_SSH_PROGRAM`) that prints a caps JSON file
+//! per host, so `expand` runs its real pipeline, render and write-back while
+//! no packet is sent. mDNS is off in every config these tests write, and
+//! `--no-mdns` is passed as well.
+//!
+//! ```ignore
+//! mod fakessh;
+//! let c = fakessh::Cluster::new();
+//! c.host("gpu-a", &fakessh::caps("gpu-a", "00000000000000a1", "cuda", 24));
+//! let out = c.expand(&["cluster.toml", "--write"]);
+//! ```
+
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tempfile::TempDir;
+
+/// A fixed time for provenance comments (2026-11-30 06:58 UTC), so
+/// expected files can be compared byte for byte.
+pub const SOURCE_DATE_EPOCH: &str = "1796021880";
+
+/// The stand-in for ssh: finds the host after `--` and prints
+/// `$FAKE_SSH_DIR/<host>.json`; `<host>.delay` makes it sleep first; a host
+/// without a file fails the way ssh does for a name that does not resolve.
+const FAKE_SSH: &str = r#"#!/bin/sh
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done
+host="$2"
+if [ -f "$FAKE_SSH_DIR/$host.delay" ]; then sleep "$(cat "$FAKE_SSH_DIR/$host.delay")"; fi
+if [ -f "$FAKE_SSH_DIR/$host.json" ]; then exec cat "$FAKE_SSH_DIR/$host.json"; fi
+echo "ssh: Could not resolve hostname $host: Name or service not known" >&2
+exit 255
+"#;
+
+/// Caps JSON for one host with one accelerator of `mem_gib` GiB.
+pub fn caps(hostname: &str, id: &str, device: &str, mem_gib: u64) -> String {
+    format!(
+        r#"{{"id":"{id}","hostname":"{hostname}","os":"linux","arch":"x86_64","cores":32,
+"ram_total":68719476736,"ram_avail":60000000000,"devices":[{{"device":"{device}",
+"name":"test {device}","mem_bytes":{},"unified":false,"gflops":0,"available":true}}]}}"#,
+        mem_gib << 30
+    )
+}
+
+/// A temp directory holding the fake ssh, its hosts and the config files.
+pub struct Cluster {
+    pub dir: TempDir,
+}
+
+impl Cluster {
+    pub fn new() -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let hosts = dir.path().join("hosts");
+        std::fs::create_dir(&hosts).unwrap();
+        let ssh = dir.path().join("fake-ssh");
+        std::fs::write(&ssh, FAKE_SSH).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Cluster { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Makes `name` answer with `caps_json`.
+    pub fn host(&self, name: &str, caps_json: &str) {
+        std::fs::write(self.path("hosts").join(format!("{name}.json")), caps_json).unwrap();
+    }
+
+    /// Makes `name` stop answering.
+    pub fn remove_host(&self, name: &str) {
+        let _ = std::fs::remove_file(self.path("hosts").join(format!("{name}.json")));
+    }
+
+    /// Makes `name` take `secs` seconds to answer.
+    pub fn delay_host(&self, name: &str, secs: f64) {
+        std::fs::write(
+            self.path("hosts").join(format!("{name}.delay")),
+            secs.to_string(),
+        )
+        .unwrap();
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap()
+    }
+
+    /// `rlx-discover` set up to use the fake ssh, run in the temp dir.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rlx-discover"));
+        self.configure(&mut c);
+        c
+    }
+
+    /// Runs `c` in the temp dir with the fake ssh's environment.
+    pub fn configure(&self, c: &mut Command) {
+        c.current_dir(self.dir.path())
+            .env("RLX_SSH_PROGRAM", self.path("fake-ssh"))
+            .env("FAKE_SSH_DIR", self.path("hosts"))
+            .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
+            .env("RLX_NETNS_GUARD", "1")
+            .env_remove("RUST_LOG");
+    }
+
+    /// Runs `rlx-discover expand <args> --no-mdns`.
+    pub fn expand(&self, args: &[&str]) -> Run {
+        let mut c = self.command();
+        c.arg("expand").args(args).arg("--no-mdns");
+        Run::of(c)
+    }
+}
+
+/// A finished command, with everything needed to explain a failure.
+pub struct Run {
+    pub cmd: String,
+    pub out: Output,
+}
+
+impl Run {
+    pub fn of(mut c: Command) -> Run {
+        let out = c
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+        Run {
+            cmd: format!("{c:?}"),
+            out,
+        }
+    }
+
+    pub fn code(&self) -> i32 {
+        self.out.status.code().unwrap_or(-1)
+    }
+
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+
+    /// The command, its status and its output, for assertion messages.
+    pub fn dump(&self) -> String {
+        format!(
+            "{}\nexited with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.cmd,
+            self.out.status,
+            self.stdout().trim_end(),
+            self.stderr().trim_end()
+        )
+    }
+
+    /// Panics with the dump unless it exited with `code`.
+    pub fn expect_code(&self, code: i32) -> &Run {
+        assert_eq!(self.code(), code, "{}", self.dump());
+        self
+    }
+}
+
+/// Mode bits of a file.
+pub fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
