@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 pub mod browse;
 pub mod completions;
+pub mod demo;
 pub mod expand;
 pub mod keygen;
 pub mod man;
@@ -45,6 +46,9 @@ pub enum Command {
     Expand(expand::ExpandArgs),
     /// Browse the LAN once for rlx-agents and print a table (or --json).
     Browse(browse::BrowseArgs),
+    /// Run the whole product on a private network of namespaces: simulated
+    /// machines with rlx-agent, discovered from an empty [discover].
+    Demo(demo::DemoArgs),
     /// TCP-scan a CIDR block for listeners on the worker port.
     Scan(scan::ScanArgs),
     /// Write a new cluster key (32 random bytes, hex, mode 0600).
@@ -91,6 +95,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Expand(a) => expand::run(a, quiet),
         Command::Browse(a) => browse::run(a, quiet),
+        Command::Demo(a) => demo::run(a),
         Command::Scan(a) => scan::run(a),
         Command::Keygen(a) => keygen::run(a),
         Command::Completions(a) => completions::run(a),

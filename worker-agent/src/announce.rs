@@ -909,7 +909,7 @@ fn on_event(shared: &Shared, event: DaemonEvent) {
         DaemonEvent::Error(e) => warn!("mDNS daemon error: {e}"),
         DaemonEvent::IpAdd(ip) => info!(%ip, "mDNS: announcing on a new address"),
         DaemonEvent::IpDel(ip) => info!(%ip, "mDNS: address gone; no longer announced"),
-        DaemonEvent::Announce(name, on) => debug!(%name, "mDNS: announced on {on}"),
+        DaemonEvent::Announce(name, on) => info!(%name, "mDNS: announced on {on}"),
         other => debug!("mDNS: {other:?}"),
     }
 }
