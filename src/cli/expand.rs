@@ -159,7 +159,7 @@ pub fn run(a: ExpandArgs, quiet: bool) -> Result<ExitCode> {
             eprintln!("{line}");
         }
         if discovering && found_nothing {
-            eprintln!("{}", nothing_found_hint(&cfg));
+            eprint!("{}", exp.report.empty_hint());
         }
     }
     Ok(
@@ -190,24 +190,6 @@ fn file_summary(path: &str, mode: &str, changed: bool, plan: &Plan) -> Option<St
         )),
         _ => None,
     }
-}
-
-/// What to try when discovery found no machine at all.
-fn nothing_found_hint(cfg: &ClusterConfig) -> String {
-    let d = cfg.discover.clone().unwrap_or_default();
-    let mut s = String::from("hint: discovery found no machine.");
-    if d.mdns {
-        s.push_str(
-            " If the agents run but are not heard, the network may block multicast (Wi-Fi \
-             client isolation, Docker bridge networks, VPNs such as Tailscale): list them in \
-             [discover] ssh_hosts, or set subnet to the block they listen on.",
-        );
-    }
-    if d.cluster.is_some() || d.key_file.is_some() {
-        s.push_str(" Check that the agents use the same cluster name and key file.");
-    }
-    s.push_str(" Run with RUST_LOG=debug to see every packet and probe (README: Troubleshooting).");
-    s
 }
 
 /// The unified diff from the file as read to the file `--write` would

@@ -20,8 +20,10 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  success: every configured source answered and the output is complete
   1  output printed, but something needs a look: a host failed or was refused,
-     or discovery found no node at all (see the report on stderr)
-  2  error: bad config or flags, a refused operation, or an I/O failure";
+     discovery found no node at all, or a node appended earlier is no longer
+     found (see the report on stderr); with --write the file was still written
+  2  error: bad config or flags, a refused operation (e.g. --write when the
+     file changed during discovery), or an I/O failure";
 
 /// Find the machines of an RLX cluster and write their [[node]] list.
 #[derive(Debug, Parser)]
@@ -42,7 +44,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Expand CONFIG's [discover] stanza into [[node]] entries and print the
-    /// result (the report goes to stderr).
+    /// result, or update CONFIG in place (--write); the report goes to stderr.
     Expand(expand::ExpandArgs),
     /// Browse the LAN once for rlx-agents and print a table (or --json).
     Browse(browse::BrowseArgs),
