@@ -454,3 +454,70 @@ fn the_browse_refuses_to_run_in_the_root_namespace_under_the_guard() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refusing to run an mDNS browse"), "{err}");
 }
+
+/// Measurement, not a check (run with `--ignored --nocapture`): 50 mdns-sd
+/// responders, one per host; browses lossless, then at 20% loss on the
+/// coordinator's link with every ARP cache flushed before each run (the
+/// worst case: each unicast reply needs ARP, and ARP is lost too). Prints
+/// when the last agent was resolved and how long each browse listened.
+#[test]
+#[ignore]
+fn measure_fifty_responders_lossless_and_at_twenty_percent_loss() {
+    let Some(labs) = require_lab() else { return };
+    let runs: usize = std::env::var("RLX_MEASURE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let lab = labs.hosts(51);
+    let _r = responders(&lab, 1);
+    let flush_arp = || {
+        for i in 0..lab.hosts().len() {
+            run_ok(Command::new("ip").args(["-n", &lab.host(i).ns, "neigh", "flush", "all"]));
+        }
+    };
+    // Without CAP_NET_RAW (an ordinary user) the browse cannot send ARP
+    // announcements: measured too, by dropping the capability.
+    let browse_as = |unprivileged: bool, args: &[&str]| -> Value {
+        if !unprivileged {
+            return browse(&lab, 0, args);
+        }
+        let mut cmd = lab.command(0, "setpriv");
+        cmd.args(["--bounding-set", "-net_raw", "--inh-caps", "-net_raw", "--"])
+            .arg(browse_bin())
+            .args(args);
+        serde_json::from_slice(&run_ok(&mut cmd).stdout).expect("browse JSON")
+    };
+    let measure = |label: &str, unprivileged: bool, args: &[&str]| {
+        let mut complete = 0;
+        for run in 0..runs {
+            flush_arp();
+            let v = browse_as(unprivileged, args);
+            let found = sightings(&v);
+            let last = found
+                .values()
+                .map(|s| s["found_ms"].as_u64().unwrap())
+                .max()
+                .unwrap_or(0);
+            complete += usize::from(found.len() == 50);
+            eprintln!(
+                "{label} run {run}: {}/50, last resolved at {last} ms, listened {} ms, \
+                 stopped early {}, late {}, legacy queries {}, ARP announcements {}",
+                found.len(),
+                v["stats"]["listened_ms"],
+                v["stats"]["stopped_early"],
+                v["stats"]["late"],
+                v["stats"]["legacy_queries"],
+                v["stats"]["arp_announcements"],
+            );
+        }
+        eprintln!("{label}: {complete}/{runs} runs found 50/50");
+    };
+    measure("lossless", false, &["--browse-ms", "3000"]);
+    lab.set_loss(0, 20).expect("loss");
+    measure("20% loss, cold ARP", false, &["--browse-ms", "3000"]);
+    measure(
+        "20% loss, cold ARP, no CAP_NET_RAW",
+        true,
+        &["--browse-ms", "3000"],
+    );
+}

@@ -43,6 +43,22 @@
 //! [`KNOWN_ANSWER_TTL`] above half the record's, RFC 6762 §7.1), so resolved
 //! responders stay silent and only the missing ones answer.
 //!
+//! Standard queries (answered by multicast, at most once a second per
+//! record) go out at [`EXTRA_QM_MS`], timed around the responders' rate
+//! limit, besides mdns-sd's own. A browse that did not stop early also
+//! re-announces this host's MAC address by gratuitous ARP at
+//! [`ARP_ANNOUNCE_MS`] when it may (`CAP_NET_RAW`), which releases unicast
+//! replies stuck behind a lost ARP exchange at the responders.
+//!
+//! Measured in a namespace lab, 50 mdns-sd responders on one bridge, ten
+//! runs each: lossless, the last agent resolved 12-34 ms after the process
+//! started and the browse returned after 200 ms (early stop); at 20% loss on
+//! the coordinator's link with every ARP cache flushed before each run,
+//! 50/50 in 10 of 10 runs, the last at 250-420 ms; the same without
+//! `CAP_NET_RAW`, 50/50 in 9 of 10 runs within 3 s (the last at 1.0-1.2 s;
+//! one run missed one agent), bounded by the responders' one-second ARP
+//! retries.
+//!
 //! # When it stops early
 //!
 //! A browse listens for the whole `browse` window unless the network is
@@ -128,6 +144,33 @@ pub const LEGACY_BURST_MS: [u64; 10] = [0, 50, 100, 200, 300, 400, 500, 600, 750
 /// After the burst, the gap before the next legacy query; each later gap
 /// doubles (RFC 6762 §5.2: at least one second, increasing by a factor of two).
 pub const LEGACY_BACKOFF_START: Duration = Duration::from_secs(1);
+
+/// When the extra standard queries go out, ms after the start, each sent
+/// twice (a lost query would waste a responder's one multicast answer per
+/// second). mdns-sd's browse queries once at about 30 ms, then at 1030 ms
+/// and 3030 ms; a responder multicasts a record at most once a second,
+/// counted from its previous answer (sent 10 to 50 ms after a query), so
+/// about half the responders refuse the 1030 ms query (measured: 28 of 50
+/// answered a query at exactly 1.0 s, 50 of 50 at 1.1 s). These give every
+/// responder a multicast answer near 0, 1.2 and 2.3 s: multicast answers need
+/// no ARP, which is what delays the unicast replies to legacy queries under
+/// loss. Sent from port 5353 (the source port is what makes a query standard,
+/// RFC 6762 §6.7), with known answers (RFC 6762 §7.1).
+pub const EXTRA_QM_MS: [u64; 3] = [0, 1150, 2300];
+
+/// When a browse that has not stopped early re-announces this host's own
+/// IPv4-to-MAC mapping (a gratuitous ARP, RFC 5227 §2.3), ms after the start.
+///
+/// Why: a responder replies to a legacy query by unicast, so it needs this
+/// host's MAC. Under loss its ARP request or our ARP reply is lost, and Linux
+/// retries only after a second (giving up after three), so the reply waits a
+/// second or more in its queue. Any ARP packet from this host fills in the
+/// responder's pending entry and releases the queued replies at once (RFC 826's
+/// merge rule; Linux does the same for a pending entry). Nine small broadcasts
+/// in 2.8 s, only on a network that did not look clean at 200 ms, only where
+/// this process may open a packet socket (`CAP_NET_RAW`: root, as in the lab);
+/// elsewhere the browse just waits for the responders' ARP retries.
+pub const ARP_ANNOUNCE_MS: [u64; 9] = [250, 400, 600, 800, 1000, 1300, 1700, 2200, 2800];
 
 /// How many of the first legacy queries are sent without known answers and
 /// must be answered by every instance for an early stop. Three: with one or
@@ -267,6 +310,11 @@ pub struct BrowseStats {
     pub legacy_queries: usize,
     /// Legacy replies accepted.
     pub legacy_replies: usize,
+    /// Extra standard (multicast-answered) query packets sent.
+    pub standard_queries: usize,
+    /// Gratuitous ARP announcements sent (needs `CAP_NET_RAW`; see
+    /// [`ARP_ANNOUNCE_MS`]).
+    pub arp_announcements: usize,
     /// Resolution events from the multicast path.
     pub multicast_events: usize,
     /// Instances and host names ignored because [`MAX_INSTANCES`] was reached.
@@ -401,9 +449,20 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
     // Early stop needs legacy queries; without sockets it cannot be judged.
     let early_possible = opts.early_stop && !socks.is_empty();
 
+    let kickers: Vec<ArpAnnouncer> = table.ifaces.iter().filter_map(ArpAnnouncer::open).collect();
+    let mut next_qm = 0usize;
+    let mut next_kick = 0usize;
+
     loop {
         let now = Instant::now();
-        // Send every round that is due.
+        if early_possible && now >= early_point && now >= last_change + QUIET && table.clean() {
+            stats.stopped_early = true;
+            break;
+        }
+        if now >= deadline {
+            break;
+        }
+        // Send every legacy round that is due.
         while !socks.is_empty() && t0 + legacy_offset(round) <= now {
             let id = base_id.wrapping_add(round as u16);
             rounds.insert(id, round);
@@ -429,16 +488,37 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
             }
             round += 1;
         }
-        if now >= deadline {
-            break;
+        // The extra standard queries, each sent twice (a lost query would
+        // waste the responders' one multicast answer per second).
+        while next_qm < EXTRA_QM_MS.len() && t0 + Duration::from_millis(EXTRA_QM_MS[next_qm]) <= now
+        {
+            // RFC 6762 §18.1: multicast queries carry ID 0.
+            if let Ok(bytes) = legacy_query(0, &table.known_answers(next_qm)) {
+                for s in &socks {
+                    for _ in 0..2 {
+                        stats.standard_queries += usize::from(send_standard_query(s, &bytes));
+                    }
+                }
+            }
+            next_qm += 1;
         }
-        if early_possible && now >= early_point && now >= last_change + QUIET && table.clean() {
-            stats.stopped_early = true;
-            break;
+        while next_kick < ARP_ANNOUNCE_MS.len()
+            && t0 + Duration::from_millis(ARP_ANNOUNCE_MS[next_kick]) <= now
+        {
+            for k in &kickers {
+                stats.arp_announcements += usize::from(k.announce());
+            }
+            next_kick += 1;
         }
         let mut wake = deadline;
         if !socks.is_empty() {
             wake = wake.min(t0 + legacy_offset(round));
+            if let Some(&at) = EXTRA_QM_MS.get(next_qm) {
+                wake = wake.min(t0 + Duration::from_millis(at));
+            }
+        }
+        if let (false, Some(&at)) = (kickers.is_empty(), ARP_ANNOUNCE_MS.get(next_kick)) {
+            wake = wake.min(t0 + Duration::from_millis(at));
         }
         if early_possible {
             wake = wake.min(early_point.max(last_change + QUIET).max(now));
@@ -561,6 +641,12 @@ fn describe_attempt(s: &BrowseStats) -> String {
             let _ = write!(w, " (full window: {why})");
         }
     }
+    if s.standard_queries > 0 {
+        let _ = write!(w, ", {} extra standard queries", s.standard_queries);
+    }
+    if s.arp_announcements > 0 {
+        let _ = write!(w, ", {} ARP announcements", s.arp_announcements);
+    }
     let _ = write!(
         w,
         "; {} answered, {} late (after {} ms)",
@@ -678,6 +764,149 @@ async fn read_loop(k: usize, sock: Arc<UdpSocket>, tx: mpsc::Sender<Datagram>) {
             }
         }
     }
+}
+
+/// Sends a standard query (source port 5353) on the interface and family
+/// of `s`, from a socket opened and closed around the send: it shares port
+/// 5353 with mdns-sd and any local responder (`SO_REUSEADDR`/`SO_REUSEPORT`,
+/// as they set too) for microseconds, so it never takes their unicast
+/// traffic. The multicast answers reach mdns-sd's socket. Returns whether it
+/// was sent.
+fn send_standard_query(s: &LegacySocket, bytes: &[u8]) -> bool {
+    let open = || -> std::io::Result<Socket> {
+        let (domain, any) = match s.dest {
+            SocketAddr::V4(_) => (
+                Domain::IPV4,
+                SocketAddr::from((Ipv4Addr::UNSPECIFIED, MDNS_PORT)),
+            ),
+            SocketAddr::V6(_) => (
+                Domain::IPV6,
+                SocketAddr::from((Ipv6Addr::UNSPECIFIED, MDNS_PORT)),
+            ),
+        };
+        let q = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+        q.set_reuse_address(true)?;
+        q.set_reuse_port(true)?;
+        match s.sock.local_addr()? {
+            SocketAddr::V4(local) => {
+                q.set_multicast_if_v4(local.ip())?;
+                q.set_multicast_ttl_v4(255)?;
+            }
+            SocketAddr::V6(_) => {
+                q.set_only_v6(true)?;
+                if let SocketAddr::V6(d) = s.dest {
+                    q.set_multicast_if_v6(d.scope_id())?;
+                }
+                q.set_multicast_hops_v6(255)?;
+            }
+        }
+        q.bind(&any.into())?;
+        Ok(q)
+    };
+    match open().and_then(|q| q.send_to(bytes, &s.dest.into())) {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::debug!("standard mDNS query to {}: {e}", s.dest);
+            false
+        }
+    }
+}
+
+/// Sends gratuitous ARP announcements of one interface's IPv4 address (see
+/// [`ARP_ANNOUNCE_MS`]).
+struct ArpAnnouncer {
+    fd: std::os::fd::OwnedFd,
+    dest: nix::sys::socket::LinkAddr,
+    frame: [u8; 28],
+}
+
+impl ArpAnnouncer {
+    /// `None` where ARP does not apply (loopback, no IPv4 address, no MAC)
+    /// or a packet socket is not allowed (no `CAP_NET_RAW`).
+    fn open(iface: &Iface) -> Option<ArpAnnouncer> {
+        use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType, SockaddrLike};
+        if iface.is_loopback() {
+            return None;
+        }
+        let ip = iface.addrs.iter().find_map(|n| match n.addr() {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        })?;
+        let mac = nix::ifaddrs::getifaddrs().ok()?.find_map(|ifa| {
+            (ifa.interface_name == iface.name)
+                .then(|| ifa.address.as_ref()?.as_link_addr()?.addr())
+                .flatten()
+        })?;
+        if mac == [0; 6] {
+            return None;
+        }
+        let fd = match socket(
+            AddressFamily::Packet,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        ) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::debug!(
+                    "no ARP announcements on {} ({e}): needs CAP_NET_RAW",
+                    iface.name
+                );
+                return None;
+            }
+        };
+        const ETH_P_ARP: u16 = 0x0806;
+        let sll = nix::libc::sockaddr_ll {
+            sll_family: nix::libc::AF_PACKET as u16,
+            sll_protocol: ETH_P_ARP.to_be(),
+            sll_ifindex: iface.index as i32,
+            sll_hatype: 0,
+            sll_pkttype: 0,
+            sll_halen: 6,
+            sll_addr: [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0],
+        };
+        // SAFETY: `sll` is a fully initialised sockaddr_ll on the stack, and
+        // the length given is its size; `from_raw` copies it.
+        let dest = unsafe {
+            nix::sys::socket::LinkAddr::from_raw(
+                (&sll as *const nix::libc::sockaddr_ll).cast(),
+                Some(std::mem::size_of::<nix::libc::sockaddr_ll>() as u32),
+            )
+        }?;
+        Some(ArpAnnouncer {
+            fd,
+            dest,
+            frame: garp_frame(mac, ip),
+        })
+    }
+
+    /// Broadcasts one announcement; whether it was sent.
+    fn announce(&self) -> bool {
+        use nix::sys::socket::{sendto, MsgFlags};
+        use std::os::fd::AsRawFd;
+        sendto(
+            self.fd.as_raw_fd(),
+            &self.frame,
+            &self.dest,
+            MsgFlags::empty(),
+        )
+        .is_ok()
+    }
+}
+
+/// A gratuitous ARP request (RFC 5227 §2.3 announcement): Ethernet/IPv4,
+/// sender and target protocol address both `ip`, target hardware address 0.
+fn garp_frame(mac: [u8; 6], ip: Ipv4Addr) -> [u8; 28] {
+    let mut f = [0u8; 28];
+    f[0..2].copy_from_slice(&1u16.to_be_bytes()); // hardware: Ethernet
+    f[2..4].copy_from_slice(&0x0800u16.to_be_bytes()); // protocol: IPv4
+    f[4] = 6;
+    f[5] = 4;
+    f[6..8].copy_from_slice(&1u16.to_be_bytes()); // request
+    f[8..14].copy_from_slice(&mac);
+    f[14..18].copy_from_slice(&ip.octets());
+    f[24..28].copy_from_slice(&ip.octets());
+    f
 }
 
 // ------------------------------------------------------------ DNS messages
@@ -1738,6 +1967,24 @@ mod tests {
             Some("GPU box (2).lab")
         );
         assert_eq!(strip_service("x._http._tcp.local."), None);
+    }
+
+    #[test]
+    fn a_gratuitous_arp_announces_our_own_address_to_the_whole_link() {
+        let f = garp_frame([2, 0, 0, 0, 0, 9], Ipv4Addr::new(10, 9, 1, 1));
+        assert_eq!(
+            f,
+            [
+                0, 1, 8, 0, 6, 4, 0, 1, // Ethernet, IPv4, lengths, request
+                2, 0, 0, 0, 0, 9, 10, 9, 1, 1, // sender MAC and IP
+                0, 0, 0, 0, 0, 0, 10, 9, 1, 1, // target MAC unknown, target IP = ours
+            ]
+        );
+        let lo = Iface {
+            flags: InterfaceFlags::IFF_UP | InterfaceFlags::IFF_LOOPBACK,
+            ..eth0()
+        };
+        assert!(ArpAnnouncer::open(&lo).is_none(), "no ARP on loopback");
     }
 
     #[test]
