@@ -30,6 +30,54 @@ use std::time::Duration;
 /// thousands of connects when a flood of bogus announcements arrives.
 pub const DEFAULT_HANDSHAKE_CONCURRENCY: usize = 256;
 
+/// Handshake attempts per node, started [`STAGGER`] apart while earlier
+/// ones are still waiting. A lost SYN costs Linux a whole second before it
+/// retransmits (the initial RTO, RFC 6298), so on a lossy LAN a single
+/// connect with a one-second deadline fails about as often as a packet is
+/// lost; a fresh connect after 250 ms sends a fresh SYN instead.
+pub const ATTEMPTS: usize = 4;
+
+/// Delay between handshake attempts (see [`ATTEMPTS`]).
+pub const STAGGER: Duration = Duration::from_millis(250);
+
+/// Whether an error settles the question (the node answered, or refused),
+/// as opposed to a packet that may just have been lost.
+fn is_final(e: &HandshakeError) -> bool {
+    use crate::handshake::ConnectFailure;
+    match e {
+        HandshakeError::Unreachable { why, .. } => matches!(why, ConnectFailure::Refused),
+        HandshakeError::NotRlx { why, .. } => !why.contains("within"),
+        _ => true,
+    }
+}
+
+/// Runs up to [`ATTEMPTS`] handshakes [`STAGGER`] apart and returns the first
+/// answer that settles the question; if none does, the last attempt's error.
+async fn query_staggered(
+    addr: SocketAddr,
+    rules: &Rules,
+    expect_id: Option<&str>,
+) -> Result<crate::handshake::HandshakeReply, HandshakeError> {
+    use futures::stream::FuturesUnordered;
+    let mut running = FuturesUnordered::new();
+    for k in 0..ATTEMPTS {
+        let keys = rules.keys.as_ref();
+        running.push(async move {
+            tokio::time::sleep(STAGGER * k as u32).await;
+            query(addr, rules.timeout, keys, expect_id).await
+        });
+    }
+    let mut last = None;
+    while let Some(r) = running.next().await {
+        match r {
+            Ok(reply) => return Ok(reply),
+            Err(e) if is_final(&e) => return Err(e),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.expect("at least one attempt"))
+}
+
 /// The rules a sighting is admitted under.
 #[derive(Debug, Clone)]
 pub struct Rules {
@@ -72,14 +120,7 @@ async fn check(mut s: Sighting, rules: &Rules) -> Verdict {
         };
         let addr = SocketAddr::new(ip, s.port);
         let announced_id = s.id().map(str::to_string);
-        match query(
-            addr,
-            rules.timeout,
-            rules.keys.as_ref(),
-            announced_id.as_deref(),
-        )
-        .await
-        {
+        match query_staggered(addr, rules, announced_id.as_deref()).await {
             Ok(reply) => {
                 s.caps = Some(reply.caps);
                 s.evidence = if rules.keys.is_some() {
