@@ -19,26 +19,7 @@ fn bin(name: &str) -> PathBuf {
     }
 }
 
-/// Returns false (and says why) when this machine has no OpenSSH server;
-/// under CI that is a failure, since .ci/run installs it.
-fn have_sshd() -> bool {
-    let ok = Path::new("/usr/sbin/sshd").exists() && which("ssh-keygen") && which("ssh");
-    if !ok {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must install openssh-server and openssh-client (see .ci/run)"
-        );
-        eprintln!("SKIP: OpenSSH server or client not installed (apt-get install openssh-server)");
-    }
-    ok
-}
-
-fn which(p: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {p}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use common::sshd::{client_entry, have_sshd, keygen, server_command, server_config};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -46,11 +27,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn user() -> String {
-    let o = Command::new("id").arg("-un").output().unwrap();
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 /// One sshd on 127.0.0.1, killed (by PID) on drop.
@@ -64,29 +40,9 @@ impl Sshd {
     /// Starts sshd with `path` as the PATH of remote commands.
     fn start(dir: &Path, name: &str, path: &str) -> Sshd {
         let port = free_port();
-        let host_key = dir.join("host_key");
-        if !host_key.exists() {
-            keygen(&host_key);
-        }
-        let cfg = dir.join(format!("sshd_{name}.conf"));
-        std::fs::write(
-            &cfg,
-            format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\n\
-                 PidFile none\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n\
-                 KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n\
-                 SetEnv PATH={path}\nLogLevel ERROR\n",
-                hk = host_key.display(),
-                ak = dir.join("authorized_keys").display(),
-            ),
-        )
-        .unwrap();
-        // sshd insists on its privilege-separation directory when run as root.
-        let _ = std::fs::create_dir_all("/run/sshd");
+        let cfg = server_config(dir, name, "127.0.0.1", port, path);
         let log = dir.join(format!("sshd_{name}.log"));
-        let child = Command::new("/usr/sbin/sshd")
-            .args(["-D", "-e", "-f"])
-            .arg(&cfg)
+        let child = server_command(&cfg)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -139,16 +95,6 @@ impl Drop for Sshd {
     }
 }
 
-fn keygen(path: &Path) {
-    let ok = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(path)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "ssh-keygen");
-}
-
 /// A throwaway SSH world: a client key authorized on every server, a bin
 /// dir holding rlx-agent, and an ssh config with one alias per server.
 struct World {
@@ -196,12 +142,7 @@ impl World {
             .map(|(a, d)| (a.as_str(), d.port))
             .chain(extra.iter().copied());
         for (alias, port) in entries {
-            s.push_str(&format!(
-                "Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User {u}\n  IdentityFile {id}\n  \
-                 IdentitiesOnly yes\n  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n",
-                u = user(),
-                id = self.dir.path().join("id").display(),
-            ));
+            s.push_str(&client_entry(self.dir.path(), alias, "127.0.0.1", port));
         }
         let p = self.dir.path().join("ssh_config");
         std::fs::write(&p, s).unwrap();

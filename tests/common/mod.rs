@@ -20,6 +20,8 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
+pub mod sshd;
+
 use rlx_discover::lab::{lab_support, Lab, LabMode, LabOptions, LabProcess};
 use std::ops::Deref;
 use std::path::PathBuf;
