@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{require_lab, run_ok, spawn, Proc, PYTHON};
+use common::{agent_bin, eventually, require_lab, run_ok, spawn, Proc, PYTHON};
 use rlx_discover::caps::{DeviceInfo, NodeCaps};
 use rlx_discover::lab::Lab;
 use serde_json::Value;
@@ -355,6 +355,47 @@ fn mdns_sd_responders_like_the_agents_are_found_with_the_devices_they_announce()
         v["stats"]["listened_ms"].as_u64().unwrap() < 1000,
         "a clean LAN must not cost the whole window: {v:#}"
     );
+}
+
+/// The real agent: `rlx-agent --caps-file` in each host, announcing over
+/// its own mdns-sd announcer; the browse finds each with the devices from
+/// its caps file.
+#[test]
+fn real_rlx_agents_are_found_with_the_devices_of_their_caps_files() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(4);
+    let _agents: Vec<Proc> = (1..4)
+        .map(|i| {
+            let file = lab.log_dir().join(format!("caps{i}.json"));
+            let c = caps(i, 4 * i as u32, i);
+            std::fs::write(&file, serde_json::to_string(&c).unwrap()).unwrap();
+            let mut cmd = Command::new(agent_bin());
+            cmd.arg("--caps-file")
+                .arg(&file)
+                .args(["--name", &format!("agent{i}"), "--interface", "eth0"])
+                .env("RUST_LOG", "info");
+            let p = spawn(&lab, i, cmd);
+            p.expect_output("announcing _rlx._tcp", READY);
+            p
+        })
+        .collect();
+    // An agent is visible once its mdns-sd probing is over (about 1 s).
+    let v = eventually(READY, "three agents found by one browse", || {
+        let v = browse(&lab, 0, &["--browse-ms", "1000"]);
+        if sightings(&v).len() == 3 {
+            Ok(v)
+        } else {
+            Err(format!("{v:#}"))
+        }
+    });
+    let found = sightings(&v);
+    for i in 1..4 {
+        let s = &found[&format!("agent{i}")];
+        assert_eq!(s["addr"], format!("{}:9100", lab.host(i).ip), "{s:#}");
+        assert_eq!(s["caps"]["cores"], 4 * i);
+        assert_eq!(s["caps"]["devices"].as_array().unwrap().len(), i);
+        assert_eq!(s["caps"]["id"], format!("{i:016x}"));
+    }
 }
 
 /// 10% random loss on the coordinator's link, both directions (ARP too):
