@@ -15,6 +15,10 @@
 //! - [`caps`]: the capabilities model and its JSON (the `--probe` contract).
 //! - [`config`]: `cluster.toml`, `[discover]` and `[[node]]`, with line-numbered errors.
 //! - [`sources`]: where sightings come from (ssh, subnet, ...).
+//! - [`render`], [`reconcile`], [`writeback`]: `expand --write` — the
+//!   user's text with found nodes appended, what changed or went missing,
+//!   and the atomic write that never clobbers a concurrent edit.
+//! - [`progress`]: progress bars on a terminal, and nowhere else.
 
 pub mod admit;
 pub mod caps;
