@@ -1,0 +1,415 @@
+//! **rlx-bench: rlx-discover and rlx-agent measured beside the tools people
+//! would use instead, on the same private network, in the same run.**
+//!
+//! ```text
+//! bench/run.sh --quick          # < 3 min: proves the suite works (CI)
+//! bench/run.sh                  # full: bench/results/full.json, BENCHMARKS.md, bench/plots/
+//! rlx-bench report --results bench/results/full.json   # re-render without re-running
+//! ```
+//!
+//! # Layout
+//!
+//! - [`results`]: samples, medians with unfinished runs, summaries.
+//! - [`machine`]: the machine description (nproc, lscpu, uname, free).
+//! - [`proc`]: timed runs with CPU and peak RSS, `/proc` readings, sockets
+//!   inside a namespace.
+//! - [`peers`]: simulated agents, avahi-daemon with a private D-Bus, the
+//!   embedded python scripts.
+//! - [`sc_mdns`], [`sc_scan`], [`sc_ssh`], [`sc_footprint`], [`sc_trust`]:
+//!   the five scenarios of issue 7.
+//! - [`report`]: BENCHMARKS.md with the goals of issues 2-5; [`plot`]: PNGs.
+//!
+//! Every scenario builds its network with [`rlx_discover::lab`] and runs
+//! every program inside it: no mDNS packet or scan leaves the namespaces the
+//! suite creates, and the labs are torn down (processes killed by PID,
+//! namespaces deleted) when each scenario ends, even on error.
+
+mod machine;
+mod peers;
+mod plot;
+mod proc;
+mod report;
+mod results;
+mod sc_footprint;
+mod sc_mdns;
+mod sc_scan;
+mod sc_ssh;
+mod sc_trust;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use results::{Results, Sample};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Benchmark rlx-discover and rlx-agent against avahi, python-zeroconf,
+/// nmap and serial ssh inside private network namespaces.
+#[derive(Debug, Parser)]
+#[command(name = "rlx-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run the scenarios and write results, BENCHMARKS.md and plots.
+    Run(RunArgs),
+    /// Re-render BENCHMARKS.md and the plots from a results file.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Small sizes, one repetition, short windows: under 3 minutes, proves
+    /// the suite works (not figures to quote).
+    #[arg(long)]
+    quick: bool,
+    /// Only these scenarios (comma-separated: mdns, scan, ssh, footprint,
+    /// trust).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Repetitions per case (default: 1 quick, 5 full).
+    #[arg(long)]
+    reps: Option<u32>,
+    /// Directory holding the rlx-discover and rlx-agent binaries.
+    #[arg(long, default_value = "target/release")]
+    bin_dir: PathBuf,
+    /// Where to write the results JSON.
+    #[arg(long)]
+    results: PathBuf,
+    /// Where to write the Markdown report.
+    #[arg(long)]
+    markdown: PathBuf,
+    /// Directory for the PNG plots.
+    #[arg(long)]
+    plots: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct ReportArgs {
+    /// The results JSON written by `run`.
+    #[arg(long)]
+    results: PathBuf,
+    /// Where to write the Markdown report.
+    #[arg(long, default_value = "BENCHMARKS.md")]
+    markdown: PathBuf,
+    /// Directory for the PNG plots.
+    #[arg(long, default_value = "bench/plots")]
+    plots: PathBuf,
+}
+
+/// The binaries measured.
+#[derive(Debug, Clone)]
+pub struct Bins {
+    /// `rlx-discover`.
+    pub discover: PathBuf,
+    /// `rlx-agent`.
+    pub agent: PathBuf,
+}
+
+/// What the binaries under test can do yet (run mode and browse are being
+/// finished in parallel with this suite).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Features {
+    /// `rlx-discover browse --json` exists.
+    pub browse: bool,
+    /// `rlx-discover browse` accepts `--browse-ms`.
+    pub browse_ms_flag: bool,
+    /// `rlx-agent` run mode announces and answers the handshake.
+    pub agent_run: bool,
+}
+
+/// State shared by the scenarios of one run.
+pub struct Ctx {
+    /// Quick mode.
+    pub quick: bool,
+    /// Repetitions per case.
+    pub reps: u32,
+    /// The binaries.
+    pub bins: Bins,
+    /// What they can do.
+    pub features: Features,
+    /// Scratch space (caps files, configs, keys), removed at the end.
+    pub work: tempfile::TempDir,
+    /// The embedded scripts.
+    pub scripts: peers::Scripts,
+    /// Every sample so far.
+    pub samples: Vec<Sample>,
+    /// Exact command per tool.
+    pub commands: BTreeMap<String, String>,
+    /// Notes for the report.
+    pub notes: Vec<String>,
+    /// Figures not measured, with the reason.
+    pub not_measured: Vec<(String, String)>,
+}
+
+impl Ctx {
+    /// Records one sample, stamping the current load average.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record(
+        &mut self,
+        scenario: &str,
+        case: &str,
+        tool: &str,
+        metric: &str,
+        rep: u32,
+        value: Option<f64>,
+        found: Option<u64>,
+        expected: Option<u64>,
+        note: impl Into<String>,
+    ) {
+        let s = Sample {
+            scenario: scenario.into(),
+            case: case.into(),
+            tool: tool.into(),
+            metric: metric.into(),
+            rep,
+            value,
+            found,
+            expected,
+            computed: false,
+            load1: machine::load1(),
+            note: note.into(),
+        };
+        eprintln!(
+            "  {scenario} | {case} | {tool} | {metric} #{rep}: {}{}{}",
+            s.value
+                .map_or("unfinished".to_string(), |v| format!("{v:.1}")),
+            match (found, expected) {
+                (Some(f), Some(e)) => format!(" ({f}/{e})"),
+                (Some(f), None) => format!(" (found {f})"),
+                _ => String::new(),
+            },
+            if s.note.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", s.note)
+            }
+        );
+        self.samples.push(s);
+    }
+
+    /// Records the exact command a tool runs (once per tool).
+    pub fn command(&mut self, tool: &str, cmd: impl Into<String>) {
+        self.commands
+            .entry(tool.into())
+            .or_insert_with(|| cmd.into());
+    }
+
+    /// Notes something not measured and why.
+    pub fn not_measured(&mut self, what: &str, why: impl Into<String>) {
+        let why = why.into();
+        eprintln!("  not measured: {what}: {why}");
+        self.not_measured.push((what.into(), why));
+    }
+}
+
+fn detect_features(bins: &Bins, work: &Path) -> Features {
+    let help = std::process::Command::new(&bins.discover)
+        .args(["browse", "--help"])
+        .output();
+    let (browse, browse_ms_flag) = match help {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            (text.contains("--json"), text.contains("--browse-ms"))
+        }
+        _ => (false, false),
+    };
+    Features {
+        browse,
+        browse_ms_flag,
+        agent_run: sc_footprint::agent_run_mode_works(bins, work),
+    }
+}
+
+fn run(a: RunArgs) -> Result<()> {
+    let started = Instant::now();
+    let started_utc = utc_now();
+    // Absolute: the paths are also used from other directories (ssh's
+    // remote command, scripts).
+    let bin_dir = std::fs::canonicalize(&a.bin_dir).with_context(|| {
+        format!(
+            "binary directory {} (build first: bench/run.sh does)",
+            a.bin_dir.display()
+        )
+    })?;
+    let bins = Bins {
+        discover: bin_dir.join("rlx-discover"),
+        agent: bin_dir.join("rlx-agent"),
+    };
+    for b in [&bins.discover, &bins.agent] {
+        if !b.exists() {
+            bail!(
+                "{} does not exist: build it first (bench/run.sh does: cargo build --release)",
+                b.display()
+            );
+        }
+    }
+    match rlx_discover::lab::lab_support() {
+        Ok(rlx_discover::lab::LabMode::Root) => {}
+        Ok(rlx_discover::lab::LabMode::Unshare) => bail!(
+            "the benchmark needs root (network namespaces, nftables, sshd, avahi-daemon): \
+             run bench/run.sh as root"
+        ),
+        Err(e) => bail!("cannot build a private network here: {e}"),
+    }
+    let work = tempfile::Builder::new().prefix("rlx-bench-").tempdir()?;
+    let scripts = peers::Scripts::write(work.path())?;
+    let machine = machine::Machine::describe(&bins.discover, &bins.agent);
+    let features = detect_features(&bins, work.path());
+    eprintln!(
+        "rlx-bench {} mode; features: browse={} agent run mode={}; load {}",
+        if a.quick { "quick" } else { "full" },
+        features.browse,
+        features.agent_run,
+        machine.load_at_start
+    );
+    let mut ctx = Ctx {
+        quick: a.quick,
+        reps: a.reps.unwrap_or(if a.quick { 1 } else { 5 }),
+        bins,
+        features,
+        scripts,
+        work,
+        samples: Vec::new(),
+        commands: BTreeMap::new(),
+        notes: Vec::new(),
+        not_measured: Vec::new(),
+    };
+    let all = ["mdns", "scan", "ssh", "footprint", "trust"];
+    for o in &a.only {
+        if !all.contains(&o.as_str()) {
+            bail!("unknown scenario `{o}`: use one of {}", all.join(", "));
+        }
+    }
+    let wanted = |s: &str| a.only.is_empty() || a.only.iter().any(|o| o == s);
+    type Scenario = fn(&mut Ctx) -> Result<()>;
+    let scenarios: [(&str, Scenario); 5] = [
+        ("scan", sc_scan::run),
+        ("ssh", sc_ssh::run),
+        ("footprint", sc_footprint::run),
+        ("trust", sc_trust::run),
+        ("mdns", sc_mdns::run),
+    ];
+    for (name, f) in scenarios {
+        if !wanted(name) {
+            continue;
+        }
+        let t = Instant::now();
+        eprintln!("== {name} (load {})", machine::loadavg());
+        // One scenario failing (a peer missing, a lab that cannot be built)
+        // is reported and the others still run.
+        if let Err(e) = f(&mut ctx) {
+            eprintln!("== {name} FAILED: {e:#}");
+            ctx.not_measured
+                .push((format!("scenario {name}"), format!("failed: {e:#}")));
+        }
+        eprintln!("== {name} done in {:.0} s", t.elapsed().as_secs_f64());
+    }
+    let mut machine = machine;
+    machine.load_at_end = machine::loadavg();
+    let results = Results {
+        mode: if a.quick { "quick" } else { "full" }.into(),
+        started: started_utc,
+        duration_s: started.elapsed().as_secs_f64(),
+        machine,
+        commands: ctx.commands,
+        notes: ctx.notes,
+        not_measured: ctx.not_measured,
+        samples: ctx.samples,
+    };
+    if let Some(dir) = a.results.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&a.results, serde_json::to_string_pretty(&results)?)
+        .with_context(|| format!("writing {}", a.results.display()))?;
+    write_csv(&results, &a.results.with_extension("csv"))?;
+    render(&results, &a.results, &a.markdown, &a.plots)?;
+    eprintln!(
+        "rlx-bench: {} samples in {:.0} s; results {}, report {}, plots {}",
+        results.samples.len(),
+        results.duration_s,
+        a.results.display(),
+        a.markdown.display(),
+        a.plots.display()
+    );
+    Ok(())
+}
+
+fn write_csv(r: &Results, path: &Path) -> Result<()> {
+    let mut s =
+        String::from("scenario,case,tool,metric,rep,value,found,expected,computed,load1,note\n");
+    let q = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
+    for x in &r.samples {
+        s.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{:.2},{}\n",
+            q(&x.scenario),
+            q(&x.case),
+            q(&x.tool),
+            q(&x.metric),
+            x.rep,
+            x.value.map(|v| format!("{v:.3}")).unwrap_or_default(),
+            x.found.map(|v| v.to_string()).unwrap_or_default(),
+            x.expected.map(|v| v.to_string()).unwrap_or_default(),
+            x.computed,
+            x.load1,
+            q(&x.note)
+        ));
+    }
+    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+}
+
+fn render(r: &Results, results_path: &Path, markdown: &Path, plots: &Path) -> Result<()> {
+    let pngs = match plot::plot_all(r, plots) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("rlx-bench: no plots: {e:#}");
+            Vec::new()
+        }
+    };
+    let md = report::markdown(r, results_path, markdown, &pngs);
+    if let Some(dir) = markdown.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir)?;
+        }
+    }
+    std::fs::write(markdown, md).with_context(|| format!("writing {}", markdown.display()))
+}
+
+/// The current UTC time, RFC 3339, from `date` (no time crate needed).
+fn utc_now() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn main() -> std::process::ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Run(a) => run(a),
+        Cmd::Report(a) => (|| {
+            let text = std::fs::read_to_string(&a.results)
+                .with_context(|| format!("reading {}", a.results.display()))?;
+            let r: Results = serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", a.results.display()))?;
+            render(&r, &a.results, &a.markdown, &a.plots)
+        })(),
+    };
+    match r {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rlx-bench: error: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,462 @@
+//! **Scenario 1: mDNS discovery complete time** — N simulated agents, one
+//! per lab host, and a fresh browser in another host whose link drops 0, 5
+//! or 20% of packets each way: how long until all N are resolved (address,
+//! port, TXT), and how many were found at all, for `rlx-discover browse
+//! --json`, a python-zeroconf browser and `avahi-browse -rp` (plus what
+//! `avahi-browse -rpt` returns when it exits by itself).
+//!
+//! Fairness: before every run the ARP caches of every host are flushed (a
+//! coordinator that starts cold; unicast replies need ARP, multicast ones do
+//! not), avahi-daemon is restarted (an empty cache: it caches everything it
+//! overhears), and runs are spaced by [`GAP`] so that no browser meets the
+//! once-a-second multicast rate limit (RFC 6762 §6) that the previous one
+//! triggered. The tool order rotates every repetition.
+
+use crate::peers::{self, Avahi, Publisher};
+use crate::proc::{run_streaming, run_timed, Timed};
+use crate::Ctx;
+use anyhow::Result;
+use rlx_discover::lab::{Lab, LabOptions, LabProcess};
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+
+/// Pause between two browser runs: longer than the 1 s per-record
+/// multicast rate limit a previous browser's queries may have started.
+const GAP: Duration = Duration::from_millis(1500);
+
+const OURS: &str = "rlx-discover browse";
+const PYZC: &str = "python-zeroconf";
+const AVAHI: &str = "avahi-browse -rp";
+const AVAHI_T: &str = "avahi-browse -rpt (exits by itself)";
+const EXPAND: &str = "rlx-discover expand (empty [discover])";
+
+/// The tools of this scenario, in plot order.
+pub const TOOLS: [&str; 3] = [OURS, PYZC, AVAHI];
+
+/// Case name for N agents at `loss` percent.
+pub fn case_name(n: usize, loss: u8) -> String {
+    format!("N={n} loss={loss}%")
+}
+
+/// Runs the scenario.
+pub fn run(ctx: &mut Ctx) -> Result<()> {
+    let ns: Vec<usize> = if ctx.quick {
+        vec![1, 10]
+    } else {
+        vec![1, 10, 50, 100]
+    };
+    let losses: Vec<u8> = if ctx.quick {
+        vec![0, 20]
+    } else {
+        vec![0, 5, 20]
+    };
+    let publisher = if ctx.features.agent_run {
+        Publisher::RlxAgent
+    } else {
+        Publisher::PythonZeroconf
+    };
+    ctx.notes.push(format!(
+        "mdns: publishers are {}; one per lab host, browser in host 0, loss (nftables random \
+         drop, both directions) on the browser's link only. Before every run all ARP caches are \
+         flushed and avahi-daemon restarted (empty cache); runs are {} ms apart; the tool order \
+         rotates every repetition. complete_ms: ours = largest per-node found_ms of `browse \
+         --json`; python-zeroconf = from the creation of its Zeroconf instance to the last \
+         service resolved (address, port, TXT); avahi-browse -rp = from spawn to the N-th \
+         resolved line. Peers get a deadline (10 s lossless, 20 s under loss; quick mode 5/8 s).",
+        publisher.describe(),
+        GAP.as_millis()
+    ));
+    if !ctx.features.browse {
+        ctx.not_measured(
+            "mdns: rlx-discover browse",
+            "`rlx-discover browse --json` has not landed in this build; peers measured alone",
+        );
+    }
+    let browse_args: Vec<String> = vec![
+        "browse".into(),
+        "--json".into(),
+        "--interface".into(),
+        "eth0".into(),
+    ];
+    ctx.command(OURS, format!("rlx-discover {}", browse_args.join(" ")));
+    ctx.command(
+        PYZC,
+        "/usr/bin/python3 bench/py/zc_browse.py IP N DEADLINE_S",
+    );
+    ctx.command(
+        AVAHI,
+        "avahi-browse -rp _rlx._tcp   # killed once N services are resolved or at the deadline",
+    );
+    ctx.command(AVAHI_T, "avahi-browse -rpt _rlx._tcp");
+    ctx.command(
+        EXPAND,
+        "rlx-discover expand --format json empty.toml   # the file holds only `[discover]`",
+    );
+    let dir = ctx.work.path().join("mdns");
+    std::fs::create_dir_all(&dir)?;
+    let empty = dir.join("empty.toml");
+    std::fs::write(&empty, "[discover]\n")?;
+
+    for &n in &ns {
+        eprintln!(
+            "  mdns: N={n}: building a {}-host lab and starting publishers",
+            n + 1
+        );
+        let lab = Lab::new(LabOptions {
+            hosts: n + 1,
+            ipv6: false,
+        })?;
+        let mut procs: Vec<(usize, LabProcess)> = Vec::new();
+        for i in 1..=n {
+            procs.push((
+                i,
+                peers::start_publisher(&lab, i, i, publisher, &ctx.bins.agent, &ctx.scripts, &dir)?,
+            ));
+        }
+        if let Err(e) = peers::wait_publishers(&lab, &procs, publisher) {
+            ctx.not_measured(
+                &format!("mdns N={n}"),
+                format!("the {n} publishers did not all come up on this machine: {e:#}"),
+            );
+            continue;
+        }
+        // Let the publishers' own announcements and rate limits settle.
+        std::thread::sleep(Duration::from_secs(2));
+        let mut avahi = match Avahi::start(&lab, 0, &dir, &[]) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                ctx.not_measured(
+                    "mdns: avahi-browse",
+                    format!("avahi-daemon did not start: {e:#}"),
+                );
+                None
+            }
+        };
+        for &loss in &losses {
+            lab.set_loss(0, loss)?;
+            let case = case_name(n, loss);
+            let deadline = match (ctx.quick, loss) {
+                (true, 0) => 5.0,
+                (true, _) => 8.0,
+                (false, 0) => 10.0,
+                (false, _) => 20.0,
+            };
+            let mut tools: Vec<&str> = Vec::new();
+            if ctx.features.browse {
+                tools.push(OURS);
+                tools.push(EXPAND);
+            }
+            tools.push(PYZC);
+            if avahi.is_some() {
+                tools.push(AVAHI);
+                if !ctx.quick {
+                    tools.push(AVAHI_T);
+                }
+            }
+            for rep in 0..ctx.reps {
+                let mut order = tools.clone();
+                let len = order.len();
+                order.rotate_left(rep as usize % len);
+                for tool in order {
+                    flush_neighbours(&lab);
+                    if matches!(tool, AVAHI | AVAHI_T) {
+                        if let Some(a) = avahi.as_mut() {
+                            a.restart(&lab)?;
+                        }
+                    }
+                    let m = match tool {
+                        OURS => ours(ctx, &lab, &browse_args, n, deadline),
+                        EXPAND => expand(ctx, &lab, &empty, n),
+                        PYZC => pyzc(ctx, &lab, n, deadline),
+                        AVAHI => avahi_rp(avahi.as_ref().expect("checked"), &lab, n, deadline),
+                        _ => avahi_rpt(avahi.as_ref().expect("checked"), &lab, n),
+                    };
+                    match m {
+                        Ok(m) => {
+                            ctx.record(
+                                "mdns",
+                                &case,
+                                tool,
+                                "complete_ms",
+                                rep,
+                                m.complete_ms,
+                                Some(m.found),
+                                Some(n as u64),
+                                m.note.clone(),
+                            );
+                            ctx.record(
+                                "mdns",
+                                &case,
+                                tool,
+                                "wall_ms",
+                                rep,
+                                Some(m.wall_ms),
+                                Some(m.found),
+                                Some(n as u64),
+                                "",
+                            );
+                        }
+                        Err(e) => {
+                            ctx.record(
+                                "mdns",
+                                &case,
+                                tool,
+                                "complete_ms",
+                                rep,
+                                None,
+                                Some(0),
+                                Some(n as u64),
+                                format!("error: {e:#}"),
+                            );
+                        }
+                    }
+                    std::thread::sleep(GAP);
+                }
+            }
+        }
+        lab.set_loss(0, 0)?;
+        drop(avahi);
+        drop(procs);
+    }
+    Ok(())
+}
+
+/// One browser run.
+struct Measured {
+    /// Until all N were resolved; `None` if not all were.
+    complete_ms: Option<f64>,
+    found: u64,
+    wall_ms: f64,
+    note: String,
+}
+
+/// Flushes every lab host's ARP cache (all at once).
+fn flush_neighbours(lab: &Lab) {
+    let children: Vec<_> = lab
+        .hosts()
+        .iter()
+        .filter_map(|h| {
+            Command::new("ip")
+                .args(["-n", &h.ns, "neigh", "flush", "all"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .ok()
+        })
+        .collect();
+    for mut c in children {
+        let _ = c.wait();
+    }
+}
+
+/// Per-node (name, found_ms) from `rlx-discover browse --json`, whatever
+/// the exact shape: a list under `nodes`, `sightings` or `agents`, or a
+/// top-level list, of objects carrying `found_ms`.
+pub fn parse_ours(v: &serde_json::Value) -> Vec<(String, f64)> {
+    let list = ["nodes", "sightings", "agents"]
+        .iter()
+        .find_map(|k| v.get(*k).and_then(|x| x.as_array()))
+        .or_else(|| v.as_array());
+    let Some(list) = list else { return Vec::new() };
+    list.iter()
+        .filter_map(|o| {
+            let ms = o.get("found_ms")?.as_f64()?;
+            let name = ["host", "name", "instance", "addr"]
+                .iter()
+                .find_map(|k| o.get(*k).and_then(|x| x.as_str()))
+                .unwrap_or("?")
+                .to_string();
+            Some((name, ms))
+        })
+        .collect()
+}
+
+fn ours(ctx: &Ctx, lab: &Lab, args: &[String], n: usize, deadline: f64) -> Result<Measured> {
+    let mut c = lab.command(0, &ctx.bins.discover);
+    c.args(args).env("RUST_LOG", "warn");
+    let t = run_timed(&mut c, Duration::from_secs_f64(deadline.max(10.0) + 20.0))?;
+    let v: serde_json::Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
+    let nodes = parse_ours(&v);
+    let names: BTreeSet<&str> = nodes.iter().map(|(h, _)| h.as_str()).collect();
+    let found = names.len() as u64;
+    let last = nodes.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
+    let report = &v["report"];
+    let tried: Vec<String> = report["tried"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| {
+                    format!(
+                        "{} ({} ms)",
+                        t["what"].as_str().unwrap_or("?"),
+                        t["elapsed_ms"]
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let failed = report["failed"].as_array().map_or(0, |a| a.len());
+    Ok(Measured {
+        complete_ms: (found >= n as u64).then_some(last),
+        found,
+        wall_ms: t.wall_ms(),
+        note: format!(
+            "{}; {}; {failed} refused{}; cpu {:.0} ms; peak RSS {} kB{}",
+            t.describe_status(),
+            tried.join(", "),
+            report["failed"]
+                .get(0)
+                .map(|f| format!(
+                    " (first: {} {})",
+                    f["host"].as_str().unwrap_or(""),
+                    f["reason"].as_str().unwrap_or("")
+                ))
+                .unwrap_or_default(),
+            t.cpu.as_secs_f64() * 1000.0,
+            t.maxrss_kb,
+            if v.is_null() {
+                format!("; no JSON: {}", t.stderr_tail(2))
+            } else {
+                String::new()
+            }
+        ),
+    })
+}
+
+fn expand(ctx: &Ctx, lab: &Lab, cfg: &std::path::Path, n: usize) -> Result<Measured> {
+    let mut c = lab.command(0, &ctx.bins.discover);
+    c.args(["expand", "--format", "json"])
+        .arg(cfg)
+        .env("RUST_LOG", "warn");
+    let t = run_timed(&mut c, Duration::from_secs(60))?;
+    let v: serde_json::Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
+    let found = v["nodes"].as_array().map_or(0, |a| a.len()) as u64;
+    Ok(Measured {
+        complete_ms: (found >= n as u64 && t.status.is_some()).then(|| t.wall_ms()),
+        found,
+        wall_ms: t.wall_ms(),
+        note: format!(
+            "{}; cpu {:.0} ms; peak RSS {} kB{}",
+            t.describe_status(),
+            t.cpu.as_secs_f64() * 1000.0,
+            t.maxrss_kb,
+            if v.is_null() {
+                format!("; no JSON: {}", t.stderr_tail(2))
+            } else {
+                String::new()
+            }
+        ),
+    })
+}
+
+fn pyzc(ctx: &Ctx, lab: &Lab, n: usize, deadline: f64) -> Result<Measured> {
+    let mut c = lab.command(0, peers::PYTHON);
+    c.arg(&ctx.scripts.zc_browse)
+        .arg(lab.host(0).ip.to_string())
+        .arg(n.to_string())
+        .arg(deadline.to_string());
+    let t: Timed = run_timed(&mut c, Duration::from_secs_f64(deadline + 20.0))?;
+    let v: serde_json::Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
+    let found = v["found"].as_array().map_or(0, |a| a.len()) as u64;
+    Ok(Measured {
+        complete_ms: v["complete_ms"].as_f64(),
+        found,
+        wall_ms: t.wall_ms(),
+        note: format!(
+            "{}; imports {:.0} ms before the clock starts; cpu {:.0} ms; peak RSS {} kB{}",
+            t.describe_status(),
+            v["import_ms"].as_f64().unwrap_or(0.0),
+            t.cpu.as_secs_f64() * 1000.0,
+            t.maxrss_kb,
+            if v.is_null() {
+                format!("; no JSON: {}", t.stderr_tail(2))
+            } else {
+                String::new()
+            }
+        ),
+    })
+}
+
+/// Unique service names among `avahi-browse -p` resolved (`=`) lines.
+fn avahi_resolved(lines: impl Iterator<Item = String>) -> BTreeSet<String> {
+    lines
+        .filter(|l| l.starts_with("=;"))
+        .filter_map(|l| l.split(';').nth(3).map(str::to_string))
+        .collect()
+}
+
+fn avahi_rp(avahi: &Avahi, lab: &Lab, n: usize, deadline: f64) -> Result<Measured> {
+    let mut c = avahi.client(lab, "avahi-browse");
+    c.args(["-rp", "_rlx._tcp"]);
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let (lines, t) = run_streaming(&mut c, Duration::from_secs_f64(deadline), |ls| {
+        if let Some((_, l)) = ls.last() {
+            seen.extend(avahi_resolved(std::iter::once(l.clone())));
+        }
+        seen.len() >= n
+    })?;
+    let mut names = BTreeSet::new();
+    let mut complete = None;
+    for (at, l) in &lines {
+        names.extend(avahi_resolved(std::iter::once(l.clone())));
+        if names.len() >= n && complete.is_none() {
+            complete = Some(at.as_secs_f64() * 1000.0);
+        }
+    }
+    Ok(Measured {
+        complete_ms: complete,
+        found: names.len() as u64,
+        wall_ms: t.wall_ms(),
+        note: if complete.is_some() {
+            String::new()
+        } else {
+            format!("deadline {deadline} s")
+        },
+    })
+}
+
+fn avahi_rpt(avahi: &Avahi, lab: &Lab, n: usize) -> Result<Measured> {
+    let mut c = avahi.client(lab, "avahi-browse");
+    c.args(["-rpt", "_rlx._tcp"]);
+    let t = run_timed(&mut c, Duration::from_secs(60))?;
+    let names = avahi_resolved(t.stdout.lines().map(str::to_string));
+    let found = names.len() as u64;
+    Ok(Measured {
+        complete_ms: (found >= n as u64).then(|| t.wall_ms()),
+        found,
+        wall_ms: t.wall_ms(),
+        note: format!("{} with {found} of {n}", t.describe_status()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn found_times_are_read_from_any_list_of_objects_with_found_ms() {
+        let v = serde_json::json!({"sightings": [
+            {"host": "node-1", "found_ms": 12},
+            {"host": "node-2", "found_ms": 40.5},
+            {"host": "x"}
+        ]});
+        assert_eq!(
+            parse_ours(&v),
+            vec![("node-1".to_string(), 12.0), ("node-2".to_string(), 40.5)]
+        );
+        let v = serde_json::json!([{"name": "a", "found_ms": 1}]);
+        assert_eq!(parse_ours(&v).len(), 1);
+    }
+
+    #[test]
+    fn avahi_resolved_lines_count_once_per_service() {
+        let lines = [
+            "+;eth0;IPv4;node-1;_rlx._tcp;local",
+            "=;eth0;IPv4;node-1;_rlx._tcp;local;node-1.local;10.1.1.2;9100;\"txtvers=1\"",
+            "=;eth0;IPv4;node-1;_rlx._tcp;local;node-1.local;10.1.1.2;9100;\"txtvers=1\"",
+            "=;eth0;IPv4;node-2;_rlx._tcp;local;node-2.local;10.1.1.3;9100;\"txtvers=1\"",
+        ];
+        assert_eq!(avahi_resolved(lines.iter().map(|s| s.to_string())).len(), 2);
+    }
+}
