@@ -232,7 +232,7 @@ fn prune_removes_vanished_found_nodes_but_never_hand_written_ones() {
 #[test]
 fn a_file_edited_while_discovery_runs_is_not_overwritten() {
     let (c, text) = odd_cluster();
-    c.delay_host("gpu-a", 1.5);
+    c.delay_host("gpu-a", 1.0);
     let p = c.write("cluster.toml", &text);
     let child = c
         .command()
@@ -242,7 +242,14 @@ fn a_file_edited_while_discovery_runs_is_not_overwritten() {
         .spawn()
         .unwrap();
     // While the slow host is being probed, the user saves the file.
-    std::thread::sleep(Duration::from_millis(500));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !c.probe_started("gpu-a") {
+        assert!(
+            Instant::now() < deadline,
+            "the probe of gpu-a never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let edited = format!("{text}\n# edited by hand\n");
     std::fs::write(&p, &edited).unwrap();
     let out = child.wait_with_output().unwrap();

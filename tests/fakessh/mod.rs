@@ -23,11 +23,13 @@ use tempfile::TempDir;
 pub const SOURCE_DATE_EPOCH: &str = "1796021880";
 
 /// The stand-in for ssh: finds the host after `--` and prints
-/// `$FAKE_SSH_DIR/<host>.json`; `<host>.delay` makes it sleep first; a host
+/// `$FAKE_SSH_DIR/<host>.json`; `<host>.delay` makes it sleep first (and
+/// `<host>.started` says the probe has begun); a host
 /// without a file fails the way ssh does for a name that does not resolve.
 const FAKE_SSH: &str = r#"#!/bin/sh
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done
 host="$2"
+: > "$FAKE_SSH_DIR/$host.started"
 if [ -f "$FAKE_SSH_DIR/$host.delay" ]; then sleep "$(cat "$FAKE_SSH_DIR/$host.delay")"; fi
 if [ -f "$FAKE_SSH_DIR/$host.json" ]; then exec cat "$FAKE_SSH_DIR/$host.json"; fi
 echo "ssh: Could not resolve hostname $host: Name or service not known" >&2
@@ -82,6 +84,11 @@ impl Cluster {
             secs.to_string(),
         )
         .unwrap();
+    }
+
+    /// True once a probe of `name` has started.
+    pub fn probe_started(&self, name: &str) -> bool {
+        self.path("hosts").join(format!("{name}.started")).exists()
     }
 
     pub fn write(&self, name: &str, text: &str) -> PathBuf {
