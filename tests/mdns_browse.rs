@@ -398,6 +398,112 @@ fn real_rlx_agents_are_found_with_the_devices_of_their_caps_files() {
     }
 }
 
+/// avahi-daemon (inside host `i`, with a private D-Bus under the lab's log
+/// directory and a private `/run`) publishing `args` with `avahi-publish
+/// -s`. Returns the processes, which are stopped on drop.
+fn avahi_publish(lab: &Lab, i: usize, args: &[&str]) -> Vec<Proc> {
+    let dir = lab.log_dir().join(format!("avahi{i}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bus = dir.join("bus");
+    let bus_conf = dir.join("bus.conf");
+    std::fs::write(
+        &bus_conf,
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/> <allow own="*"/> <allow send_type="method_call"/>
+    <allow send_destination="*"/> <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+"#,
+            bus.display()
+        ),
+    )
+    .unwrap();
+    let avahi_conf = dir.join("avahi.conf");
+    std::fs::write(
+        &avahi_conf,
+        format!(
+            "[server]\nallow-interfaces={}\nuse-ipv6=no\nenable-dbus=yes\n\
+             [wide-area]\nenable-wide-area=no\n\
+             [publish]\npublish-hinfo=no\npublish-workstation=no\n",
+            lab.host(i).iface
+        ),
+    )
+    .unwrap();
+    let bus_env = format!("unix:path={}", bus.display());
+    let mut dbus = Command::new("dbus-daemon");
+    dbus.arg(format!("--config-file={}", bus_conf.display()))
+        .args(["--nofork", "--nopidfile", "--print-address"]);
+    let dbus = spawn(lab, i, dbus);
+    dbus.expect_output("unix:path", READY);
+    // A private /run: avahi-daemon keeps its pid file and socket there.
+    let mut daemon = Command::new("sh");
+    daemon
+        .arg("-c")
+        .arg(format!(
+            "mount -t tmpfs tmpfs /run && exec avahi-daemon --no-chroot --no-drop-root -f {}",
+            avahi_conf.display()
+        ))
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &bus_env);
+    let daemon = spawn(lab, i, daemon);
+    daemon.expect_output("Server startup complete", READY);
+    let mut publish = Command::new("avahi-publish");
+    publish
+        .arg("-s")
+        .args(args)
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &bus_env);
+    let publish = spawn(lab, i, publish);
+    publish.expect_output("Established under name", READY);
+    vec![publish, daemon, dbus]
+}
+
+/// The wire contract's own example: a node announced by hand with
+/// `avahi-publish` (DESIGN.md) is found with the caps of its TXT record.
+#[test]
+fn a_node_announced_by_hand_with_avahi_publish_is_found_with_its_txt_caps() {
+    let Some(labs) = require_lab() else { return };
+    if Command::new("avahi-daemon")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP: avahi-daemon is not installed");
+        return;
+    }
+    let lab = labs.hosts(2);
+    let _avahi = avahi_publish(
+        &lab,
+        1,
+        &[
+            "handbox",
+            "_rlx._tcp",
+            "9100",
+            "txtvers=1",
+            "cores=16",
+            "dev0=cuda,25769803776,0,1,0,RTX 4090",
+        ],
+    );
+    let v = eventually(READY, "the avahi service found", || {
+        let v = browse(&lab, 0, &["--browse-ms", "1000"]);
+        if sightings(&v).contains_key("handbox") {
+            Ok(v)
+        } else {
+            Err(format!("{v:#}"))
+        }
+    });
+    let s = &sightings(&v)["handbox"];
+    assert_eq!(s["addr"], format!("{}:9100", lab.host(1).ip), "{s:#}");
+    assert_eq!(s["caps"]["cores"], 16);
+    assert_eq!(s["caps"]["devices"][0]["name"], "RTX 4090");
+    assert_eq!(s["caps"]["devices"][0]["mem_bytes"], 25769803776u64);
+}
+
 /// 10% random loss on the coordinator's link, both directions (ARP too):
 /// every agent is still found within [`LOSSY_WINDOW_MS`], three runs in a
 /// row, and the browse does not claim it stopped early when answers were

@@ -50,14 +50,15 @@
 //! [`ARP_ANNOUNCE_MS`] when it may (`CAP_NET_RAW`), which releases unicast
 //! replies stuck behind a lost ARP exchange at the responders.
 //!
-//! Measured in a namespace lab, 50 mdns-sd responders on one bridge, ten
-//! runs each: lossless, the last agent resolved 12-34 ms after the process
-//! started and the browse returned after 200 ms (early stop); at 20% loss on
-//! the coordinator's link with every ARP cache flushed before each run,
-//! 50/50 in 10 of 10 runs, the last at 250-420 ms; the same without
-//! `CAP_NET_RAW`, 50/50 in 9 of 10 runs within 3 s (the last at 1.0-1.2 s;
-//! one run missed one agent), bounded by the responders' one-second ARP
-//! retries.
+//! Measured in a namespace lab, 50 mdns-sd responders (one per host) on one
+//! bridge, ten runs each (`measure_fifty_responders_...` in
+//! `tests/mdns_browse.rs`): lossless, the last agent resolved 13-21 ms after
+//! the process started and the browse returned after 200 ms (early stop); at
+//! 20% loss on the coordinator's link with every ARP cache flushed before
+//! each run, 50/50 in 10 of 10 runs, the last at 253-616 ms; the same without
+//! `CAP_NET_RAW` (no ARP announcements), 50/50 in 10 of 10 runs, the last at
+//! 1.0-1.2 s in nine and 2.3 s in one: the responders' one-second ARP retries
+//! and the standard queries' one-second rate limit set that tail.
 //!
 //! # When it stops early
 //!
