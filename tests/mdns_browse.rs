@@ -564,6 +564,10 @@ fn an_ipv6_only_publisher_is_found_at_a_bracketed_ipv6_address() {
     assert_eq!(s["addr"], format!("[{v6}]:9100"), "{s:#}");
     assert_eq!(s["ip"], v6);
     assert_eq!(s["caps"]["cores"], 4);
+    assert!(
+        v["stats"]["legacy_replies"].as_u64().unwrap() > 0,
+        "the IPv6 legacy query socket got no reply: {v:#}"
+    );
 }
 
 #[test]
