@@ -7,8 +7,12 @@
 //! agent -> coordinator   {"rlx":"caps","v":1,"nonce":"<echo>","caps":{...},"proof":"<64 hex>"}\n
 //! ```
 //!
-//! One line each way, then the agent closes. `proof` is present only when the
-//! agent has a cluster key:
+//! One line each way, then the agent closes. The hello may also carry the
+//! coordinator's `"cluster"` name: an agent started with another `--cluster`
+//! then answers with an error line naming its own cluster instead of its caps
+//! (a filter against mix-ups between neighbouring clusters, not security:
+//! anyone can claim any name). `proof` is present only when the agent has a
+//! cluster key:
 //!
 //! ```text
 //! proof = HMAC-SHA256(key, "rlx-handshake-v1" || nonce (32 raw bytes)
@@ -159,14 +163,35 @@ struct HelloWire {
     rlx: String,
     v: u64,
     nonce: String,
+    /// The coordinator's cluster name. Optional, so hellos from coordinators
+    /// that predate it (and from scripts) are still answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cluster: Option<String>,
+}
+
+/// A parsed hello (agent side).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// The version the coordinator speaks (>= 1).
+    pub v: u64,
+    /// The nonce to prove.
+    pub nonce: Nonce,
+    /// The cluster the coordinator looks for, if it said.
+    pub cluster: Option<String>,
 }
 
 /// The coordinator's hello line, newline included.
 pub fn hello_line(nonce: &Nonce) -> String {
+    hello_line_for(nonce, None)
+}
+
+/// The hello line of a coordinator looking for `cluster` (none: any).
+pub fn hello_line_for(nonce: &Nonce, cluster: Option<&str>) -> String {
     let msg = HelloWire {
         rlx: "hello".into(),
         v: VERSION,
         nonce: nonce.to_hex(),
+        cluster: cluster.map(str::to_string),
     };
     // Strings and an integer always serialize.
     format!(
@@ -178,7 +203,7 @@ pub fn hello_line(nonce: &Nonce) -> String {
 /// Parses a hello line (agent side). Unknown fields are ignored so a later
 /// client can add some; a `v` above ours is answered in our version, and the
 /// client decides whether that will do.
-pub fn parse_hello(line: &[u8]) -> Result<(u64, Nonce), HelloError> {
+pub fn parse_hello(line: &[u8]) -> Result<Hello, HelloError> {
     let text = std::str::from_utf8(line).map_err(|_| HelloError::new("hello is not UTF-8 text"))?;
     let msg: HelloWire = serde_json::from_str(text.trim_end()).map_err(|e| {
         HelloError::new(format!(
@@ -198,32 +223,61 @@ pub fn parse_hello(line: &[u8]) -> Result<(u64, Nonce), HelloError> {
     }
     let nonce = Nonce::from_hex(&msg.nonce)
         .ok_or_else(|| HelloError::new("nonce must be 64 hex characters (32 random bytes)"))?;
-    Ok((msg.v, nonce))
+    Ok(Hello {
+        v: msg.v,
+        nonce,
+        cluster: msg.cluster,
+    })
 }
 
 /// Why an agent refused a hello. Sent back as an error line so that a person
 /// typing at the port with `nc` learns what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct HelloError(String);
+#[error("{why}")]
+pub struct HelloError {
+    why: String,
+    /// Set when the hello named another cluster: the agent's own cluster,
+    /// sent back as `"cluster"` so the coordinator can report a cluster
+    /// mismatch rather than an incompatible peer.
+    cluster: Option<String>,
+}
 
 impl HelloError {
     fn new(s: impl Into<String>) -> HelloError {
-        HelloError(s.into())
+        HelloError {
+            why: s.into(),
+            cluster: None,
+        }
     }
 
-    /// `{"rlx":"error","v":1,"error":"..."}\n`
+    /// The agent is in cluster `mine`; the hello asked for `wanted`.
+    fn other_cluster(mine: &str, wanted: &str) -> HelloError {
+        HelloError {
+            why: format!(
+                "this agent is in cluster {:?}, not {:?}",
+                cut_chars(mine, 64),
+                cut_chars(wanted, 64)
+            ),
+            cluster: Some(mine.to_string()),
+        }
+    }
+
+    /// `{"rlx":"error","v":1,"error":"..."}\n`, plus `"cluster":"<the
+    /// agent's>"` when the refusal is a cluster mismatch.
     pub fn to_line(&self) -> String {
         #[derive(Serialize)]
         struct ErrorOut<'a> {
             rlx: &'static str,
             v: u64,
             error: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            cluster: Option<&'a str>,
         }
         let line = ErrorOut {
             rlx: "error",
             v: VERSION,
-            error: &self.0,
+            error: &self.why,
+            cluster: self.cluster.as_deref(),
         };
         format!(
             "{}\n",
@@ -264,9 +318,26 @@ pub fn reply_line(nonce: &Nonce, caps: &NodeCaps, key: Option<&Key>) -> String {
 
 /// Everything an agent does with one hello line: the reply line to send, or
 /// the reason to refuse (send [`HelloError::to_line`] and close).
+///
+/// An agent in a cluster (`caps.cluster`) refuses a hello that names another
+/// one, so a coordinator of the neighbouring cluster does not get its caps.
+/// A hello that names no cluster is answered (older coordinators, scripts),
+/// and an agent without a cluster answers every hello: the coordinator
+/// applies its own filter to the caps it gets. This is a filter against
+/// mix-ups, not security: anyone can put any name in a hello.
 pub fn answer(hello: &[u8], caps: &NodeCaps, key: Option<&Key>) -> Result<String, HelloError> {
-    let (_v, nonce) = parse_hello(hello)?;
-    Ok(reply_line(&nonce, caps, key))
+    let hello = parse_hello(hello)?;
+    if let (Some(wanted), Some(mine)) = (&hello.cluster, &caps.cluster) {
+        if wanted != mine {
+            return Err(HelloError::other_cluster(mine, wanted));
+        }
+    }
+    Ok(reply_line(&hello.nonce, caps, key))
+}
+
+/// At most `max` characters of `s`, for messages that quote a stranger.
+fn cut_chars(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
 }
 
 #[derive(Deserialize)]
@@ -281,6 +352,9 @@ struct ReplyIn<'a> {
     proof: Option<String>,
     #[serde(default)]
     error: Option<String>,
+    /// In an error line: the agent's cluster, when it refused ours.
+    #[serde(default)]
+    cluster: Option<String>,
 }
 
 /// Just the id out of a caps object, read before the proof is checked so a
@@ -407,6 +481,15 @@ pub enum HandshakeError {
         /// The id in the reply.
         got: String,
     },
+    /// The agent is in another cluster and refused our hello, which named
+    /// ours. A filter against mix-ups, not a security check.
+    #[error("{addr}: the agent is in cluster {theirs:?} and refused our hello for another cluster (start it with the coordinator's --cluster, or fix [discover] cluster)")]
+    OtherCluster {
+        /// The address dialled.
+        addr: SocketAddr,
+        /// The cluster the agent says it is in (cut to 64 characters).
+        theirs: String,
+    },
     /// This machine could not run the handshake (no randomness).
     #[error("cannot start a handshake with {addr}: {why}")]
     Local {
@@ -429,6 +512,7 @@ impl HandshakeError {
             | HandshakeError::WrongKey { addr, .. }
             | HandshakeError::Replay { addr }
             | HandshakeError::IdMismatch { addr, .. }
+            | HandshakeError::OtherCluster { addr, .. }
             | HandshakeError::Local { addr, .. } => *addr,
         }
     }
@@ -448,6 +532,18 @@ pub async fn query(
     timeout: Duration,
     keys: Option<&KeyRing>,
     expect_id: Option<&str>,
+) -> Result<HandshakeReply, HandshakeError> {
+    query_in_cluster(addr, timeout, keys, expect_id, None).await
+}
+
+/// [`query`] for a coordinator looking for `cluster`: the hello names it, and
+/// an agent in another cluster refuses with [`HandshakeError::OtherCluster`].
+pub async fn query_in_cluster(
+    addr: SocketAddr,
+    timeout: Duration,
+    keys: Option<&KeyRing>,
+    expect_id: Option<&str>,
+    cluster: Option<&str>,
 ) -> Result<HandshakeReply, HandshakeError> {
     let deadline = Instant::now() + timeout;
     let nonce = Nonce::random().map_err(|why| HandshakeError::Local { addr, why })?;
@@ -477,7 +573,8 @@ pub async fn query(
     let _ = stream.set_nodelay(true);
     let (rd, mut wr) = stream.into_split();
 
-    match timeout_at(deadline, wr.write_all(hello_line(&nonce).as_bytes())).await {
+    let hello = hello_line_for(&nonce, cluster);
+    match timeout_at(deadline, wr.write_all(hello.as_bytes())).await {
         Err(_) => {
             return Err(not_rlx(format!(
                 "did not take our hello within {} ms",
@@ -554,6 +651,12 @@ pub fn check_reply(
     })?;
     match msg.rlx.as_str() {
         "caps" => {}
+        "error" if msg.cluster.is_some() => {
+            return Err(HandshakeError::OtherCluster {
+                addr,
+                theirs: cut_chars(msg.cluster.as_deref().unwrap_or_default(), 64),
+            })
+        }
         "error" => {
             return Err(HandshakeError::Incompatible {
                 addr,
@@ -882,6 +985,109 @@ mod tests {
             n.to_hex()
         );
         assert!(answer(future.as_bytes(), &caps(), None).is_ok());
+    }
+
+    fn in_cluster(name: &str) -> NodeCaps {
+        NodeCaps {
+            cluster: Some(name.into()),
+            ..caps()
+        }
+    }
+
+    #[test]
+    fn a_hello_without_a_cluster_is_the_version_1_line_byte_for_byte() {
+        let n = Nonce::from_bytes([0xab; 32]);
+        assert_eq!(
+            hello_line(&n),
+            format!(
+                "{{\"rlx\":\"hello\",\"v\":1,\"nonce\":\"{}\"}}\n",
+                n.to_hex()
+            ),
+            "coordinators without a cluster send exactly what older agents expect"
+        );
+        assert_eq!(
+            hello_line_for(&n, Some("lab")),
+            format!(
+                "{{\"rlx\":\"hello\",\"v\":1,\"nonce\":\"{}\",\"cluster\":\"lab\"}}\n",
+                n.to_hex()
+            )
+        );
+        let h = parse_hello(hello_line_for(&n, Some("lab")).as_bytes()).unwrap();
+        assert_eq!((h.v, h.nonce, h.cluster.as_deref()), (1, n, Some("lab")));
+    }
+
+    #[test]
+    fn an_agent_in_a_cluster_refuses_a_hello_for_another_and_the_client_says_so() {
+        let n = Nonce::random().unwrap();
+        let err = answer(
+            hello_line_for(&n, Some("prod")).as_bytes(),
+            &in_cluster("lab"),
+            Some(&key(1)),
+        )
+        .unwrap_err();
+        let line = err.to_line();
+        assert!(
+            line.starts_with("{\"rlx\":\"error\"") && line.contains("\"cluster\":\"lab\""),
+            "{line}"
+        );
+        assert!(
+            !line.contains("caps"),
+            "no caps for another cluster: {line}"
+        );
+        let err = check_reply(addr(), line.as_bytes(), &n, None, None).unwrap_err();
+        assert_eq!(
+            err,
+            HandshakeError::OtherCluster {
+                addr: addr(),
+                theirs: "lab".into()
+            }
+        );
+        assert!(err.to_string().contains("cluster \"lab\""), "{err}");
+    }
+
+    #[test]
+    fn hellos_without_a_cluster_or_for_the_same_one_are_answered_and_agents_without_one_answer_all()
+    {
+        let n = Nonce::random().unwrap();
+        for (hello, agent) in [
+            (hello_line(&n), in_cluster("lab")),
+            (hello_line_for(&n, Some("lab")), in_cluster("lab")),
+            (hello_line_for(&n, Some("prod")), caps()),
+        ] {
+            let reply = answer(hello.as_bytes(), &agent, None)
+                .unwrap_or_else(|e| panic!("{hello} to {:?}: {e}", agent.cluster));
+            assert!(check_reply(addr(), reply.as_bytes(), &n, None, None).is_ok());
+        }
+        // An ordinary error line (no "cluster") is still "incompatible".
+        let err = check_reply(
+            addr(),
+            HelloError::new("x").to_line().as_bytes(),
+            &n,
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert!(matches!(err, HandshakeError::Incompatible { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn query_in_cluster_names_the_cluster_and_reports_the_agents() {
+        let a = fake_agent(|hello| {
+            Some(match answer(&hello, &in_cluster("lab"), None) {
+                Ok(r) => r.into_bytes(),
+                Err(e) => e.to_line().into_bytes(),
+            })
+        })
+        .await;
+        let err = query_in_cluster(a, Duration::from_secs(2), None, None, Some("prod"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, HandshakeError::OtherCluster { theirs, .. } if theirs == "lab"),
+            "{err}"
+        );
+        let ok = query_in_cluster(a, Duration::from_secs(2), None, None, Some("lab")).await;
+        assert_eq!(ok.unwrap().caps.cluster.as_deref(), Some("lab"));
     }
 
     #[test]

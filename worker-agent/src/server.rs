@@ -8,7 +8,8 @@
 //! ```
 //!
 //! The messages and the proof are [`rlx_discover::handshake`], the same code
-//! the coordinator runs. This module is only the network side, built so that
+//! the coordinator runs; so is the cluster filter (an agent started with
+//! `--cluster` refuses a hello that names another cluster). This module is only the network side, built so that
 //! no client can stall it:
 //!
 //! - a hello longer than [`MAX_HELLO_BYTES`] is dropped unanswered, so a
@@ -301,6 +302,36 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, HandshakeError::NoProof { .. }), "{err}");
+    }
+
+    /// Cluster names are filtered on both sides: an agent started with
+    /// `--cluster lab` does not hand its caps to a coordinator of another
+    /// cluster, and says which cluster it is in; hellos without a cluster
+    /// (older coordinators, scripts) are still answered.
+    #[tokio::test]
+    async fn an_agent_in_a_cluster_answers_only_hellos_for_it_or_for_none() {
+        let agent = start(Some(key(1)), Limits::default()).await;
+        agent
+            .caps
+            .send(Arc::new(NodeCaps {
+                cluster: Some("lab".into()),
+                ..caps(8)
+            }))
+            .unwrap();
+        let ring = KeyRing::single(key(1));
+        let err = handshake::query_in_cluster(agent.addr, GOOD, Some(&ring), None, Some("prod"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, HandshakeError::OtherCluster { theirs, .. } if theirs == "lab"),
+            "{err}"
+        );
+        for wanted in [Some("lab"), None] {
+            let r = handshake::query_in_cluster(agent.addr, GOOD, Some(&ring), None, wanted)
+                .await
+                .unwrap_or_else(|e| panic!("hello for {wanted:?}: {e}"));
+            assert_eq!(r.caps.cluster.as_deref(), Some("lab"));
+        }
     }
 
     /// Sends `hello` raw and returns everything the agent sent back.
