@@ -28,10 +28,12 @@ use std::str::FromStr;
 pub const DEFAULT_PORT: u16 = 9100;
 /// Default per-host TCP connect timeout for scans and handshakes.
 pub const DEFAULT_TIMEOUT_MS: u64 = 300;
-/// Default time a one-shot mDNS browse listens. Agents already running answer
-/// a fresh query within tens of milliseconds on a quiet LAN; the rest of the
-/// window is for retries when packets are lost.
-pub const DEFAULT_BROWSE_MS: u64 = 2000;
+/// Default time a one-shot mDNS browse listens at most. Agents already
+/// running answer within tens of milliseconds on a quiet LAN, and the browse
+/// then stops early; the window is for lossy networks, where the slowest
+/// answers wait on ARP retries (one second each) and the responders'
+/// one-multicast-answer-per-second limit: 3 s covers two of each.
+pub const DEFAULT_BROWSE_MS: u64 = 3000;
 /// Default overall deadline for one SSH probe (connect, auth, run the probe).
 pub const DEFAULT_SSH_TIMEOUT_MS: u64 = 10_000;
 /// The largest subnet accepted: a /16 (65,534 hosts). With the concurrent

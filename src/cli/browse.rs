@@ -24,7 +24,7 @@ pub struct BrowseArgs {
     /// Browse only on these network interfaces (repeatable).
     #[arg(long = "interface", value_name = "NAME")]
     pub interfaces: Vec<String>,
-    /// The most to listen, ms [default: 2000, or browse_ms].
+    /// The most to listen, ms [default: 3000, or browse_ms].
     #[arg(long, value_name = "MS")]
     pub browse_ms: Option<u64>,
     /// Admit only agents announcing this cluster name.

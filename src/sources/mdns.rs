@@ -69,9 +69,15 @@
 //!    answers, so every responder must answer each),
 //! 2. every instance heard by either path answered every one of them and is
 //!    fully resolved (or rejected with a reason), at least one was heard,
-//! 3. and nothing new arrived for [`QUIET`].
+//! 3. nothing new arrived for [`QUIET`],
+//! 4. and the floor has passed: [`EARLY_FLOOR_WITH_ARP`] (250 ms) when this
+//!    process can send gratuitous ARP (root, `CAP_NET_RAW`), else
+//!    [`EARLY_FLOOR_WITHOUT_ARP`] (1.1 s). A responder whose ARP exchange
+//!    was lost is invisible on the legacy path until its ARP is resolved, and
+//!    on a small network the others can all look clean meanwhile.
 //!
-//! On a clean LAN that is about 200 ms after the start. A single missing
+//! On a clean LAN that is about 250 ms after the start as root, 1.1 s
+//! otherwise. A single missing
 //! answer means loss (or a responder that ignores legacy queries), and then
 //! the browse listens until the window ends. The [`Attempt`] always says how
 //! long it listened, whether it stopped early, and how many instances
@@ -161,6 +167,9 @@ pub const EXTRA_QM_MS: [u64; 3] = [0, 1150, 2300];
 
 /// When a browse that has not stopped early re-announces this host's own
 /// IPv4-to-MAC mapping (a gratuitous ARP, RFC 5227 §2.3), ms after the start.
+/// The first three fall before the earliest early stop
+/// ([`EARLY_FLOOR_WITH_ARP`]), so a responder whose ARP exchange was lost
+/// is heard before the browse decides the network is clean.
 ///
 /// Why: a responder replies to a legacy query by unicast, so it needs this
 /// host's MAC. Under loss its ARP request or our ARP reply is lost, and Linux
@@ -171,13 +180,28 @@ pub const EXTRA_QM_MS: [u64; 3] = [0, 1150, 2300];
 /// in 2.8 s, only on a network that did not look clean at 200 ms, only where
 /// this process may open a packet socket (`CAP_NET_RAW`: root, as in the lab);
 /// elsewhere the browse just waits for the responders' ARP retries.
-pub const ARP_ANNOUNCE_MS: [u64; 9] = [250, 400, 600, 800, 1000, 1300, 1700, 2200, 2800];
+pub const ARP_ANNOUNCE_MS: [u64; 12] = [
+    20, 60, 120, 250, 400, 600, 800, 1000, 1300, 1700, 2200, 2800,
+];
 
 /// How many of the first legacy queries are sent without known answers and
 /// must be answered by every instance for an early stop. Three: with one or
 /// two, a single lucky round trip per responder at 20% loss (0.64 chance
 /// each) would too often look lossless.
 pub const EARLY_ROUNDS: usize = 3;
+
+/// Earliest early stop when this process can send gratuitous ARP (see
+/// [`ARP_ANNOUNCE_MS`]): after the first three announcements have released
+/// any unicast reply stuck behind a lost ARP exchange.
+pub const EARLY_FLOOR_WITH_ARP: Duration = Duration::from_millis(250);
+
+/// Earliest early stop without `CAP_NET_RAW`. A responder whose ARP request
+/// for us was lost is silent on the legacy path until Linux retries ARP one
+/// second later, and on a small network the other responders may all look
+/// clean meanwhile: stopping before the retry would report a partial list as
+/// complete (measured: 4 of 5 agents at 10% loss). So a browse that cannot
+/// announce its own MAC waits past the first retry.
+pub const EARLY_FLOOR_WITHOUT_ARP: Duration = Duration::from_millis(1100);
 
 /// How long nothing new must arrive before an early stop: ten times the
 /// slowest reply latency measured (10 ms).
@@ -445,12 +469,18 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
     let mut round = 0usize;
     let mut table = Table::new(ifaces);
     let deadline = t0 + opts.browse;
-    let early_point = t0 + Duration::from_millis(LEGACY_BURST_MS[EARLY_ROUNDS - 1]) + QUIET;
+    let kickers: Vec<ArpAnnouncer> = table.ifaces.iter().filter_map(ArpAnnouncer::open).collect();
+    let floor = if kickers.is_empty() {
+        EARLY_FLOOR_WITHOUT_ARP
+    } else {
+        EARLY_FLOOR_WITH_ARP
+    };
+    let early_point =
+        t0 + (Duration::from_millis(LEGACY_BURST_MS[EARLY_ROUNDS - 1]) + QUIET).max(floor);
     let mut last_change = t0;
     // Early stop needs legacy queries; without sockets it cannot be judged.
     let early_possible = opts.early_stop && !socks.is_empty();
 
-    let kickers: Vec<ArpAnnouncer> = table.ifaces.iter().filter_map(ArpAnnouncer::open).collect();
     let mut next_qm = 0usize;
     let mut next_kick = 0usize;
 
