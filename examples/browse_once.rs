@@ -6,7 +6,7 @@
 //! ip netns exec t env RLX_NETNS_GUARD=1 target/debug/examples/browse_once --interface lo --browse-ms 2000
 //! ```
 //!
-//! Flags: `--interface NAME` (repeatable), `--browse-ms N`, `--cluster NAME`,
+//! Flags: `--interface NAME` (repeatable), `--browse-ms N`,
 //! `--no-early-stop`. Exit code 0 when the browse ran, 2 when it could not.
 
 use rlx_discover::sources::mdns::{browse, browse_json, BrowseOptions};
@@ -30,7 +30,6 @@ fn main() -> std::process::ExitCode {
                     .expect("--browse-ms N");
                 opts.browse = Duration::from_millis(n);
             }
-            "--cluster" => opts.cluster = Some(args.next().expect("--cluster NAME")),
             "--no-early-stop" => opts.early_stop = false,
             other => {
                 eprintln!("unknown argument {other:?}");

@@ -211,3 +211,94 @@ pub async fn admit(d: Discovery, rules: &Rules) -> Discovery {
         attempts,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::caps::NodeCaps;
+
+    fn txt_sighting(cluster: Option<&str>) -> Sighting {
+        Sighting {
+            source: Source::Mdns,
+            host: "box".into(),
+            // Port 9 on TEST-NET-1: never dialled, since the cluster check
+            // refuses before any handshake.
+            addr: "192.0.2.1:9".into(),
+            ip: Some("192.0.2.1".parse().unwrap()),
+            port: 9,
+            ssh: None,
+            caps: Some(NodeCaps {
+                cores: 4,
+                cluster: cluster.map(str::to_string),
+                ..Default::default()
+            }),
+            evidence: Evidence::Txt,
+            heard_on: Some("eth0".into()),
+            found_ms: 1,
+        }
+    }
+
+    fn rules(cluster: &str) -> Rules {
+        Rules {
+            keys: None,
+            cluster: Some(cluster.into()),
+            timeout: Duration::from_millis(10),
+            concurrency: 1,
+        }
+    }
+
+    /// `cluster` is a filter: an agent announcing another cluster (or none)
+    /// is refused with the reason, before a handshake is spent on it.
+    #[tokio::test]
+    async fn an_agent_of_another_cluster_is_refused_by_name_without_a_handshake() {
+        let d = Discovery {
+            sightings: vec![txt_sighting(Some("prod")), txt_sighting(None)],
+            ..Default::default()
+        };
+        let out = admit(d, &rules("lab")).await;
+        assert!(out.sightings.is_empty());
+        assert_eq!(out.problems.len(), 2);
+        assert!(
+            out.problems[0].reason.contains("\"prod\", not \"lab\""),
+            "{}",
+            out.problems[0].reason
+        );
+        assert!(
+            out.problems[1].reason.contains("no cluster name"),
+            "{}",
+            out.problems[1].reason
+        );
+        assert!(out.problems[1].reason.contains("--cluster lab"));
+    }
+
+    #[test]
+    fn only_timeouts_leave_the_handshake_question_open() {
+        use crate::handshake::ConnectFailure;
+        let addr: SocketAddr = "192.0.2.1:9".parse().unwrap();
+        let timed_out = HandshakeError::Unreachable {
+            addr,
+            why: ConnectFailure::TimedOut(Duration::from_secs(1)),
+        };
+        let refused = HandshakeError::Unreachable {
+            addr,
+            why: ConnectFailure::Refused,
+        };
+        let no_reply = HandshakeError::NotRlx {
+            addr,
+            why: "no reply within 1000 ms".into(),
+        };
+        let closed = HandshakeError::NotRlx {
+            addr,
+            why: "closed the connection without replying".into(),
+        };
+        assert!(
+            !is_final(&timed_out) && !is_final(&no_reply),
+            "a lost packet: try again"
+        );
+        assert!(
+            is_final(&refused) && is_final(&closed),
+            "an answer: no retry"
+        );
+        assert!(is_final(&HandshakeError::WrongKey { addr, keys: 1 }));
+    }
+}

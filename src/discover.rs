@@ -101,13 +101,10 @@ pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discov
     Ok(admit(all, &rules).await)
 }
 
-/// The browse `[discover]` asks for. The cluster filter is left to
-/// [`crate::admit`], the one place that applies it to every source.
+/// The browse `[discover]` asks for. (The cluster filter is
+/// [`crate::admit`]'s, the one place that applies it to every source.)
 pub fn browse_options(d: &DiscoverSection) -> mdns::BrowseOptions {
-    mdns::BrowseOptions {
-        cluster: None,
-        ..mdns::BrowseOptions::from_section(d)
-    }
+    mdns::BrowseOptions::from_section(d)
 }
 
 /// The admission rules `[discover]` asks for; a key file that cannot be

@@ -6,7 +6,6 @@
 //! [discover]              # mdns = true is the default
 //! browse_ms  = 2000       # the most a one-shot browse listens
 //! interfaces = ["eth0"]   # default: every up, multicast-capable, non-virtual interface
-//! cluster    = "lab"      # admit only agents announcing this cluster (a filter, not security)
 //! ```
 //!
 //! # Two paths, one table
@@ -241,8 +240,6 @@ pub struct BrowseOptions {
     pub interfaces: Vec<String>,
     /// The most it listens (`browse_ms`).
     pub browse: Duration,
-    /// Admit only agents announcing this cluster name; others are reported.
-    pub cluster: Option<String>,
     /// Stop before `browse` ends when the network is clearly lossless (see
     /// the module docs). `false` always listens the whole window.
     pub early_stop: bool,
@@ -253,7 +250,6 @@ impl Default for BrowseOptions {
         BrowseOptions {
             interfaces: Vec::new(),
             browse: Duration::from_millis(crate::config::DEFAULT_BROWSE_MS),
-            cluster: None,
             early_stop: true,
         }
     }
@@ -265,7 +261,6 @@ impl BrowseOptions {
         BrowseOptions {
             interfaces: d.interfaces.clone(),
             browse: Duration::from_millis(d.browse_ms),
-            cluster: d.cluster.clone(),
             early_stop: true,
         }
     }
@@ -1247,6 +1242,8 @@ impl Table {
         let Some(i) = self.instance(label) else {
             return;
         };
+        // Back after a goodbye (an agent restarted): live again.
+        self.instances[i].removed = false;
         if !r.host.is_empty() {
             self.instances[i].srv = Some(Srv {
                 port: r.port,
@@ -1416,6 +1413,18 @@ impl Table {
         started: Instant,
         deadline: Instant,
     ) -> (Vec<Sighting>, Vec<Problem>) {
+        self.snapshot(opts, started, deadline, true)
+    }
+
+    /// [`Table::finish`]; with `settled = false` (a continuous browse),
+    /// instances still missing a record are pending, not problems.
+    fn snapshot(
+        &self,
+        opts: &BrowseOptions,
+        started: Instant,
+        deadline: Instant,
+        settled: bool,
+    ) -> (Vec<Sighting>, Vec<Problem>) {
         let mut sightings = Vec::new();
         let mut problems = Vec::new();
         let window = opts.browse.as_millis();
@@ -1433,6 +1442,9 @@ impl Table {
                 .map(|k| self.ifaces[k].name.as_str())
                 .unwrap_or("?");
             let Some(srv) = &inst.srv else {
+                if !settled {
+                    continue;
+                }
                 problems.push(problem(format!(
                     "announced on {on}, but its SRV record (port and host) did not arrive \
                      within the {window} ms browse; a longer browse_ms may help"
@@ -1440,6 +1452,9 @@ impl Table {
                 continue;
             };
             let Some((ip, k)) = self.chosen(i) else {
+                if !settled {
+                    continue;
+                }
                 let heard: Vec<String> = self
                     .hosts
                     .get(&host_key(&srv.host))
@@ -1462,6 +1477,7 @@ impl Table {
                 continue;
             };
             let strings = match &inst.txt {
+                None if !settled => continue,
                 None => {
                     problems.push(problem(format!(
                         "host {} announced no TXT record within the {window} ms browse; \
@@ -1487,20 +1503,6 @@ impl Table {
                     continue;
                 }
             };
-            if let Some(want) = &opts.cluster {
-                if caps.cluster.as_deref() != Some(want.as_str()) {
-                    problems.push(problem(match &caps.cluster {
-                        Some(c) => format!(
-                            "announces cluster `{c}`; this browse admits only cluster `{want}`"
-                        ),
-                        None => format!(
-                            "announces no cluster; this browse admits only cluster `{want}` \
-                             (start the agent with --cluster {want})"
-                        ),
-                    }));
-                    continue;
-                }
-            }
             let iface = &self.ifaces[k];
             let addr = match ip {
                 IpAddr::V6(v6) if v6.is_unicast_link_local() => {
@@ -1645,6 +1647,85 @@ impl MdnsBrowser {
     /// Stops the daemon (a browser sends no goodbyes; nothing waits).
     pub fn shutdown(self) {
         let _ = self.daemon.shutdown();
+    }
+}
+
+// ------------------------------------------------------- continuous browse
+
+/// What changed in a [`ContinuousBrowse`].
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// The current complete instances and the malformed ones (pending
+    /// instances, still missing a record, are in neither).
+    Snapshot {
+        /// One per complete instance, with TXT caps.
+        sightings: Vec<Sighting>,
+        /// Malformed announcements, with reasons.
+        problems: Vec<Problem>,
+    },
+    /// An instance said goodbye (or expired): its label.
+    Removed(String),
+}
+
+/// The multicast path alone, kept running: the event source of `watch`.
+/// Each event is folded into the same instance table as a one-shot browse,
+/// so a watched node is decoded, addressed and bounded exactly like a
+/// browsed one.
+pub struct ContinuousBrowse {
+    browser: MdnsBrowser,
+    table: Table,
+    opts: BrowseOptions,
+    started: Instant,
+}
+
+impl ContinuousBrowse {
+    /// Starts browsing (guard first, then the interfaces of `opts`).
+    pub fn start(opts: &BrowseOptions, started: Instant) -> Result<Self, MdnsError> {
+        netguard::ensure_private_netns("an mDNS browse")?;
+        let ifaces = iface::select(&opts.interfaces)?;
+        if ifaces.is_empty() {
+            return Err(MdnsError::NoInterface {
+                available: iface::describe(&iface::all_interfaces()?),
+            });
+        }
+        let browser = MdnsBrowser::start(&ifaces)?;
+        Ok(ContinuousBrowse {
+            browser,
+            table: Table::new(ifaces),
+            opts: opts.clone(),
+            started,
+        })
+    }
+
+    /// The names of the interfaces browsed.
+    pub fn interfaces(&self) -> Vec<String> {
+        self.table.ifaces.iter().map(|i| i.name.clone()).collect()
+    }
+
+    /// Waits for the next event and says what changed; `None` when the
+    /// mDNS daemon is gone for good.
+    pub async fn next(&mut self) -> Option<Change> {
+        let ev = self.browser.next().await?;
+        let now = Instant::now();
+        if let BrowserEvent::Removed(fullname) = &ev {
+            let label = strip_service(fullname).map(str::to_string);
+            self.table.apply_event(&ev, now);
+            if let Some(l) = label {
+                return Some(Change::Removed(l));
+            }
+        } else {
+            self.table.apply_event(&ev, now);
+        }
+        let (sightings, problems) = self.table.snapshot(&self.opts, self.started, now, false);
+        Some(Change::Snapshot {
+            sightings,
+            problems,
+        })
+    }
+
+    /// Stops the daemon.
+    pub fn shutdown(self) {
+        self.browser.shutdown();
     }
 }
 
@@ -1869,36 +1950,6 @@ mod tests {
         assert_eq!(t.instances.len(), MAX_INSTANCES);
         assert_eq!(t.over_limit, 10);
         assert!(t.instance("n0").is_some(), "known names still resolve");
-    }
-
-    #[test]
-    fn the_cluster_filter_reports_agents_of_other_clusters() {
-        let mut t = Table::new(vec![eth0()]);
-        let t0 = Instant::now();
-        let mut a: Vec<&str> = GOOD.to_vec();
-        a.push("cluster=lab");
-        let mut b: Vec<&str> = GOOD.to_vec();
-        b.push("cluster=prod");
-        t.apply_reply(
-            &reply(7, "a", "a.local.", 9100, &a, &["10.9.1.5"]),
-            0,
-            0,
-            t0,
-        );
-        t.apply_reply(
-            &reply(7, "b", "b.local.", 9100, &b, &["10.9.1.6"]),
-            0,
-            0,
-            t0,
-        );
-        let o = BrowseOptions {
-            cluster: Some("lab".into()),
-            ..opts()
-        };
-        let (s, p) = t.finish(&o, t0, t0);
-        assert_eq!(s.len(), 1);
-        assert_eq!(s[0].host, "a");
-        assert!(p[0].reason.contains("`prod`"), "{}", p[0].reason);
     }
 
     #[test]
