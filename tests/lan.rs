@@ -259,3 +259,77 @@ fn the_same_agent_found_by_ssh_and_mdns_is_one_node() {
         .collect();
     assert_eq!(sources, vec!["ssh", "mdns"], "{v:#}");
 }
+
+/// Runs `rlx-discover watch --json` in host 0 for `ms`, tracked by the lab.
+fn start_watch(lab: &Lab, ms: u64) -> Proc {
+    let mut cmd = Command::new(discover_bin());
+    cmd.args(["watch", "--json", "--for-ms", &ms.to_string()])
+        .env("RUST_LOG", "warn");
+    spawn(lab, 0, cmd)
+}
+
+/// The events printed so far, as (event, instance, at_ms).
+fn events(w: &Proc) -> Vec<(String, String, u64)> {
+    w.0.stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| {
+            (
+                v["event"].as_str().unwrap_or("").to_string(),
+                v["instance"].as_str().unwrap_or("").to_string(),
+                v["at_ms"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+fn wait_event(w: &Proc, event: &str, instance: &str, within: Duration) -> u64 {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(e) = events(w)
+            .into_iter()
+            .find(|e| e.0 == event && e.1 == instance)
+        {
+            return e.2;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no `{event}` for {instance} within {within:?}; events so far: {:?}\n{}",
+            events(w),
+            w.0.dump()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM makes an agent say goodbye: `watch` reports it left within 2 s.
+/// SIGKILL sends nothing; the health check reports it left within the
+/// documented bound (HEALTH_INTERVAL 2 s + one staggered handshake round,
+/// about 4 s; asserted at 6 s for a loaded CI box).
+#[test]
+fn watch_reports_joins_a_goodbye_within_two_seconds_and_a_crash_within_its_bound() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(3);
+    let dir = tempfile::tempdir().unwrap();
+    let agents = [
+        start_agent(&lab, 1, 1, dir.path()),
+        start_agent(&lab, 2, 2, dir.path()),
+    ];
+    wait_up(&agents);
+    let w = start_watch(&lab, 60_000);
+    wait_event(&w, "joined", "box1", Duration::from_secs(10));
+    wait_event(&w, "joined", "box2", Duration::from_secs(10));
+
+    let t0 = Instant::now();
+    assert!(agents[0].0.signal(nix::sys::signal::Signal::SIGTERM));
+    wait_event(&w, "left", "box1", Duration::from_secs(2));
+    let goodbye = t0.elapsed();
+
+    let t1 = Instant::now();
+    assert!(agents[1].0.signal(nix::sys::signal::Signal::SIGKILL));
+    wait_event(&w, "left", "box2", Duration::from_secs(6));
+    let crash = t1.elapsed();
+    eprintln!("left after goodbye: {goodbye:?}; after SIGKILL: {crash:?}");
+    let left: Vec<_> = events(&w).into_iter().filter(|e| e.0 == "left").collect();
+    assert_eq!(left.len(), 2, "each agent left once: {left:?}");
+}

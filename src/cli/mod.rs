@@ -14,6 +14,7 @@ pub mod expand;
 pub mod keygen;
 pub mod man;
 pub mod scan;
+pub mod watch;
 
 /// The exit codes, shown in `--help` and documented in the README.
 pub const EXIT_CODES: &str = "\
@@ -53,6 +54,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// TCP-scan a CIDR block for listeners on the worker port.
     Scan(scan::ScanArgs),
+    /// Watch the LAN: joined / updated / left events as agents come and go.
+    Watch(watch::WatchArgs),
     /// Write a new cluster key (32 random bytes, hex, mode 0600).
     Keygen(keygen::KeygenArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -99,6 +102,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Browse(a) => browse::run(a, quiet),
         Command::Demo(a) => demo::run(a),
         Command::Scan(a) => scan::run(a),
+        Command::Watch(a) => watch::run(a),
         Command::Keygen(a) => keygen::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),

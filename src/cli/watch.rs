@@ -1,0 +1,361 @@
+//! `rlx-discover watch`: live membership of the cluster.
+//!
+//! Joins come from the mDNS browse ([`ContinuousBrowse`]); each candidate
+//! passes the same admission ([`crate::admit`]) and device selection (the
+//! one pipeline) as in `expand`, then becomes a member. Leaves come two ways:
+//!
+//! - **goodbye**: an agent that stops cleanly sends mDNS goodbyes; mdns-sd
+//!   drops the service about a second later, and the member is reported left
+//!   at once (within 2 s of the agent's SIGTERM).
+//! - **health check**: a crashed agent (SIGKILL, power loss) sends nothing,
+//!   and its mDNS records live for minutes. Every [`HEALTH_INTERVAL`] each
+//!   member is asked for its caps over the handshake (staggered attempts, so
+//!   one lost packet is not a death); a member that does not answer is
+//!   reported left. Bound: [`HEALTH_INTERVAL`] plus one handshake round
+//!   ([`crate::admit::ATTEMPTS`] attempts [`crate::admit::STAGGER`] apart,
+//!   each within the handshake timeout): about 4 s with the defaults.
+//!
+//! A member whose caps change materially (the device chosen, its memory, the
+//! core count, or the devices list) is reported `updated`.
+
+use crate::admit::{admit, Rules};
+use crate::config::{ClusterConfig, DiscoverSection};
+use crate::discover::{browse_options, rules, Overrides};
+use crate::pipeline::{expand, NodeDefaults};
+use crate::report::{gib, AddedNode};
+use crate::sighting::{Discovery, Problem, Sighting};
+use crate::sources::mdns::{Change, ContinuousBrowse};
+use anyhow::Result;
+use clap::Args;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// How often every member's handshake is checked. Two seconds keeps crash
+/// detection within a few seconds while costing each agent one short TCP
+/// exchange every two seconds per watching coordinator.
+pub const HEALTH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Arguments of `watch`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    rlx-discover watch                       # joined / updated / left, as lines\n  \
+    rlx-discover watch --json                # one JSON object per event\n  \
+    rlx-discover watch --config cluster.toml --interface eth1\n")]
+pub struct WatchArgs {
+    /// Take [discover] settings (interfaces, cluster, key_file, timeout_ms)
+    /// from this cluster file.
+    #[arg(long, value_name = "CLUSTER.TOML")]
+    pub config: Option<PathBuf>,
+    /// Browse only on these network interfaces (repeatable).
+    #[arg(long = "interface", value_name = "NAME")]
+    pub interfaces: Vec<String>,
+    /// Admit only agents announcing this cluster name.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Admit only agents that prove this cluster key.
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
+    /// Print one JSON object per event.
+    #[arg(long)]
+    pub json: bool,
+    /// Stop after this many milliseconds (default: until interrupted).
+    #[arg(long, value_name = "MS")]
+    pub for_ms: Option<u64>,
+}
+
+/// One membership event, as printed.
+#[derive(Debug, Clone, Serialize)]
+struct Event<'a> {
+    /// `joined`, `updated`, `left` or `refused`.
+    event: &'a str,
+    /// Milliseconds since the watch started.
+    at_ms: u64,
+    /// The instance name announced over mDNS.
+    instance: &'a str,
+    /// The node as the pipeline made it (absent for `refused`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: Option<&'a AddedNode>,
+    /// Why (for `left`, `updated` and `refused`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+struct Printer {
+    json: bool,
+    started: Instant,
+}
+
+impl Printer {
+    fn emit(&self, event: &str, instance: &str, node: Option<&AddedNode>, reason: Option<String>) {
+        let at_ms = self.started.elapsed().as_millis() as u64;
+        if self.json {
+            let e = Event {
+                event,
+                at_ms,
+                instance,
+                node,
+                reason,
+            };
+            println!("{}", serde_json::to_string(&e).unwrap_or_default());
+        } else {
+            let what = node.map_or_else(String::new, |n| {
+                format!(
+                    " {} {} {} {} cores",
+                    n.addr,
+                    n.device,
+                    gib(n.mem_bytes),
+                    n.cores
+                )
+            });
+            let why = reason.map_or_else(String::new, |r| format!(" ({r})"));
+            println!(
+                "{:>8.3}s {event:<8} {instance}{what}{why}",
+                at_ms as f64 / 1000.0
+            );
+        }
+    }
+}
+
+/// A current member.
+struct Member {
+    sighting: Sighting,
+    node: AddedNode,
+    /// Caps as first seen by mDNS (TXT), to tell a real update from the
+    /// handshake's fresher copy of the same announcement.
+    announced: Option<String>,
+}
+
+/// The node the pipeline makes of one admitted sighting: the same device
+/// selection as `expand`.
+fn node_of(s: &Sighting, defaults: &NodeDefaults) -> Option<AddedNode> {
+    let d = Discovery {
+        sightings: vec![s.clone()],
+        ..Default::default()
+    };
+    expand(&[], defaults, d).added.into_iter().next()
+}
+
+/// What makes an update worth reporting.
+fn material(a: &AddedNode, b: &AddedNode) -> Option<String> {
+    let mut why = Vec::new();
+    if a.device != b.device {
+        why.push(format!("device {} -> {}", a.device, b.device));
+    }
+    if a.mem_bytes != b.mem_bytes {
+        why.push(format!(
+            "memory {} -> {}",
+            gib(a.mem_bytes),
+            gib(b.mem_bytes)
+        ));
+    }
+    if a.cores != b.cores {
+        why.push(format!("cores {} -> {}", a.cores, b.cores));
+    }
+    if a.addr != b.addr {
+        why.push(format!("address {} -> {}", a.addr, b.addr));
+    }
+    (!why.is_empty()).then(|| why.join(", "))
+}
+
+fn section(a: &WatchArgs) -> Result<DiscoverSection> {
+    let mut d = match &a.config {
+        Some(p) => ClusterConfig::load(p)?.discover.unwrap_or_default(),
+        None => DiscoverSection::default(),
+    };
+    Overrides {
+        interfaces: a.interfaces.clone(),
+        key_file: a.key_file.clone(),
+        browse_ms: None,
+        no_mdns: false,
+    }
+    .apply(&mut d);
+    if a.cluster.is_some() {
+        d.cluster = a.cluster.clone();
+    }
+    Ok(d)
+}
+
+/// Runs the watch until interrupted (or `--for-ms`).
+pub fn run(a: WatchArgs) -> Result<ExitCode> {
+    let d = section(&a)?;
+    let rules = rules(&d)?;
+    let defaults = NodeDefaults::from(&d);
+    let rt = super::runtime()?;
+    rt.block_on(watch(&a, &d, &rules, &defaults))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn watch(
+    a: &WatchArgs,
+    d: &DiscoverSection,
+    rules: &Rules,
+    defaults: &NodeDefaults,
+) -> Result<()> {
+    let started = Instant::now();
+    let mut browse = ContinuousBrowse::start(&browse_options(d), started)?;
+    let p = Printer {
+        json: a.json,
+        started,
+    };
+    if !a.json {
+        eprintln!(
+            "watching _rlx._tcp on {} (health check every {} s; Ctrl-C to stop)",
+            browse.interfaces().join(", "),
+            HEALTH_INTERVAL.as_secs()
+        );
+    }
+    let mut members: BTreeMap<String, Member> = BTreeMap::new();
+    let mut refused: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut health = tokio::time::interval(HEALTH_INTERVAL);
+    health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    health.tick().await;
+    let stop_at = a.for_ms.map(|ms| started + Duration::from_millis(ms));
+    let stop = async {
+        match stop_at {
+            Some(t) => tokio::time::sleep_until(t.into()).await,
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    };
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            change = browse.next() => match change {
+                None => anyhow::bail!("the mDNS daemon stopped; watch cannot go on"),
+                Some(Change::Removed(label)) => {
+                    if let Some(m) = members.remove(&label) {
+                        p.emit("left", &label, Some(&m.node), Some("goodbye".into()));
+                    }
+                }
+                Some(Change::Snapshot { sightings, problems }) => {
+                    report_refusals(&p, &mut refused, &problems);
+                    consider(&p, &mut members, &mut refused, sightings, rules, defaults).await;
+                }
+            },
+            _ = health.tick() => check_health(&p, &mut members, rules, defaults).await,
+        }
+    }
+    browse.shutdown();
+    Ok(())
+}
+
+fn report_refusals(p: &Printer, seen: &mut BTreeSet<(String, String)>, problems: &[Problem]) {
+    for pr in problems {
+        if seen.insert((pr.host.clone(), pr.reason.clone())) {
+            p.emit("refused", &pr.host, None, Some(pr.reason.clone()));
+        }
+    }
+}
+
+/// Admits the sightings that are new or whose announcement changed.
+async fn consider(
+    p: &Printer,
+    members: &mut BTreeMap<String, Member>,
+    refused: &mut BTreeSet<(String, String)>,
+    sightings: Vec<Sighting>,
+    rules: &Rules,
+    defaults: &NodeDefaults,
+) {
+    let fresh: Vec<Sighting> = sightings
+        .into_iter()
+        .filter(|s| {
+            let announced = s.caps.as_ref().map(|c| c.to_json());
+            members
+                .get(&s.host)
+                .is_none_or(|m| m.announced != announced || m.sighting.addr != s.addr)
+        })
+        .collect();
+    if fresh.is_empty() {
+        return;
+    }
+    let announced: BTreeMap<String, Option<String>> = fresh
+        .iter()
+        .map(|s| (s.host.clone(), s.caps.as_ref().map(|c| c.to_json())))
+        .collect();
+    let out = admit(
+        Discovery {
+            sightings: fresh,
+            ..Default::default()
+        },
+        rules,
+    )
+    .await;
+    report_refusals(p, refused, &out.problems);
+    for s in out.sightings {
+        let Some(node) = node_of(&s, defaults) else {
+            continue;
+        };
+        let label = s.host.clone();
+        let ann = announced.get(&label).cloned().flatten();
+        match members.get_mut(&label) {
+            None => {
+                p.emit("joined", &label, Some(&node), None);
+                members.insert(
+                    label,
+                    Member {
+                        sighting: s,
+                        node,
+                        announced: ann,
+                    },
+                );
+            }
+            Some(m) => {
+                if let Some(why) = material(&m.node, &node) {
+                    p.emit("updated", &label, Some(&node), Some(why));
+                }
+                *m = Member {
+                    sighting: s,
+                    node,
+                    announced: ann,
+                };
+            }
+        }
+    }
+}
+
+/// Asks every member for its caps; the silent ones have left.
+async fn check_health(
+    p: &Printer,
+    members: &mut BTreeMap<String, Member>,
+    rules: &Rules,
+    defaults: &NodeDefaults,
+) {
+    if members.is_empty() {
+        return;
+    }
+    let sightings: Vec<Sighting> = members.values().map(|m| m.sighting.clone()).collect();
+    let out = admit(
+        Discovery {
+            sightings,
+            ..Default::default()
+        },
+        rules,
+    )
+    .await;
+    let alive: BTreeSet<String> = out.sightings.iter().map(|s| s.host.clone()).collect();
+    for pr in &out.problems {
+        if let Some(m) = members.remove(&pr.host) {
+            p.emit(
+                "left",
+                &pr.host,
+                Some(&m.node),
+                Some(format!("health check failed: {}", pr.reason)),
+            );
+        }
+    }
+    for s in out.sightings {
+        if let (Some(m), Some(node)) = (members.get_mut(&s.host), node_of(&s, defaults)) {
+            if let Some(why) = material(&m.node, &node) {
+                p.emit("updated", &s.host, Some(&node), Some(why));
+            }
+            m.node = node;
+            m.sighting = s;
+        }
+    }
+    members.retain(|k, _| alive.contains(k));
+}
