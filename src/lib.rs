@@ -11,14 +11,31 @@
 //! nodes: device selection ([`select`]), node config, merge with the
 //! hand-written nodes, and a report of everything that was dropped or refused.
 //!
+//! ```text
+//! sources ──► Sighting ──► admit (handshake, trust) ──► pipeline ──► [[node]] + report
+//! ssh, subnet, mdns         one rule set                select, merge
+//! ```
+//!
 //! # Layout
 //! - [`caps`]: the capabilities model and its JSON (the `--probe` contract).
 //! - [`config`]: `cluster.toml`, `[discover]` and `[[node]]`, with line-numbered errors.
-//! - [`sources`]: where sightings come from (ssh, subnet, ...).
+//! - [`sighting`]: what a source saw; [`sources`]: ssh, subnet and mdns.
+//! - [`discover`]: runs the configured sources concurrently, then [`admit`]:
+//!   the handshake check every network-found node passes (fresh caps, the
+//!   cluster key, the cluster filter).
+//! - [`pipeline`]: the one pipeline; [`select`]: device selection;
+//!   [`report`]: what was added, dropped, refused and why.
+//! - [`txt`], [`handshake`], [`keys`]: the wire contracts (TXT schema v1, the
+//!   handshake and its proof) and cluster key files, shared with `rlx-agent`.
+//! - [`iface`]: which interfaces mDNS uses and which address a node gets.
+//! - [`netguard`]: refuses multicast and scans from the host's own network
+//!   namespace under `RLX_NETNS_GUARD=1`; [`lab`]: private networks of
+//!   namespaces for tests, `demo` and the benchmarks.
 //! - [`render`], [`reconcile`], [`writeback`]: `expand --write` — the
 //!   user's text with found nodes appended, what changed or went missing,
 //!   and the atomic write that never clobbers a concurrent edit.
 //! - [`progress`]: progress bars on a terminal, and nowhere else.
+//! - [`cli`]: the `rlx-discover` command line, one module per subcommand.
 
 pub mod admit;
 pub mod caps;
