@@ -135,6 +135,20 @@ fn announcer(caps_file: &Path, name: Option<&str>, interfaces: &[&str]) -> Comma
     cmd
 }
 
+/// The real `rlx-agent` in run mode (handshake server on `port`, mDNS
+/// announcement, goodbye on SIGINT/SIGTERM), announcing `caps_file`.
+fn real_agent(caps_file: &Path, name: &str, interfaces: &[&str], port: u16) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rlx-agent"));
+    cmd.arg("--caps-file")
+        .arg(caps_file)
+        .args(["--name", name, "--port", &port.to_string()])
+        .env("RUST_LOG", "info,mdns_sd=warn");
+    for i in interfaces {
+        cmd.args(["--interface", i]);
+    }
+    cmd
+}
+
 // ------------------------------------------------------------- fixtures
 
 fn caps() -> NodeCaps {
@@ -189,7 +203,7 @@ fn python_zeroconf_sees_the_announced_node_with_its_exact_txt_schema_v1_record()
     let file = write_caps(&lab, "caps.json", &caps);
     let browser = Browser::start(&lab, 0);
     let t0 = monotonic();
-    let agent = Proc::spawn(&lab, 0, announcer(&file, Some("itest-node"), &["lo"]));
+    let agent = Proc::spawn(&lab, 0, real_agent(&file, "itest-node", &["lo"], PORT));
 
     let name = fullname("itest-node");
     let seen = browser.wait_for(SEEN_WITHIN, "the announced node", resolved_as(&name));
@@ -237,7 +251,7 @@ fn sigterm_makes_the_service_disappear_from_python_zeroconf_within_two_seconds()
     };
     let file = write_caps(&lab, "caps.json", &caps());
     let browser = Browser::start(&lab, 0);
-    let agent = Proc::spawn(&lab, 0, announcer(&file, Some("goodbye-node"), &["lo"]));
+    let agent = Proc::spawn(&lab, 0, real_agent(&file, "goodbye-node", &["lo"], PORT));
     let name = fullname("goodbye-node");
     browser.wait_for(SEEN_WITHIN, "the announced node", resolved_as(&name));
 
@@ -266,7 +280,7 @@ fn sigterm_makes_the_service_disappear_from_python_zeroconf_within_two_seconds()
         (monotonic() - t_term) * 1000.0
     );
     assert!(status.success(), "exit status after SIGTERM: {status}");
-    agent.expect_output("HELPER-GOODBYE", Duration::ZERO);
+    agent.expect_output("goodbye sent", Duration::ZERO);
 }
 
 #[test]
