@@ -17,6 +17,8 @@ pub enum Source {
     Subnet,
     /// An mDNS browse of `_rlx._tcp`.
     Mdns,
+    /// A unicast DNS-SD browse of `_rlx._tcp.<domain>` (`[discover] dns_sd`).
+    Dns,
 }
 
 impl fmt::Display for Source {
@@ -25,6 +27,7 @@ impl fmt::Display for Source {
             Source::Ssh => "ssh",
             Source::Subnet => "subnet",
             Source::Mdns => "mdns",
+            Source::Dns => "dns",
         })
     }
 }
@@ -38,7 +41,8 @@ pub enum Evidence {
     /// Something accepted TCP on the port but did not speak the handshake:
     /// no caps at all.
     TcpOnly,
-    /// Caps from an mDNS TXT record: unauthenticated and possibly cached.
+    /// Caps from a TXT record (mDNS or unicast DNS): unauthenticated and
+    /// possibly cached.
     Txt,
     /// Caps from a handshake reply: fresh, but anyone could have sent them.
     Handshake,
@@ -130,6 +134,16 @@ pub struct Attempt {
     pub elapsed_ms: u64,
     /// How many hosts answered.
     pub answered: usize,
+    /// Listening sources (mDNS): whether the browse stopped before its
+    /// window because the network looked clean. A browse that listened its
+    /// whole window says `false`; absent for other sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<bool>,
+    /// Listening sources: how many answered after the point where a clean
+    /// network would have let the browse stop (a sign of loss: a shorter
+    /// `browse_ms` would have missed them). Absent for other sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late: Option<usize>,
 }
 
 /// Everything the sources produced, ready for the pipeline.

@@ -369,6 +369,8 @@ pub async fn discover(opts: &BrowseOptions, started: Instant) -> Discovery {
                 what: format!("mDNS browse of {SERVICE_TYPE}: could not start ({e})"),
                 elapsed_ms: 0,
                 answered: 0,
+                stopped_early: None,
+                late: None,
             });
             d
         }
@@ -605,6 +607,8 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
         what: describe_attempt(&stats),
         elapsed_ms: stats.listened_ms,
         answered: stats.answered,
+        stopped_early: Some(stats.stopped_early),
+        late: Some(stats.late),
     };
     Ok(Browse {
         discovery: Discovery {

@@ -318,6 +318,8 @@ pub async fn discover(opts: &SshOptions, started: Instant) -> Discovery {
         ),
         elapsed_ms: t0.elapsed().as_millis() as u64,
         answered: d.sightings.len(),
+        stopped_early: None,
+        late: None,
     });
     d
 }

@@ -153,6 +153,8 @@ pub async fn discover(
         ),
         elapsed_ms: r.elapsed.as_millis() as u64,
         answered: r.open.len(),
+        stopped_early: None,
+        late: None,
     });
     d
 }
