@@ -97,7 +97,10 @@ fn source_rank(s: Source) -> u8 {
     match s {
         Source::Ssh => 0,
         Source::Mdns => 1,
-        Source::Subnet => 2,
+        // What the agent registered in DNS: right for a wide-area
+        // coordinator, but on the LAN mDNS picks by interface.
+        Source::Dns => 2,
+        Source::Subnet => 3,
     }
 }
 
