@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Flood the segment with bogus _rlx._tcp announcements: K instances, each
 with SRV, a schema-v1 TXT and an A record pointing at an address where
-nothing listens, sent unsolicited to the mDNS group (224.0.0.251:5353) in
-packets of a few instances, every PERIOD_S seconds, until killed.
+nothing listens, sent to the mDNS group (224.0.0.251:5353) in packets of a
+few instances: every PERIOD_S seconds, and at once (at most every 100 ms)
+whenever someone on the segment asks for _rlx._tcp. Runs until killed.
 
 usage: flood.py IP K PERIOD_S BOGUS_PREFIX
 
@@ -10,6 +11,7 @@ BOGUS_PREFIX is the first two octets of the addresses claimed (e.g. 10.7),
 spread over BOGUS_PREFIX.200.0 - BOGUS_PREFIX.239.255. Prints "ready" after
 the first full round. Runs only inside a lab namespace.
 """
+import select
 import socket
 import sys
 import time
@@ -49,12 +51,34 @@ for start in range(0, k, PER_PACKET):
                                           120, socket.inet_aton(addr)), 0)
     packets.extend(out.packets())
 
-first = True
-while True:
-    t = time.monotonic()
+rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+rx.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+rx.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+rx.bind(("0.0.0.0", 5353))
+rx.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+              socket.inet_aton("224.0.0.251") + socket.inet_aton(ip))
+
+
+def send_all():
     for p in packets:
         sock.sendto(p, ("224.0.0.251", 5353))
-    if first:
-        print("ready %d packets" % len(packets), flush=True)
-        first = False
-    time.sleep(max(0.0, period - (time.monotonic() - t)))
+
+
+send_all()
+print("ready %d packets" % len(packets), flush=True)
+last = next_periodic = time.monotonic()
+next_periodic += period
+while True:
+    r, _, _ = select.select([rx], [], [], max(0.0, next_periodic - time.monotonic()))
+    now = time.monotonic()
+    if r:
+        data, _ = rx.recvfrom(9000)
+        # A query (QR bit clear) that mentions _rlx._tcp.
+        is_query = len(data) > 12 and not data[2] & 0x80
+        if is_query and b"\x04_rlx\x04_tcp" in data and now - last >= 0.1:
+            send_all()
+            last = now
+    if now >= next_periodic:
+        send_all()
+        last = now
+        next_periodic = now + period

@@ -73,6 +73,12 @@ struct RunArgs {
     /// Repetitions per case (default: 1 quick, 5 full).
     #[arg(long)]
     reps: Option<u32>,
+    /// mDNS scenario: numbers of agents (default: 1,10 quick; 1,10,50,100 full).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    mdns_n: Vec<usize>,
+    /// mDNS scenario: loss percentages (default: 0,20 quick; 0,5,20 full).
+    #[arg(long, value_delimiter = ',', value_name = "PCT,...")]
+    mdns_loss: Vec<u8>,
     /// Directory holding the rlx-discover and rlx-agent binaries.
     #[arg(long, default_value = "target/release")]
     bin_dir: PathBuf,
@@ -143,6 +149,10 @@ pub struct Ctx {
     pub notes: Vec<String>,
     /// Figures not measured, with the reason.
     pub not_measured: Vec<(String, String)>,
+    /// mDNS scenario sizes (empty: the mode's default).
+    pub mdns_n: Vec<usize>,
+    /// mDNS scenario loss levels (empty: the mode's default).
+    pub mdns_loss: Vec<u8>,
 }
 
 impl Ctx {
@@ -277,6 +287,8 @@ fn run(a: RunArgs) -> Result<()> {
         commands: BTreeMap::new(),
         notes: Vec::new(),
         not_measured: Vec::new(),
+        mdns_n: a.mdns_n.clone(),
+        mdns_loss: a.mdns_loss.clone(),
     };
     let all = ["mdns", "scan", "ssh", "footprint", "trust"];
     for o in &a.only {

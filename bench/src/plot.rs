@@ -121,11 +121,13 @@ pub fn plot_all(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
             "set terminal pngcairo size 800,520 font 'sans,10'\nset output '{}'\n\
              set title 'mDNS: all N agents resolved, {loss}% loss on the browser link ({} mode)'\n\
              set xlabel 'N agents'\nset ylabel 'time until all N resolved (ms, median, min-max)'\n\
-             set logscale xy\nset xrange [0.7:{}]\nset grid\nset key top left\n\
+             set logscale xy\nset xrange [0.7:{}]\nset xtics ({})\nset grid\nset key top left\n\
+             set label 1 'no point: not all N found before the deadline in most runs' at graph 0.99, graph 0.03 right font ',8'\n\
              set datafile missing '?'\nplot {}\n",
             png.display(),
             r.mode,
             ns.iter().max().copied().unwrap_or(100) as f64 * 1.5,
+            ns.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
             plots.join(", ")
         ))?;
         let _ = std::fs::remove_file(&dat);

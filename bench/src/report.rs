@@ -246,12 +246,25 @@ fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
                 g.measured = median_cell(o);
                 let a = avahi(metric);
                 g.versus = a.map_or(String::new(), |a| {
+                    let r = ratio(a.median, o.median);
                     format!(
-                        "avahi-daemon: {} (ours/avahi {})",
+                        "avahi-daemon: {}{}",
                         median_cell(a),
-                        ratio(a.median, o.median)
+                        if r.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (ours/avahi {r})")
+                        }
                     )
                 });
+                if let Some(n) = o.notes.first() {
+                    g.comment = format!(
+                        "ours: {n}{}",
+                        a.and_then(|a| a.notes.first())
+                            .map(|n| format!("; avahi: {n}"))
+                            .unwrap_or_default()
+                    );
+                }
                 g.status = match (metric, o.median, a.and_then(|a| a.median)) {
                     ("tx_packets_per_min", Some(m), _) => {
                         if m == 0.0 {
@@ -474,8 +487,13 @@ fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         out.push(g);
     }
     for g in &mut out {
-        if g.status == Status::NotMet && g.comment.is_empty() {
-            g.comment = miss_analysis(g.what).into();
+        let why = miss_analysis(g.what);
+        if g.status == Status::NotMet && !why.is_empty() {
+            g.comment = if g.comment.is_empty() {
+                why.into()
+            } else {
+                format!("{}. {why}", g.comment)
+            };
         }
     }
     out

@@ -177,7 +177,7 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
             Some(rss[0] as f64),
             None,
             None,
-            "",
+            rss_parts(w.pids[0]),
         );
         ctx.record(
             "footprint",
@@ -332,4 +332,16 @@ fn probe_times(ctx: &mut Ctx) -> Result<()> {
             .into(),
     );
     Ok(())
+}
+
+/// Where a process's resident memory is: anonymous (heap, stacks) versus
+/// file-backed (the executable and libraries, shared with other copies).
+fn rss_parts(pid: u32) -> String {
+    format!(
+        "RssAnon {} kB, RssFile {} kB, VmHWM {} kB, {} threads",
+        crate::proc::status_kb(pid, "RssAnon:").unwrap_or(0),
+        crate::proc::status_kb(pid, "RssFile:").unwrap_or(0),
+        crate::proc::status_kb(pid, "VmHWM:").unwrap_or(0),
+        std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
+    )
 }

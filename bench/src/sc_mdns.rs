@@ -41,15 +41,15 @@ pub fn case_name(n: usize, loss: u8) -> String {
 
 /// Runs the scenario.
 pub fn run(ctx: &mut Ctx) -> Result<()> {
-    let ns: Vec<usize> = if ctx.quick {
-        vec![1, 10]
-    } else {
-        vec![1, 10, 50, 100]
+    let ns: Vec<usize> = match (&ctx.mdns_n[..], ctx.quick) {
+        ([], true) => vec![1, 10],
+        ([], false) => vec![1, 10, 50, 100],
+        (given, _) => given.to_vec(),
     };
-    let losses: Vec<u8> = if ctx.quick {
-        vec![0, 20]
-    } else {
-        vec![0, 5, 20]
+    let losses: Vec<u8> = match (&ctx.mdns_loss[..], ctx.quick) {
+        ([], true) => vec![0, 20],
+        ([], false) => vec![0, 5, 20],
+        (given, _) => given.to_vec(),
     };
     let publisher = if ctx.features.agent_run {
         Publisher::RlxAgent

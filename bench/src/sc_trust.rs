@@ -187,6 +187,7 @@ fn handshake_strangers(ctx: &mut Ctx) -> Result<()> {
                 .iter()
                 .filter_map(|(h, r)| {
                     let ip: Ipv4Addr = h.split(':').next()?.parse().ok()?;
+                    let r: String = r.chars().take(140).collect();
                     Some(format!("{}: {}", by_ip.get(&ip)?, r))
                 })
                 .collect();
@@ -342,11 +343,25 @@ fn flood(ctx: &mut Ctx) -> Result<()> {
         let found = (1..=real)
             .filter(|i| hosts.iter().any(|h| h.contains(&peers::node_name(*i))))
             .count() as u64;
+        let report = &v["report"];
+        let refused = report["failed"].as_array().map_or(0, |a| a.len());
+        let answered: Vec<String> = report["tried"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|t| format!("{} answered in {} ms", t["answered"], t["elapsed_ms"]))
+                    .collect()
+            })
+            .unwrap_or_default();
         let note = format!(
-            "{}; wall {:.0} ms; stats {}",
+            "{}; {}; {refused} refused{}",
             t.describe_status(),
-            t.wall_ms(),
-            v.get("stats").map(|s| s.to_string()).unwrap_or_default()
+            answered.join(", "),
+            if v.is_null() {
+                format!("; no JSON: {}", t.stderr_tail(2))
+            } else {
+                String::new()
+            }
         );
         ctx.record(
             "trust",
@@ -358,6 +373,17 @@ fn flood(ctx: &mut Ctx) -> Result<()> {
             Some(found),
             Some(real as u64),
             note,
+        );
+        ctx.record(
+            "trust",
+            &case,
+            "rlx-discover browse",
+            "wall_ms",
+            rep,
+            t.status.map(|_| t.wall_ms()),
+            Some(found),
+            Some(real as u64),
+            "",
         );
         ctx.record(
             "trust",
