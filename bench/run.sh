@@ -47,6 +47,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
   exit 2
 fi
 
+# Which source is measured (recorded in the results): the commit, and
+# whether the working tree differs from it.
+if [ -z "${RLX_BENCH_SOURCE:-}" ] && git rev-parse --git-dir >/dev/null 2>&1; then
+  RLX_BENCH_SOURCE="commit $(git rev-parse --short HEAD)"
+  git diff --quiet HEAD -- . 2>/dev/null || RLX_BENCH_SOURCE="$RLX_BENCH_SOURCE + uncommitted changes"
+fi
+export RLX_BENCH_SOURCE="${RLX_BENCH_SOURCE:-unknown}"
+
 profile="${RLX_BENCH_PROFILE:-release}"
 case "$profile" in
   release) bin_dir=target/release ;;

@@ -122,6 +122,10 @@ impl Machine {
         versions.insert("nmap".into(), first_line("nmap", &["--version"]));
         versions.insert("ssh".into(), first_line("ssh", &["-V"]));
         versions.insert("gnuplot".into(), first_line("gnuplot", &["--version"]));
+        // Which source was measured: set by bench/run.sh from git.
+        if let Ok(src) = std::env::var("RLX_BENCH_SOURCE") {
+            versions.insert("source measured".into(), src);
+        }
         Machine {
             nproc: first_line("nproc", &[]),
             lscpu,
