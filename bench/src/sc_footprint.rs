@@ -13,7 +13,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const AGENT: &str = "rlx-agent";
+const AGENT: &str = "rlx-agent (--caps-file)";
+const AGENT_PROBING: &str = "rlx-agent";
 const AVAHI: &str = "avahi-daemon (1 service)";
 const AVAHI_DBUS: &str = "avahi-daemon + its dbus-daemon";
 const PYZC: &str = "python-zeroconf publisher";
@@ -92,6 +93,34 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
         ctx.command(
             AGENT,
             "rlx-agent --caps-file caps.json --name node-0 --port 9100 --interface eth0",
+        );
+        // The agent as users run it: probing this machine (and watching it
+        // for material changes) instead of reading a caps file.
+        let lab = new_lab()?;
+        let state = dir.join("agent-state");
+        std::fs::create_dir_all(&state)?;
+        let mut c = lab.command(0, "unshare");
+        c.args(["--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\""])
+            .arg("bench-probing")
+            .arg(&ctx.bins.agent)
+            .args(["--port", &PORT.to_string(), "--interface", "eth0"])
+            .arg("--state-dir")
+            .arg(&state)
+            .env("RUST_LOG", "info");
+        let p = lab.spawn(0, c)?;
+        let procs = vec![(0usize, p)];
+        peers::wait_publishers(&lab, &procs, Publisher::RlxAgent)?;
+        let pids = vec![procs[0].1.pid()];
+        watched.push(Watched {
+            tool: AGENT_PROBING,
+            lab,
+            pids,
+            _procs: procs.into_iter().map(|(_, p)| p).collect(),
+            _avahi: None,
+        });
+        ctx.command(
+            AGENT_PROBING,
+            "rlx-agent --port 9100 --interface eth0 --state-dir DIR",
         );
     } else {
         ctx.not_measured(
@@ -244,7 +273,9 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
         "footprint: each publisher alone in its own 2-host lab (the second host idle on the \
          segment), measured over the same {} s window after {} s to settle; RSS = VmRSS at the \
          end, CPU from /proc/PID/task/*/schedstat (ns), packets = tx on the publisher's eth0 \
-         (/proc/net/dev in its namespace).",
+         (/proc/net/dev in its namespace). `rlx-agent` is the agent as deployed (probing this \
+         machine, GFLOP/s cached in its state directory); `rlx-agent (--caps-file)` announces \
+         simulated caps.",
         window.as_secs(),
         settle.as_secs()
     ));
