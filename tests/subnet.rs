@@ -53,6 +53,23 @@ fn run_ok(lab: &Lab, i: usize, args: &[&str]) -> (Output, serde_json::Value) {
     (out, v)
 }
 
+/// `expand --format json` in host 0 of a config scanning `block` (mDNS off),
+/// with `extra` lines in `[discover]`.
+fn expand_subnet(lab: &Lab, block: ipnet::Ipv4Net, extra: &str) -> (Output, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(
+        &cfg,
+        format!("[discover]\nsubnet = \"{block}\"\nmdns = false\n{extra}"),
+    )
+    .unwrap();
+    run_ok(
+        lab,
+        0,
+        &["expand", "--format", "json", cfg.to_str().unwrap()],
+    )
+}
+
 fn block_of(ip: Ipv4Addr) -> ipnet::Ipv4Net {
     ipnet::Ipv4Net::new(ip, 24).unwrap().trunc()
 }
@@ -97,18 +114,7 @@ fn listeners_that_do_not_speak_the_handshake_become_default_nodes_with_a_warning
     let _lb = listener(&lab, 2, 9100);
     let block = block_of(a);
     lab.silence_tcp(0, block, 9100, &[a, b]).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("cluster.toml");
-    std::fs::write(
-        &cfg,
-        format!("[discover]\nsubnet = \"{block}\"\nckpt_dir = \"/data\"\nmdns = false\n"),
-    )
-    .unwrap();
-    let (out, v) = run_ok(
-        &lab,
-        0,
-        &["expand", "--format", "json", cfg.to_str().unwrap()],
-    );
+    let (out, v) = expand_subnet(&lab, block, "ckpt_dir = \"/data\"\n");
     assert_eq!(out.status.code(), Some(0), "{v:#}");
     let addrs: Vec<&str> = v["nodes"]
         .as_array()
@@ -170,17 +176,7 @@ fn an_agent_found_by_the_scan_is_planned_from_its_handshake_caps() {
     let _plain = listener(&lab, 2, 9100);
     let block = block_of(a);
     lab.silence_tcp(0, block, 9100, &[a, b]).unwrap();
-    let cfg = dir.path().join("cluster.toml");
-    std::fs::write(
-        &cfg,
-        format!("[discover]\nsubnet = \"{block}\"\nmdns = false\n"),
-    )
-    .unwrap();
-    let (out, v) = run_ok(
-        &lab,
-        0,
-        &["expand", "--format", "json", cfg.to_str().unwrap()],
-    );
+    let (out, v) = expand_subnet(&lab, block, "");
     assert_eq!(out.status.code(), Some(0), "{v:#}");
     let nodes = v["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 2, "{v:#}");
