@@ -147,6 +147,7 @@ async fn check(mut s: Sighting, rules: &Rules) -> Verdict {
             Err(e @ HandshakeError::Unreachable { .. }) => {
                 let what = match s.source {
                     Source::Mdns => "announced, but its port is unreachable (a stale mDNS record of a stopped or crashed agent?)",
+                    Source::Dns => "registered in DNS, but its port is unreachable (the registration of a crashed agent, before its lease runs out?)",
                     _ => "unreachable",
                 };
                 return refuse(&s, format!("{what}: {e}"));

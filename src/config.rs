@@ -397,6 +397,27 @@ pub struct DiscoverSection {
     /// Most TCP connects in flight during a subnet scan.
     #[serde(default = "default_scan_concurrency")]
     pub scan_concurrency: usize,
+    /// Browse `_rlx._tcp.<domain>` on a unicast DNS server too (nodes
+    /// beyond the LAN; [`crate::sources::dns`]).
+    #[serde(default)]
+    pub dns_sd: Option<DnsSdSection>,
+}
+
+/// `dns_sd = { domain = "rlx.example.org", server = "10.0.0.53:53" }`: where
+/// agents register (`rlx-agent --register dns://SERVER/ZONE`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsSdSection {
+    /// The domain holding `_rlx._tcp` (the agents' `--register` zone).
+    pub domain: String,
+    /// `HOST`, `HOST:PORT` or `[IPv6]:PORT`; default: the first
+    /// `nameserver` of `/etc/resolv.conf`.
+    #[serde(default)]
+    pub server: Option<String>,
+    /// Ask for the whole zone first (one query, when the server allows this
+    /// host to transfer it), falling back to per-instance queries.
+    #[serde(default)]
+    pub zone_transfer: bool,
 }
 
 fn default_port() -> u16 {
@@ -594,6 +615,15 @@ impl ClusterConfig {
                     ));
                 }
             }
+            if let Some(dns) = &d.dns_sd {
+                if let Err(why) = crate::sources::dns::parse_domain(&dns.domain) {
+                    return Err((at("dns_sd"), format!("[discover] dns_sd.domain: {why}")));
+                }
+                if let Some(Err(why)) = dns.server.as_deref().map(crate::sources::dns::check_server)
+                {
+                    return Err((at("dns_sd"), format!("[discover] dns_sd.server: {why}")));
+                }
+            }
             if d.interfaces.iter().any(|i| i.trim().is_empty()) {
                 return Err((
                     at("interfaces"),
@@ -774,6 +804,29 @@ mod tests {
         assert_eq!(d.port, DEFAULT_PORT);
         assert_eq!(d.timeout_ms, DEFAULT_TIMEOUT_MS);
         assert_eq!(d.remote_bin, "rlx-agent");
+    }
+
+    #[test]
+    fn dns_sd_is_an_inline_table_checked_with_its_line() {
+        let c =
+            parse("[discover]\ndns_sd = { domain = \"lab.test\", server = \"10.0.0.53:5300\" }\n")
+                .unwrap();
+        let dns = c.discover.unwrap().dns_sd.unwrap();
+        assert_eq!(
+            (dns.domain.as_str(), dns.server.as_deref()),
+            ("lab.test", Some("10.0.0.53:5300"))
+        );
+        let e = parse("[discover]\nmdns = false\ndns_sd = { domain = \"a..b\" }\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("dns_sd.domain"), "{e}");
+        let e = parse("[discover]\ndns_sd = { domain = \"lab.test\", server = \"ns:0\" }\n")
+            .unwrap_err();
+        assert!(
+            e.message.contains("dns_sd.server") && e.message.contains("port"),
+            "{e}"
+        );
+        let e = parse("[discover]\ndns_sd = { domian = \"lab.test\" }\n").unwrap_err();
+        assert!(e.message.contains("unknown field `domian`"), "{e}");
     }
 
     #[test]

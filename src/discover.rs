@@ -12,7 +12,7 @@ use crate::config::{ClusterConfig, DiscoverSection};
 use crate::keys::KeyRing;
 use crate::pipeline::{expand, Expansion, NodeDefaults};
 use crate::sighting::Discovery;
-use crate::sources::{mdns, ssh, subnet};
+use crate::sources::{dns, mdns, ssh, subnet};
 use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
 
@@ -93,11 +93,28 @@ pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discov
             Discovery::default()
         }
     };
-    let (a, b, c) = tokio::join!(ssh_part, subnet_part, mdns_part);
+    let dns_part = async {
+        match &d.dns_sd {
+            Some(s) => match dns::DnsSdOptions::from_section(s, d.browse_ms) {
+                Ok(opts) => dns::discover(&opts, started).await,
+                Err(why) => Discovery {
+                    problems: vec![crate::sighting::Problem {
+                        source: crate::sighting::Source::Dns,
+                        host: s.domain.clone(),
+                        reason: why,
+                    }],
+                    ..Default::default()
+                },
+            },
+            None => Discovery::default(),
+        }
+    };
+    let (a, b, c, e) = tokio::join!(ssh_part, subnet_part, mdns_part, dns_part);
     let mut all = Discovery::default();
     all.extend(a);
     all.extend(b);
     all.extend(c);
+    all.extend(e);
     Ok(admit(all, &rules).await)
 }
 

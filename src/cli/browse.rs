@@ -15,7 +15,8 @@ use std::time::Instant;
 #[command(after_help = "Examples:\n  \
     rlx-discover browse                          # every agent on the LAN\n  \
     rlx-discover browse --json                   # the same, for scripts (per-node found_ms)\n  \
-    rlx-discover browse --interface eth1 --cluster lab --key-file /etc/rlx/cluster.key\n")]
+    rlx-discover browse --interface eth1 --cluster lab --key-file /etc/rlx/cluster.key\n  \
+    rlx-discover browse --domain rlx.example.org --dns-server 10.0.0.53   # LAN and wide-area nodes\n")]
 pub struct BrowseArgs {
     /// Take [discover] settings (interfaces, cluster, key_file, browse_ms)
     /// from this cluster file; its ssh_hosts and subnet are not used.
@@ -33,12 +34,54 @@ pub struct BrowseArgs {
     /// Admit only agents that prove this cluster key.
     #[arg(long, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
+    /// Also browse _rlx._tcp.DOMAIN on a unicast DNS server, where agents
+    /// beyond the LAN register (rlx-agent --register); replaces dns_sd.domain.
+    #[arg(long, value_name = "DOMAIN")]
+    pub domain: Option<String>,
+    /// The DNS server for --domain: HOST, HOST:PORT or [IPv6]:PORT
+    /// [default: dns_sd.server, else the first nameserver of /etc/resolv.conf].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub dns_server: Option<String>,
+    /// Do not browse mDNS (only --domain / dns_sd).
+    #[arg(long)]
+    pub no_mdns: bool,
     /// Print JSON: {"nodes": [...], "report": {...}}.
     #[arg(long)]
     pub json: bool,
 }
 
-/// The `[discover]` a browse runs with: mDNS only.
+/// Applies `--domain` and `--dns-server` to `d.dns_sd`, checked like the
+/// config keys. Shared with `watch`.
+pub fn apply_dns_flags(
+    d: &mut DiscoverSection,
+    domain: &Option<String>,
+    server: &Option<String>,
+) -> Result<()> {
+    use crate::config::DnsSdSection;
+    use crate::sources::dns::{check_server, parse_domain};
+    if let Some(dom) = domain {
+        parse_domain(dom).map_err(|e| anyhow::anyhow!("--domain: {e}"))?;
+        let old = d.dns_sd.take();
+        d.dns_sd = Some(DnsSdSection {
+            domain: dom.clone(),
+            server: old.as_ref().and_then(|o| o.server.clone()),
+            zone_transfer: old.is_some_and(|o| o.zone_transfer),
+        });
+    }
+    if let Some(srv) = server {
+        check_server(srv).map_err(|e| anyhow::anyhow!("--dns-server: {e}"))?;
+        match &mut d.dns_sd {
+            Some(s) => s.server = Some(srv.clone()),
+            None => anyhow::bail!(
+                "--dns-server needs a domain to browse: add --domain DOMAIN (or dns_sd in the config)"
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// The `[discover]` a browse runs with: mDNS, and DNS-SD when a domain is
+/// given.
 fn section(a: &BrowseArgs) -> Result<DiscoverSection> {
     let mut d = match &a.config {
         Some(p) => ClusterConfig::load(p)?.discover.unwrap_or_default(),
@@ -54,7 +97,11 @@ fn section(a: &BrowseArgs) -> Result<DiscoverSection> {
     if a.cluster.is_some() {
         d.cluster = a.cluster.clone();
     }
-    d.mdns = true;
+    apply_dns_flags(&mut d, &a.domain, &a.dns_server)?;
+    d.mdns = !a.no_mdns;
+    if !d.mdns && d.dns_sd.is_none() {
+        anyhow::bail!("--no-mdns leaves nothing to browse: add --domain DOMAIN");
+    }
     d.ssh_hosts.clear();
     d.subnet = None;
     Ok(d)

@@ -2,6 +2,7 @@
 //! into [`crate::sighting::Sighting`]s for the one pipeline; none of them
 //! chooses devices or merges (that is [`crate::pipeline`]'s job alone).
 
+pub mod dns;
 pub mod mdns;
 pub mod ssh;
 pub mod subnet;
