@@ -2,6 +2,10 @@
 //! comments are the help text) and one module per subcommand. It lives in
 //! the library so that completions, man pages and tests see the same
 //! definitions the binary parses.
+//!
+//! Doc comments on the clap types are the `--help` text, where `[discover]`
+//! and `[[node]]` mean the TOML tables, not documentation links.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};

@@ -1580,7 +1580,7 @@ pub enum BrowserEvent {
 ///
 /// Drain it promptly with [`MdnsBrowser::next`]: mdns-sd closes the event
 /// channel silently when 1000 events are waiting, and `next` then browses
-/// again (up to [`MAX_REBROWSE`] times) rather than going quiet.
+/// again (up to `MAX_REBROWSE` = 8 times) rather than going quiet.
 pub struct MdnsBrowser {
     daemon: ServiceDaemon,
     events: mdns_sd::Receiver<ServiceEvent>,
