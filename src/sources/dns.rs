@@ -287,6 +287,18 @@ pub struct Browse {
     pub discovery: Discovery,
     /// Details.
     pub stats: BrowseStats,
+    /// Registrations whose lease ran out (crashed agents), for agents that
+    /// clean the zone up (`rlx-agent --register`).
+    pub expired: Vec<Expired>,
+}
+
+/// A registration whose lease ran out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expired {
+    /// The instance name (`box._rlx._tcp.<domain>.`).
+    pub instance: Name,
+    /// Its SRV targets (host names holding its addresses).
+    pub targets: Vec<Name>,
 }
 
 /// The DNS-SD source for the pipeline: [`browse`], with a failure to browse
@@ -596,10 +608,17 @@ async fn browse_at(
     // Sightings.
     let now = unix_now();
     let mut sightings = Vec::new();
+    let mut expired = Vec::new();
     for i in &instances {
         match sighting_of(&pool, i, now, started) {
             Ok(Some(s)) => sightings.push(s),
-            Ok(None) => stats.expired += 1,
+            Ok(None) => {
+                stats.expired += 1;
+                expired.push(Expired {
+                    instance: i.clone(),
+                    targets: srv_targets(&pool, i),
+                });
+            }
             Err(reason) => {
                 let reason = failed.get(i).cloned().unwrap_or(reason);
                 problems.push(Problem {
@@ -643,6 +662,7 @@ async fn browse_at(
             attempts: vec![attempt],
         },
         stats,
+        expired,
     })
 }
 

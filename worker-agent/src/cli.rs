@@ -27,7 +27,8 @@ pub const DEFAULT_PORT: u16 = 9100;
     after_help = "Exit status: 0 success; 1 error (the message names the file, field or device); \
                   2 usage error.\n\nExamples:\n  rlx-agent --probe --no-bench\n  \
                   rlx-agent --probe --caps-file node.json\n  \
-                  rlx-agent --ckpt-dir /data/models/GLM-5.3-Flash --cluster lab --key-file /etc/rlx/cluster.key"
+                  rlx-agent --ckpt-dir /data/models/GLM-5.3-Flash --cluster lab --key-file /etc/rlx/cluster.key\n  \
+                  rlx-agent --register dns://10.0.0.53/rlx.example.org --tsig-key /etc/rlx/update.key"
 )]
 pub struct AgentArgs {
     /// Print this machine's capabilities as one line of JSON on stdout and
@@ -100,6 +101,29 @@ pub struct AgentArgs {
     /// $XDG_STATE_HOME/rlx-agent or ~/.local/state/rlx-agent].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+
+    /// Also register this node in a unicast DNS zone, for coordinators beyond
+    /// the LAN (`[discover] dns_sd`): DNS UPDATE to SERVER (HOST, HOST:PORT or
+    /// [IPv6]:PORT) for ZONE, signed with --tsig-key; refreshed every third
+    /// of --lease-secs, deleted on SIGINT/SIGTERM.
+    #[arg(long, value_name = "dns://SERVER/ZONE", requires = "tsig_key")]
+    pub register: Option<crate::register::RegisterTarget>,
+
+    /// TSIG key for --register, in BIND's format (`tsig-keygen -a hmac-sha256
+    /// NAME > FILE`). Must not be readable by group or others.
+    #[arg(long, value_name = "FILE", requires = "register")]
+    pub tsig_key: Option<PathBuf>,
+
+    /// Lease of the DNS registration, seconds: how long after a crash its
+    /// records count as gone.
+    #[arg(long, value_name = "SECS", default_value_t = crate::register::DEFAULT_LEASE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(crate::register::MIN_LEASE.as_secs()..=86_400))]
+    pub lease_secs: u64,
+
+    /// Address to publish in the DNS registration (repeatable) [default: the
+    /// address this host reaches the DNS server from].
+    #[arg(long = "register-addr", value_name = "IP", requires = "register")]
+    pub register_addrs: Vec<std::net::IpAddr>,
 
     /// Probe a fixture tree standing for / instead of this machine (tests).
     /// Its gpu-libs.json replaces NVML and Vulkan, nothing is measured, and

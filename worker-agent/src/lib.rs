@@ -15,9 +15,11 @@
 //! - [`probe`]: what this machine has (cores, RAM, disk, every accelerator, node id).
 //! - [`announce`]: `_rlx._tcp` over mDNS, re-announced when the caps change, goodbye on exit.
 //! - [`server`]: the handshake on the advertised port.
+//! - [`register`]: the same records in a unicast DNS zone (`--register`), by TSIG-signed DNS UPDATE, for coordinators beyond the LAN.
 
 pub mod announce;
 pub mod cli;
 pub mod probe;
+pub mod register;
 pub mod run;
 pub mod server;

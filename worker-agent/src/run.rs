@@ -5,12 +5,14 @@
 //! Order matters: signal handlers first (a SIGTERM during start-up must
 //! still produce goodbyes, not a silent death), then the listener (so the
 //! announced port is the one really bound, which matters for `--port 0`),
-//! then the announcement. On a stop request the announcer sends its goodbye
-//! packets (TTL 0) and waits until they are out, the server stops, and the
-//! process exits 0.
+//! then the announcement and, with `--register`, the DNS registration
+//! ([`crate::register`]). On a stop request the announcer sends its goodbye
+//! packets (TTL 0) and waits until they are out, the DNS records are
+//! deleted, the server stops, and the process exits 0.
 
 use crate::announce::{AnnounceOptions, Announcer, Shutdown, Update};
 use crate::cli::AgentArgs;
+use crate::register::{maintain, RegisterOptions, Registration};
 use crate::server::serve;
 use anyhow::{Context, Result};
 use rlx_discover::caps::NodeCaps;
@@ -58,10 +60,34 @@ pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
     let listener = bind(args.port).await?;
     let port = listener.local_addr()?.port();
     let (caps_tx, caps_rx) = watch::channel(Arc::new(caps.clone()));
+    // Prepared before anything is announced: a bad key file or zone is a
+    // start-up error, like a bad --key-file.
+    let registration = match (&args.register, &args.tsig_key) {
+        (Some(target), Some(key_file)) => Some(
+            Registration::prepare(
+                &RegisterOptions {
+                    target: target.clone(),
+                    key_file: key_file.clone(),
+                    name: args.name.clone(),
+                    port,
+                    lease: Duration::from_secs(args.lease_secs),
+                    addrs: args.register_addrs.clone(),
+                },
+                &caps,
+            )
+            .await
+            .with_context(|| format!("--register {target}"))?,
+        ),
+        _ => None,
+    };
     let stop = shutdown.clone();
-    let server = tokio::spawn(serve(listener, caps_rx, key, async move {
+    let server = tokio::spawn(serve(listener, caps_rx.clone(), key, async move {
         stop.wait().await;
     }));
+    let registrar = registration.map(|reg| {
+        let stop = shutdown.clone();
+        tokio::spawn(maintain(reg, caps_rx, async move { stop.wait().await }))
+    });
     let announcer = Announcer::start(
         &caps,
         AnnounceOptions {
@@ -87,10 +113,14 @@ pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
         reprobe_until_stopped(args, &caps, &shutdown, &caps_tx, &announcer).await
     };
     tracing::info!("{sig}: saying goodbye");
-    announcer
-        .shutdown()
-        .await
-        .context("sending mDNS goodbyes")?;
+    let goodbye = announcer.shutdown();
+    // The DNS deletion runs alongside the mDNS goodbyes.
+    let (said, _) = tokio::join!(goodbye, async {
+        if let Some(r) = registrar {
+            let _ = r.await;
+        }
+    });
+    said.context("sending mDNS goodbyes")?;
     let _ = server.await;
     Ok(())
 }

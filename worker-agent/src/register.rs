@@ -1,0 +1,961 @@
+//! **Register this node in a unicast DNS zone** — DNS UPDATE (RFC 2136)
+//! signed with TSIG (RFC 8945), so that coordinators beyond the LAN find it
+//! with `[discover] dns_sd` (wide-area DNS-SD, RFC 6763).
+//!
+//! ```text
+//! rlx-agent --register dns://10.0.0.53/rlx.example.org --tsig-key /etc/rlx/update.key
+//! ```
+//!
+//! # Records (zone `Z`, instance `I`, host label `H`, TTL [`RECORD_TTL`])
+//!
+//! ```text
+//! _rlx._tcp.Z.       PTR  I._rlx._tcp.Z.          one per agent in a shared RRset
+//! I._rlx._tcp.Z.     SRV  0 0 <port> H.Z.
+//! I._rlx._tcp.Z.     TXT  "txtvers=1" ... "expires=<unix seconds>"
+//! H.Z.               A / AAAA  the address this host reaches the server from
+//! ```
+//!
+//! One update message replaces the SRV, TXT and address RRsets and adds the
+//! PTR, so a registration is atomic and re-registering is idempotent. The
+//! zone should be dedicated to rlx (a delegated subzone such as
+//! `rlx.example.org`): an agent replaces the address records at `H.Z.`.
+//!
+//! # Lease
+//!
+//! Plain DNS servers do not expire records by themselves, so the lease is
+//! carried twice:
+//!
+//! - in the TXT record as `expires=<unix seconds>` (now + the lease), which
+//!   coordinators honour ([`rlx_discover::sources::dns`] skips an instance
+//!   whose lease ran out), and which agents use to clean up: at each refresh
+//!   an agent sweeps the zone with probability 1/N (N = instances it saw
+//!   last), deleting the records of expired instances, so that the zone as a
+//!   whole is swept about once per refresh interval whatever its size;
+//! - as the EDNS(0) Update Lease option (RFC 9664, option code 2) on every
+//!   update, for servers that implement it and expire records on their own.
+//!   BIND 9.18 ignores it.
+//!
+//! The agent refreshes every third of the lease ([`DEFAULT_LEASE`] 180 s,
+//! `--lease`), and at once when its caps change materially. On a clean
+//! shutdown (SIGINT, SIGTERM) it deletes its records. A refused update (a
+//! wrong TSIG key: NOTAUTH with BADKEY/BADSIG; a zone that does not allow
+//! the key: REFUSED) is logged with what to check and retried at the next
+//! refresh; it never stops the agent.
+
+use crate::announce::{host_label, material_change, StopSignal};
+use anyhow::Context;
+use hickory_proto::dnssec::rdata::tsig::TsigAlgorithm;
+use hickory_proto::dnssec::rdata::{DNSSECRData, TSIG};
+use hickory_proto::dnssec::tsig::TSigner;
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode, UpdateMessage};
+use hickory_proto::rr::rdata::opt::EdnsOption;
+use hickory_proto::rr::rdata::{A, AAAA, PTR, SRV, TXT};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
+use rlx_discover::caps::NodeCaps;
+use rlx_discover::sources::dns::{
+    self as dnssd, parse_domain, service_name, unix_now, DnsSdOptions, EXPIRES_KEY,
+};
+use rlx_discover::txt;
+use std::fmt;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// TTL of every registered record: how long resolvers may cache it. Short,
+/// so that a coordinator behind a caching resolver sees a deletion or a
+/// change within a minute.
+pub const RECORD_TTL: u32 = 60;
+
+/// Default lease: a registration not refreshed for this long belongs to a
+/// crashed agent. Three refreshes fit in it, so two lost updates do not
+/// make a live node look dead.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(180);
+
+/// Shortest lease accepted: the refresh interval (a third) must stay above
+/// a second, and leases shorter than the record TTL only make sense in tests.
+pub const MIN_LEASE: Duration = Duration::from_secs(3);
+
+/// The EDNS(0) option code of Update Lease (RFC 9664 §4; IANA "UL", 2).
+pub const UPDATE_LEASE_OPTION: u16 = 2;
+
+/// Allowed clock difference between agent and server for TSIG (RFC 8945
+/// §10 recommends 300 s).
+pub const TSIG_FUDGE: u16 = 300;
+
+/// Deadline for one update exchange (connect, send, reply).
+pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Largest TSIG key file read: a `tsig-keygen` file is about 100 bytes.
+const MAX_KEY_FILE_BYTES: u64 = 16 * 1024;
+
+/// Where to register: `dns://SERVER/ZONE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterTarget {
+    /// `HOST`, `HOST:PORT` or `[IPv6]:PORT` (port 53 by default).
+    pub server: String,
+    /// The zone the records go into.
+    pub zone: Name,
+}
+
+impl std::str::FromStr for RegisterTarget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let rest = s.strip_prefix("dns://").ok_or_else(|| {
+            format!("`{s}` is not a registration URL: write dns://SERVER/ZONE, e.g. dns://10.0.0.53/rlx.example.org")
+        })?;
+        let (server, zone) = rest.split_once('/').ok_or_else(|| {
+            format!("`{s}` names no zone: write dns://SERVER/ZONE, e.g. dns://10.0.0.53/rlx.example.org")
+        })?;
+        dnssd::check_server(server)?;
+        let zone = parse_domain(zone).map_err(|e| format!("zone in `{s}`: {e}"))?;
+        Ok(RegisterTarget {
+            server: server.to_string(),
+            zone,
+        })
+    }
+}
+
+impl fmt::Display for RegisterTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "dns://{}/{}", self.server, self.zone)
+    }
+}
+
+/// A TSIG key: its name, algorithm and secret.
+#[derive(Clone)]
+pub struct TsigKey {
+    /// The key name, as the server knows it.
+    pub name: Name,
+    /// `hmac-sha256` (or -sha384, -sha512).
+    pub algorithm: TsigAlgorithm,
+    secret: Vec<u8>,
+}
+
+impl fmt::Debug for TsigKey {
+    /// Never the secret.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TsigKey({} {})", self.name, self.algorithm)
+    }
+}
+
+impl TsigKey {
+    /// Reads a key file in BIND's format, as `tsig-keygen -a hmac-sha256
+    /// NAME` writes it:
+    ///
+    /// ```text
+    /// key "rlx-update" {
+    ///     algorithm hmac-sha256;
+    ///     secret "base64...";
+    /// };
+    /// ```
+    ///
+    /// Refuses a file group or others can read or write (the key lets anyone
+    /// rewrite the zone's rlx records), and names the line of what is wrong.
+    pub fn load(path: &Path) -> anyhow::Result<TsigKey> {
+        use std::io::Read;
+        use std::os::unix::fs::PermissionsExt;
+        let f = std::fs::File::open(path)
+            .with_context(|| format!("cannot open TSIG key file {}", path.display()))?;
+        let meta = f.metadata()?;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            anyhow::bail!(
+                "TSIG key file {p} is accessible by group or others (mode {mode:04o}); the key can rewrite the zone: run `chmod 600 {p}`",
+                p = path.display()
+            );
+        }
+        let mut text = String::new();
+        f.take(MAX_KEY_FILE_BYTES)
+            .read_to_string(&mut text)
+            .with_context(|| {
+                format!("cannot read TSIG key file {} (is it text?)", path.display())
+            })?;
+        parse_key_file(&text).map_err(|e| anyhow::anyhow!("TSIG key file {}: {e}", path.display()))
+    }
+
+    /// The signer for update messages.
+    pub fn signer(&self) -> TSigner {
+        TSigner::new(
+            self.secret.clone(),
+            self.algorithm.clone(),
+            self.name.clone(),
+            TSIG_FUDGE,
+        )
+        .expect("algorithm checked when the key was read")
+    }
+}
+
+/// One token of a BIND-style key file, with its line.
+#[derive(Debug, PartialEq)]
+enum Tok {
+    Word(String),
+    Quoted(String),
+    Punct(char),
+}
+
+fn tokens(text: &str) -> Result<Vec<(usize, Tok)>, String> {
+    let mut out = Vec::new();
+    let mut line = 1;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' => line += 1,
+            c if c.is_whitespace() => {}
+            '#' => {
+                while chars.peek().is_some_and(|&c| c != '\n') {
+                    chars.next();
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                while chars.peek().is_some_and(|&c| c != '\n') {
+                    chars.next();
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut prev = ' ';
+                loop {
+                    match chars.next() {
+                        None => return Err(format!("line {line}: unterminated /* comment")),
+                        Some('/') if prev == '*' => break,
+                        Some(c) => {
+                            if c == '\n' {
+                                line += 1;
+                            }
+                            prev = c;
+                        }
+                    }
+                }
+            }
+            '"' => {
+                let start = line;
+                let mut s = String::new();
+                loop {
+                    match chars.next() {
+                        None => return Err(format!("line {start}: unterminated quoted string")),
+                        Some('"') => break,
+                        Some('\n') => {
+                            line += 1;
+                            s.push('\n')
+                        }
+                        Some(c) => s.push(c),
+                    }
+                }
+                out.push((start, Tok::Quoted(s)));
+            }
+            '{' | '}' | ';' => out.push((line, Tok::Punct(c))),
+            _ => {
+                let mut w = String::from(c);
+                while chars
+                    .peek()
+                    .is_some_and(|&c| !c.is_whitespace() && !"{};\"#".contains(c))
+                {
+                    w.push(chars.next().expect("peeked"));
+                }
+                out.push((line, Tok::Word(w)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parses the first `key "NAME" { algorithm ALG; secret "B64"; };` of a
+/// file (see [`TsigKey::load`]). Errors name the line and never quote the
+/// secret.
+pub fn parse_key_file(text: &str) -> Result<TsigKey, String> {
+    let toks = tokens(text)?;
+    let mut it = toks.iter().peekable();
+    let Some((l, Tok::Word(k))) = it.next() else {
+        return Err("no `key \"NAME\" { ... };` statement; generate one with `tsig-keygen -a hmac-sha256 NAME > FILE`".into());
+    };
+    if k != "key" {
+        return Err(format!("line {l}: expected `key \"NAME\" {{`, found `{k}`"));
+    }
+    let name = match it.next() {
+        Some((_, Tok::Quoted(n) | Tok::Word(n))) => n.clone(),
+        _ => return Err(format!("line {l}: `key` needs a name")),
+    };
+    let name = parse_domain(&name).map_err(|e| format!("line {l}: key name: {e}"))?;
+    match it.next() {
+        Some((_, Tok::Punct('{'))) => {}
+        _ => return Err(format!("line {l}: expected `{{` after the key name")),
+    }
+    let (mut algorithm, mut secret) = (None, None);
+    loop {
+        let Some((l, t)) = it.next() else {
+            return Err("the key statement is not closed with `};`".into());
+        };
+        match t {
+            Tok::Punct('}') => break,
+            Tok::Word(w) if w == "algorithm" => {
+                let Some((_, Tok::Word(a) | Tok::Quoted(a))) = it.next() else {
+                    return Err(format!("line {l}: `algorithm` needs a value"));
+                };
+                let alg = match a.to_ascii_lowercase().as_str() {
+                    "hmac-sha256" => TsigAlgorithm::HmacSha256,
+                    "hmac-sha384" => TsigAlgorithm::HmacSha384,
+                    "hmac-sha512" => TsigAlgorithm::HmacSha512,
+                    other => {
+                        return Err(format!(
+                            "line {l}: algorithm `{other}` is not supported: use hmac-sha256 (tsig-keygen -a hmac-sha256)"
+                        ))
+                    }
+                };
+                algorithm = Some(alg);
+            }
+            Tok::Word(w) if w == "secret" => {
+                let Some((_, Tok::Quoted(s) | Tok::Word(s))) = it.next() else {
+                    return Err(format!("line {l}: `secret` needs a quoted base64 value"));
+                };
+                let clean: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+                let bytes = data_encoding::BASE64
+                    .decode(clean.as_bytes())
+                    .map_err(|_| format!("line {l}: the secret is not valid base64"))?;
+                if bytes.len() < 16 {
+                    return Err(format!(
+                        "line {l}: the secret is {} bytes; use at least 16 (tsig-keygen makes 32)",
+                        bytes.len()
+                    ));
+                }
+                secret = Some(bytes);
+            }
+            Tok::Word(w) => return Err(format!("line {l}: unknown key field `{w}`")),
+            _ => continue,
+        }
+        // Each field ends with `;`.
+        match it.next() {
+            Some((_, Tok::Punct(';'))) => {}
+            _ => return Err(format!("line {l}: expected `;` after the field")),
+        }
+    }
+    Ok(TsigKey {
+        name,
+        algorithm: algorithm.ok_or("the key has no `algorithm hmac-sha256;`")?,
+        secret: secret.ok_or("the key has no `secret \"...\";`")?,
+    })
+}
+
+/// What one registration is made of.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// Where.
+    pub target: RegisterTarget,
+    /// The server's address, resolved once at start.
+    pub server: SocketAddr,
+    /// The key.
+    pub key: TsigKey,
+    /// `I._rlx._tcp.Z.`
+    pub instance: Name,
+    /// `H.Z.`
+    pub host: Name,
+    /// The handshake port.
+    pub port: u16,
+    /// Addresses published for `host`.
+    pub addrs: Vec<IpAddr>,
+    /// The lease.
+    pub lease: Duration,
+}
+
+/// Why an update did not go through. Each says what to check.
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError {
+    /// The server answered with an error code.
+    #[error("DNS server {server} refused the update of {zone}: {} ({rcode}){tsig}: {hint}", format!("{rcode:?}").to_uppercase())]
+    Refused {
+        /// The server.
+        server: SocketAddr,
+        /// The zone.
+        zone: Name,
+        /// Its response code.
+        rcode: ResponseCode,
+        /// `, TSIG error BADSIG` when the server said one.
+        tsig: String,
+        /// What to check.
+        hint: String,
+    },
+    /// The exchange failed (connection, timeout, malformed or unverifiable
+    /// reply).
+    #[error("DNS update to {server}: {what}")]
+    Exchange {
+        /// The server.
+        server: SocketAddr,
+        /// What failed.
+        what: String,
+    },
+}
+
+/// TSIG error codes (RFC 8945 §3 / IANA): the ones a server sends back.
+fn tsig_error_name(code: u16) -> &'static str {
+    match code {
+        16 => "BADSIG",
+        17 => "BADKEY",
+        18 => "BADTIME",
+        22 => "BADTRUNC",
+        _ => "error",
+    }
+}
+
+/// The error field of a TSIG RDATA (not exposed by hickory): after the
+/// algorithm name, time (6), fudge (2), MAC (2 + len) and original id (2).
+fn tsig_error(t: &TSIG) -> Option<u16> {
+    let mut buf = Vec::new();
+    let mut enc = BinEncoder::new(&mut buf);
+    t.emit(&mut enc).ok()?;
+    let alg = t.algorithm().to_name().to_bytes().ok()?.len();
+    let at = alg + 6 + 2 + 2 + t.mac().len() + 2;
+    Some(u16::from_be_bytes([*buf.get(at)?, *buf.get(at + 1)?]))
+}
+
+fn refusal_hint(rcode: ResponseCode, tsig: Option<u16>, key: &TsigKey, zone: &Name) -> String {
+    match (rcode, tsig) {
+        (_, Some(17)) => format!(
+            "the server knows no key named \"{}\" with this algorithm: check the key name in --tsig-key against the server's `key` statement",
+            key.name
+        ),
+        (_, Some(16)) => format!(
+            "the signature does not verify: the secret of key \"{}\" differs from the server's (wrong or old --tsig-key file)",
+            key.name
+        ),
+        (_, Some(18)) => "the clocks of this host and the server differ by more than 5 minutes: run NTP".into(),
+        (ResponseCode::NotAuth, _) => format!("the server is not authoritative for {zone}, or did not accept key \"{}\"", key.name),
+        (ResponseCode::Refused, _) => format!(
+            "zone {zone} does not let key \"{}\" update it: add `allow-update {{ key \"{}\"; }};` (or an update-policy) to the zone",
+            key.name, key.name
+        ),
+        (ResponseCode::NotZone, _) => format!("{zone} is not a zone on this server: check the ZONE of --register"),
+        _ => "see the server's log".into(),
+    }
+}
+
+impl Registration {
+    /// The records for `caps`, with `expires` = now + lease.
+    fn txt(&self, caps: &NodeCaps) -> anyhow::Result<TXT> {
+        let mut strings = txt::to_strings(&txt::encode(caps)?);
+        let expires = unix_now() + self.lease.as_secs();
+        strings.push(format!("{EXPIRES_KEY}={expires}"));
+        Ok(TXT::new(strings))
+    }
+
+    fn message(&self) -> Message {
+        let mut m = Message::new();
+        let mut id = [0u8; 2];
+        let _ = getrandom::fill(&mut id);
+        m.set_id(u16::from_be_bytes(id))
+            .set_message_type(MessageType::Query)
+            .set_op_code(OpCode::Update)
+            .set_recursion_desired(false);
+        let mut zone = Query::new();
+        zone.set_name(self.target.zone.clone())
+            .set_query_class(DNSClass::IN)
+            .set_query_type(RecordType::SOA);
+        m.add_zone(zone);
+        m
+    }
+
+    fn delete_rrset(m: &mut Message, name: &Name, t: RecordType) {
+        let mut r = Record::update0(name.clone(), 0, t);
+        r.set_dns_class(DNSClass::ANY);
+        m.add_update(r.into_record_of_rdata());
+    }
+
+    fn add(m: &mut Message, name: &Name, data: RData) {
+        m.add_update(Record::from_rdata(name.clone(), RECORD_TTL, data));
+    }
+
+    /// The UPDATE that (re)registers: SRV, TXT and addresses replaced, PTR
+    /// added, with the Update Lease option.
+    pub fn register_message(&self, caps: &NodeCaps) -> anyhow::Result<Message> {
+        let mut m = self.message();
+        let svc = service_name(&self.target.zone);
+        Self::add(&mut m, &svc, RData::PTR(PTR(self.instance.clone())));
+        Self::delete_rrset(&mut m, &self.instance, RecordType::SRV);
+        Self::add(
+            &mut m,
+            &self.instance,
+            RData::SRV(SRV::new(0, 0, self.port, self.host.clone())),
+        );
+        Self::delete_rrset(&mut m, &self.instance, RecordType::TXT);
+        Self::add(&mut m, &self.instance, RData::TXT(self.txt(caps)?));
+        Self::delete_rrset(&mut m, &self.host, RecordType::A);
+        Self::delete_rrset(&mut m, &self.host, RecordType::AAAA);
+        for ip in &self.addrs {
+            let data = match ip {
+                IpAddr::V4(v4) => RData::A(A(*v4)),
+                IpAddr::V6(v6) => RData::AAAA(AAAA(*v6)),
+            };
+            Self::add(&mut m, &self.host, data);
+        }
+        let lease = u32::try_from(self.lease.as_secs()).unwrap_or(u32::MAX);
+        let mut ul = lease.to_be_bytes().to_vec();
+        ul.extend_from_slice(&lease.to_be_bytes()); // KEY-LEASE: the same
+        let mut edns = Edns::new();
+        edns.set_max_payload(1232).set_version(0);
+        edns.options_mut()
+            .insert(EdnsOption::Unknown(UPDATE_LEASE_OPTION, ul));
+        m.set_edns(edns);
+        Ok(m)
+    }
+
+    /// The UPDATE that deletes this registration.
+    pub fn delete_message(&self) -> Message {
+        let mut m = self.message();
+        delete_instance(
+            &mut m,
+            &self.target.zone,
+            &self.instance,
+            std::slice::from_ref(&self.host),
+        );
+        m
+    }
+
+    /// Sends `m` signed, and checks the reply.
+    pub async fn send(&self, m: Message) -> Result<(), UpdateError> {
+        exchange(self.server, &self.target.zone, &self.key, m).await
+    }
+}
+
+/// Adds to `m` the deletion of one instance: its PTR, SRV and TXT, and the
+/// addresses at its targets.
+fn delete_instance(m: &mut Message, zone: &Name, instance: &Name, targets: &[Name]) {
+    let svc = service_name(zone);
+    let mut ptr = Record::from_rdata(svc, 0, RData::PTR(PTR(instance.clone())));
+    ptr.set_dns_class(DNSClass::NONE);
+    m.add_update(ptr);
+    Registration::delete_rrset(m, instance, RecordType::SRV);
+    Registration::delete_rrset(m, instance, RecordType::TXT);
+    for t in targets.iter().filter(|t| zone.zone_of(t)) {
+        Registration::delete_rrset(m, t, RecordType::A);
+        Registration::delete_rrset(m, t, RecordType::AAAA);
+    }
+}
+
+/// Signs `m` with `key`, sends it over TCP, and reads and verifies the reply.
+pub async fn exchange(
+    server: SocketAddr,
+    zone: &Name,
+    key: &TsigKey,
+    mut m: Message,
+) -> Result<(), UpdateError> {
+    let err = |what: String| UpdateError::Exchange { server, what };
+    let now = unix_now() as u32;
+    let verifier = m
+        .finalize(&key.signer(), now)
+        .map_err(|e| err(format!("cannot sign the update: {e}")))?;
+    let bytes = m
+        .to_vec()
+        .map_err(|e| err(format!("cannot encode the update: {e}")))?;
+    let reply = tokio::time::timeout(UPDATE_TIMEOUT, async {
+        let mut s = TcpStream::connect(server).await?;
+        let len = u16::try_from(bytes.len()).map_err(std::io::Error::other)?;
+        let mut framed = len.to_be_bytes().to_vec();
+        framed.extend_from_slice(&bytes);
+        s.write_all(&framed).await?;
+        let mut len = [0u8; 2];
+        s.read_exact(&mut len).await?;
+        let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
+        s.read_exact(&mut buf).await?;
+        Ok::<_, std::io::Error>(buf)
+    })
+    .await
+    .map_err(|_| err(format!("no reply within {} s", UPDATE_TIMEOUT.as_secs())))?
+    .map_err(|e| err(e.to_string()))?;
+    let parsed = Message::from_vec(&reply).map_err(|e| err(format!("malformed reply: {e}")))?;
+    if parsed.id() != m.id() {
+        return Err(err("reply to another message id".into()));
+    }
+    let rcode = parsed.response_code();
+    if rcode != ResponseCode::NoError {
+        let tsig_code = parsed.signature().iter().find_map(|r| match r.data() {
+            RData::DNSSEC(DNSSECRData::TSIG(t)) => tsig_error(t).filter(|&c| c != 0),
+            _ => None,
+        });
+        return Err(UpdateError::Refused {
+            server,
+            zone: zone.clone(),
+            rcode,
+            tsig: tsig_code
+                .map(|c| format!(", TSIG error {}", tsig_error_name(c)))
+                .unwrap_or_default(),
+            hint: refusal_hint(rcode, tsig_code, key, zone),
+        });
+    }
+    match verifier {
+        Some(mut v) => v(&reply).map(|_| ()).map_err(|e| {
+            err(format!(
+                "the reply's TSIG does not verify ({e}): not from the server that holds the key?"
+            ))
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The address this host reaches `server` from: what the server's side of
+/// the network can dial back.
+pub fn source_address(server: SocketAddr) -> std::io::Result<IpAddr> {
+    let bind: SocketAddr = if server.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let s = std::net::UdpSocket::bind(bind)?;
+    s.connect(server)?;
+    Ok(s.local_addr()?.ip())
+}
+
+/// Options for [`Registration::prepare`].
+#[derive(Debug, Clone)]
+pub struct RegisterOptions {
+    /// Where.
+    pub target: RegisterTarget,
+    /// The TSIG key file.
+    pub key_file: PathBuf,
+    /// Instance name (`--name`), else the host name's first label.
+    pub name: Option<String>,
+    /// The handshake port.
+    pub port: u16,
+    /// The lease.
+    pub lease: Duration,
+    /// Addresses to publish; empty = the one this host reaches the server from.
+    pub addrs: Vec<IpAddr>,
+}
+
+impl Registration {
+    /// Reads the key, resolves the server and works out the names and
+    /// addresses. Errors here are configuration errors: the agent refuses
+    /// to start with them.
+    pub async fn prepare(opts: &RegisterOptions, caps: &NodeCaps) -> anyhow::Result<Registration> {
+        let key = TsigKey::load(&opts.key_file)?;
+        let server = dnssd::resolve_server(Some(&opts.target.server))
+            .await
+            .map_err(|e| anyhow::anyhow!("--register {}: {e}", opts.target))?;
+        let hostname = if caps.hostname.is_empty() {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_default()
+        } else {
+            caps.hostname.clone()
+        };
+        let label = host_label(&hostname);
+        let instance_label = match &opts.name {
+            Some(n) => n.clone(),
+            None => hostname
+                .split('.')
+                .next()
+                .filter(|s| !s.is_empty())
+                .unwrap_or(&label)
+                .to_string(),
+        };
+        let svc = service_name(&opts.target.zone);
+        let instance = svc
+            .prepend_label(instance_label.as_bytes())
+            .with_context(|| {
+                format!("instance name {instance_label:?} is not a DNS label (at most 63 bytes)")
+            })?;
+        let host = opts
+            .target
+            .zone
+            .prepend_label(label.as_str())
+            .with_context(|| format!("host label {label:?}"))?;
+        let addrs = if opts.addrs.is_empty() {
+            vec![source_address(server)
+                .with_context(|| format!("no route to DNS server {server}"))?]
+        } else {
+            opts.addrs.clone()
+        };
+        Ok(Registration {
+            target: opts.target.clone(),
+            server,
+            key,
+            instance,
+            host,
+            port: opts.port,
+            addrs,
+            lease: opts.lease,
+        })
+    }
+}
+
+/// Registers, keeps the registration alive and current, and deletes it when
+/// `stop` resolves (see the module docs). Never returns an error: refused
+/// updates are logged and retried at the next refresh.
+pub async fn maintain(
+    reg: Registration,
+    mut caps_rx: watch::Receiver<Arc<NodeCaps>>,
+    stop: impl Future<Output = StopSignal>,
+) {
+    let refresh = (reg.lease / 3).max(Duration::from_secs(1));
+    let mut registered: Option<NodeCaps> = None;
+    let mut instances_seen: usize = 0;
+    let mut tick = tokio::time::interval(refresh);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        let changed = tokio::select! {
+            sig = &mut stop => {
+                if registered.is_some() {
+                    deregister(&reg, sig).await;
+                }
+                return;
+            }
+            _ = tick.tick() => false,
+            r = caps_rx.changed() => {
+                if r.is_err() {
+                    // The sender is gone: run mode is ending; wait for stop.
+                    let sig = (&mut stop).await;
+                    if registered.is_some() {
+                        deregister(&reg, sig).await;
+                    }
+                    return;
+                }
+                true
+            }
+        };
+        let caps = caps_rx.borrow_and_update().as_ref().clone();
+        if changed {
+            match &registered {
+                Some(old) if material_change(old, &caps).is_none() => continue,
+                _ => {}
+            }
+        }
+        let first = registered.is_none();
+        match reg.register_message(&caps) {
+            Err(e) => warn!("cannot build the DNS registration: {e:#}"),
+            Ok(m) => match reg.send(m).await {
+                Ok(()) => {
+                    if first {
+                        info!(
+                            instance = %reg.instance,
+                            server = %reg.server,
+                            addrs = ?reg.addrs,
+                            lease_s = reg.lease.as_secs(),
+                            "registered in DNS ({}); refreshing every {} s",
+                            reg.target,
+                            refresh.as_secs()
+                        );
+                    } else {
+                        debug!(instance = %reg.instance, "DNS registration refreshed");
+                    }
+                    registered = Some(caps);
+                }
+                Err(e) => warn!(
+                    "DNS registration failed (retrying in {} s): {e}",
+                    refresh.as_secs()
+                ),
+            },
+        }
+        if registered.is_some() && sweep_now(instances_seen) {
+            instances_seen = sweep(&reg).await.unwrap_or(instances_seen);
+        }
+    }
+}
+
+/// Whether this refresh sweeps: probability 1/N over N instances, so that
+/// the zone is swept about once per refresh interval in all.
+fn sweep_now(instances_seen: usize) -> bool {
+    let mut b = [0u8; 4];
+    let _ = getrandom::fill(&mut b);
+    let n = instances_seen.max(1) as u64;
+    (u32::from_be_bytes(b) as u64) % n == 0
+}
+
+/// Browses the zone and deletes the registrations whose lease ran out.
+/// Returns how many instances the zone holds.
+async fn sweep(reg: &Registration) -> Option<usize> {
+    let opts = DnsSdOptions {
+        domain: reg.target.zone.clone(),
+        server: Some(reg.server.to_string()),
+        zone_transfer: false,
+        deadline: Duration::from_secs(10),
+    };
+    let b = match dnssd::browse(&opts, std::time::Instant::now()).await {
+        Ok(b) => b,
+        Err(e) => {
+            debug!("sweep: cannot browse {}: {e}", reg.target.zone);
+            return None;
+        }
+    };
+    for gone in &b.expired {
+        if gone.instance == reg.instance {
+            continue;
+        }
+        let mut m = reg.message();
+        delete_instance(&mut m, &reg.target.zone, &gone.instance, &gone.targets);
+        match reg.send(m).await {
+            Ok(()) => {
+                info!(instance = %gone.instance, "deleted an expired DNS registration (a crashed agent's)")
+            }
+            Err(e) => {
+                debug!(instance = %gone.instance, "could not delete an expired registration: {e}")
+            }
+        }
+    }
+    Some(b.stats.instances)
+}
+
+async fn deregister(reg: &Registration, sig: StopSignal) {
+    match reg.send(reg.delete_message()).await {
+        Ok(()) => info!(instance = %reg.instance, "{sig}: DNS registration deleted"),
+        Err(e) => {
+            warn!("{sig}: could not delete the DNS registration (it expires with its lease): {e}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEYGEN: &str = "key \"rlx-update\" {\n\talgorithm hmac-sha256;\n\tsecret \"vvQPqHcrK9CkkYJaFvTXwQ7sVnpFDRSyg5mMNf+gJAA=\";\n};\n";
+
+    #[test]
+    fn tsig_keygen_output_is_read() {
+        let k = parse_key_file(KEYGEN).unwrap();
+        assert_eq!(k.name.to_string(), "rlx-update.");
+        assert_eq!(k.algorithm, TsigAlgorithm::HmacSha256);
+        assert_eq!(k.secret.len(), 32);
+        assert!(
+            !format!("{k:?}").contains("vvQP"),
+            "Debug must not show the secret"
+        );
+    }
+
+    #[test]
+    fn comments_and_layout_do_not_matter_in_a_key_file() {
+        let text = "# made by tsig-keygen\n// another\n/* block\n comment */ key rlx-update { algorithm HMAC-SHA256; secret \"vvQPqHcrK9CkkYJaFvTXwQ7sVnpFDRSyg5mMNf+gJAA=\"; };";
+        assert_eq!(
+            parse_key_file(text).unwrap().name.to_string(),
+            "rlx-update."
+        );
+    }
+
+    #[test]
+    fn a_bad_key_file_names_the_line_and_not_the_secret() {
+        let e =
+            parse_key_file("key \"k\" {\n algorithm hmac-md5;\n secret \"AAAA\";\n};").unwrap_err();
+        assert!(e.contains("line 2") && e.contains("hmac-sha256"), "{e}");
+        let e =
+            parse_key_file("key \"k\" {\n algorithm hmac-sha256;\n secret \"not base64!!\";\n};")
+                .unwrap_err();
+        assert!(
+            e.contains("line 3") && e.contains("base64") && !e.contains("not base64!!"),
+            "{e}"
+        );
+        let e = parse_key_file("key \"k\" { algorithm hmac-sha256; };").unwrap_err();
+        assert!(e.contains("secret"), "{e}");
+        assert!(parse_key_file("").unwrap_err().contains("tsig-keygen"));
+    }
+
+    #[test]
+    fn a_group_readable_key_file_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("k.conf");
+        std::fs::write(&p, KEYGEN).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let e = TsigKey::load(&p).unwrap_err().to_string();
+        assert!(e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        TsigKey::load(&p).unwrap();
+    }
+
+    #[test]
+    fn registration_urls_name_a_server_and_a_zone() {
+        let t: RegisterTarget = "dns://10.0.0.53:5300/rlx.example.org".parse().unwrap();
+        assert_eq!(
+            (t.server.as_str(), t.zone.to_string().as_str()),
+            ("10.0.0.53:5300", "rlx.example.org.")
+        );
+        let t: RegisterTarget = "dns://[fd00::53]:53/lab.test.".parse().unwrap();
+        assert_eq!(t.server, "[fd00::53]:53");
+        assert!("http://x/y"
+            .parse::<RegisterTarget>()
+            .unwrap_err()
+            .contains("dns://SERVER/ZONE"));
+        assert!("dns://10.0.0.53"
+            .parse::<RegisterTarget>()
+            .unwrap_err()
+            .contains("no zone"));
+        assert!("dns://10.0.0.53/".parse::<RegisterTarget>().is_err());
+    }
+
+    fn reg() -> Registration {
+        let zone = parse_domain("lab.test").unwrap();
+        Registration {
+            target: RegisterTarget {
+                server: "10.0.0.53".into(),
+                zone: zone.clone(),
+            },
+            server: "10.0.0.53:53".parse().unwrap(),
+            key: parse_key_file(KEYGEN).unwrap(),
+            instance: service_name(&zone)
+                .prepend_label("box 1".as_bytes())
+                .unwrap(),
+            host: zone.prepend_label("box-1").unwrap(),
+            port: 9100,
+            addrs: vec!["10.1.0.5".parse().unwrap()],
+            lease: Duration::from_secs(180),
+        }
+    }
+
+    #[test]
+    fn a_registration_replaces_srv_txt_and_addresses_adds_the_ptr_and_asks_for_a_lease() {
+        let caps = NodeCaps {
+            cores: 4,
+            ram_total: 1000,
+            ..Default::default()
+        };
+        let m = reg().register_message(&caps).unwrap();
+        let ups: Vec<(String, RecordType, DNSClass)> = m
+            .updates()
+            .iter()
+            .map(|r| (r.name().to_string(), r.record_type(), r.dns_class()))
+            .collect();
+        assert!(ups.contains(&("_rlx._tcp.lab.test.".into(), RecordType::PTR, DNSClass::IN)));
+        assert!(
+            ups.contains(&(
+                "box\\0401._rlx._tcp.lab.test.".into(),
+                RecordType::SRV,
+                DNSClass::ANY
+            )),
+            "{ups:?}"
+        );
+        assert!(ups.contains(&("box-1.lab.test.".into(), RecordType::A, DNSClass::IN)));
+        let txt = m.updates().iter().find_map(|r| match r.data() {
+            RData::TXT(t) => Some(t.to_string()),
+            _ => None,
+        });
+        assert!(txt.unwrap().contains("expires="));
+        let opt = m.extensions().as_ref().unwrap().options();
+        assert!(opt
+            .as_ref()
+            .iter()
+            .any(|(c, _)| u16::from(*c) == UPDATE_LEASE_OPTION));
+        assert!(m
+            .updates()
+            .iter()
+            .all(|r| r.ttl() == RECORD_TTL || r.dns_class() == DNSClass::ANY));
+    }
+
+    #[test]
+    fn a_deletion_removes_only_this_instances_ptr() {
+        let m = reg().delete_message();
+        let ptr = m
+            .updates()
+            .iter()
+            .find(|r| r.record_type() == RecordType::PTR)
+            .unwrap();
+        assert_eq!(
+            ptr.dns_class(),
+            DNSClass::NONE,
+            "delete one PTR rdata, not the shared RRset"
+        );
+    }
+}
