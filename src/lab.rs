@@ -243,6 +243,14 @@ impl Default for LabOptions {
     }
 }
 
+/// Options for [`Lab::routed`]: several LANs joined by a router.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutedOptions {
+    /// Hosts on each subnet, in order: `[2, 3]` is two subnets, hosts 0-1 on
+    /// the first and 2-4 on the second. At most 250 subnets of 250 hosts.
+    pub subnets: Vec<usize>,
+}
+
 /// One host of a lab.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Host {
@@ -271,6 +279,10 @@ impl Host {
 pub struct Lab {
     name: String,
     switch: Option<String>,
+    /// The router namespace of a routed lab.
+    router: Option<String>,
+    /// Subnet index of each host (all 0 but in a routed lab).
+    host_subnet: Vec<usize>,
     hosts: Vec<Host>,
     subnet: Ipv4Net,
     /// Every namespace this lab asked for, deleted on drop.
@@ -309,6 +321,8 @@ impl Lab {
         Ok(Lab {
             name,
             switch: None,
+            router: None,
+            host_subnet: Vec::new(),
             hosts: Vec::new(),
             subnet,
             namespaces: Vec::new(),
@@ -412,6 +426,146 @@ impl Lab {
             Some(&ports),
         )?;
         Ok(lab)
+    }
+
+    /// Several LANs joined by a router, so that unicast crosses between them
+    /// and multicast (mDNS) does not, as with a real router:
+    ///
+    /// ```text
+    ///  h0 h1 ── sw0 (br0) ── e0 10.X.1.254 ┐
+    ///                                      rt (ip_forward=1, no multicast routing)
+    ///  h2 h3 ── sw1 (br0) ── e1 10.X.2.254 ┘
+    /// ```
+    ///
+    /// Subnet `k` is `10.X.(k+1).0/24`; its hosts get `.1`, `.2`, ... in
+    /// order, a default route via `.254`, and (like [`Lab::new`]'s) `eth0`,
+    /// `lo` up, the `224.0.0.0/4` route and IPv6 off. Host indices run
+    /// across subnets; [`Lab::subnet_of`] says which one a host is on.
+    /// [`Lab::subnet`] is the `/16` holding them all; [`Lab::switch_ns`] is
+    /// the first subnet's switch.
+    pub fn routed(opts: RoutedOptions) -> Result<Lab> {
+        if opts.subnets.is_empty()
+            || opts.subnets.len() > HOSTS_PER_24
+            || opts.subnets.iter().any(|&n| n == 0 || n > HOSTS_PER_24)
+        {
+            return Err(LabError::Invalid(format!(
+                "a routed lab needs 1 to {HOSTS_PER_24} subnets of 1 to {HOSTS_PER_24} hosts, not {:?}",
+                opts.subnets
+            )));
+        }
+        let x = random_octet();
+        let subnet = Ipv4Net::new(Ipv4Addr::new(10, x, 0, 0), 16).expect("/16 is valid");
+        let mut lab = Lab::empty(subnet)?;
+        let rt = format!("{}-rt", lab.name);
+        let switches: Vec<String> = (0..opts.subnets.len())
+            .map(|k| format!("{}-sw{k}", lab.name))
+            .collect();
+        for (k, &n) in opts.subnets.iter().enumerate() {
+            for j in 0..n {
+                let i = lab.hosts.len();
+                lab.hosts.push(Host {
+                    ns: format!("{}-h{i}", lab.name),
+                    iface: HOST_IFACE.into(),
+                    ip: Ipv4Addr::new(10, x, (k + 1) as u8, (j + 1) as u8),
+                    prefix_len: 24,
+                    ipv6: None,
+                    switch_port: Some(format!("p{i}")),
+                });
+                lab.host_subnet.push(k);
+            }
+        }
+        lab.switch = switches.first().cloned();
+        lab.router = Some(rt.clone());
+        lab.namespaces.push(rt.clone());
+        lab.namespaces.extend(switches.iter().cloned());
+        lab.namespaces
+            .extend(lab.hosts.iter().map(|h| h.ns.clone()));
+        let adds: String = lab
+            .namespaces
+            .iter()
+            .map(|ns| format!("netns add {ns}\n"))
+            .collect();
+        run(Command::new("ip").args(["-batch", "-"]), Some(&adds))?;
+        run_all(lab.namespaces.iter().map(|ns| {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, "sysctl", "-q", "-w"])
+                .args(ipv6_sysctls(false));
+            if ns == &rt {
+                c.arg("net.ipv4.ip_forward=1");
+            }
+            (c, None)
+        }))?;
+        run_all(switches.iter().map(|sw| {
+            let mut c = Command::new("ip");
+            c.args(["-n", sw, "-batch", "-"]);
+            (
+                c,
+                Some("link add br0 type bridge mcast_snooping 0\nlink set br0 up\n".to_string()),
+            )
+        }))?;
+        let mut router_script = String::from("link set lo up\n");
+        for (k, sw) in switches.iter().enumerate() {
+            router_script.push_str(&format!(
+                "link add e{k} type veth peer name rt netns {sw}\n\
+                 addr add 10.{x}.{}.254/24 dev e{k}\n\
+                 link set e{k} up\n",
+                k + 1
+            ));
+        }
+        run(
+            Command::new("ip").args(["-n", &rt, "-batch", "-"]),
+            Some(&router_script),
+        )?;
+        let host_batches: Vec<(Command, Option<String>)> = lab
+            .hosts
+            .iter()
+            .zip(&lab.host_subnet)
+            .map(|(h, &k)| {
+                let script = format!(
+                    "link add {HOST_IFACE} type veth peer name {port} netns {sw}\n\
+                     addr add {ip}/24 dev {HOST_IFACE}\n\
+                     link set {HOST_IFACE} up\n\
+                     link set lo up\n\
+                     route add 224.0.0.0/4 dev {HOST_IFACE}\n\
+                     route add default via 10.{x}.{net}.254\n",
+                    port = h.switch_port.as_deref().unwrap_or_default(),
+                    sw = switches[k],
+                    ip = h.ip,
+                    net = k + 1,
+                );
+                let mut c = Command::new("ip");
+                c.args(["-n", &h.ns, "-batch", "-"]);
+                (c, Some(script))
+            })
+            .collect();
+        run_all(host_batches)?;
+        run_all(switches.iter().enumerate().map(|(k, sw)| {
+            let mut script = String::from("link set rt master br0\nlink set rt up\n");
+            for (h, _) in lab
+                .hosts
+                .iter()
+                .zip(&lab.host_subnet)
+                .filter(|(_, &hk)| hk == k)
+            {
+                let p = h.switch_port.as_deref().unwrap_or_default();
+                script.push_str(&format!("link set {p} master br0\nlink set {p} up\n"));
+            }
+            let mut c = Command::new("ip");
+            c.args(["-n", sw, "-batch", "-"]);
+            (c, Some(script))
+        }))?;
+        Ok(lab)
+    }
+
+    /// The subnet index host `i` is on (0 except in a [`Lab::routed`] lab).
+    pub fn subnet_of(&self, i: usize) -> usize {
+        self.host(i);
+        self.host_subnet.get(i).copied().unwrap_or(0)
+    }
+
+    /// The router namespace of a [`Lab::routed`] lab.
+    pub fn router_ns(&self) -> Option<&str> {
+        self.router.as_deref()
     }
 
     /// One namespace with only `lo` (up, multicast on, the `224.0.0.0/4`

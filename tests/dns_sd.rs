@@ -1,0 +1,448 @@
+//! Wide-area discovery end to end: a real authoritative DNS server (BIND 9's
+//! `named`, started by the test inside a lab namespace, with a dynamic zone
+//! and a TSIG key), two subnets joined by a router so that mDNS cannot cross
+//! but DNS can, agents registering by TSIG-signed DNS UPDATE, and the
+//! coordinator finding them all through the one admission and pipeline.
+//!
+//! Needs `named` and `tsig-keygen` (Debian: bind9, bind9-utils); nothing
+//! here touches the host's /etc/bind or /var/cache/bind: the server's
+//! directory, pid file, session key and trust anchors all live in a temp dir.
+
+mod common;
+
+use common::{agent_bin, discover_bin, require_lab, spawn, Proc};
+use rlx_discover::lab::{Lab, RoutedOptions};
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The dynamic zone agents register in.
+const ZONE: &str = "lab.test";
+
+/// Lease the test agents ask for: short, so that expiry is seen within
+/// seconds (the coordinator adds [`rlx_discover::sources::dns::CLOCK_SKEW`]).
+const LEASE_SECS: u64 = 3;
+
+/// How long start-up may take on a loaded 2-core box.
+const UP: Duration = Duration::from_secs(30);
+
+/// BIND's `named` running in one lab host; killed with the lab process.
+struct Named {
+    proc: Proc,
+    ip: String,
+    key: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts `named` in host `host` of `lab`, authoritative for [`ZONE`] with
+/// updates allowed to a fresh `tsig-keygen` key.
+fn start_named(lab: &Lab, host: usize) -> Named {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ip = lab.host(host).ip.to_string();
+    let keygen = Command::new("tsig-keygen")
+        .args(["-a", "hmac-sha256", "rlx-update"])
+        .output()
+        .expect("tsig-keygen (bind9-utils) is needed for the DNS-SD tests");
+    assert!(keygen.status.success(), "tsig-keygen failed");
+    let key = d.join("update.key");
+    std::fs::write(&key, &keygen.stdout).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(d.join("bind.keys"), "").unwrap();
+    std::fs::write(
+        d.join(format!("{ZONE}.db")),
+        format!(
+            "$TTL 60\n@ IN SOA ns.{ZONE}. hostmaster.{ZONE}. 1 60 60 600 60\n@ IN NS ns.{ZONE}.\nns IN A {ip}\n"
+        ),
+    )
+    .unwrap();
+    let p = d.display();
+    std::fs::write(
+        d.join("named.conf"),
+        format!(
+            r#"include "{p}/update.key";
+options {{
+  directory "{p}";
+  pid-file "{p}/named.pid";
+  session-keyfile "{p}/session.key";
+  managed-keys-directory "{p}";
+  bindkeys-file "{p}/bind.keys";
+  dump-file "{p}/dump.db";
+  statistics-file "{p}/stats";
+  listen-on port 53 {{ {ip}; }};
+  listen-on-v6 {{ none; }};
+  recursion no;
+  dnssec-validation no;
+  minimal-responses no;
+  notify no;
+}};
+controls {{ }};
+zone "{ZONE}" {{
+  type primary;
+  file "{p}/{ZONE}.db";
+  allow-update {{ key "rlx-update"; }};
+}};
+"#
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new("/usr/sbin/named");
+    cmd.args(["-g", "-n", "1", "-c"]).arg(d.join("named.conf"));
+    let proc = spawn(lab, host, cmd);
+    proc.expect_output("running", UP);
+    // The configure line quotes /etc/bind; every file named opens must be ours.
+    let log = proc.stderr();
+    let touched: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            !l.contains("built with") && (l.contains("/etc/bind") || l.contains("/var/cache/bind"))
+        })
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "named must not use the host's files: {touched:?}"
+    );
+    Named {
+        proc,
+        ip,
+        key,
+        _dir: dir,
+    }
+}
+
+/// Caps of simulated machine `i`.
+fn caps_json(i: usize) -> String {
+    format!(
+        r#"{{"id":"{i:016x}","hostname":"box{i}","os":"linux","arch":"x86_64","cores":{c},
+           "ram_total":68719476736,"ram_avail":60000000000,
+           "devices":[{{"device":"cuda","name":"gpu {i}","mem_bytes":25769803776}}]}}"#,
+        c = 8 + i
+    )
+}
+
+/// Starts an agent for machine `i` in host `host`, registering with `key`.
+fn start_agent(lab: &Lab, host: usize, i: usize, named: &Named, key: &Path, dir: &Path) -> Proc {
+    let caps = dir.join(format!("box{i}.json"));
+    std::fs::write(&caps, caps_json(i)).unwrap();
+    let mut cmd = Command::new(agent_bin());
+    cmd.arg("--caps-file")
+        .arg(&caps)
+        .args(["--name", &format!("box{i}")])
+        .args(["--register", &format!("dns://{}/{ZONE}", named.ip)])
+        .arg("--tsig-key")
+        .arg(key)
+        .args(["--lease-secs", &LEASE_SECS.to_string()])
+        .env("RUST_LOG", "info");
+    spawn(lab, host, cmd)
+}
+
+/// `rlx-discover ARGS --json` in host `host`: the parsed JSON.
+fn discover_json(lab: &Lab, host: usize, args: &[&str]) -> Value {
+    let out = lab
+        .command(host, discover_bin())
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "rlx-discover {args:?} printed no JSON ({e}); stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn browse(lab: &Lab, host: usize, named: &Named, mdns: bool) -> Value {
+    let mut args = vec![
+        "browse",
+        "--json",
+        "--domain",
+        ZONE,
+        "--dns-server",
+        &named.ip,
+    ];
+    if !mdns {
+        args.push("--no-mdns");
+    }
+    discover_json(lab, host, &args)
+}
+
+/// host name -> sources of the nodes a browse found.
+fn nodes(v: &Value) -> Vec<(String, Vec<String>, String)> {
+    let mut n: Vec<(String, Vec<String>, String)> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            let sources = n["sources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect();
+            (
+                n["hostname"].as_str().unwrap().to_string(),
+                sources,
+                n["addr"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    n.sort();
+    n
+}
+
+/// The DNS attempt's description (`... N instance(s), M queries ...`).
+fn dns_attempt(v: &Value) -> String {
+    v["report"]["tried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["source"] == "dns")
+        .map(|t| t["what"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no DNS attempt in {v:#}"))
+}
+
+fn failed_hosts(v: &Value) -> Vec<String> {
+    v["report"]["failed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            format!(
+                "{}: {}",
+                f["host"].as_str().unwrap(),
+                f["reason"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// Polls `check` until it returns `Some`, or panics after `timeout`.
+fn within<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(e) if Instant::now() >= deadline => {
+                panic!("{what}: not within {timeout:?}; last: {e}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// Subnet 0: h0 named, h1 coordinator, h2 box2. Subnet 1: h3 box3, h4 box4.
+fn routed_lab(labs: common::Labs) -> Lab {
+    let _ = labs;
+    Lab::routed(RoutedOptions {
+        subnets: vec![3, 2],
+    })
+    .unwrap_or_else(|e| panic!("cannot build a routed lab: {e}"))
+}
+
+#[test]
+fn agents_on_both_subnets_register_and_one_browse_finds_lan_and_wide_area_nodes_once_each() {
+    let Some(labs) = require_lab() else { return };
+    let lab = routed_lab(labs);
+    assert_ne!(lab.subnet_of(2), lab.subnet_of(3));
+    let named = start_named(&lab, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let agents: Vec<Proc> = (2..=4)
+        .map(|h| start_agent(&lab, h, h, &named, &named.key, dir.path()))
+        .collect();
+    for a in &agents {
+        a.expect_output("registered in DNS", UP);
+        a.expect_output("mDNS: announced on", UP);
+    }
+
+    // mDNS alone stops at the router: only box2 is on the coordinator's LAN.
+    let lan = discover_json(&lab, 1, &["browse", "--json"]);
+    let lan_hosts: Vec<String> = nodes(&lan).into_iter().map(|n| n.0).collect();
+    assert_eq!(
+        lan_hosts,
+        ["box2"],
+        "mDNS must not cross the router: {lan:#}"
+    );
+
+    // With the domain, all three; box2 seen both ways is one node.
+    let v = browse(&lab, 1, &named, true);
+    let want = vec![
+        (
+            "box2".to_string(),
+            vec!["mdns".to_string(), "dns".to_string()],
+            format!("{}:9100", lab.host(2).ip),
+        ),
+        (
+            "box3".to_string(),
+            vec!["dns".to_string()],
+            format!("{}:9100", lab.host(3).ip),
+        ),
+        (
+            "box4".to_string(),
+            vec!["dns".to_string()],
+            format!("{}:9100", lab.host(4).ip),
+        ),
+    ];
+    assert_eq!(nodes(&v), want, "{v:#}");
+    assert!(failed_hosts(&v).is_empty(), "{:?}", failed_hosts(&v));
+    for n in v["nodes"].as_array().unwrap() {
+        assert_eq!(
+            n["evidence"], "handshake",
+            "caps come from the handshake: {n}"
+        );
+    }
+    // 1 PTR + SRV and TXT per instance (BIND adds the SRV target's A).
+    assert!(
+        dns_attempt(&v).contains("3 instance(s), 7 queries"),
+        "{}",
+        dns_attempt(&v)
+    );
+
+    // expand with [discover] dns_sd: the same nodes, in the same pipeline.
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[discover]\nmdns = false\ndns_sd = {{ domain = \"{ZONE}\", server = \"{}:53\" }}\n",
+            named.ip
+        ),
+    )
+    .unwrap();
+    let e = discover_json(
+        &lab,
+        1,
+        &["expand", "--format", "json", cfg.to_str().unwrap()],
+    );
+    let mut addrs: Vec<String> = e["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["addr"].as_str().unwrap().to_string())
+        .collect();
+    addrs.sort();
+    let mut want_addrs: Vec<String> = want.iter().map(|w| w.2.clone()).collect();
+    want_addrs.sort();
+    assert_eq!(addrs, want_addrs, "{e:#}");
+    drop(named.proc);
+}
+
+/// An update signed with the wrong secret is refused by the server
+/// (NOTAUTH, BADSIG); the agent says so in its log and keeps serving.
+#[test]
+fn an_update_with_a_wrong_tsig_key_is_refused_and_the_agent_reports_it_and_keeps_running() {
+    let Some(labs) = require_lab() else { return };
+    let lab = routed_lab(labs);
+    let named = start_named(&lab, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(&named.key).unwrap();
+    let start = good.find("secret \"").unwrap() + 8;
+    let end = start + good[start..].find('"').unwrap();
+    let wrong = format!("{}{}{}", &good[..start], "A".repeat(43) + "=", &good[end..]);
+    let bad_key = dir.path().join("wrong.key");
+    std::fs::write(&bad_key, wrong).unwrap();
+    std::fs::set_permissions(&bad_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let agent = start_agent(&lab, 3, 3, &named, &bad_key, dir.path());
+    agent.expect_output("BADSIG", UP);
+    let log = agent.stderr();
+    assert!(
+        log.contains("refused the update") && log.contains("NOTAUTH") && log.contains("--tsig-key"),
+        "the refusal must say what to check:\n{log}"
+    );
+    assert!(
+        agent.try_wait().is_none(),
+        "a refused update must not stop the agent"
+    );
+    let v = browse(&lab, 1, &named, false);
+    assert!(
+        v["nodes"].as_array().unwrap().is_empty(),
+        "nothing registered: {v:#}"
+    );
+    assert!(
+        dns_attempt(&v).contains("0 instance(s)"),
+        "{}",
+        dns_attempt(&v)
+    );
+}
+
+/// SIGTERM deletes the agent's records at once. A SIGKILLed agent's records
+/// stay until its lease runs out, but the handshake keeps it out meanwhile;
+/// after the lease the coordinator skips it, and a live agent's sweep
+/// deletes its records.
+#[test]
+fn clean_shutdown_deletes_the_records_and_a_crashed_agents_expire_with_the_lease() {
+    let Some(labs) = require_lab() else { return };
+    let lab = routed_lab(labs);
+    let named = start_named(&lab, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let agents: Vec<Proc> = (2..=4)
+        .map(|h| start_agent(&lab, h, h, &named, &named.key, dir.path()))
+        .collect();
+    for a in &agents {
+        a.expect_output("registered in DNS", UP);
+    }
+    let v = browse(&lab, 1, &named, false);
+    assert_eq!(nodes(&v).len(), 3, "{v:#}");
+
+    // Clean shutdown: deleted before the agent exits.
+    assert!(agents[0].signal(nix::sys::signal::Signal::SIGTERM));
+    agents[0].expect_exit(Duration::from_secs(10));
+    assert!(
+        agents[0].stderr().contains("DNS registration deleted"),
+        "{}",
+        agents[0].stderr()
+    );
+    let v = browse(&lab, 1, &named, false);
+    assert!(
+        dns_attempt(&v).contains("2 instance(s)"),
+        "box2's records must be gone: {}",
+        dns_attempt(&v)
+    );
+
+    // Crash: records stay, the handshake refuses the dead node.
+    agents[1].kill();
+    let v = browse(&lab, 1, &named, false);
+    let hosts: Vec<String> = nodes(&v).into_iter().map(|n| n.0).collect();
+    assert_eq!(hosts, ["box4"], "{v:#}");
+    let failed = failed_hosts(&v);
+    assert!(
+        failed
+            .iter()
+            .any(|f| f.starts_with("box3: registered in DNS, but its port is unreachable")),
+        "{failed:?}"
+    );
+
+    // After the lease (plus the allowed clock skew) the coordinator skips it
+    // without dialling, and box4's sweep deletes its records.
+    let lease_over = Duration::from_secs(LEASE_SECS) + rlx_discover::sources::dns::CLOCK_SKEW;
+    within(
+        lease_over + Duration::from_secs(60),
+        "box3's records deleted by a sweep",
+        || {
+            let v = browse(&lab, 1, &named, false);
+            let what = dns_attempt(&v);
+            let hosts: Vec<String> = nodes(&v).into_iter().map(|n| n.0).collect();
+            if hosts != ["box4"] {
+                return Err(format!("nodes {hosts:?}"));
+            }
+            if what.contains("1 instance(s)") {
+                return Ok(());
+            }
+            if what.contains("expired lease") && !failed_hosts(&v).is_empty() {
+                return Err(format!(
+                    "an expired lease must not be dialled: {:?}",
+                    failed_hosts(&v)
+                ));
+            }
+            Err(what)
+        },
+    );
+    assert!(
+        agents[2]
+            .stderr()
+            .contains("deleted an expired DNS registration"),
+        "{}",
+        agents[2].stderr()
+    );
+}
