@@ -85,6 +85,10 @@ struct RunArgs {
     /// Where to write the results JSON.
     #[arg(long)]
     results: PathBuf,
+    /// Re-run only the scenarios given (--only) and replace their samples
+    /// in the existing results file, keeping the others.
+    #[arg(long, requires = "only")]
+    merge: bool,
     /// Where to write the Markdown report.
     #[arg(long)]
     markdown: PathBuf,
@@ -322,7 +326,7 @@ fn run(a: RunArgs) -> Result<()> {
     }
     let mut machine = machine;
     machine.load_at_end = machine::loadavg();
-    let results = Results {
+    let mut results = Results {
         mode: if a.quick { "quick" } else { "full" }.into(),
         started: started_utc,
         duration_s: started.elapsed().as_secs_f64(),
@@ -332,6 +336,9 @@ fn run(a: RunArgs) -> Result<()> {
         not_measured: ctx.not_measured,
         samples: ctx.samples,
     };
+    if a.merge {
+        results = merge(&a.results, &a.only, results)?;
+    }
     if let Some(dir) = a.results.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -348,6 +355,45 @@ fn run(a: RunArgs) -> Result<()> {
         a.plots.display()
     );
     Ok(())
+}
+
+/// The results in `path` with the samples, notes and gaps of `scenarios`
+/// replaced by those of `new` (a re-run of just those scenarios).
+fn merge(path: &Path, scenarios: &[String], new: Results) -> Result<Results> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--merge: reading {}", path.display()))?;
+    let mut old: Results = serde_json::from_str(&text)
+        .with_context(|| format!("--merge: parsing {}", path.display()))?;
+    anyhow::ensure!(
+        old.mode == new.mode,
+        "--merge: {} holds a {} run; this is a {} run",
+        path.display(),
+        old.mode,
+        new.mode
+    );
+    let ours = |text: &str| {
+        scenarios.iter().any(|s| {
+            text.starts_with(&format!("{s}:"))
+                || text.starts_with(&format!("scenario {s}"))
+                || (s == "footprint" && text.starts_with("probe:"))
+        })
+    };
+    old.samples.retain(|x| !scenarios.contains(&x.scenario));
+    old.samples.extend(new.samples);
+    old.notes.retain(|n| !ours(n));
+    old.notes.extend(new.notes);
+    old.not_measured.retain(|(w, _)| !ours(w));
+    old.not_measured.extend(new.not_measured);
+    old.commands.extend(new.commands);
+    old.notes.push(format!(
+        "merge: {} re-run at {} ({:.0} s, load at start {}) and merged into the run of {}.",
+        scenarios.join(", "),
+        new.started,
+        new.duration_s,
+        new.machine.load_at_start,
+        old.started
+    ));
+    Ok(old)
 }
 
 fn write_csv(r: &Results, path: &Path) -> Result<()> {

@@ -265,6 +265,20 @@ fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
                             .unwrap_or_default()
                     );
                 }
+                if metric == "rss_kb" {
+                    let pss = |tool: &str| {
+                        find(s, "footprint", &case, tool, "pss_kb")
+                            .map(median_cell)
+                            .unwrap_or_else(|| "-".into())
+                    };
+                    g.comment = format!(
+                        "{}; PSS (shared pages split among sharers): ours {}, avahi-daemon {}, avahi + dbus {}",
+                        g.comment,
+                        pss("rlx-agent"),
+                        pss("avahi-daemon (1 service)"),
+                        pss("avahi-daemon + its dbus-daemon")
+                    );
+                }
                 g.status = match (metric, o.median, a.and_then(|a| a.median)) {
                     ("tx_packets_per_min", Some(m), _) => {
                         if m == 0.0 {

@@ -208,6 +208,33 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
             None,
             rss_parts(w.pids[0]),
         );
+        // PSS charges each shared page (libc, ...) to its sharers in
+        // proportion: what this process really adds to the machine.
+        let pss: Vec<u64> = w.pids.iter().map(|p| pss_kb(*p).unwrap_or(0)).collect();
+        ctx.record(
+            "footprint",
+            &case,
+            w.tool,
+            "pss_kb",
+            0,
+            Some(pss[0] as f64),
+            None,
+            None,
+            "",
+        );
+        if w.tool == AVAHI {
+            ctx.record(
+                "footprint",
+                &case,
+                AVAHI_DBUS,
+                "pss_kb",
+                0,
+                Some((pss[0] + pss[1]) as f64),
+                None,
+                None,
+                format!("dbus-daemon alone {} kB", pss[1]),
+            );
+        }
         ctx.record(
             "footprint",
             &case,
@@ -375,4 +402,15 @@ fn rss_parts(pid: u32) -> String {
         crate::proc::status_kb(pid, "VmHWM:").unwrap_or(0),
         std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
     )
+}
+
+/// Proportional set size, kB (`Pss:` of `/proc/PID/smaps_rollup`).
+fn pss_kb(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with("Pss:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }

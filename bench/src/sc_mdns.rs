@@ -116,7 +116,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         }
         if let Err(e) = peers::wait_publishers(&lab, &procs, publisher) {
             ctx.not_measured(
-                &format!("mdns N={n}"),
+                &format!("mdns: N={n}"),
                 format!("the {n} publishers did not all come up on this machine: {e:#}"),
             );
             continue;

@@ -163,7 +163,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     // nmap's -T4 timing on the /20 takes about 10 minutes: once, full mode only.
     if ctx.quick {
         ctx.not_measured(
-            "scan /20 nmap -sT -Pn -T4",
+            "scan: /20 nmap -sT -Pn -T4",
             "skipped in quick mode (about 10 minutes per run)",
         );
     } else {

@@ -33,7 +33,7 @@ fn keygen(path: &Path) -> Result<()> {
 pub fn run(ctx: &mut Ctx) -> Result<()> {
     if !Path::new("/usr/sbin/sshd").exists() {
         ctx.not_measured(
-            "ssh",
+            "ssh: SSH probe of many hosts",
             "OpenSSH server not installed (apt-get install openssh-server)",
         );
         return Ok(());
