@@ -446,3 +446,37 @@ fn clean_shutdown_deletes_the_records_and_a_crashed_agents_expire_with_the_lease
         agents[2].stderr()
     );
 }
+
+/// `watch --domain` follows registrations: a join through the handshake, and
+/// a leave when the agent deletes its records on SIGTERM.
+#[test]
+fn watch_with_a_domain_reports_a_registered_agent_joining_and_leaving() {
+    let Some(labs) = require_lab() else { return };
+    let lab = routed_lab(labs);
+    let named = start_named(&lab, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(discover_bin());
+    cmd.args([
+        "watch",
+        "--json",
+        "--no-mdns",
+        "--domain",
+        ZONE,
+        "--dns-server",
+        &named.ip,
+    ])
+    .args(["--for-ms", "60000"]);
+    let watch = spawn(&lab, 1, cmd);
+    let agent = start_agent(&lab, 3, 3, &named, &named.key, dir.path());
+    agent.expect_output("registered in DNS", UP);
+    watch.expect_output("\"event\":\"joined\",", UP);
+    assert!(watch.stdout().contains("box3 (dns)"), "{}", watch.stdout());
+    assert!(agent.signal(nix::sys::signal::Signal::SIGTERM));
+    watch.expect_output("\"event\":\"left\",", UP);
+    let out = watch.stdout();
+    let left = out.lines().find(|l| l.contains("\"left\"")).unwrap();
+    assert!(
+        left.contains("DNS registration deleted") || left.contains("health check failed"),
+        "{left}"
+    );
+}

@@ -15,6 +15,12 @@
 //!   ([`crate::admit::ATTEMPTS`] attempts [`crate::admit::STAGGER`] apart,
 //!   each within the handshake timeout): about 4 s with the defaults.
 //!
+//! With `--domain` (or `[discover] dns_sd`), the zone is browsed too, every
+//! [`DNS_POLL_INTERVAL`]: registrations join through the same admission, and
+//! one that disappears from the zone (deleted on the agent's clean stop, or
+//! its lease ran out) is reported left. DNS members are named `<instance>
+//! (dns)`, so that a LAN node seen both ways is followed by each source.
+//!
 //! A member whose caps change materially (the device chosen, its memory, the
 //! core count, or the devices list) is reported `updated`.
 
@@ -24,6 +30,7 @@ use crate::discover::{browse_options, rules, Overrides};
 use crate::pipeline::{expand, NodeDefaults};
 use crate::report::{gib, AddedNode};
 use crate::sighting::{Discovery, Problem, Sighting};
+use crate::sources::dns::{self, DnsSdOptions};
 use crate::sources::mdns::{Change, ContinuousBrowse};
 use anyhow::Result;
 use clap::Args;
@@ -38,12 +45,21 @@ use std::time::{Duration, Instant};
 /// exchange every two seconds per watching coordinator.
 pub const HEALTH_INTERVAL: Duration = Duration::from_secs(2);
 
+/// How often the DNS-SD zone is browsed again. Each browse costs 1 + 2N
+/// queries on BIND (see [`crate::sources::dns`]); every 5 s keeps joins and
+/// clean leaves within seconds, well inside the records' 60 s TTL.
+pub const DNS_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The suffix of DNS members' names in watch events.
+const DNS_SUFFIX: &str = " (dns)";
+
 /// Arguments of `watch`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     rlx-discover watch                       # joined / updated / left, as lines\n  \
     rlx-discover watch --json                # one JSON object per event\n  \
-    rlx-discover watch --config cluster.toml --interface eth1\n")]
+    rlx-discover watch --config cluster.toml --interface eth1\n  \
+    rlx-discover watch --domain rlx.example.org --dns-server 10.0.0.53\n")]
 pub struct WatchArgs {
     /// Take [discover] settings (interfaces, cluster, key_file, timeout_ms)
     /// from this cluster file.
@@ -58,6 +74,17 @@ pub struct WatchArgs {
     /// Admit only agents that prove this cluster key.
     #[arg(long, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
+    /// Also follow _rlx._tcp.DOMAIN on a unicast DNS server (agents that
+    /// registered with rlx-agent --register); replaces dns_sd.domain.
+    #[arg(long, value_name = "DOMAIN")]
+    pub domain: Option<String>,
+    /// The DNS server for --domain: HOST, HOST:PORT or [IPv6]:PORT
+    /// [default: dns_sd.server, else the first nameserver of /etc/resolv.conf].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub dns_server: Option<String>,
+    /// Do not browse mDNS (only --domain / dns_sd).
+    #[arg(long)]
+    pub no_mdns: bool,
     /// Print one JSON object per event.
     #[arg(long)]
     pub json: bool,
@@ -175,6 +202,13 @@ fn section(a: &WatchArgs) -> Result<DiscoverSection> {
     if a.cluster.is_some() {
         d.cluster = a.cluster.clone();
     }
+    super::browse::apply_dns_flags(&mut d, &a.domain, &a.dns_server)?;
+    if a.no_mdns {
+        if d.dns_sd.is_none() {
+            anyhow::bail!("--no-mdns leaves nothing to watch: add --domain DOMAIN");
+        }
+        d.mdns = false;
+    }
     Ok(d)
 }
 
@@ -195,18 +229,42 @@ async fn watch(
     defaults: &NodeDefaults,
 ) -> Result<()> {
     let started = Instant::now();
-    let mut browse = ContinuousBrowse::start(&browse_options(d), started)?;
+    let mut browse = if d.mdns || d.dns_sd.is_none() {
+        Some(ContinuousBrowse::start(&browse_options(d), started)?)
+    } else {
+        None
+    };
+    let dns = match &d.dns_sd {
+        Some(s) => Some(
+            DnsSdOptions::from_section(s, d.browse_ms)
+                .map_err(|e| anyhow::anyhow!("dns_sd: {e}"))?,
+        ),
+        None => None,
+    };
     let p = Printer {
         json: a.json,
         started,
     };
     if !a.json {
+        let mut on = Vec::new();
+        if let Some(b) = &browse {
+            on.push(format!("mDNS on {}", b.interfaces().join(", ")));
+        }
+        if let Some(o) = &dns {
+            on.push(format!(
+                "DNS-SD in {} every {} s",
+                o.domain,
+                DNS_POLL_INTERVAL.as_secs()
+            ));
+        }
         eprintln!(
-            "watching _rlx._tcp on {} (health check every {} s; Ctrl-C to stop)",
-            browse.interfaces().join(", "),
+            "watching _rlx._tcp: {} (health check every {} s; Ctrl-C to stop)",
+            on.join("; "),
             HEALTH_INTERVAL.as_secs()
         );
     }
+    let mut dns_tick = tokio::time::interval(DNS_POLL_INTERVAL);
+    dns_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut members: BTreeMap<String, Member> = BTreeMap::new();
     let mut refused: BTreeSet<(String, String)> = BTreeSet::new();
     let mut health = tokio::time::interval(HEALTH_INTERVAL);
@@ -225,7 +283,12 @@ async fn watch(
     loop {
         tokio::select! {
             _ = &mut stop => break,
-            change = browse.next() => match change {
+            change = async {
+                match &mut browse {
+                    Some(b) => b.next().await,
+                    None => std::future::pending().await,
+                }
+            } => match change {
                 None => anyhow::bail!("the mDNS daemon stopped; watch cannot go on"),
                 Some(Change::Removed(label)) => {
                     if let Some(m) = members.remove(&label) {
@@ -237,11 +300,72 @@ async fn watch(
                     consider(&p, &mut members, &mut refused, sightings, rules, defaults).await;
                 }
             },
+            _ = dns_tick.tick(), if dns.is_some() => {
+                let opts = dns.as_ref().expect("guarded");
+                poll_dns(&p, &mut members, &mut refused, opts, started, rules, defaults).await;
+            }
             _ = health.tick() => check_health(&p, &mut members, rules, defaults).await,
         }
     }
-    browse.shutdown();
+    if let Some(b) = browse {
+        b.shutdown();
+    }
     Ok(())
+}
+
+/// One DNS-SD browse: new registrations join through admission; DNS members
+/// whose registration is gone have left.
+async fn poll_dns(
+    p: &Printer,
+    members: &mut BTreeMap<String, Member>,
+    refused: &mut BTreeSet<(String, String)>,
+    opts: &DnsSdOptions,
+    started: Instant,
+    rules: &Rules,
+    defaults: &NodeDefaults,
+) {
+    let found = match dns::browse(opts, started).await {
+        Ok(b) => b.discovery,
+        Err(e) => {
+            tracing::warn!("DNS-SD browse failed; keeping the DNS members as they are: {e}");
+            return;
+        }
+    };
+    let rename = |h: &str| format!("{h}{DNS_SUFFIX}");
+    let sightings: Vec<Sighting> = found
+        .sightings
+        .into_iter()
+        .map(|mut s| {
+            s.host = rename(&s.host);
+            s
+        })
+        .collect();
+    let problems: Vec<Problem> = found
+        .problems
+        .into_iter()
+        .map(|mut pr| {
+            pr.host = rename(&pr.host);
+            pr
+        })
+        .collect();
+    let present: BTreeSet<String> = sightings.iter().map(|s| s.host.clone()).collect();
+    let gone: Vec<String> = members
+        .keys()
+        .filter(|k| k.ends_with(DNS_SUFFIX) && !present.contains(*k))
+        .cloned()
+        .collect();
+    for k in gone {
+        if let Some(m) = members.remove(&k) {
+            p.emit(
+                "left",
+                &k,
+                Some(&m.node),
+                Some("DNS registration deleted or expired".into()),
+            );
+        }
+    }
+    report_refusals(p, refused, &problems);
+    consider(p, members, refused, sightings, rules, defaults).await;
 }
 
 fn report_refusals(p: &Printer, seen: &mut BTreeSet<(String, String)>, problems: &[Problem]) {

@@ -430,6 +430,7 @@ fn refusal_hint(rcode: ResponseCode, tsig: Option<u16>, key: &TsigKey, zone: &Na
             key.name, key.name
         ),
         (ResponseCode::NotZone, _) => format!("{zone} is not a zone on this server: check the ZONE of --register"),
+        (ResponseCode::ServFail, _) => "the server failed to apply it; with BIND 9.18.28 or later and more than 100 agents, lift the RRset limit (`max-records-per-type 0;`); else see the server's log".into(),
         _ => "see the server's log".into(),
     }
 }
