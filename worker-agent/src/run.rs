@@ -106,6 +106,10 @@ pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
         "announcing _rlx._tcp; answering the handshake"
     );
 
+    // Start-up (argument parsing, the probe, the GPU libraries) touched
+    // code that the idle agent never runs again; give those pages back.
+    trim_resident_memory();
+
     let sig = if args.caps_file.is_some() {
         // Simulated or overridden caps do not change by themselves.
         shutdown.wait().await
@@ -162,6 +166,53 @@ async fn reprobe_until_stopped(
                 }
             }
             Err(e) => tracing::warn!("re-probe failed; keeping the last caps: {e:#}"),
+        }
+    }
+}
+
+/// Hands start-up memory back to the system once the agent is idle: unused
+/// heap (`malloc_trim`) and the resident pages of this program's own code
+/// (`MADV_PAGEOUT`, Linux 5.4+; pages the idle loop uses fault back in on
+/// demand). An agent sits on every machine of a cluster for months, mostly
+/// idle; what it keeps resident should be what it uses, not what start-up
+/// touched. Best effort: on other kernels or systems it does nothing.
+pub fn trim_resident_memory() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: malloc_trim only releases free heap memory.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+        let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
+            return;
+        };
+        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+            return;
+        };
+        let exe = exe.to_string_lossy();
+        for line in maps.lines() {
+            // start-end perms offset dev inode path
+            let mut f = line.split_whitespace();
+            let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+                continue;
+            };
+            if !line.ends_with(&*exe) || !perms.starts_with('r') || perms.contains('w') {
+                continue;
+            }
+            let Some((a, b)) = range.split_once('-') else {
+                continue;
+            };
+            let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+            else {
+                continue;
+            };
+            // SAFETY: the range is a whole read-only file mapping of our own
+            // executable taken from /proc/self/maps; MADV_PAGEOUT only asks
+            // the kernel to reclaim its clean pages, which are re-read from
+            // the file when touched again. It never changes memory contents.
+            unsafe {
+                libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_PAGEOUT);
+            }
         }
     }
 }
