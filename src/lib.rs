@@ -6,20 +6,21 @@
 //! ckpt_dir = "/data/models/GLM-5.3-Flash"
 //! ```
 //!
-//! Every source (SSH probes, a subnet scan, mDNS) produces the same
+//! Every source (SSH probes, a subnet scan, mDNS, unicast DNS-SD) produces the same
 //! [`sighting::Sighting`]; one pipeline ([`pipeline`]) turns sightings into
 //! nodes: device selection ([`select`]), node config, merge with the
 //! hand-written nodes, and a report of everything that was dropped or refused.
 //!
 //! ```text
 //! sources ──► Sighting ──► admit (handshake, trust) ──► pipeline ──► [[node]] + report
-//! ssh, subnet, mdns         one rule set                select, merge
+//! ssh, subnet, mdns, dns    one rule set                select, merge
 //! ```
 //!
 //! # Layout
 //! - [`caps`]: the capabilities model and its JSON (the `--probe` contract).
 //! - [`config`]: `cluster.toml`, `[discover]` and `[[node]]`, with line-numbered errors.
-//! - [`sighting`]: what a source saw; [`sources`]: ssh, subnet and mdns.
+//! - [`sighting`]: what a source saw; [`sources`]: ssh, subnet, mdns and dns
+//!   (unicast DNS-SD, `[discover] dns_sd`: nodes beyond the LAN).
 //! - [`discover`]: runs the configured sources concurrently, then [`admit`]:
 //!   the handshake check every network-found node passes (fresh caps, the
 //!   cluster key, the cluster filter).
