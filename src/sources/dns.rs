@@ -335,8 +335,12 @@ pub async fn discover(opts: &DnsSdOptions, started: Instant) -> Discovery {
 /// thousands must not cost a quadratic scan).
 #[derive(Default)]
 struct Pool {
-    records: HashMap<(Name, RecordType), (Vec<RData>, HashSet<Vec<u8>>)>,
+    records: HashMap<(Name, RecordType), RrSet>,
 }
+
+/// One RRset: its records in arrival order, and their wire forms (RData is
+/// not `Hash`; the wire form is a faithful key).
+type RrSet = (Vec<RData>, HashSet<Vec<u8>>);
 
 impl Pool {
     fn add(&mut self, r: &Record) {
