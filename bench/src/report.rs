@@ -143,10 +143,13 @@ fn miss_analysis(what: &str) -> &'static str {
              includes waiting for a CPU."
         }
         w if w.starts_with("30 SSH") => {
-            "Each probe is an ssh session (key exchange, authentication, remote command); with \
-             all of them concurrent the wall time is the slowest one plus CPU contention for \
-             the key exchanges on 2 cores. ControlMaster reuse would not help a one-shot run; \
-             fewer concurrent handshakes would only serialise them."
+            "Why: the probes already run concurrently (the serial loop is the 1 s probe plus \
+             about 0.4 s of ssh per host); what remains is CPU: every session costs a key \
+             exchange and an sshd fork/re-exec, and here the 30 servers run on the \
+             coordinator's own (busy) cores. On a real cluster only the coordinator-side \
+             share is local. What would close it on one machine: reuse connections \
+             (ssh ControlMaster/ControlPersist, so that a repeated `expand` skips key \
+             exchange and authentication), or a quiet machine with more cores."
         }
         _ => "",
     }
@@ -218,6 +221,21 @@ fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             };
             if !o.case.starts_with("30 ") {
                 g.comment = "measured with fewer hosts (quick mode)".into();
+            }
+            let cpu = |m: &str| find(s, "ssh", &o.case, &o.tool, m).and_then(|x| x.median);
+            if let (Some(c), Some(sv)) = (cpu("client_cpu_ms"), cpu("server_cpu_ms")) {
+                let nproc: f64 = r.machine.nproc.parse().unwrap_or(1.0);
+                let sep = if g.comment.is_empty() { "" } else { "; " };
+                g.comment = format!(
+                    "{}{sep}CPU per run: coordinator side (expand + {} ssh clients) {}, server side \
+                     (sshd sessions + probes) {}; in this lab all of it shares {nproc:.0} cores, so \
+                     the wall time cannot go below about {} + the 1 s probe",
+                    g.comment,
+                    o.expected.unwrap_or(0),
+                    fmt_ms(c),
+                    fmt_ms(sv),
+                    fmt_ms((c + sv) / nproc)
+                );
             }
         }
         out.push(g);

@@ -143,12 +143,14 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             [SERIAL, OURS]
         };
         for tool in order {
+            let server_cpu0 = servers_cpu_ms(&servers);
             if tool == OURS {
                 let mut c = lab.command(0, &ctx.bins.discover);
                 c.args(["expand", "--format", "json"])
                     .arg(&cluster)
                     .env("RUST_LOG", "warn");
                 let t = run_timed(&mut c, Duration::from_secs(120))?;
+                record_cpu(ctx, &case, OURS, rep, &t, server_cpu0, &servers);
                 let v: serde_json::Value = serde_json::from_str(&t.stdout).unwrap_or_default();
                 let found = v["nodes"].as_array().map_or(0, |a| a.len()) as u64;
                 let failed = v["report"]["failed"].as_array().map_or(0, |a| a.len());
@@ -183,6 +185,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 let mut c = lab.command(0, "sh");
                 c.args(["-c", &serial_script]);
                 let t = run_timed(&mut c, Duration::from_secs(600))?;
+                record_cpu(ctx, &case, SERIAL, rep, &t, server_cpu0, &servers);
                 let found = t.stdout.lines().filter(|l| l.contains("\"id\"")).count() as u64;
                 let note = format!(
                     "{}; cpu {:.0} ms{}",
@@ -211,4 +214,68 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     drop(servers);
     drop(lab);
     Ok(())
+}
+
+/// CPU time of the sshd servers so far, ms, including their reaped
+/// children (the sessions and the remote commands): `utime + stime + cutime
+/// + cstime` of `/proc/PID/stat`.
+fn servers_cpu_ms(servers: &[LabProcess]) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let tick = 1000.0 / if ticks > 0 { ticks as f64 } else { 100.0 };
+    servers
+        .iter()
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", p.pid())).ok()?;
+            // Fields after the `(comm)`, which may contain spaces.
+            let rest = stat.rsplit_once(')')?.1;
+            let f: Vec<f64> = rest
+                .split_whitespace()
+                .map(|x| x.parse().unwrap_or(0.0))
+                .collect();
+            // utime, stime, cutime, cstime are fields 14-17 (1-based), i.e.
+            // 11-14 after the state field at index 0.
+            Some(f.get(11..15)?.iter().sum::<f64>() * tick)
+        })
+        .sum()
+}
+
+/// Records where the CPU went in one run: the coordinator's side (the
+/// command and its ssh clients) and the servers' side (sshd sessions and
+/// the remote probes). On a real cluster the servers' share is spent on 30
+/// other machines; in this lab all of it competes for the same cores.
+fn record_cpu(
+    ctx: &mut Ctx,
+    case: &str,
+    tool: &str,
+    rep: u32,
+    t: &crate::proc::Timed,
+    server_cpu0: f64,
+    servers: &[LabProcess],
+) {
+    // sshd reaps its sessions as they end; give the last ones a moment.
+    std::thread::sleep(Duration::from_millis(200));
+    let server = servers_cpu_ms(servers) - server_cpu0;
+    ctx.record(
+        "ssh",
+        case,
+        tool,
+        "client_cpu_ms",
+        rep,
+        Some(t.cpu.as_secs_f64() * 1000.0),
+        None,
+        None,
+        "",
+    );
+    ctx.record(
+        "ssh",
+        case,
+        tool,
+        "server_cpu_ms",
+        rep,
+        Some(server),
+        None,
+        None,
+        "",
+    );
 }
