@@ -178,7 +178,8 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
         let (rx, tx) = iface_packets(&w.lab.host(0).ns, "eth0")?;
         let (idle_rx, _) = iface_packets(&w.lab.host(1).ns, "eth0")?;
         let cpu: Vec<u64> = w.pids.iter().map(|p| cpu_ns(*p).unwrap_or(0)).collect();
-        snap.push((rx, tx, idle_rx, cpu));
+        let wake = wakeups(w.pids[0]);
+        snap.push((rx, tx, idle_rx, cpu, wake));
     }
     eprintln!("  footprint: idle window of {} s", window.as_secs());
     std::thread::sleep(window);
@@ -187,11 +188,22 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
     for (k, w) in watched.iter().enumerate() {
         let (rx, tx) = iface_packets(&w.lab.host(0).ns, "eth0")?;
         let (idle_rx, _) = iface_packets(&w.lab.host(1).ns, "eth0")?;
-        let (rx0, tx0, idle_rx0, cpu0) = &snap[k];
+        let (rx0, tx0, idle_rx0, cpu0, wake0) = &snap[k];
         let cpu: Vec<u64> = w.pids.iter().map(|p| cpu_ns(*p).unwrap_or(0)).collect();
         let rss: Vec<u64> = w.pids.iter().map(|p| rss_kb(*p).unwrap_or(0)).collect();
         let cpu_pct = |j: usize| (cpu[j].saturating_sub(cpu0[j])) as f64 / (secs * 1e9) * 100.0;
         let per_min = |d: u64| d as f64 * 60.0 / secs;
+        ctx.record(
+            "footprint",
+            &case,
+            w.tool,
+            "wakeups_per_min",
+            0,
+            Some(per_min(wakeups(w.pids[0]).saturating_sub(*wake0))),
+            None,
+            None,
+            "times its threads were scheduled (/proc/PID/task/*/schedstat): an idle daemon that never wakes scores 0",
+        );
         let note = format!(
             "received {} packets in the window; the idle host on the segment received {}",
             rx - rx0,
@@ -413,4 +425,23 @@ fn pss_kb(pid: u32) -> Option<u64> {
         .nth(1)?
         .parse()
         .ok()
+}
+
+/// How many times a process's threads have run so far (third field of
+/// `/proc/PID/task/*/schedstat`): timer wake-ups of an idle daemon.
+fn wakeups(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| {
+            std::fs::read_to_string(t.path().join("schedstat"))
+                .ok()?
+                .split_whitespace()
+                .nth(2)?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
 }
