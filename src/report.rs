@@ -129,7 +129,8 @@ impl Report {
              - multicast is blocked on this network (Wi-Fi client isolation, Docker bridge \
              networks, VPNs such as Tailscale): list the machines in [discover] ssh_hosts, or \
              scan them with subnet = \"10.0.0.0/24\"\n  \
-             - the agents are on another subnet: mDNS does not cross routers; use ssh_hosts or subnet\n  \
+             - the agents are on another subnet: mDNS does not cross routers; use ssh_hosts, \
+             subnet, or register them in DNS (rlx-agent --register) and set dns_sd\n  \
              - the agents announce another cluster name (rlx-agent --cluster) or hold another \
              key (--key-file): see the refusals above, if any\n  \
              - no rlx-agent runs on the workers, or it listens on another interface (--interface)\n\

@@ -416,6 +416,21 @@ async fn consider(
         };
         let label = s.host.clone();
         let ann = announced.get(&label).cloned().flatten();
+        // The same machine already a member through the other source (mDNS
+        // and DNS both list a LAN agent): one node, as in `expand`, keyed by
+        // node id and port. If that source loses it first, the next browse
+        // of this one brings it back.
+        let twin = members.iter().find(|(k, m)| {
+            **k != label
+                && m.sighting.source != s.source
+                && m.sighting.port == s.port
+                && m.sighting.id().is_some()
+                && m.sighting.id() == s.id()
+        });
+        if let Some((k, _)) = twin {
+            tracing::debug!("{label} is {k}, already a member through another source");
+            continue;
+        }
         match members.get_mut(&label) {
             None => {
                 p.emit("joined", &label, Some(&node), None);
