@@ -34,7 +34,9 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 missing=()
-for p in ip nft nmap avahi-daemon avahi-browse dbus-daemon ssh ssh-keygen gnuplot; do
+command -v gnuplot >/dev/null 2>&1 ||
+  echo "bench/run.sh: gnuplot not installed: no plots (apt-get install gnuplot-nox)" >&2
+for p in ip nft nmap avahi-daemon avahi-browse dbus-daemon ssh ssh-keygen; do
   command -v "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 [ -x /usr/sbin/sshd ] || missing+=("sshd")
