@@ -890,11 +890,10 @@ fn a_flood_of_thousands_of_bogus_announcements_neither_hides_the_real_agents_nor
 /// real agent is left out (seen once in eight runs). Memory stays bounded
 /// either way.
 ///
-/// Ignored: the table keeps the first 4096 instances heard, whoever sent
-/// them; the fix is a per-source-address share of the table in
-/// `src/sources/mdns.rs` (see docs/security.md, "Bounds").
+/// Guarded by the table's per-source cap
+/// (`rlx_discover::sources::mdns::MAX_INSTANCES_PER_SOURCE`): one flooding
+/// address gets 64 slots, the rest stay for everyone else.
 #[test]
-#[ignore = "the mDNS instance table is first-come: a flood of 10,000 from one host can fill it before a real agent answers (needs a per-source-address cap in src/sources/mdns.rs)"]
 fn a_flood_larger_than_the_instance_table_does_not_hide_the_real_agents() {
     let Some(run) = run_under_flood(BIG_FLOOD_INSTANCES, 0) else {
         return;
@@ -910,15 +909,12 @@ fn a_flood_larger_than_the_instance_table_does_not_hide_the_real_agents() {
 
 /// The flood of 10,000 while half of the real agents' mDNS answers are lost
 /// (their handshakes are not): an agent whose first answer is lost answers
-/// again only after the flood's burst has filled the instance table, which
-/// keeps the first [`rlx_discover::sources::mdns::MAX_INSTANCES`] instances
-/// heard, whoever sent them.
+/// again only after the flood's burst, and must still find room in the
+/// instance table.
 ///
-/// Ignored: fails while the table is first-come, first-kept. A flood from
-/// one address can take every slot; the fix is a per-source-address share
-/// of the table in `src/sources/mdns.rs` (see docs/security.md, "Bounds").
+/// Guarded by the table's per-source cap: a flood from one address cannot
+/// take the slots the retried answers need.
 #[test]
-#[ignore = "the mDNS instance table is first-come: one flooding host can fill it before a real agent's retried answer arrives (needs a per-source-address cap in src/sources/mdns.rs)"]
 fn a_flood_does_not_hide_real_agents_whose_first_answers_are_lost() {
     let Some(run) = run_under_flood(BIG_FLOOD_INSTANCES, 50) else {
         return;

@@ -85,8 +85,11 @@
 //!
 //! # Bounds
 //!
-//! At most [`MAX_INSTANCES`] instances and as many host names are kept (a
-//! flood of bogus announcements is counted, not stored); a TXT record over
+//! At most [`MAX_INSTANCES`] instances and as many host names are kept, at
+//! most [`MAX_INSTANCES_PER_SOURCE`] from any one source address and
+//! [`MAX_UNSOURCED`] known only by name, so a flood of bogus announcements
+//! from a stranger is counted, not stored, and cannot crowd out the real
+//! agents that answer after it; a TXT record over
 //! [`MAX_TXT_BYTES`] is refused; each host keeps at most
 //! [`MAX_ADDRS_PER_HOST`] addresses; datagrams over 9000 bytes (RFC 6762 §17)
 //! are dropped.
@@ -130,6 +133,18 @@ const MDNS_V6: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 0xfb);
 /// however many bogus announcements a hostile host sends; the rest are
 /// counted and reported.
 pub const MAX_INSTANCES: usize = 4096;
+
+/// Most instances kept per source address. A host runs one agent, a few at
+/// most; a third-party stack announcing thousands of bogus instances from one
+/// address must not fill the table and crowd out the real agents that answer
+/// after it. 64 leaves room for a host that legitimately runs several.
+pub const MAX_INSTANCES_PER_SOURCE: usize = 64;
+
+/// Most instances kept that were only named (a `PTR` seen by the multicast
+/// path, no address yet). Their source is unknown, so the per-source cap
+/// cannot apply; a separate cap keeps a multicast flood from filling the
+/// table the same way.
+pub const MAX_UNSOURCED: usize = 256;
 
 /// Largest TXT record accepted, counting each string's length byte. The
 /// schema caps records at 1300 bytes (one Ethernet frame, [`txt::MAX_RECORD_BYTES`]);
@@ -559,7 +574,7 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
                 match parse_reply(&d.bytes, d.src, &table.ifaces[s.iface], &rounds) {
                     Some((msg, r)) => {
                         stats.legacy_replies += 1;
-                        if table.apply_reply(&msg, s.iface, r, Instant::now()) {
+                        if table.apply_reply_from(&msg, Some(d.src.ip()), s.iface, r, Instant::now()) {
                             last_change = Instant::now();
                         }
                     }
@@ -1092,6 +1107,10 @@ struct Table {
     hosts: HashMap<String, Vec<(IpAddr, usize)>>,
     /// Names ignored because a limit was reached.
     over_limit: usize,
+    /// Instances created per source address ([`MAX_INSTANCES_PER_SOURCE`]).
+    per_source: HashMap<IpAddr, usize>,
+    /// Instances created without a source address ([`MAX_UNSOURCED`]).
+    unsourced: usize,
 }
 
 impl Table {
@@ -1102,18 +1121,29 @@ impl Table {
             index: HashMap::new(),
             hosts: HashMap::new(),
             over_limit: 0,
+            per_source: HashMap::new(),
+            unsourced: 0,
         }
     }
 
-    /// The index of instance `label`, added if new and there is room.
-    fn instance(&mut self, label: &str) -> Option<usize> {
+    /// The index of instance `label`, added if new and there is room: in the
+    /// table, for its source address (`None`: heard by name only).
+    fn instance(&mut self, label: &str, source: Option<IpAddr>) -> Option<usize> {
         let key = label.to_lowercase();
         if let Some(&i) = self.index.get(&key) {
             return Some(i);
         }
-        if self.instances.len() >= MAX_INSTANCES {
+        let room = match source {
+            Some(ip) => self.per_source.get(&ip).copied().unwrap_or(0) < MAX_INSTANCES_PER_SOURCE,
+            None => self.unsourced < MAX_UNSOURCED,
+        };
+        if self.instances.len() >= MAX_INSTANCES || !room {
             self.over_limit += 1;
             return None;
+        }
+        match source {
+            Some(ip) => *self.per_source.entry(ip).or_insert(0) += 1,
+            None => self.unsourced += 1,
         }
         self.instances.push(Instance {
             label: label.to_string(),
@@ -1153,7 +1183,20 @@ impl Table {
     /// Applies a legacy reply heard on interface `iface` to query `round`.
     /// Returns true if something new was learnt (an instance appeared or
     /// became resolved).
+    #[cfg(test)]
     fn apply_reply(&mut self, msg: &Message, iface: usize, round: usize, now: Instant) -> bool {
+        self.apply_reply_from(msg, None, iface, round, now)
+    }
+
+    /// Folds a legacy reply from `src` (its source address) into the table.
+    fn apply_reply_from(
+        &mut self,
+        msg: &Message,
+        src: Option<IpAddr>,
+        iface: usize,
+        round: usize,
+        now: Instant,
+    ) -> bool {
         let service = service_name();
         let before = self.progress();
         let mut answered: Vec<usize> = Vec::new();
@@ -1166,7 +1209,7 @@ impl Table {
                     let Some(label) = instance_label(target, &service) else {
                         continue;
                     };
-                    let Some(i) = self.instance(&String::from_utf8_lossy(&label)) else {
+                    let Some(i) = self.instance(&String::from_utf8_lossy(&label), src) else {
                         continue;
                     };
                     if rec.ttl() == 0 {
@@ -1179,7 +1222,7 @@ impl Table {
                     let Some(label) = instance_label(name, &service) else {
                         continue;
                     };
-                    let Some(i) = self.instance(&String::from_utf8_lossy(&label)) else {
+                    let Some(i) = self.instance(&String::from_utf8_lossy(&label), src) else {
                         continue;
                     };
                     self.instances[i].srv = Some(Srv {
@@ -1192,7 +1235,7 @@ impl Table {
                     let Some(label) = instance_label(name, &service) else {
                         continue;
                     };
-                    let Some(i) = self.instance(&String::from_utf8_lossy(&label)) else {
+                    let Some(i) = self.instance(&String::from_utf8_lossy(&label), src) else {
                         continue;
                     };
                     self.set_txt(i, t.txt_data().iter().map(|s| s.to_vec()).collect());
@@ -1221,7 +1264,7 @@ impl Table {
         match ev {
             BrowserEvent::Found(fullname) => {
                 if let Some(label) = strip_service(fullname) {
-                    self.instance(label);
+                    self.instance(label, None);
                 }
             }
             BrowserEvent::Removed(fullname) => {
@@ -1243,7 +1286,12 @@ impl Table {
         let Some(label) = strip_service(&r.fullname) else {
             return;
         };
-        let Some(i) = self.instance(label) else {
+        let source = r.addresses.iter().find_map(|a| match a {
+            ScopedIp::V4(v4) => Some(IpAddr::V4(*v4.addr())),
+            ScopedIp::V6(v6) => Some(IpAddr::V6(*v6.addr())),
+            _ => None,
+        });
+        let Some(i) = self.instance(label, source) else {
             return;
         };
         // Back after a goodbye (an agent restarted): live again.
@@ -1948,12 +1996,42 @@ mod tests {
     #[test]
     fn the_table_stops_growing_at_its_limit_and_counts_the_rest() {
         let mut t = Table::new(vec![eth0()]);
+        // Many sources, a few instances each: only the global cap applies.
         for i in 0..MAX_INSTANCES + 10 {
-            t.instance(&format!("n{i}"));
+            let src = IpAddr::V4(Ipv4Addr::from(0x0a09_0000 + (i / 8) as u32));
+            t.instance(&format!("n{i}"), Some(src));
         }
         assert_eq!(t.instances.len(), MAX_INSTANCES);
         assert_eq!(t.over_limit, 10);
-        assert!(t.instance("n0").is_some(), "known names still resolve");
+        assert!(
+            t.instance("n0", None).is_some(),
+            "known names still resolve"
+        );
+    }
+
+    /// A flood of bogus instances from one host must not crowd out the real
+    /// agents that answer after it.
+    #[test]
+    fn a_flood_from_one_address_cannot_fill_the_table() {
+        let mut t = Table::new(vec![eth0()]);
+        let flooder = IpAddr::V4(Ipv4Addr::new(10, 9, 1, 66));
+        for i in 0..10_000 {
+            t.instance(&format!("bogus{i}"), Some(flooder));
+        }
+        assert_eq!(t.instances.len(), MAX_INSTANCES_PER_SOURCE);
+        for i in 0..10_000 {
+            t.instance(&format!("named{i}"), None);
+        }
+        assert_eq!(t.instances.len(), MAX_INSTANCES_PER_SOURCE + MAX_UNSOURCED);
+        let real = IpAddr::V4(Ipv4Addr::new(10, 9, 1, 5));
+        assert!(
+            t.instance("real-agent", Some(real)).is_some(),
+            "room is left for real agents"
+        );
+        assert_eq!(
+            t.over_limit,
+            2 * 10_000 - MAX_INSTANCES_PER_SOURCE - MAX_UNSOURCED
+        );
     }
 
     #[test]
