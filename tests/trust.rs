@@ -883,12 +883,10 @@ fn a_flood_of_thousands_of_bogus_announcements_neither_hides_the_real_agents_nor
     );
 }
 
-/// A flood larger than the instance table, on a clean LAN: the real agents
-/// answer the first one-shot query within about a millisecond, ahead of the
-/// flood's answer, and usually keep their slots; under load (the other lab
-/// tests running beside it) the flood's burst sometimes lands first and a
-/// real agent is left out (seen once in eight runs). Memory stays bounded
-/// either way.
+/// A flood larger than the instance table, on a clean LAN: whichever
+/// answers first, the real agents are found and memory stays bounded.
+/// (Before the per-source cap, the flood's burst sometimes landed first and
+/// filled the table: a real agent was left out once in eight runs.)
 ///
 /// Guarded by the table's per-source cap
 /// (`rlx_discover::sources::mdns::MAX_INSTANCES_PER_SOURCE`): one flooding
