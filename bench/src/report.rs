@@ -586,6 +586,19 @@ fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             } else {
                 Status::NotMet
             };
+            let wall = find(s, "trust", &o.case, &o.tool, "wall_ms");
+            let clean = find(s, "mdns", "N=1 loss=0%", "rlx-discover browse", "wall_ms");
+            if let Some(w) = wall {
+                g.comment = format!(
+                    "the browse took {} under the flood{} (each bogus instance's address is \
+                     tried by the admission handshake before it is refused); {}",
+                    median_cell(w),
+                    clean
+                        .map(|c| format!(" against {} without it", median_cell(c)))
+                        .unwrap_or_default(),
+                    o.notes.first().cloned().unwrap_or_default()
+                );
+            }
         } else {
             g.comment = nm("flood").unwrap_or_default();
         }
@@ -611,6 +624,85 @@ fn rel(from_md: &Path, target: &Path) -> String {
         .unwrap_or(target)
         .display()
         .to_string()
+}
+
+/// One cell of the mDNS pivot tables: median (min - max), complete runs;
+/// or what an unfinished case found.
+fn pivot_cell(x: Option<&Summary>) -> String {
+    let Some(x) = x else { return "-".into() };
+    match x.median {
+        Some(m) => {
+            let range = match (x.min, x.max) {
+                (Some(a), Some(b)) if x.runs > 1 => format!(" ({} - {})", fmt_ms(a), fmt_ms(b)),
+                _ => String::new(),
+            };
+            format!("{}{range}, {}/{} runs", fmt_ms(m), x.complete_runs, x.runs)
+        }
+        None => format!(
+            "**unfinished**: {}/{} runs complete, found {}",
+            x.complete_runs,
+            x.runs,
+            found_cell(x)
+        ),
+    }
+}
+
+/// The mDNS scenario as two pivot tables (time until all N resolved, then
+/// process wall time): one row per case, one column per tool, ratios to
+/// ours. Per-run detail is in the results JSON/CSV.
+fn mdns_tables(o: &mut String, s: &[Summary]) {
+    const TOOLS: [&str; 5] = [
+        "rlx-discover browse",
+        "rlx-discover expand (empty [discover])",
+        "python-zeroconf",
+        "avahi-browse -rp",
+        "avahi-browse -rpt (exits by itself)",
+    ];
+    let mut cases: Vec<(usize, u8)> = s
+        .iter()
+        .filter(|x| x.scenario == "mdns")
+        .filter_map(|x| crate::plot::parse_mdns_case(&x.case))
+        .collect();
+    cases.sort();
+    cases.dedup();
+    for (metric, title) in [
+        (
+            "complete_ms",
+            "Time until all N were resolved (median (min - max), runs that found all N):",
+        ),
+        (
+            "wall_ms",
+            "Process wall time, start to exit (ours listens until its early-stop point or its \
+             window; avahi-browse -rp is stopped as soon as all N are resolved):",
+        ),
+    ] {
+        let _ = writeln!(o, "{title}\n");
+        let _ = writeln!(
+            o,
+            "| N | loss | {} | python / ours | avahi -rp / ours | max load |",
+            TOOLS.join(" | ")
+        );
+        let _ = writeln!(o, "|---|---|{}---|---|---|", "---|".repeat(TOOLS.len()));
+        for (n, loss) in &cases {
+            let case = crate::sc_mdns::case_name(*n, *loss);
+            let get = |t: &str| find(s, "mdns", &case, t, metric);
+            let cells: Vec<String> = TOOLS.iter().map(|t| pivot_cell(get(t))).collect();
+            let ours = get(TOOLS[0]).and_then(|x| x.median);
+            let load = TOOLS
+                .iter()
+                .filter_map(|t| get(t))
+                .map(|x| x.load1_max)
+                .fold(0.0, f64::max);
+            let _ = writeln!(
+                o,
+                "| {n} | {loss}% | {} | {} | {} | {load:.1} |",
+                cells.join(" | "),
+                ratio(ours, get(TOOLS[2]).and_then(|x| x.median)),
+                ratio(ours, get(TOOLS[3]).and_then(|x| x.median)),
+            );
+        }
+        let _ = writeln!(o);
+    }
 }
 
 /// The whole report.
@@ -705,6 +797,8 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         }
         if rows.is_empty() {
             let _ = writeln!(o, "Not measured in this run.\n");
+        } else if sc == "mdns" {
+            mdns_tables(&mut o, &s);
         } else {
             let _ = writeln!(o, "| case | tool | metric | median | min - max | found | runs complete | vs ours | max load |");
             let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
@@ -716,7 +810,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
                     _ => None,
                 };
                 let vs = ours_tool
-                    .filter(|t| *t != x.tool)
+                    .filter(|t| *t != x.tool && !x.tool.starts_with("rlx-"))
                     .and_then(|t| find(&s, sc, &x.case, t, &x.metric))
                     .map(|ours| ratio(ours.median, x.median))
                     .unwrap_or_default();
