@@ -408,12 +408,33 @@ fn probe_times(ctx: &mut Ctx) -> Result<()> {
 /// file-backed (the executable and libraries, shared with other copies).
 fn rss_parts(pid: u32) -> String {
     format!(
-        "RssAnon {} kB, RssFile {} kB, VmHWM {} kB, {} threads",
+        "RssAnon {} kB, RssFile {} kB (of which its own executable {} kB), VmHWM {} kB, {} threads",
         crate::proc::status_kb(pid, "RssAnon:").unwrap_or(0),
         crate::proc::status_kb(pid, "RssFile:").unwrap_or(0),
+        exe_rss_kb(pid).unwrap_or(0),
         crate::proc::status_kb(pid, "VmHWM:").unwrap_or(0),
         std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
     )
+}
+
+/// Resident kB of the mappings of the process's own executable file (its
+/// code and read-only data, as opposed to shared libraries).
+fn exe_rss_kb(pid: u32) -> Option<u64> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let exe = exe.to_string_lossy().into_owned();
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    let mut total = 0;
+    let mut in_exe = false;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            // A mapping header: "start-end perms offset dev inode path".
+            in_exe = line.split_whitespace().nth(5) == Some(exe.as_str());
+        } else if in_exe && first == "Rss:" {
+            total += line.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+        }
+    }
+    Some(total)
 }
 
 /// Proportional set size, kB (`Pss:` of `/proc/PID/smaps_rollup`).
