@@ -164,15 +164,15 @@ fn miss_analysis(what: &str) -> &'static str {
         }
         w if w.starts_with("idle agent RSS") => {
             "Why: the anonymous memory (heap, stacks) is about the same as avahi's; the \
-             difference is file-backed: about 2.7 MB of the agent's own 4 MB static binary stay \
-             resident after start-up (avahi-daemon's own executable: about 0.15 MB; its code \
-             lives in shared libraries). These are clean pages the kernel can drop under memory \
-             pressure, and PSS, which splits shared pages among their users, is about 2 MB for \
-             the agent against 1.5 MB for avahi-daemon and 3.8 MB for avahi plus the D-Bus \
-             daemon it needs. What would close it: touch fewer code pages: a size-optimised \
-             profile for rlx-agent (opt-level = \"s\", fat LTO, codegen-units = 1), fewer heavy \
-             dependencies in the agent binary (regex through tracing-subscriber's env-filter, \
-             clap's help text), or the prober split from the resident daemon."
+             difference is file-backed: most of the agent's own static binary stays resident \
+             after start-up, while avahi-daemon's own executable is small and its code lives in \
+             shared libraries (see \"own executable\" in the note). These are clean pages the \
+             kernel can drop under memory pressure, and PSS, which splits shared pages among \
+             their users, shows a smaller gap, and less than avahi plus the D-Bus daemon it \
+             needs. What would close it: touch fewer code pages: a size-optimised profile for \
+             rlx-agent (opt-level = \"s\", fat LTO, codegen-units = 1), fewer heavy dependencies \
+             in the agent binary (regex through tracing-subscriber's env-filter, clap's help \
+             text), or the prober split from the resident daemon."
         }
         w if w.starts_with("idle agent CPU") => {
             "Why: avahi-daemon is not scheduled at all while idle; the agent's threads wake \
