@@ -737,6 +737,9 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
     if r.mode == "quick" {
         let _ = writeln!(o, "> **Quick mode**: small sizes, one repetition. These figures prove the suite works; they are not the ones to quote.\n");
     }
+    for n in r.notes.iter().filter(|n| n.starts_with("merge:")) {
+        let _ = writeln!(o, "> Re-run: {}\n", n.trim_start_matches("merge: "));
+    }
     let nproc: f64 = r.machine.nproc.parse().unwrap_or(1.0);
     let busy = s.iter().map(|x| x.load1_max).fold(0.0, f64::max);
     let _ = writeln!(o, "## Machine\n");
