@@ -445,6 +445,56 @@ fn utc_now() -> String {
         .unwrap_or_default()
 }
 
+/// On SIGINT, SIGTERM or SIGHUP, kill what runs in this run's namespaces
+/// (`rlx-<our pid>-*`, the labs' naming) and delete them, then exit 130:
+/// labs are otherwise torn down by `Drop`, which a signal would skip.
+///
+/// The signals are blocked in every thread (set before any other thread
+/// starts) and taken by one thread with `sigwait`, so the clean-up runs as
+/// ordinary code. Children do not inherit the mask: `std::process::Command`
+/// resets it before `exec`.
+fn clean_up_on_signal() {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(s);
+    }
+    if set.thread_block().is_err() {
+        return;
+    }
+    std::thread::spawn(move || {
+        let Ok(sig) = set.wait() else { return };
+        eprintln!("rlx-bench: {sig:?}: removing this run's namespaces");
+        let prefix = format!("rlx-{}-", std::process::id());
+        let list = std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for ns in list
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|ns| ns.starts_with(&prefix))
+        {
+            let pids = std::process::Command::new("ip")
+                .args(["netns", "pids", ns])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            for pid in pids
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+            {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", ns])
+                .status();
+        }
+        std::process::exit(130);
+    });
+}
+
 fn main() -> std::process::ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -453,6 +503,9 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if matches!(cli.cmd, Cmd::Run(_)) {
+        clean_up_on_signal();
+    }
     let r = match cli.cmd {
         Cmd::Run(a) => run(a),
         Cmd::Report(a) => (|| {
