@@ -762,9 +762,9 @@ struct FloodRun {
 /// drops `mdns_loss` percent of the mDNS packets it sends (its answers),
 /// at random; the handshake is not touched.
 fn run_under_flood(instances: usize, mdns_loss: u8) -> Option<FloodRun> {
-    // One flood at a time: three at once on a 2-core machine measure the
-    // starved machine (a coordinator that cannot keep up with three python
-    // flooders peaked at 153 MiB), not the coordinator.
+    // One flood at a time: three python flooders and three coordinators at
+    // once on a 2-core machine starve each other (answer order, handshake
+    // deadlines), which measures the machine, not the coordinator.
     static ONE_FLOOD_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _turn = ONE_FLOOD_AT_A_TIME
         .lock()
