@@ -385,12 +385,26 @@ fn merge(path: &Path, scenarios: &[String], new: Results) -> Result<Results> {
     old.not_measured.retain(|(w, _)| !ours(w));
     old.not_measured.extend(new.not_measured);
     old.commands.extend(new.commands);
+    let source = |r: &Results| {
+        r.machine
+            .versions
+            .get("source measured")
+            .cloned()
+            .unwrap_or_else(|| "unknown source".into())
+    };
+    let (new_src, old_src) = (source(&new), source(&old));
     old.notes.push(format!(
-        "merge: {} re-run at {} ({:.0} s, load at start {}) and merged into the run of {}.",
+        "merge: {} re-run at {} ({:.0} s, load at start {}) on {new_src}{} and merged into the \
+         run of {}.",
         scenarios.join(", "),
         new.started,
         new.duration_s,
         new.machine.load_at_start,
+        if new_src == old_src {
+            String::new()
+        } else {
+            format!(" (the rest of this file: {old_src})")
+        },
         old.started
     ));
     Ok(old)
