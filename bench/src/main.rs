@@ -378,13 +378,6 @@ fn merge(path: &Path, scenarios: &[String], new: Results) -> Result<Results> {
                 || (s == "footprint" && text.starts_with("probe:"))
         })
     };
-    old.samples.retain(|x| !scenarios.contains(&x.scenario));
-    old.samples.extend(new.samples);
-    old.notes.retain(|n| !ours(n));
-    old.notes.extend(new.notes);
-    old.not_measured.retain(|(w, _)| !ours(w));
-    old.not_measured.extend(new.not_measured);
-    old.commands.extend(new.commands);
     let source = |r: &Results| {
         r.machine
             .versions
@@ -393,6 +386,13 @@ fn merge(path: &Path, scenarios: &[String], new: Results) -> Result<Results> {
             .unwrap_or_else(|| "unknown source".into())
     };
     let (new_src, old_src) = (source(&new), source(&old));
+    old.samples.retain(|x| !scenarios.contains(&x.scenario));
+    old.samples.extend(new.samples);
+    old.notes.retain(|n| !ours(n));
+    old.notes.extend(new.notes);
+    old.not_measured.retain(|(w, _)| !ours(w));
+    old.not_measured.extend(new.not_measured);
+    old.commands.extend(new.commands);
     old.notes.push(format!(
         "merge: {} re-run at {} ({:.0} s, load at start {}) on {new_src}{} and merged into the \
          run of {}.",
