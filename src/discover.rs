@@ -16,11 +16,6 @@ use crate::sources::{dns, mdns, ssh, subnet};
 use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
 
-/// Shortest handshake deadline: a connect plus one request and reply, with
-/// room for a busy agent. `timeout_ms` (the connect timeout) is used when
-/// longer.
-const MIN_HANDSHAKE_MS: u64 = 1000;
-
 /// Command-line overrides of `[discover]` keys.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -136,7 +131,7 @@ pub fn rules(d: &DiscoverSection) -> Result<Rules> {
     Ok(Rules {
         keys,
         cluster: d.cluster.clone(),
-        timeout: Duration::from_millis(d.timeout_ms.max(MIN_HANDSHAKE_MS)),
+        timeout: Duration::from_millis(d.timeout_ms).max(crate::admit::MIN_ATTEMPT),
         concurrency: DEFAULT_HANDSHAKE_CONCURRENCY,
     })
 }

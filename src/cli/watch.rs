@@ -11,15 +11,18 @@
 //!   and its mDNS records live for minutes. Every [`HEALTH_INTERVAL`] each
 //!   member is asked for its caps over the handshake (staggered attempts, so
 //!   one lost packet is not a death); a member that does not answer is
-//!   reported left. Bound: [`HEALTH_INTERVAL`] plus one handshake round
-//!   ([`crate::admit::ATTEMPTS`] attempts [`crate::admit::STAGGER`] apart,
-//!   each within the handshake timeout): about 4 s with the defaults.
+//!   reported left. Bound: [`HEALTH_INTERVAL`] plus one handshake round. A
+//!   crashed process whose host is up answers with a reset, which settles it
+//!   at once: about 2 s. A host that vanished (power, network) takes the
+//!   whole round ([`crate::admit::ATTEMPTS`] attempts
+//!   [`crate::admit::STAGGER`] apart, each up to
+//!   [`crate::admit::MIN_ATTEMPT`]): about 4.3 s with the defaults.
 //!
 //! With `--domain` (or `[discover] dns_sd`), the zone is browsed too, every
 //! [`DNS_POLL_INTERVAL`]: registrations join through the same admission, and
 //! one that disappears from the zone (deleted on the agent's clean stop, or
 //! its lease ran out) is reported left. DNS members are named `<instance>
-//! (dns)`, so that a LAN node seen both ways is followed by each source.
+//! (dns)`; a LAN node listed both ways is one member (by node id and port).
 //!
 //! A member whose caps change materially (the device chosen, its memory, the
 //! core count, or the devices list) is reported `updated`.

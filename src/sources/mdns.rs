@@ -1111,6 +1111,8 @@ struct Table {
     per_source: HashMap<IpAddr, usize>,
     /// Instances created without a source address ([`MAX_UNSOURCED`]).
     unsourced: usize,
+    /// Host names created per source address.
+    host_sources: HashMap<IpAddr, usize>,
 }
 
 impl Table {
@@ -1123,6 +1125,7 @@ impl Table {
             over_limit: 0,
             per_source: HashMap::new(),
             unsourced: 0,
+            host_sources: HashMap::new(),
         }
     }
 
@@ -1159,11 +1162,26 @@ impl Table {
         Some(self.instances.len() - 1)
     }
 
-    fn add_addr(&mut self, host: &str, ip: IpAddr, iface: usize) {
+    /// Records an address of `host`, heard from `source`. New host names
+    /// share the table like instances do: at most
+    /// [`MAX_INSTANCES_PER_SOURCE`] per source address, so a flood of bogus
+    /// host names cannot leave the real agents' hosts without an address.
+    fn add_addr(&mut self, host: &str, ip: IpAddr, iface: usize, source: Option<IpAddr>) {
         let key = host_key(host);
-        if !self.hosts.contains_key(&key) && self.hosts.len() >= MAX_INSTANCES {
-            self.over_limit += 1;
-            return;
+        if !self.hosts.contains_key(&key) {
+            let room = match source {
+                Some(src) => {
+                    self.host_sources.get(&src).copied().unwrap_or(0) < MAX_INSTANCES_PER_SOURCE
+                }
+                None => true,
+            };
+            if self.hosts.len() >= MAX_INSTANCES || !room {
+                self.over_limit += 1;
+                return;
+            }
+            if let Some(src) = source {
+                *self.host_sources.entry(src).or_insert(0) += 1;
+            }
         }
         let addrs = self.hosts.entry(key).or_default();
         if !addrs.contains(&(ip, iface)) && addrs.len() < MAX_ADDRS_PER_HOST {
@@ -1241,8 +1259,8 @@ impl Table {
                     self.set_txt(i, t.txt_data().iter().map(|s| s.to_vec()).collect());
                     answered.push(i);
                 }
-                RData::A(a) => self.add_addr(&name_text(name), IpAddr::V4(a.0), iface),
-                RData::AAAA(a) => self.add_addr(&name_text(name), IpAddr::V6(a.0), iface),
+                RData::A(a) => self.add_addr(&name_text(name), IpAddr::V4(a.0), iface, src),
+                RData::AAAA(a) => self.add_addr(&name_text(name), IpAddr::V6(a.0), iface, src),
                 _ => {}
             }
         }
@@ -1324,7 +1342,7 @@ impl Table {
             for name in names {
                 if let Some(k) = self.ifaces.iter().position(|i| i.name == name) {
                     first_iface.get_or_insert(k);
-                    self.add_addr(&r.host, ip, k);
+                    self.add_addr(&r.host, ip, k, source);
                 }
             }
         }
