@@ -79,7 +79,13 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
     if ctx.features.agent_run {
         let lab = new_lab()?;
         let (caps, _) = peers::write_caps(&dir, 0)?;
-        let p = lab.spawn(0, peers::agent_command(&lab, 0, &ctx.bins.agent, &caps, 0))?;
+        // Its own copy of the binary: two processes mapping one file share
+        // its pages, which the kernel then neither charges fully to either
+        // nor lets the agent page out (MADV_PAGEOUT skips shared pages). On
+        // a real machine one agent runs alone.
+        let own_copy = dir.join("rlx-agent-capsfile");
+        std::fs::copy(&ctx.bins.agent, &own_copy)?;
+        let p = lab.spawn(0, peers::agent_command(&lab, 0, &own_copy, &caps, 0))?;
         let procs = vec![(0usize, p)];
         peers::wait_publishers(&lab, &procs, Publisher::RlxAgent)?;
         let pids = vec![procs[0].1.pid()];
