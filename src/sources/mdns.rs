@@ -356,6 +356,9 @@ pub struct BrowseStats {
     pub over_limit: usize,
     /// Datagrams dropped as not ours or malformed.
     pub ignored_datagrams: usize,
+    /// Replies from responders (port 5353, on the link) that could not be
+    /// decoded at all; any one of them rules out an early stop.
+    pub unparsed_replies: usize,
 }
 
 /// A browse: what it found and how it went.
@@ -498,7 +501,12 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
 
     loop {
         let now = Instant::now();
-        if early_possible && now >= early_point && now >= last_change + QUIET && table.clean() {
+        if early_possible
+            && stats.unparsed_replies == 0
+            && now >= early_point
+            && now >= last_change + QUIET
+            && table.clean()
+        {
             stats.stopped_early = true;
             break;
         }
@@ -578,7 +586,20 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
                             last_change = Instant::now();
                         }
                     }
-                    None => stats.ignored_datagrams += 1,
+                    None => {
+                        stats.ignored_datagrams += 1;
+                        // A responder answered (port 5353, on the link) in a
+                        // form the decoder rejects as a whole: it may be an
+                        // agent we cannot see on this path, so the network
+                        // cannot be judged clean.
+                        if d.src.port() == MDNS_PORT
+                            && on_link(&d.src.ip(), &table.ifaces[s.iface])
+                            && Message::from_vec(&d.bytes).is_err()
+                            && lenient_message(&d.bytes).is_none()
+                        {
+                            stats.unparsed_replies += 1;
+                        }
+                    }
                 }
             }
             ev = next_event(&mut browser) => match ev {
@@ -610,6 +631,12 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
             "early stop disabled".into()
         } else if socks.is_empty() {
             "no legacy query socket, so loss could not be judged".into()
+        } else if stats.unparsed_replies > 0 {
+            format!(
+                "{} reply(ies) from responders could not be decoded, so answers may be missing \
+                 from the fast path",
+                stats.unparsed_replies
+            )
         } else {
             table.why_not_clean()
         });
@@ -1039,7 +1066,9 @@ fn parse_reply(
     if src.port() != MDNS_PORT || !on_link(&src.ip(), on) {
         return None;
     }
-    let msg = Message::from_vec(bytes).ok()?;
+    let msg = Message::from_vec(bytes)
+        .ok()
+        .or_else(|| lenient_message(bytes))?;
     if msg.message_type() != MessageType::Response
         || msg.op_code() != OpCode::Query
         || msg.response_code() != ResponseCode::NoError
@@ -1048,6 +1077,61 @@ fn parse_reply(
     }
     let round = *rounds.get(&msg.id())?;
     Some((msg, round))
+}
+
+/// Decodes a reply record by record, skipping the records whose data does
+/// not decode instead of refusing the whole message (python-zeroconf 0.47
+/// writes NSEC records that hickory-proto rejects, and one bad record would
+/// otherwise hide the PTR, SRV, TXT and A beside it). Every record still
+/// goes through hickory-proto; only the framing (RFC 1035 §4.1.3: name,
+/// type, class, TTL, length, data) is walked here, to know where the next
+/// record starts.
+fn lenient_message(bytes: &[u8]) -> Option<Message> {
+    use hickory_proto::op::Header;
+    use hickory_proto::rr::DNSClass;
+    use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, Restrict};
+    let mut d = BinDecoder::new(bytes);
+    let header = Header::read(&mut d).ok()?;
+    let mut msg = Message::new();
+    msg.set_id(header.id())
+        .set_message_type(header.message_type())
+        .set_op_code(header.op_code())
+        .set_response_code(header.response_code());
+    for _ in 0..header.query_count() {
+        msg.add_query(Query::read(&mut d).ok()?);
+    }
+    let sections = [
+        header.answer_count(),
+        header.name_server_count(),
+        header.additional_count(),
+    ];
+    for (section, count) in sections.into_iter().enumerate() {
+        for _ in 0..count {
+            let name = Name::read(&mut d).ok()?;
+            let rtype = RecordType::from(d.read_u16().ok()?.unverified());
+            let class = d.read_u16().ok()?.unverified();
+            let ttl = d.read_u32().ok()?.unverified();
+            let len = d.read_u16().ok()?.unverified();
+            let start = d.index();
+            // Decode the data with a decoder over the whole message, so
+            // compressed names in it resolve; then step over it either way.
+            let mut at = BinDecoder::new(bytes);
+            at.read_slice(start).ok()?;
+            let data = RData::read(&mut at, rtype, Restrict::new(len));
+            d.read_slice(usize::from(len)).ok()?;
+            let Ok(data) = data else { continue };
+            let mut rec = Record::from_rdata(name, ttl, data);
+            // mDNS sets the top bit of the class for cache-flush (RFC 6762
+            // §10.2); the class itself is the low 15 bits.
+            rec.set_dns_class(DNSClass::from(class & 0x7fff));
+            match section {
+                0 => msg.add_answer(rec),
+                1 => msg.add_name_server(rec),
+                _ => msg.add_additional(rec),
+            };
+        }
+    }
+    Some(msg)
 }
 
 /// Whether `ip` is on the local link of `on` (RFC 6762 §11 source check).
@@ -2009,6 +2093,31 @@ mod tests {
         let (s, p) = t.finish(&opts(), t0, t0);
         assert!(s.is_empty());
         assert!(p[0].reason.contains("1300-byte"), "{}", p[0].reason);
+    }
+
+    /// python-zeroconf 0.47 writes NSEC records hickory-proto refuses; the
+    /// PTR, SRV, TXT and A beside one must still be read.
+    #[test]
+    fn a_reply_with_an_undecodable_record_keeps_the_records_beside_it() {
+        use hickory_proto::serialize::binary::BinEncodable;
+        let good = reply(7, "a", "a.local.", 9100, GOOD, &["10.9.1.5"]);
+        let mut bytes = good.to_bytes().unwrap();
+        // One more additional record: root name, type NSEC (47), class IN,
+        // TTL 10, and 3 bytes of data that are no valid NSEC.
+        bytes.extend_from_slice(&[0, 0, 47, 0, 1, 0, 0, 0, 10, 0, 3, 0xff, 0xff, 0xff]);
+        let adds = u16::from_be_bytes([bytes[10], bytes[11]]) + 1;
+        bytes[10..12].copy_from_slice(&adds.to_be_bytes());
+        assert!(
+            Message::from_vec(&bytes).is_err(),
+            "hickory refuses the whole message"
+        );
+        let m = lenient_message(&bytes).expect("the rest decodes");
+        assert_eq!(m.answers().len(), good.answers().len());
+        assert_eq!(m.additionals().len(), good.additionals().len());
+        let mut t = Table::new(vec![eth0()]);
+        t.apply_reply(&m, 0, 0, Instant::now());
+        let (s, _) = t.finish(&opts(), Instant::now(), Instant::now());
+        assert_eq!(s.len(), 1, "the instance resolves from the good records");
     }
 
     #[test]
