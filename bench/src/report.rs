@@ -167,9 +167,9 @@ fn miss_analysis(what: &str) -> &'static str {
              difference is file-backed: most of the agent's own static binary stays resident \
              after start-up, while avahi-daemon's own executable is small and its code lives in \
              shared libraries (see \"own executable\" in the note). These are clean pages the \
-             kernel can drop under memory pressure, and PSS, which splits shared pages among \
-             their users, shows a smaller gap, and less than avahi plus the D-Bus daemon it \
-             needs. The agent already asks the kernel to page its start-up code out once idle \
+             kernel can drop under memory pressure; PSS, which splits shared pages among their \
+             users, compares the agent with avahi-daemon plus the D-Bus daemon it needs (see \
+             the note). The agent already asks the kernel to page its start-up code out once idle \
              (MADV_PAGEOUT); on this machine (Linux 6.18, ext4) the pages stayed resident \
              (checked by hand: the calls return 0, RSS unchanged 25 s later with the agent \
              alone). What would close it: touch fewer code pages: a size-optimised profile for \
