@@ -41,6 +41,10 @@ const MALFORMED: [&str; 8] = [
 /// Correct replies under the key: must be admitted.
 const CONTROLS: [&str; 1] = ["right"];
 
+/// The most one browse under the flood may take before it is killed and
+/// recorded as unfinished.
+const FLOOD_DEADLINE: Duration = Duration::from_secs(600);
+
 const TOOL: &str = "rlx-discover expand (subnet + key_file)";
 const TOOL_NOKEY: &str = "rlx-discover expand (subnet, no key)";
 
@@ -334,7 +338,9 @@ fn flood(ctx: &mut Ctx) -> Result<()> {
         let mut c = lab.command(0, &ctx.bins.discover);
         c.args(["browse", "--json", "--interface", "eth0"])
             .env("RUST_LOG", "warn");
-        let t = run_timed(&mut c, Duration::from_secs(120))?;
+        // Generous: how long a flood stretches a one-shot browse is one of
+        // the figures (every bogus address gets an admission handshake).
+        let t = run_timed(&mut c, FLOOD_DEADLINE)?;
         let v: serde_json::Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
         let hosts: Vec<String> = crate::sc_mdns::parse_ours(&v)
             .into_iter()
