@@ -16,6 +16,7 @@ pub mod completions;
 pub mod demo;
 pub mod expand;
 pub mod keygen;
+pub mod lan;
 pub mod man;
 pub mod scan;
 pub mod watch;

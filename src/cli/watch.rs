@@ -28,8 +28,8 @@
 //! core count, or the devices list) is reported `updated`.
 
 use crate::admit::{admit, Rules};
-use crate::config::{ClusterConfig, DiscoverSection};
-use crate::discover::{browse_options, rules, Overrides};
+use crate::config::DiscoverSection;
+use crate::discover::{browse_options, rules};
 use crate::pipeline::{expand, NodeDefaults};
 use crate::report::{gib, AddedNode};
 use crate::sighting::{Discovery, Problem, Sighting};
@@ -39,7 +39,7 @@ use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -64,30 +64,9 @@ const DNS_SUFFIX: &str = " (dns)";
     rlx-discover watch --config cluster.toml --interface eth1\n  \
     rlx-discover watch --domain rlx.example.org --dns-server 10.0.0.53\n")]
 pub struct WatchArgs {
-    /// Take [discover] settings (interfaces, cluster, key_file, timeout_ms)
-    /// from this cluster file.
-    #[arg(long, value_name = "CLUSTER.TOML")]
-    pub config: Option<PathBuf>,
-    /// Browse only on these network interfaces (repeatable).
-    #[arg(long = "interface", value_name = "NAME")]
-    pub interfaces: Vec<String>,
-    /// Admit only agents announcing this cluster name.
-    #[arg(long)]
-    pub cluster: Option<String>,
-    /// Admit only agents that prove this cluster key.
-    #[arg(long, value_name = "PATH")]
-    pub key_file: Option<PathBuf>,
-    /// Also follow _rlx._tcp.DOMAIN on a unicast DNS server (agents that
-    /// registered with rlx-agent --register); replaces dns_sd.domain.
-    #[arg(long, value_name = "DOMAIN")]
-    pub domain: Option<String>,
-    /// The DNS server for --domain: HOST, HOST:PORT or [IPv6]:PORT
-    /// [default: dns_sd.server, else the first nameserver of /etc/resolv.conf].
-    #[arg(long, value_name = "HOST:PORT")]
-    pub dns_server: Option<String>,
-    /// Do not browse mDNS (only --domain / dns_sd).
-    #[arg(long)]
-    pub no_mdns: bool,
+    /// Where to look and whom to admit.
+    #[command(flatten)]
+    pub lan: super::lan::LanArgs,
     /// Print one JSON object per event.
     #[arg(long)]
     pub json: bool,
@@ -190,34 +169,9 @@ fn material(a: &AddedNode, b: &AddedNode) -> Option<String> {
     (!why.is_empty()).then(|| why.join(", "))
 }
 
-fn section(a: &WatchArgs) -> Result<DiscoverSection> {
-    let mut d = match &a.config {
-        Some(p) => ClusterConfig::load(p)?.discover.unwrap_or_default(),
-        None => DiscoverSection::default(),
-    };
-    Overrides {
-        interfaces: a.interfaces.clone(),
-        key_file: a.key_file.clone(),
-        browse_ms: None,
-        no_mdns: false,
-    }
-    .apply(&mut d);
-    if a.cluster.is_some() {
-        d.cluster = a.cluster.clone();
-    }
-    super::browse::apply_dns_flags(&mut d, &a.domain, &a.dns_server)?;
-    if a.no_mdns {
-        if d.dns_sd.is_none() {
-            anyhow::bail!("--no-mdns leaves nothing to watch: add --domain DOMAIN");
-        }
-        d.mdns = false;
-    }
-    Ok(d)
-}
-
 /// Runs the watch until interrupted (or `--for-ms`).
 pub fn run(a: WatchArgs) -> Result<ExitCode> {
-    let d = section(&a)?;
+    let d = a.lan.section(None, "watch")?;
     let rules = rules(&d)?;
     let defaults = NodeDefaults::from(&d);
     let rt = super::runtime()?;
