@@ -520,6 +520,35 @@ fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
                 Status::NotMet
             };
             g.comment = mdns_misses(r, case, "rlx-discover browse");
+            let wall = find(s, "mdns", case, "rlx-discover browse", "wall_ms");
+            let exp = find(
+                s,
+                "mdns",
+                case,
+                "rlx-discover expand (empty [discover])",
+                "wall_ms",
+            );
+            if let Some(w) = wall {
+                let sep = if g.comment.is_empty() { "" } else { " " };
+                g.comment = format!(
+                    "{}{sep}Measured as the time until all 50 were resolved, like the \
+                     python-zeroconf figure; the `browse` command itself returns after {} \
+                     ({}), having listened its whole window (loss rules out an early stop) \
+                     and checked each node's port.{}",
+                    g.comment,
+                    median_cell(w),
+                    range_cell(w),
+                    exp.map(|e| format!(
+                        " `expand` on an empty [discover] in the same conditions: {}, {}/{} \
+                         runs with all 50 ({}).",
+                        median_cell(e),
+                        e.complete_runs,
+                        e.runs,
+                        found_cell(e)
+                    ))
+                    .unwrap_or_default()
+                );
+            }
         } else {
             g.comment = nm("mdns").unwrap_or_else(|| "N=50 not run (quick mode)".into());
         }
