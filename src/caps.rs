@@ -459,6 +459,29 @@ mod tests {
     }
 
     #[test]
+    fn measured_floats_survive_a_json_round_trip_bit_for_bit() {
+        // A measured rate has all 53 bits of mantissa in use; serde_json's
+        // fast float parser is one ULP off for some of them unless its
+        // `float_roundtrip` feature is on, and then a cached measurement no
+        // longer equals the one that was written.
+        let mut c = sample();
+        for x in [
+            1.1130749537915121,
+            0.1 + 0.2,
+            123456.789e-7,
+            f64::MIN_POSITIVE,
+        ] {
+            c.gflops = x;
+            c.io_mbps = x;
+            c.devices[0].gflops = x;
+            let back = NodeCaps::from_json(&c.to_json()).unwrap();
+            assert_eq!(back.gflops.to_bits(), x.to_bits(), "{x:e}");
+            assert_eq!(back.io_mbps.to_bits(), x.to_bits(), "{x:e}");
+            assert_eq!(back.devices[0].gflops.to_bits(), x.to_bits(), "{x:e}");
+        }
+    }
+
+    #[test]
     fn the_seed_era_json_without_new_fields_still_parses() {
         let old = r#"{"addr":"x:1","os":"linux","cores":8,"ram_total":1000,"ram_avail":10,
             "disk_free":0,"devices":[{"device":"cuda","name":"g","mem_bytes":5,"unified":false,
