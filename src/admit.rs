@@ -18,12 +18,17 @@
 //! `cluster` filtering is applied to every source; it is a filter for
 //! keeping neighbouring clusters apart, not security.
 
-use crate::handshake::{query_in_cluster, HandshakeError};
+use crate::handshake::{query_in_cluster, HandshakeError, HandshakeReply};
 use crate::keys::KeyRing;
-use crate::sighting::{Discovery, Evidence, Problem, Sighting, Source};
+use crate::neighbour::Nudger;
+use crate::sighting::{Discovery, Evidence, OnSighting, Problem, Sighting, Source};
 use futures::stream::{self, StreamExt};
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 
 /// Most nodes checked at once. Each check is up to [`ATTEMPTS`] short TCP
 /// exchanges, and a hostile peer can make each hold a reply buffer of up to
@@ -37,11 +42,9 @@ pub const DEFAULT_HANDSHAKE_CONCURRENCY: usize = 64;
 /// ones are still waiting. A lost SYN costs Linux a whole second before it
 /// retransmits (the initial RTO, RFC 6298), so on a lossy LAN a single
 /// connect fails about as often as a packet is lost; a fresh connect 250 ms
-/// later sends a fresh SYN instead. Eight attempts, each long enough for one
-/// kernel retransmission ([`MIN_ATTEMPT`]), leave a live node at 20% loss
-/// each way about one chance in ten million of looking dead (measured with
-/// four 1 s attempts: 1-2 of 50 live nodes refused per run), while a dead
-/// one is given up after about 3.3 s.
+/// later sends a fresh SYN instead. Four attempts, each long enough for one
+/// kernel retransmission ([`MIN_ATTEMPT`]), give a dead node up after about
+/// 2.25 s.
 pub const ATTEMPTS: usize = 4;
 
 /// Shortest deadline of one handshake attempt: past the kernel's first SYN
@@ -64,11 +67,7 @@ fn is_final(e: &HandshakeError) -> bool {
 
 /// Runs up to [`ATTEMPTS`] handshakes [`STAGGER`] apart and returns the first
 /// answer that settles the question; if none does, the last attempt's error.
-async fn query_staggered(
-    addr: SocketAddr,
-    rules: &Rules,
-    expect_id: Option<&str>,
-) -> Result<crate::handshake::HandshakeReply, HandshakeError> {
+async fn query_staggered(addr: SocketAddr, rules: &Rules, expect_id: Option<&str>) -> Outcome {
     use futures::stream::FuturesUnordered;
     let mut running = FuturesUnordered::new();
     for k in 0..ATTEMPTS {
@@ -103,6 +102,146 @@ pub struct Rules {
     pub concurrency: usize,
 }
 
+/// What a handshake is started for: the address, and the node id the
+/// sighting announced (the reply must carry the same one).
+type Key = (SocketAddr, Option<String>);
+
+type Outcome = Result<HandshakeReply, HandshakeError>;
+
+/// The admission stage of one discovery run: the [`Rules`], and the
+/// handshakes already started for sightings that sources passed on early
+/// ([`Admission::early`]), so that a node's check overlaps the rest of the
+/// browse instead of starting after its window. At most
+/// [`Rules::concurrency`] handshakes run at once, early or not; the ones
+/// still running when the admission is dropped are cancelled.
+pub struct Admission {
+    rules: Rules,
+    nudger: Arc<Nudger>,
+    permits: Arc<Semaphore>,
+    started: Mutex<HashMap<Key, JoinHandle<Outcome>>>,
+}
+
+impl Admission {
+    /// An admission under `rules`, with nothing started yet.
+    pub fn new(rules: Rules) -> Arc<Admission> {
+        Arc::new(Admission {
+            permits: Arc::new(Semaphore::new(rules.concurrency.max(1))),
+            nudger: Nudger::new(),
+            rules,
+            started: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The rules it admits under.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// A hook for sources ([`OnSighting`]) that starts each sighting's
+    /// handshake at once, in the background. Must be called inside a tokio
+    /// runtime.
+    pub fn early(self: &Arc<Self>) -> OnSighting {
+        let me = Arc::downgrade(self);
+        OnSighting(Arc::new(move |s: &Sighting| {
+            if let Some(me) = me.upgrade() {
+                me.start(s);
+            }
+        }))
+    }
+
+    /// Starts the handshake `s` will need, unless it needs none (SSH, no
+    /// address, refused by cluster name) or one is already running.
+    fn start(self: &Arc<Self>, s: &Sighting) {
+        let Some(key) = handshake_key(s, &self.rules) else {
+            return;
+        };
+        let mut started = self.started.lock().expect("admission lock");
+        if started.contains_key(&key) {
+            return;
+        }
+        let me = Arc::clone(self);
+        let k = key.clone();
+        started.insert(key, tokio::spawn(async move { me.handshake_now(&k).await }));
+    }
+
+    /// The outcome of the handshake for `key`: the one started early if
+    /// there is one, else a new one.
+    async fn handshake(&self, key: &Key) -> Outcome {
+        let early = self.started.lock().expect("admission lock").remove(key);
+        if let Some(task) = early {
+            if let Ok(out) = task.await {
+                return out;
+            }
+        }
+        self.handshake_now(key).await
+    }
+
+    async fn handshake_now(&self, key: &Key) -> Outcome {
+        let _permit = self.permits.acquire().await.expect("never closed");
+        // Keep a lost ARP exchange from costing the handshake a second.
+        let _arp = match key.0.ip() {
+            std::net::IpAddr::V4(v4) => Some(self.nudger.watch(v4)),
+            std::net::IpAddr::V6(_) => None,
+        };
+        query_staggered(key.0, &self.rules, key.1.as_deref()).await
+    }
+
+    /// ARP requests sent to speed up handshakes ([`crate::neighbour`]).
+    pub fn arp_nudges(&self) -> usize {
+        self.nudger.sent()
+    }
+
+    /// Applies the rules to every sighting of `d`, concurrently; refused ones
+    /// move to `d.problems` with their reasons.
+    pub async fn admit(&self, d: Discovery) -> Discovery {
+        let Discovery {
+            sightings,
+            mut problems,
+            attempts,
+        } = d;
+        let verdicts: Vec<Verdict> = stream::iter(sightings)
+            .map(|s| check(s, self))
+            .buffered(self.rules.concurrency.max(1))
+            .collect()
+            .await;
+        let mut admitted = Vec::new();
+        for v in verdicts {
+            match v {
+                Verdict::Admit(s) => admitted.push(*s),
+                Verdict::Refuse(p) => problems.push(p),
+            }
+        }
+        Discovery {
+            sightings: admitted,
+            problems,
+            attempts,
+        }
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        if let Ok(started) = self.started.get_mut() {
+            for (_, task) in started.drain() {
+                task.abort();
+            }
+        }
+    }
+}
+
+/// The handshake sighting `s` needs under `rules`, if any: none for SSH
+/// (trusted by SSH itself), for a sighting without an address, or for one
+/// whose announced cluster is refused by name.
+fn handshake_key(s: &Sighting, rules: &Rules) -> Option<Key> {
+    if s.source == Source::Ssh {
+        return None;
+    }
+    if let (Some(want), Some(caps)) = (&rules.cluster, &s.caps) {
+        cluster_mismatch(caps.cluster.as_deref(), want)?;
+    }
+    Some((SocketAddr::new(s.ip?, s.port), s.id().map(str::to_string)))
+}
+
 /// Outcome for one sighting.
 enum Verdict {
     Admit(Box<Sighting>),
@@ -118,7 +257,8 @@ fn refuse(s: &Sighting, reason: String) -> Verdict {
 }
 
 /// Checks one sighting.
-async fn check(mut s: Sighting, rules: &Rules) -> Verdict {
+async fn check(mut s: Sighting, admission: &Admission) -> Verdict {
+    let rules = &admission.rules;
     // A node announcing another cluster in TXT is refused before we spend a
     // handshake on it (and reported as what it is, not as a key mismatch).
     if let (Some(want), Some(caps)) = (&rules.cluster, &s.caps) {
@@ -130,9 +270,8 @@ async fn check(mut s: Sighting, rules: &Rules) -> Verdict {
         let Some(ip) = s.ip else {
             return refuse(&s, "no address to check it at".into());
         };
-        let addr = SocketAddr::new(ip, s.port);
-        let announced_id = s.id().map(str::to_string);
-        match query_staggered(addr, rules, announced_id.as_deref()).await {
+        let key = (SocketAddr::new(ip, s.port), s.id().map(str::to_string));
+        match admission.handshake(&key).await {
             Ok(reply) => {
                 s.caps = Some(reply.caps);
                 s.evidence = if rules.keys.is_some() {
@@ -199,30 +338,10 @@ fn cluster_mismatch(has: Option<&str>, want: &str) -> Option<String> {
 }
 
 /// Applies the rules to every sighting of `d`, concurrently; refused ones
-/// move to `d.problems` with their reasons.
+/// move to `d.problems` with their reasons. (An [`Admission`] with nothing
+/// started early.)
 pub async fn admit(d: Discovery, rules: &Rules) -> Discovery {
-    let Discovery {
-        sightings,
-        mut problems,
-        attempts,
-    } = d;
-    let verdicts: Vec<Verdict> = stream::iter(sightings)
-        .map(|s| check(s, rules))
-        .buffered(rules.concurrency.max(1))
-        .collect()
-        .await;
-    let mut admitted = Vec::new();
-    for v in verdicts {
-        match v {
-            Verdict::Admit(s) => admitted.push(*s),
-            Verdict::Refuse(p) => problems.push(p),
-        }
-    }
-    Discovery {
-        sightings: admitted,
-        problems,
-        attempts,
-    }
+    Admission::new(rules.clone()).admit(d).await
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! multicast or scans passes the network-namespace guard first
 //! ([`crate::netguard`]).
 
-use crate::admit::{admit, Rules, DEFAULT_HANDSHAKE_CONCURRENCY};
+use crate::admit::{Admission, Rules, DEFAULT_HANDSHAKE_CONCURRENCY};
 use crate::config::{ClusterConfig, DiscoverSection};
 use crate::keys::KeyRing;
 use crate::pipeline::{expand, Expansion, NodeDefaults};
@@ -48,11 +48,12 @@ impl Overrides {
 }
 
 /// Runs every source configured in `d`, concurrently, then admits what
-/// they saw ([`crate::admit`]).
+/// they saw ([`crate::admit`]); mDNS-found agents' handshakes start while
+/// the browse still listens.
 pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discovery> {
     // Refuse before any source starts: a bad key file or a scan from the
     // host's own namespace is an error, not a partial result.
-    let rules = rules(d)?;
+    let admission = Admission::new(rules(d)?);
     if d.subnet.is_some() {
         crate::netguard::ensure_private_netns("a subnet scan")?;
     }
@@ -83,7 +84,13 @@ pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discov
     };
     let mdns_part = async {
         if d.mdns {
-            mdns::discover(&browse_options(d), started).await
+            // Each agent's handshake starts as soon as it is resolved, so it
+            // overlaps the rest of the browse.
+            let opts = mdns::BrowseOptions {
+                on_resolved: Some(admission.early()),
+                ..browse_options(d)
+            };
+            mdns::discover(&opts, started).await
         } else {
             Discovery::default()
         }
@@ -110,7 +117,7 @@ pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discov
     all.extend(b);
     all.extend(c);
     all.extend(e);
-    Ok(admit(all, &rules).await)
+    Ok(admission.admit(all).await)
 }
 
 /// The browse `[discover]` asks for. (The cluster filter is

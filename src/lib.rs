@@ -47,6 +47,7 @@ pub mod handshake;
 pub mod iface;
 pub mod keys;
 pub mod lab;
+pub mod neighbour;
 pub mod netguard;
 pub mod pipeline;
 pub mod progress;

@@ -71,6 +71,20 @@ impl fmt::Display for Evidence {
     }
 }
 
+/// Called with each sighting as soon as a source has it, while the source
+/// is still running: admission starts that node's handshake then, instead
+/// of after the whole browse window (on a lossy network a handshake may
+/// need a few retries, and they overlap the listening). The sighting still
+/// reaches the pipeline as usual when the source is done.
+#[derive(Clone)]
+pub struct OnSighting(pub std::sync::Arc<dyn Fn(&Sighting) + Send + Sync>);
+
+impl fmt::Debug for OnSighting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OnSighting(..)")
+    }
+}
+
 /// One node, as one source saw it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sighting {

@@ -281,7 +281,28 @@ fn ours(ctx: &Ctx, lab: &Lab, args: &[String], n: usize, deadline: f64) -> Resul
     let names: BTreeSet<&str> = nodes.iter().map(|(h, _)| h.as_str()).collect();
     let found = names.len() as u64;
     let last = nodes.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
-    let report = &v["report"];
+    Ok(Measured {
+        complete_ms: (found >= n as u64).then_some(last),
+        found,
+        wall_ms: t.wall_ms(),
+        note: format!(
+            "{}; {}; cpu {:.0} ms; peak RSS {} kB{}",
+            t.describe_status(),
+            describe_report(&v["report"]),
+            t.cpu.as_secs_f64() * 1000.0,
+            t.maxrss_kb,
+            if v.is_null() {
+                format!("; no JSON: {}", t.stderr_tail(2))
+            } else {
+                String::new()
+            }
+        ),
+    })
+}
+
+/// What a report (browse or expand JSON) says was tried, and how many were
+/// refused, with the first reason.
+fn describe_report(report: &serde_json::Value) -> String {
     let tried: Vec<String> = report["tried"]
         .as_array()
         .map(|a| {
@@ -297,31 +318,18 @@ fn ours(ctx: &Ctx, lab: &Lab, args: &[String], n: usize, deadline: f64) -> Resul
         })
         .unwrap_or_default();
     let failed = report["failed"].as_array().map_or(0, |a| a.len());
-    Ok(Measured {
-        complete_ms: (found >= n as u64).then_some(last),
-        found,
-        wall_ms: t.wall_ms(),
-        note: format!(
-            "{}; {}; {failed} refused{}; cpu {:.0} ms; peak RSS {} kB{}",
-            t.describe_status(),
-            tried.join(", "),
-            report["failed"]
-                .get(0)
-                .map(|f| format!(
-                    " (first: {} {})",
-                    f["host"].as_str().unwrap_or(""),
-                    f["reason"].as_str().unwrap_or("")
-                ))
-                .unwrap_or_default(),
-            t.cpu.as_secs_f64() * 1000.0,
-            t.maxrss_kb,
-            if v.is_null() {
-                format!("; no JSON: {}", t.stderr_tail(2))
-            } else {
-                String::new()
-            }
-        ),
-    })
+    format!(
+        "{}; {failed} refused{}",
+        tried.join(", "),
+        report["failed"]
+            .get(0)
+            .map(|f| format!(
+                " (first: {} {})",
+                f["host"].as_str().unwrap_or(""),
+                f["reason"].as_str().unwrap_or("")
+            ))
+            .unwrap_or_default()
+    )
 }
 
 fn expand(ctx: &Ctx, lab: &Lab, cfg: &std::path::Path, n: usize) -> Result<Measured> {
@@ -337,8 +345,9 @@ fn expand(ctx: &Ctx, lab: &Lab, cfg: &std::path::Path, n: usize) -> Result<Measu
         found,
         wall_ms: t.wall_ms(),
         note: format!(
-            "{}; cpu {:.0} ms; peak RSS {} kB{}",
+            "{}; {}; cpu {:.0} ms; peak RSS {} kB{}",
             t.describe_status(),
+            describe_report(&v["report"]),
             t.cpu.as_secs_f64() * 1000.0,
             t.maxrss_kb,
             if v.is_null() {

@@ -76,12 +76,33 @@
 //!    on a small network the others can all look clean meanwhile.
 //!
 //! On a clean LAN that is about 250 ms after the start as root, 1.1 s
-//! otherwise. A single missing
-//! answer means loss (or a responder that ignores legacy queries), and then
-//! the browse listens until the window ends. The [`Attempt`] always says how
-//! long it listened, whether it stopped early, and how many instances
-//! answered *late*: after the point where a clean network would have let it
-//! stop. An empty result never stops early.
+//! otherwise.
+//!
+//! A missing answer means loss (or a responder that ignores legacy
+//! queries). Then the browse measures the loss instead of giving up on an
+//! early stop: an agent that was never heard must have missed every query
+//! so far that reached the network. A query lost on our own link is lost
+//! for every responder at once, so only queries that some agent answered
+//! count as chances; after the early rounds, [`SENTINELS`] resolved agents
+//! are left out of each query's known-answer list in rotation so that they
+//! answer and show it went out. The chance that one agent's answer gets
+//! through is measured on the early queries that went out, taken
+//! [`RATE_MARGIN`] standard deviations low (a Wilson lower bound, so that
+//! three agents with lucky answers do not look like a clean network). With
+//! `n` agents heard, answer rate `q` and `k` chances (queries that went out,
+//! answers due by [`ROUND_WAIT`]), the number still unheard is expected to
+//! be `n·(1-q)^k / (1-(1-q)^k)`, and the browse stops once that is below
+//! [`STOP_RISK`] (and conditions 2 for resolution, 3 and 4 hold). At 20%
+//! loss each way with 50 agents that is about 0.5-1 s instead of the whole
+//! window; with one or two agents heard the estimate is too uncertain and
+//! the browse listens to the end. Responders that ignore legacy queries
+//! (heard only by multicast) count as answering none, which keeps the
+//! estimate from stopping.
+//!
+//! The [`Attempt`] always says how long it listened, whether and why it
+//! stopped early, and how many instances answered *late*: after the point
+//! where a clean network would have let it stop. An empty result never
+//! stops early.
 //!
 //! # Bounds
 //!
@@ -97,9 +118,10 @@
 use crate::caps::NodeCaps;
 use crate::config::DiscoverSection;
 use crate::iface::{self, Iface, IfaceError};
+use crate::neighbour::ArpSocket;
 use crate::netguard::{self, GuardError};
 use crate::pipeline::format_addr;
-use crate::sighting::{Attempt, Discovery, Evidence, Problem, Sighting, Source};
+use crate::sighting::{Attempt, Discovery, Evidence, OnSighting, Problem, Sighting, Source};
 use crate::txt::{self, TxtError};
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::PTR;
@@ -140,10 +162,13 @@ pub const MAX_INSTANCES: usize = 4096;
 /// after it. 64 leaves room for a host that legitimately runs several.
 pub const MAX_INSTANCES_PER_SOURCE: usize = 64;
 
-/// Most instances kept that were only named (a `PTR` seen by the multicast
-/// path, no address yet). Their source is unknown, so the per-source cap
-/// cannot apply; a separate cap keeps a multicast flood from filling the
-/// table the same way.
+/// Most instances kept whose sender is unknown: those first heard on the
+/// multicast path, which does not tell who sent an answer (mdns-sd reports
+/// what a record claims, and the address an announcement names is the
+/// announcer's claim, not its source). The per-source cap cannot apply to
+/// them, so a separate cap keeps a multicast flood from filling the table
+/// the same way. Real agents also answer the legacy queries, from their
+/// own address, and get a sourced slot there.
 pub const MAX_UNSOURCED: usize = 256;
 
 /// Largest TXT record accepted, counting each string's length byte. The
@@ -221,6 +246,30 @@ pub const EARLY_FLOOR_WITHOUT_ARP: Duration = Duration::from_millis(1100);
 /// slowest reply latency measured (10 ms).
 pub const QUIET: Duration = Duration::from_millis(100);
 
+/// The most agents a browse may expect to have missed when it stops on a
+/// lossy network (see "When it stops early" in the module docs): one run in
+/// a hundred, at worst, would lack an agent that listening to the end of the
+/// window would have found.
+pub const STOP_RISK: f64 = 0.01;
+
+/// How many standard deviations below the measured answer rate the loss
+/// estimate assumes (a Wilson lower bound): with few agents the measured
+/// rate is uncertain, and a browse must not stop on a lucky guess.
+pub const RATE_MARGIN: f64 = 2.0;
+
+/// Resolved instances left out of each later legacy query's known-answer
+/// list, in rotation, so that they answer it: their answers show which
+/// queries reached the network (on a lossy link a multicast query is lost
+/// for every responder at once, so a query nobody answered is no chance at
+/// all). Two: both replies are lost only one time in 25 at 20% loss.
+pub const SENTINELS: usize = 2;
+
+/// How long after a query went out it counts as a chance every responder
+/// had to answer: ten times the slowest reply latency measured, and after
+/// the next ARP announcement ([`ARP_ANNOUNCE_MS`]) has released replies
+/// stuck behind a lost ARP exchange.
+pub const ROUND_WAIT: Duration = Duration::from_millis(100);
+
 /// TTL given to known answers. RFC 6762 §7.1: a responder stays silent only
 /// if the listed TTL is above half the record's true TTL; PTR records live
 /// 4500 s (RFC 6762 §10), and the replies to legacy queries carry a capped
@@ -258,6 +307,9 @@ pub struct BrowseOptions {
     /// Stop before `browse` ends when the network is clearly lossless (see
     /// the module docs). `false` always listens the whole window.
     pub early_stop: bool,
+    /// Told of each instance as soon as it is resolved (and again if its
+    /// address or port changes), before the browse ends.
+    pub on_resolved: Option<OnSighting>,
 }
 
 impl Default for BrowseOptions {
@@ -266,6 +318,7 @@ impl Default for BrowseOptions {
             interfaces: Vec::new(),
             browse: Duration::from_millis(crate::config::DEFAULT_BROWSE_MS),
             early_stop: true,
+            on_resolved: None,
         }
     }
 }
@@ -277,6 +330,7 @@ impl BrowseOptions {
             interfaces: d.interfaces.clone(),
             browse: Duration::from_millis(d.browse_ms),
             early_stop: true,
+            on_resolved: None,
         }
     }
 }
@@ -316,7 +370,7 @@ pub enum MdnsError {
 // ---------------------------------------------------------------- the result
 
 /// How a browse went, for the report, the JSON output and the benchmark.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct BrowseStats {
     /// The service type browsed.
     pub service: String,
@@ -330,8 +384,18 @@ pub struct BrowseStats {
     pub listened_ms: u64,
     /// The most it would have listened (`browse`), ms.
     pub window_ms: u64,
-    /// Whether it stopped before the window ended (network clearly lossless).
+    /// Whether it stopped before the window ended: on a clearly lossless
+    /// network, or once the measured loss made a missed agent unlikely.
     pub stopped_early: bool,
+    /// Which rule stopped it early: `"clean"` (every agent answered every
+    /// early query) or `"loss estimate"` (see the module docs).
+    pub stop_rule: Option<String>,
+    /// Share of the early queries the heard agents answered, as measured,
+    /// when any was heard.
+    pub answer_rate: Option<f64>,
+    /// Agents expected to be still unheard when it stopped (the loss
+    /// estimate; 0 when it stopped as clean), when any was heard.
+    pub expected_missing: Option<f64>,
     /// Why it did not stop early, when it did not.
     pub why_full_window: Option<String>,
     /// Ms after the start of the browse at which an early stop was first
@@ -483,8 +547,14 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
     let mut rounds: HashMap<u16, usize> = HashMap::new();
     let mut round = 0usize;
     let mut table = Table::new(ifaces);
+    table.multicast_by_claim = socks.is_empty();
     let deadline = t0 + opts.browse;
-    let kickers: Vec<ArpAnnouncer> = table.ifaces.iter().filter_map(ArpAnnouncer::open).collect();
+    let kickers: Vec<ArpSocket> = table
+        .ifaces
+        .iter()
+        .filter(|i| !i.is_loopback())
+        .filter_map(|i| ArpSocket::open(&i.name))
+        .collect();
     let floor = if kickers.is_empty() {
         EARLY_FLOOR_WITHOUT_ARP
     } else {
@@ -500,15 +570,33 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
     let mut next_kick = 0usize;
 
     loop {
+        match &opts.on_resolved {
+            Some(hook) => {
+                for s in table.take_resolved(opts, started, deadline) {
+                    (hook.0)(&s);
+                }
+            }
+            None => table.newly_resolved.clear(),
+        }
         let now = Instant::now();
         if early_possible
             && stats.unparsed_replies == 0
             && now >= early_point
             && now >= last_change + QUIET
-            && table.clean()
         {
-            stats.stopped_early = true;
-            break;
+            if table.clean() {
+                stats.stopped_early = true;
+                stats.stop_rule = Some("clean".into());
+                stats.expected_missing = Some(0.0);
+                break;
+            }
+            let (k, _) = matured(now - t0, round);
+            if let Some(e) = table.expected_missing(k).filter(|&e| e < STOP_RISK) {
+                stats.stopped_early = true;
+                stats.stop_rule = Some("loss estimate".into());
+                stats.expected_missing = Some(e);
+                break;
+            }
         }
         if now >= deadline {
             break;
@@ -520,7 +608,7 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
             let known = if round < EARLY_ROUNDS {
                 Vec::new()
             } else {
-                table.known_answers(round)
+                table.known_answers(round, SENTINELS)
             };
             match legacy_query(id, &known) {
                 Ok(bytes) => {
@@ -544,7 +632,7 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
         while next_qm < EXTRA_QM_MS.len() && t0 + Duration::from_millis(EXTRA_QM_MS[next_qm]) <= now
         {
             // RFC 6762 §18.1: multicast queries carry ID 0.
-            if let Ok(bytes) = legacy_query(0, &table.known_answers(next_qm)) {
+            if let Ok(bytes) = legacy_query(0, &table.known_answers(next_qm, 0)) {
                 for s in &socks {
                     for _ in 0..2 {
                         stats.standard_queries += usize::from(send_standard_query(s, &bytes));
@@ -573,6 +661,10 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
         }
         if early_possible {
             wake = wake.min(early_point.max(last_change + QUIET).max(now));
+            // The loss estimate changes when another query's answers are due.
+            if let (_, Some(next)) = matured(now - t0, round) {
+                wake = wake.min(t0 + next);
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep_until(wake.into()) => {}
@@ -625,6 +717,11 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
 
     stats.listened_ms = ms(stopped - t0);
     stats.early_point_ms = ms(early_point - t0);
+    stats.answer_rate = table.answer_rate().map(|(ok, of)| ok as f64 / of as f64);
+    if stats.expected_missing.is_none() {
+        let (k, _) = matured(stopped - t0, round);
+        stats.expected_missing = table.expected_missing(k).filter(|e| e.is_finite());
+    }
     stats.over_limit = table.over_limit;
     if !stats.stopped_early {
         stats.why_full_window = Some(if !opts.early_stop {
@@ -660,6 +757,39 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
         },
         stats,
     })
+}
+
+/// How many of the `sent` legacy rounds are older than [`ROUND_WAIT`]
+/// `elapsed` after the start (their answers are in), and when the next one
+/// matures, if one is pending.
+fn matured(elapsed: Duration, sent: usize) -> (usize, Option<Duration>) {
+    let k = (0..sent)
+        .take_while(|&r| legacy_offset(r) + ROUND_WAIT <= elapsed)
+        .count();
+    (k, (k < sent).then(|| legacy_offset(k) + ROUND_WAIT))
+}
+
+/// The number of responders expected to be still unheard after `chances`
+/// queries that reached the network, when `heard` were heard and answered
+/// `answered` of the `asked` such early queries put to them (see "When it
+/// stops early" in the module docs). Infinite when nothing can be
+/// inferred.
+pub fn expected_unheard(heard: usize, answered: usize, asked: usize, chances: u32) -> f64 {
+    if heard == 0 || asked == 0 || chances == 0 {
+        return f64::INFINITY;
+    }
+    // Wilson score lower bound of the answer rate.
+    let n = asked as f64;
+    let p = (answered as f64 / n).clamp(0.0, 1.0);
+    let z2 = RATE_MARGIN * RATE_MARGIN;
+    let centre = p + z2 / (2.0 * n);
+    let spread = RATE_MARGIN * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    let q = ((centre - spread) / (1.0 + z2 / n)).max(0.0);
+    let miss_all = (1.0 - q).powi(chances as i32);
+    if miss_all >= 1.0 {
+        return f64::INFINITY;
+    }
+    heard as f64 * miss_all / (1.0 - miss_all)
 }
 
 /// The next mDNS event, or never when the multicast path is off.
@@ -702,10 +832,18 @@ fn describe_attempt(s: &BrowseStats) -> String {
         },
         s.listened_ms
     );
-    if s.stopped_early {
+    if s.stopped_early && s.stop_rule.as_deref() == Some("clean") {
         let _ = write!(
             w,
             " (stopped early: every agent answered every early query)"
+        );
+    } else if s.stopped_early {
+        let _ = write!(
+            w,
+            " (stopped early on the loss estimate: agents answered {:.0}% of the early queries, \
+             so fewer than {:.3} agents are expected to be still unheard)",
+            s.answer_rate.unwrap_or(0.0) * 100.0,
+            s.expected_missing.unwrap_or(f64::NAN)
         );
     } else {
         let _ = write!(w, " of {} ms", s.window_ms);
@@ -882,103 +1020,6 @@ fn send_standard_query(s: &LegacySocket, bytes: &[u8]) -> bool {
             false
         }
     }
-}
-
-/// Sends gratuitous ARP announcements of one interface's IPv4 address (see
-/// [`ARP_ANNOUNCE_MS`]).
-struct ArpAnnouncer {
-    fd: std::os::fd::OwnedFd,
-    dest: nix::sys::socket::LinkAddr,
-    frame: [u8; 28],
-}
-
-impl ArpAnnouncer {
-    /// `None` where ARP does not apply (loopback, no IPv4 address, no MAC)
-    /// or a packet socket is not allowed (no `CAP_NET_RAW`).
-    fn open(iface: &Iface) -> Option<ArpAnnouncer> {
-        use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType, SockaddrLike};
-        if iface.is_loopback() {
-            return None;
-        }
-        let ip = iface.addrs.iter().find_map(|n| match n.addr() {
-            IpAddr::V4(a) => Some(a),
-            IpAddr::V6(_) => None,
-        })?;
-        let mac = nix::ifaddrs::getifaddrs().ok()?.find_map(|ifa| {
-            (ifa.interface_name == iface.name)
-                .then(|| ifa.address.as_ref()?.as_link_addr()?.addr())
-                .flatten()
-        })?;
-        if mac == [0; 6] {
-            return None;
-        }
-        let fd = match socket(
-            AddressFamily::Packet,
-            SockType::Datagram,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        ) {
-            Ok(fd) => fd,
-            Err(e) => {
-                tracing::debug!(
-                    "no ARP announcements on {} ({e}): needs CAP_NET_RAW",
-                    iface.name
-                );
-                return None;
-            }
-        };
-        const ETH_P_ARP: u16 = 0x0806;
-        let sll = nix::libc::sockaddr_ll {
-            sll_family: nix::libc::AF_PACKET as u16,
-            sll_protocol: ETH_P_ARP.to_be(),
-            sll_ifindex: iface.index as i32,
-            sll_hatype: 0,
-            sll_pkttype: 0,
-            sll_halen: 6,
-            sll_addr: [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0],
-        };
-        // SAFETY: `sll` is a fully initialised sockaddr_ll on the stack, and
-        // the length given is its size; `from_raw` copies it.
-        let dest = unsafe {
-            nix::sys::socket::LinkAddr::from_raw(
-                (&sll as *const nix::libc::sockaddr_ll).cast(),
-                Some(std::mem::size_of::<nix::libc::sockaddr_ll>() as u32),
-            )
-        }?;
-        Some(ArpAnnouncer {
-            fd,
-            dest,
-            frame: garp_frame(mac, ip),
-        })
-    }
-
-    /// Broadcasts one announcement; whether it was sent.
-    fn announce(&self) -> bool {
-        use nix::sys::socket::{sendto, MsgFlags};
-        use std::os::fd::AsRawFd;
-        sendto(
-            self.fd.as_raw_fd(),
-            &self.frame,
-            &self.dest,
-            MsgFlags::empty(),
-        )
-        .is_ok()
-    }
-}
-
-/// A gratuitous ARP request (RFC 5227 §2.3 announcement): Ethernet/IPv4,
-/// sender and target protocol address both `ip`, target hardware address 0.
-fn garp_frame(mac: [u8; 6], ip: Ipv4Addr) -> [u8; 28] {
-    let mut f = [0u8; 28];
-    f[0..2].copy_from_slice(&1u16.to_be_bytes()); // hardware: Ethernet
-    f[2..4].copy_from_slice(&0x0800u16.to_be_bytes()); // protocol: IPv4
-    f[4] = 6;
-    f[5] = 4;
-    f[6..8].copy_from_slice(&1u16.to_be_bytes()); // request
-    f[8..14].copy_from_slice(&mac);
-    f[14..18].copy_from_slice(&ip.octets());
-    f[24..28].copy_from_slice(&ip.octets());
-    f
 }
 
 // ------------------------------------------------------------ DNS messages
@@ -1197,6 +1238,14 @@ struct Table {
     unsourced: usize,
     /// Host names created per source address.
     host_sources: HashMap<IpAddr, usize>,
+    /// Instances resolved since [`Table::take_resolved`] last ran.
+    newly_resolved: Vec<usize>,
+    /// Bit `r` set: some instance answered legacy round `r`, so that query
+    /// reached the network.
+    delivered: u64,
+    /// Whether instances first heard on the multicast path count the
+    /// address they announce as their source (see [`MAX_UNSOURCED`]).
+    multicast_by_claim: bool,
 }
 
 impl Table {
@@ -1210,6 +1259,9 @@ impl Table {
             per_source: HashMap::new(),
             unsourced: 0,
             host_sources: HashMap::new(),
+            newly_resolved: Vec::new(),
+            delivered: 0,
+            multicast_by_claim: true,
         }
     }
 
@@ -1355,6 +1407,9 @@ impl Table {
                 inst.early |= 1 << round;
             }
         }
+        if !answered.is_empty() && round < 64 {
+            self.delivered |= 1 << round;
+        }
         self.refresh(now);
         self.progress() != before
     }
@@ -1388,11 +1443,22 @@ impl Table {
         let Some(label) = strip_service(&r.fullname) else {
             return;
         };
-        let source = r.addresses.iter().find_map(|a| match a {
-            ScopedIp::V4(v4) => Some(IpAddr::V4(*v4.addr())),
-            ScopedIp::V6(v6) => Some(IpAddr::V6(*v6.addr())),
-            _ => None,
-        });
+        // Who sent it is unknown here. With the legacy path running, every
+        // real agent is also heard there from its own address, so the
+        // multicast path shares the unsourced slots: otherwise a flood naming
+        // a different address per bogus instance would pass for thousands of
+        // sources (measured: a 10,000-instance flood kept 4096 instances and
+        // held the browse's admission for 147 s). A continuous browse has no
+        // legacy path and counts each announced address as a source.
+        let source = if self.multicast_by_claim {
+            r.addresses.iter().find_map(|a| match a {
+                ScopedIp::V4(v4) => Some(IpAddr::V4(*v4.addr())),
+                ScopedIp::V6(v6) => Some(IpAddr::V6(*v6.addr())),
+                _ => None,
+            })
+        } else {
+            None
+        };
         let Some(i) = self.instance(label, source) else {
             return;
         };
@@ -1486,7 +1552,10 @@ impl Table {
                 continue;
             };
             let inst = &mut self.instances[i];
-            inst.complete_at.get_or_insert(now);
+            if inst.complete_at.is_none() {
+                inst.complete_at = Some(now);
+                self.newly_resolved.push(i);
+            }
             if is_routable(&ip) {
                 inst.routable_at = Some(now);
             }
@@ -1495,8 +1564,9 @@ impl Table {
 
     /// Instance labels to list as known answers in query `round`: those
     /// resolved, rotated by the round so that, past what fits in one query,
-    /// each gets its turn.
-    fn known_answers(&self, round: usize) -> Vec<Vec<u8>> {
+    /// each gets its turn; the first `sentinels` of the rotation are left
+    /// out, so that they answer and show the query went out.
+    fn known_answers(&self, round: usize, sentinels: usize) -> Vec<Vec<u8>> {
         let done: Vec<&Instance> = self
             .instances
             .iter()
@@ -1505,11 +1575,13 @@ impl Table {
         if done.is_empty() {
             return Vec::new();
         }
-        let start = (round * 50) % done.len();
-        done[start..]
-            .iter()
-            .chain(&done[..start])
-            .map(|i| i.label.as_bytes().to_vec())
+        let n = done.len();
+        let left_out = |k: usize| (0..sentinels.min(n)).any(|j| (round * sentinels + j) % n == k);
+        let start = (round * 50) % n;
+        (start..n)
+            .chain(0..start)
+            .filter(|&k| !left_out(k))
+            .map(|k| done[k].label.as_bytes().to_vec())
             .collect()
     }
 
@@ -1519,6 +1591,46 @@ impl Table {
         let all_rounds = (1u32 << EARLY_ROUNDS) - 1;
         let mut live = self.instances.iter().filter(|i| !i.removed).peekable();
         live.peek().is_some() && live.all(|i| i.early == all_rounds && i.complete_at.is_some())
+    }
+
+    /// (early queries answered, early queries asked) over the live
+    /// instances, counting only the early rounds that reached the network,
+    /// when any instance is live: the measured answer rate. Instances heard
+    /// only by multicast count as answering none.
+    fn answer_rate(&self) -> Option<(usize, usize)> {
+        let live: Vec<&Instance> = self.instances.iter().filter(|i| !i.removed).collect();
+        if live.is_empty() {
+            return None;
+        }
+        let out = (self.delivered as u32) & ((1 << EARLY_ROUNDS) - 1);
+        let answered = live
+            .iter()
+            .map(|i| (i.early & out).count_ones() as usize)
+            .sum();
+        Some((answered, live.len() * out.count_ones() as usize))
+    }
+
+    /// Responders expected to be still unheard after the first `matured`
+    /// legacy rounds ([`expected_unheard`]; each round that reached the
+    /// network is a chance); `None` while nothing was heard or an instance
+    /// heard is not yet resolved (it is not done either way).
+    fn expected_missing(&self, matured: usize) -> Option<f64> {
+        let (answered, asked) = self.answer_rate()?;
+        let mut live = self.instances.iter().filter(|i| !i.removed);
+        if !live.all(|i| i.complete_at.is_some()) {
+            return None;
+        }
+        let mask = if matured >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << matured) - 1
+        };
+        Some(expected_unheard(
+            self.heard(),
+            answered,
+            asked,
+            (self.delivered & mask).count_ones(),
+        ))
     }
 
     /// Why [`Table::clean`] is false, in words for the report.
@@ -1581,108 +1693,148 @@ impl Table {
     ) -> (Vec<Sighting>, Vec<Problem>) {
         let mut sightings = Vec::new();
         let mut problems = Vec::new();
-        let window = opts.browse.as_millis();
-        for (i, inst) in self.instances.iter().enumerate() {
-            if inst.removed {
-                continue;
+        for i in 0..self.instances.len() {
+            match self.entry(i, opts, started, deadline, settled) {
+                Entry::Found(s) => sightings.push(*s),
+                Entry::Problem(p) => problems.push(p),
+                Entry::Pending => {}
             }
-            let problem = |reason: String| Problem {
-                source: Source::Mdns,
-                host: inst.label.clone(),
-                reason,
-            };
-            let on = inst
-                .heard_on
-                .map(|k| self.ifaces[k].name.as_str())
-                .unwrap_or("?");
-            let Some(srv) = &inst.srv else {
-                if !settled {
-                    continue;
-                }
-                problems.push(problem(format!(
-                    "announced on {on}, but its SRV record (port and host) did not arrive \
-                     within the {window} ms browse; a longer browse_ms may help"
-                )));
-                continue;
-            };
-            let Some((ip, k)) = self.chosen(i) else {
-                if !settled {
-                    continue;
-                }
-                let heard: Vec<String> = self
-                    .hosts
-                    .get(&host_key(&srv.host))
-                    .map(|a| a.iter().map(|(ip, _)| ip.to_string()).collect())
-                    .unwrap_or_default();
-                problems.push(problem(if heard.is_empty() {
-                    format!(
-                        "host {} (port {}) announced on {on}, but no address for it arrived \
-                         within the {window} ms browse",
-                        srv.host, srv.port
-                    )
-                } else {
-                    format!(
-                        "host {} (port {}) announced only unusable addresses ({}) on {on}",
-                        srv.host,
-                        srv.port,
-                        heard.join(", ")
-                    )
-                }));
-                continue;
-            };
-            let strings = match &inst.txt {
-                None if !settled => continue,
-                None => {
-                    problems.push(problem(format!(
-                        "host {} announced no TXT record within the {window} ms browse; \
-                         TXT schema v1 needs at least `txtvers=1`",
-                        srv.host
-                    )));
-                    continue;
-                }
-                Some(Txt::TooBig(n)) => {
-                    problems.push(problem(format!(
-                        "host {}: TXT record of {n} bytes is over the {MAX_TXT_BYTES}-byte \
-                         limit of TXT schema v1; announcement ignored",
-                        srv.host
-                    )));
-                    continue;
-                }
-                Some(Txt::Strings(s)) => s,
-            };
-            let mut caps: NodeCaps = match txt::decode(strings) {
-                Ok(c) => c,
-                Err(e) => {
-                    problems.push(problem(txt_problem(&e, &inst.label, &srv.host)));
-                    continue;
-                }
-            };
-            let iface = &self.ifaces[k];
-            let addr = match ip {
-                IpAddr::V6(v6) if v6.is_unicast_link_local() => {
-                    format!("[{v6}%{}]:{}", iface.name, srv.port)
-                }
-                ip => format_addr(ip, srv.port),
-            };
-            let host = srv.host.trim_end_matches('.');
-            caps.hostname = host.strip_suffix(".local").unwrap_or(host).to_string();
-            caps.addr = addr.clone();
-            let at = inst.routable_at.or(inst.complete_at).unwrap_or(deadline);
-            sightings.push(Sighting {
-                source: Source::Mdns,
-                host: inst.label.clone(),
-                addr,
-                ip: Some(ip),
-                port: srv.port,
-                ssh: None,
-                caps: Some(caps),
-                evidence: Evidence::Txt,
-                heard_on: Some(iface.name.clone()),
-                found_ms: ms(at.saturating_duration_since(started)),
-            });
         }
         (sightings, problems)
     }
+
+    /// Sightings of the instances resolved since the last call, for
+    /// [`BrowseOptions::on_resolved`]. (An address that changes later is
+    /// not passed on again: the sighting at the end of the browse carries
+    /// the final one, and admission checks that.)
+    fn take_resolved(
+        &mut self,
+        opts: &BrowseOptions,
+        started: Instant,
+        deadline: Instant,
+    ) -> Vec<Sighting> {
+        std::mem::take(&mut self.newly_resolved)
+            .into_iter()
+            .filter_map(|i| match self.entry(i, opts, started, deadline, false) {
+                Entry::Found(s) => Some(*s),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What instance `i` amounts to now: a sighting, a problem, or (when
+    /// not `settled`) still pending.
+    fn entry(
+        &self,
+        i: usize,
+        opts: &BrowseOptions,
+        started: Instant,
+        deadline: Instant,
+        settled: bool,
+    ) -> Entry {
+        let window = opts.browse.as_millis();
+        let inst = &self.instances[i];
+        if inst.removed {
+            return Entry::Pending;
+        }
+        let problem = |reason: String| {
+            Entry::Problem(Problem {
+                source: Source::Mdns,
+                host: inst.label.clone(),
+                reason,
+            })
+        };
+        let on = inst
+            .heard_on
+            .map(|k| self.ifaces[k].name.as_str())
+            .unwrap_or("?");
+        let Some(srv) = &inst.srv else {
+            if !settled {
+                return Entry::Pending;
+            }
+            return problem(format!(
+                "announced on {on}, but its SRV record (port and host) did not arrive \
+                 within the {window} ms browse; a longer browse_ms may help"
+            ));
+        };
+        let Some((ip, k)) = self.chosen(i) else {
+            if !settled {
+                return Entry::Pending;
+            }
+            let heard: Vec<String> = self
+                .hosts
+                .get(&host_key(&srv.host))
+                .map(|a| a.iter().map(|(ip, _)| ip.to_string()).collect())
+                .unwrap_or_default();
+            return problem(if heard.is_empty() {
+                format!(
+                    "host {} (port {}) announced on {on}, but no address for it arrived \
+                     within the {window} ms browse",
+                    srv.host, srv.port
+                )
+            } else {
+                format!(
+                    "host {} (port {}) announced only unusable addresses ({}) on {on}",
+                    srv.host,
+                    srv.port,
+                    heard.join(", ")
+                )
+            });
+        };
+        let strings = match &inst.txt {
+            None if !settled => return Entry::Pending,
+            None => {
+                return problem(format!(
+                    "host {} announced no TXT record within the {window} ms browse; \
+                     TXT schema v1 needs at least `txtvers=1`",
+                    srv.host
+                ));
+            }
+            Some(Txt::TooBig(n)) => {
+                return problem(format!(
+                    "host {}: TXT record of {n} bytes is over the {MAX_TXT_BYTES}-byte \
+                     limit of TXT schema v1; announcement ignored",
+                    srv.host
+                ));
+            }
+            Some(Txt::Strings(s)) => s,
+        };
+        let mut caps: NodeCaps = match txt::decode(strings) {
+            Ok(c) => c,
+            Err(e) => return problem(txt_problem(&e, &inst.label, &srv.host)),
+        };
+        let iface = &self.ifaces[k];
+        let addr = match ip {
+            IpAddr::V6(v6) if v6.is_unicast_link_local() => {
+                format!("[{v6}%{}]:{}", iface.name, srv.port)
+            }
+            ip => format_addr(ip, srv.port),
+        };
+        let host = srv.host.trim_end_matches('.');
+        caps.hostname = host.strip_suffix(".local").unwrap_or(host).to_string();
+        caps.addr = addr.clone();
+        let at = inst.routable_at.or(inst.complete_at).unwrap_or(deadline);
+        Entry::Found(Box::new(Sighting {
+            source: Source::Mdns,
+            host: inst.label.clone(),
+            addr,
+            ip: Some(ip),
+            port: srv.port,
+            ssh: None,
+            caps: Some(caps),
+            evidence: Evidence::Txt,
+            heard_on: Some(iface.name.clone()),
+            found_ms: ms(at.saturating_duration_since(started)),
+        }))
+    }
+}
+
+/// What one instance of the table amounts to.
+enum Entry {
+    Found(Box<Sighting>),
+    Problem(Problem),
+    /// Not resolved yet (a continuous browse), or gone.
+    Pending,
 }
 
 /// The reason for a malformed announcement: the TXT error (which names the
@@ -1870,6 +2022,8 @@ impl ContinuousBrowse {
         } else {
             self.table.apply_event(&ev, now);
         }
+        // Every snapshot carries every resolved instance; nothing to pass on.
+        self.table.newly_resolved.clear();
         let (sightings, problems) = self.table.snapshot(&self.opts, self.started, now, false);
         Some(Change::Snapshot {
             sightings,
@@ -2261,21 +2415,104 @@ mod tests {
     }
 
     #[test]
-    fn a_gratuitous_arp_announces_our_own_address_to_the_whole_link() {
-        let f = garp_frame([2, 0, 0, 0, 0, 9], Ipv4Addr::new(10, 9, 1, 1));
-        assert_eq!(
-            f,
-            [
-                0, 1, 8, 0, 6, 4, 0, 1, // Ethernet, IPv4, lengths, request
-                2, 0, 0, 0, 0, 9, 10, 9, 1, 1, // sender MAC and IP
-                0, 0, 0, 0, 0, 0, 10, 9, 1, 1, // target MAC unknown, target IP = ours
-            ]
-        );
-        let lo = Iface {
-            flags: InterfaceFlags::IFF_UP | InterfaceFlags::IFF_LOOPBACK,
-            ..eth0()
-        };
-        assert!(ArpAnnouncer::open(&lo).is_none(), "no ARP on loopback");
+    fn a_round_counts_once_its_answers_are_due() {
+        let at = |ms| Duration::from_millis(ms);
+        assert_eq!(matured(at(0), 1), (0, Some(ROUND_WAIT)));
+        // At 999 ms: ten rounds sent (the last at 900 ms), nine due.
+        assert_eq!(matured(at(999), 10), (9, Some(at(1000))));
+        assert_eq!(matured(at(1000), 10), (10, None));
+        assert_eq!(matured(at(3000), 11), (11, None));
+    }
+
+    /// Builds a table of `n` resolved agents that answered the early rounds
+    /// in `early` (bit per round), with `delivered` rounds marked as having
+    /// reached the network.
+    fn table_of(n: usize, early: &[u32], delivered: u64) -> Table {
+        let mut t = Table::new(vec![eth0()]);
+        for k in 0..n {
+            let i = t.instance(&format!("a{k}"), None).unwrap();
+            t.instances[i].early = early[k % early.len()];
+            t.instances[i].complete_at = Some(Instant::now());
+        }
+        t.delivered = delivered;
+        t
+    }
+
+    #[test]
+    fn only_queries_that_someone_answered_count_as_chances() {
+        // 20 agents, every one answered the early rounds 0 and 2; round 1
+        // was lost on our own link (nobody answered it).
+        let t = table_of(20, &[0b101], 0b101);
+        assert_eq!(t.answer_rate(), Some((40, 40)));
+        // Rounds 3..=9 matured, none answered: only two chances.
+        let two = t.expected_missing(10).unwrap();
+        assert_eq!(two, expected_unheard(20, 40, 40, 2));
+        let mut more = t;
+        more.delivered |= 0b11_1111_1000;
+        assert!(more.expected_missing(10).unwrap() < two);
+    }
+
+    #[test]
+    fn an_unresolved_instance_leaves_nothing_to_estimate() {
+        let mut t = table_of(5, &[0b111], 0b111);
+        t.instances[2].complete_at = None;
+        assert_eq!(t.expected_missing(3), None);
+        assert_eq!(table_of(0, &[0], 0).expected_missing(3), None);
+    }
+
+    #[test]
+    fn later_queries_leave_sentinels_out_of_their_known_answers() {
+        let t = table_of(5, &[0b111], 0b111);
+        assert_eq!(t.known_answers(4, 0).len(), 5);
+        assert_eq!(t.known_answers(4, SENTINELS).len(), 5 - SENTINELS);
+        // The sentinels rotate: over rounds, every agent takes a turn.
+        let mut left_out = std::collections::BTreeSet::new();
+        let all: Vec<Vec<u8>> = t.known_answers(0, 0);
+        for r in 0..10 {
+            let listed = t.known_answers(r, SENTINELS);
+            left_out.extend(all.iter().filter(|l| !listed.contains(l)).cloned());
+        }
+        assert_eq!(left_out.len(), 5);
+    }
+
+    #[test]
+    fn a_lossless_network_leaves_no_agent_expected_unheard() {
+        let e = expected_unheard(50, 150, 150, 3);
+        assert!(e < STOP_RISK / 10.0, "{e}");
+    }
+
+    /// 20% loss each way on the coordinator's link: of the queries that go
+    /// out, 80% of an agent's replies arrive. With 50 agents heard, eight
+    /// chances are enough; four are not.
+    #[test]
+    fn at_twenty_percent_loss_fifty_agents_make_a_missed_one_unlikely_after_eight_chances() {
+        let answered = 120; // 80% of 150
+        assert!(expected_unheard(50, answered, 150, 8) < STOP_RISK);
+        assert!(expected_unheard(50, answered, 150, 4) > STOP_RISK);
+    }
+
+    #[test]
+    fn one_or_two_agents_heard_are_too_few_to_estimate_the_loss_within_a_window() {
+        // 14 chances: everything a 3 s window sends.
+        assert!(expected_unheard(1, 2, 3, 14) > STOP_RISK);
+        assert!(expected_unheard(2, 4, 6, 14) > STOP_RISK);
+    }
+
+    #[test]
+    fn agents_heard_only_by_multicast_keep_the_estimate_from_stopping() {
+        // Ten agents that ignore legacy queries: no early answers at all.
+        assert!(expected_unheard(10, 0, 30, 14).is_infinite());
+        assert!(expected_unheard(0, 0, 0, 14).is_infinite());
+    }
+
+    #[test]
+    fn more_chances_and_a_higher_answer_rate_only_lower_the_estimate() {
+        for k in 1..20 {
+            assert!(expected_unheard(20, 40, 60, k + 1) < expected_unheard(20, 40, 60, k));
+        }
+        for a in 1..60 {
+            assert!(expected_unheard(20, a + 1, 60, 8) < expected_unheard(20, a, 60, 8));
+        }
     }
 
     #[test]

@@ -1,0 +1,334 @@
+//! **ARP help** — small ARP frames that keep packet loss from costing whole
+//! seconds, for the one-shot browse and for admission handshakes.
+//!
+//! Linux resolves a neighbour's MAC address with one ARP request a second
+//! (`retrans_time_ms`), giving up after three. On a LAN that loses packets,
+//! every lost ARP exchange therefore holds whatever waits behind it for a
+//! full second: a responder's unicast reply to our legacy query, or our own
+//! handshake SYN to an agent we have never talked to. Measured at 20% loss
+//! each way with 50 agents: one to four live agents per run failed their
+//! handshake (four attempts over 2.25 s) because our kernel had not resolved
+//! their MAC in time.
+//!
+//! Two remedies, both only where this process may open a packet socket
+//! (`CAP_NET_RAW`: root, as in the lab; elsewhere the kernel's own pace is
+//! all there is):
+//!
+//! - [`ArpSocket::announce`]: a gratuitous ARP of our own address, which
+//!   fills in a responder's pending entry for us (RFC 826's merge rule) and
+//!   releases its queued replies (the browse sends these on a schedule).
+//! - [`Nudger`]: while handshakes are pending, reads the kernel's neighbour
+//!   table (`/proc/net/arp`) every [`NUDGE_EVERY`] and, for each target our
+//!   kernel is still resolving, sends an ARP request of its own, at most
+//!   [`NUDGES_PER_TARGET`] per target and [`NUDGES_PER_SECOND`] in all. The
+//!   target's reply completes the kernel's pending entry as if it answered
+//!   the kernel's own request. Nothing is sent for a target already
+//!   resolved, so a healthy LAN sees no extra frame.
+//!
+//! IPv6 neighbour discovery has the same one-second pace; it is not nudged
+//! (agents are found over IPv4 first wherever both exist).
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// How often the neighbour table is read while handshakes are pending.
+pub const NUDGE_EVERY: Duration = Duration::from_millis(100);
+
+/// ARP requests sent for one target at most: with 20% loss each way an ARP
+/// exchange succeeds 64% of the time, so eight leave about one chance in
+/// three thousand of the kernel still waiting (then its own once-a-second
+/// requests go on).
+pub const NUDGES_PER_TARGET: u32 = 8;
+
+/// ARP requests sent in all per second at most, so that a flood of bogus
+/// announcements naming addresses where nobody lives cannot make us flood
+/// the segment with broadcasts in turn.
+pub const NUDGES_PER_SECOND: u32 = 200;
+
+/// A packet socket that sends ARP frames from one interface.
+pub struct ArpSocket {
+    fd: OwnedFd,
+    dest: nix::sys::socket::LinkAddr,
+    mac: [u8; 6],
+    ip: Ipv4Addr,
+}
+
+impl ArpSocket {
+    /// Opens one for interface `name`, sending as its first IPv4 address.
+    /// `None` where ARP does not apply (loopback, no IPv4 address, no MAC)
+    /// or a packet socket is not allowed (no `CAP_NET_RAW`).
+    pub fn open(name: &str) -> Option<ArpSocket> {
+        use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType, SockaddrLike};
+        let addrs: Vec<_> = nix::ifaddrs::getifaddrs()
+            .ok()?
+            .filter(|a| a.interface_name == name)
+            .collect();
+        if addrs.iter().any(|a| {
+            a.flags
+                .contains(nix::net::if_::InterfaceFlags::IFF_LOOPBACK)
+        }) {
+            return None;
+        }
+        let ip = addrs
+            .iter()
+            .find_map(|a| Some(a.address.as_ref()?.as_sockaddr_in()?.ip()))?;
+        let mac = addrs
+            .iter()
+            .find_map(|a| a.address.as_ref()?.as_link_addr()?.addr())?;
+        if mac == [0; 6] {
+            return None;
+        }
+        let index = nix::net::if_::if_nametoindex(name).ok()?;
+        let fd = match socket(
+            AddressFamily::Packet,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        ) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::debug!("no ARP frames on {name} ({e}): needs CAP_NET_RAW");
+                return None;
+            }
+        };
+        const ETH_P_ARP: u16 = 0x0806;
+        let sll = nix::libc::sockaddr_ll {
+            sll_family: nix::libc::AF_PACKET as u16,
+            sll_protocol: ETH_P_ARP.to_be(),
+            sll_ifindex: index as i32,
+            sll_hatype: 0,
+            sll_pkttype: 0,
+            sll_halen: 6,
+            sll_addr: [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0],
+        };
+        // SAFETY: `sll` is a fully initialised sockaddr_ll on the stack, and
+        // the length given is its size; `from_raw` copies it.
+        let dest = unsafe {
+            nix::sys::socket::LinkAddr::from_raw(
+                (&sll as *const nix::libc::sockaddr_ll).cast(),
+                Some(std::mem::size_of::<nix::libc::sockaddr_ll>() as u32),
+            )
+        }?;
+        Some(ArpSocket { fd, dest, mac, ip })
+    }
+
+    /// Broadcasts a gratuitous ARP of our own address; whether it was sent.
+    pub fn announce(&self) -> bool {
+        self.send(&arp_request(self.mac, self.ip, self.ip))
+    }
+
+    /// Broadcasts "who has `target`?"; whether it was sent.
+    pub fn request(&self, target: Ipv4Addr) -> bool {
+        self.send(&arp_request(self.mac, self.ip, target))
+    }
+
+    fn send(&self, frame: &[u8; 28]) -> bool {
+        use nix::sys::socket::{sendto, MsgFlags};
+        sendto(self.fd.as_raw_fd(), frame, &self.dest, MsgFlags::empty()).is_ok()
+    }
+}
+
+/// An ARP request (Ethernet/IPv4) from `mac`/`ip` for `target`; with
+/// `target == ip` it is a gratuitous announcement (RFC 5227 §2.3).
+pub fn arp_request(mac: [u8; 6], ip: Ipv4Addr, target: Ipv4Addr) -> [u8; 28] {
+    let mut f = [0u8; 28];
+    f[0..2].copy_from_slice(&1u16.to_be_bytes()); // hardware: Ethernet
+    f[2..4].copy_from_slice(&0x0800u16.to_be_bytes()); // protocol: IPv4
+    f[4] = 6;
+    f[5] = 4;
+    f[6..8].copy_from_slice(&1u16.to_be_bytes()); // request
+    f[8..14].copy_from_slice(&mac);
+    f[14..18].copy_from_slice(&ip.octets());
+    f[24..28].copy_from_slice(&target.octets());
+    f
+}
+
+/// Entries of the kernel's IPv4 neighbour table (`/proc/net/arp` text) that
+/// are not resolved: (address, interface).
+pub fn unresolved(proc_net_arp: &str) -> Vec<(Ipv4Addr, String)> {
+    proc_net_arp
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            // IP address, HW type, Flags, HW address, Mask, Device
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let [ip, _, flags, _, _, dev] = f[..] else {
+                return None;
+            };
+            let flags = u32::from_str_radix(flags.trim_start_matches("0x"), 16).ok()?;
+            // ATF_COM: the entry is complete.
+            (flags & 0x2 == 0).then(|| Some((ip.parse().ok()?, dev.to_string())))?
+        })
+        .collect()
+}
+
+/// Sends ARP requests for handshake targets the kernel is slow to resolve
+/// (see the module docs). Cheap to keep: the background task runs only
+/// while targets are registered, and ends with the last [`Target`].
+pub struct Nudger {
+    state: Mutex<NudgeState>,
+}
+
+#[derive(Default)]
+struct NudgeState {
+    /// Target -> (registrations, nudges sent).
+    targets: HashMap<Ipv4Addr, (usize, u32)>,
+    /// Whether the background task runs.
+    running: bool,
+    /// Packet sockets by interface (`None`: cannot send there).
+    sockets: HashMap<String, Option<ArpSocket>>,
+    /// Nudges sent in all.
+    sent: usize,
+}
+
+/// A registration of one target with a [`Nudger`]; dropping it ends it.
+pub struct Target {
+    nudger: Weak<Nudger>,
+    ip: Ipv4Addr,
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        if let Some(n) = self.nudger.upgrade() {
+            let mut st = n.state.lock().expect("nudger lock");
+            if let Some(e) = st.targets.get_mut(&self.ip) {
+                e.0 -= 1;
+                if e.0 == 0 {
+                    st.targets.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
+impl Nudger {
+    /// A nudger with no target.
+    pub fn new() -> Arc<Nudger> {
+        Arc::new(Nudger {
+            state: Mutex::new(NudgeState::default()),
+        })
+    }
+
+    /// Nudges sent so far.
+    pub fn sent(&self) -> usize {
+        self.state.lock().expect("nudger lock").sent
+    }
+
+    /// Watches `ip` until the returned [`Target`] is dropped. Must be called
+    /// inside a tokio runtime.
+    pub fn watch(self: &Arc<Self>, ip: Ipv4Addr) -> Target {
+        let mut st = self.state.lock().expect("nudger lock");
+        st.targets.entry(ip).or_insert((0, 0)).0 += 1;
+        if !st.running {
+            st.running = true;
+            tokio::spawn(Self::run(Arc::downgrade(self)));
+        }
+        Target {
+            nudger: Arc::downgrade(self),
+            ip,
+        }
+    }
+
+    async fn run(me: Weak<Nudger>) {
+        let mut budget_from = Instant::now();
+        let mut budget = NUDGES_PER_SECOND;
+        loop {
+            tokio::time::sleep(NUDGE_EVERY).await;
+            let Some(n) = me.upgrade() else { return };
+            let table = std::fs::read_to_string("/proc/net/arp").unwrap_or_default();
+            let mut st = n.state.lock().expect("nudger lock");
+            if st.targets.is_empty() {
+                st.running = false;
+                return;
+            }
+            if budget_from.elapsed() >= Duration::from_secs(1) {
+                budget_from = Instant::now();
+                budget = NUDGES_PER_SECOND;
+            }
+            for (ip, dev) in unresolved(&table) {
+                if budget == 0 {
+                    break;
+                }
+                let st = &mut *st;
+                let Some(t) = st.targets.get_mut(&ip) else {
+                    continue;
+                };
+                if t.1 >= NUDGES_PER_TARGET {
+                    continue;
+                }
+                let sock = st
+                    .sockets
+                    .entry(dev.clone())
+                    .or_insert_with(|| ArpSocket::open(&dev));
+                if let Some(sock) = sock {
+                    if sock.request(ip) {
+                        t.1 += 1;
+                        st.sent += 1;
+                        budget -= 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_announcement_is_a_request_for_our_own_address() {
+        let f = arp_request(
+            [2, 0, 0, 0, 0, 9],
+            Ipv4Addr::new(10, 9, 1, 1),
+            Ipv4Addr::new(10, 9, 1, 1),
+        );
+        assert_eq!(
+            f,
+            [
+                0, 1, 8, 0, 6, 4, 0, 1, // Ethernet, IPv4, lengths, request
+                2, 0, 0, 0, 0, 9, 10, 9, 1, 1, // sender MAC and IP
+                0, 0, 0, 0, 0, 0, 10, 9, 1, 1, // target MAC unknown, target IP = ours
+            ]
+        );
+    }
+
+    #[test]
+    fn a_request_asks_for_the_target_and_tells_our_address() {
+        let f = arp_request(
+            [2, 0, 0, 0, 0, 9],
+            Ipv4Addr::new(10, 9, 1, 1),
+            Ipv4Addr::new(10, 9, 1, 7),
+        );
+        assert_eq!(&f[14..18], &[10, 9, 1, 1]);
+        assert_eq!(&f[18..24], &[0; 6]);
+        assert_eq!(&f[24..28], &[10, 9, 1, 7]);
+    }
+
+    #[test]
+    fn only_incomplete_neighbour_entries_are_unresolved() {
+        let table = "\
+IP address       HW type     Flags       HW address            Mask     Device
+10.9.1.7         0x1         0x0         00:00:00:00:00:00     *        eth0
+10.9.1.8         0x1         0x2         02:11:22:33:44:55     *        eth0
+10.9.2.9         0x1         0x0         00:00:00:00:00:00     *        eth1
+garbage line
+";
+        assert_eq!(
+            unresolved(table),
+            vec![
+                ("10.9.1.7".parse().unwrap(), "eth0".to_string()),
+                ("10.9.2.9".parse().unwrap(), "eth1".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_arp_socket_opens_on_loopback_or_a_missing_interface() {
+        assert!(ArpSocket::open("lo").is_none());
+        assert!(ArpSocket::open("rlx-no-such-if").is_none());
+    }
+}
