@@ -14,11 +14,13 @@
 //! - [`cli`]: the command line ([`cli::AgentArgs`]), shared by `main` and run mode.
 //! - [`probe`]: what this machine has (cores, RAM, disk, every accelerator, node id).
 //! - [`announce`]: `_rlx._tcp` over mDNS, re-announced when the caps change, goodbye on exit.
+//! - [`links`]: the kernel's notifications of interfaces coming and going, so that nothing polls.
 //! - [`server`]: the handshake on the advertised port.
 //! - [`register`]: the same records in a unicast DNS zone (`--register`), by TSIG-signed DNS UPDATE, for coordinators beyond the LAN.
 
 pub mod announce;
 pub mod cli;
+pub mod links;
 pub mod probe;
 pub mod register;
 pub mod run;
