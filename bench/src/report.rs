@@ -144,48 +144,41 @@ fn miss_analysis(what: &str) -> &'static str {
         }
         w if w.starts_with("30 SSH") => {
             "Why: the probes already run concurrently (the serial loop is the 1 s probe plus \
-             about 0.4 s of ssh per host); what remains is CPU: every session costs a key \
-             exchange and an sshd fork/re-exec, and here the 30 servers run on the \
-             coordinator's own (busy) cores. On a real cluster only the coordinator-side \
-             share is local. What would close it on one machine: reuse connections \
-             (ssh ControlMaster/ControlPersist, so that a repeated `expand` skips key \
-             exchange and authentication), or a quiet machine with more cores."
+             about 0.4 s of ssh per host), and the coordinator's side is now cheap: preferring \
+             curve25519 key exchange (ssh_fast_kex) cut its CPU from 2.78 s to about 0.4 s for \
+             30 sessions (OpenSSH 9.2's default sntrup761 exchange cost 90 ms per session). \
+             What remains is the server side, about 4.7 s of CPU for 30 sshd sessions (fork, \
+             re-exec, key exchange, authentication; the probe itself takes under 10 ms), which \
+             in this lab runs on the coordinator's own two cores: 5.1 s of CPU on 2 cores is \
+             2.6 s before the 1 s probe. On a real cluster the server side runs on the 30 \
+             hosts. What would close it on one machine: reusing connections (ssh \
+             ControlMaster/ControlPersist, which helps only a repeated `expand` and leaves ssh \
+             masters running), or more cores."
         }
         w if w.starts_with("50 agents at 20% loss") => {
-            "Why: the refused nodes were resolved by mDNS and then failed the admission \
-             handshake (\"cannot connect: no answer within 1000 ms\"): with 20% loss each way a \
-             TCP connect loses its SYN or SYN-ACK about one time in three, and the kernel \
-             retransmits only after 1 s, so a node whose attempts all fall into that hole is \
-             reported unreachable although it is alive. With 50 nodes, some node does so in \
-             almost every run. What would close it: keep retrying the handshake of an \
-             mDNS-resolved node until the browse window ends (new connections at short \
-             intervals) instead of giving it one deadline; the mDNS part already meets the \
-             goal (see the note)."
+            "Why: see the note: a run that did not find every agent lists where it lost them \
+             (refused at the handshake, or never heard). The handshakes start as soon as an \
+             agent is resolved and ARP is nudged for them; the browse stops on its loss \
+             estimate when fewer than 0.01 agents are expected to be unheard."
         }
         w if w.starts_with("idle agent RSS") => {
             "Why: the anonymous memory (heap, stacks) is about the same as avahi's; the \
-             difference is file-backed: most of the agent's own static binary stays resident \
-             after start-up, while avahi-daemon's own executable is small and its code lives in \
-             shared libraries (see \"own executable\" in the note). These are clean pages the \
-             kernel can drop under memory pressure; PSS, which splits shared pages among their \
-             users, compares the agent with avahi-daemon plus the D-Bus daemon it needs (see \
-             the note). The agent already asks the kernel to page its start-up code out once idle \
-             (MADV_PAGEOUT); on this machine (Linux 6.18, ext4) the pages stayed resident \
-             (checked by hand: the calls return 0, RSS unchanged 25 s later with the agent \
-             alone). What would close it: touch fewer code pages: a size-optimised profile for \
-             rlx-agent (opt-level = \"s\", fat LTO, codegen-units = 1), fewer heavy dependencies \
-             in the agent binary (regex through tracing-subscriber's env-filter, clap's help \
-             text), or the prober split from the resident daemon."
+             difference is file-backed: the agent's own static binary, of which the code the \
+             idle loop and the once-a-minute re-probe touch stays mapped, while avahi-daemon's \
+             own executable is small and its code lives in shared libraries (see \"own \
+             executable\" in the note). The agent unmaps its code pages once idle and after \
+             each re-probe (MADV_DONTNEED, which needs no ownership of the file, so it works \
+             under the service's DynamicUser too). What would close it: touch fewer code \
+             pages: a size-optimised profile for rlx-agent, fewer heavy dependencies, or the \
+             re-probe in a short-lived child process."
         }
         w if w.starts_with("idle agent CPU") => {
-            "Why: avahi-daemon is not scheduled at all while idle; the agent's threads wake \
-             12-16 times a minute (see the wake-ups row), about 2 ms of CPU a minute. About 12 a \
-             minute even with --caps-file matches mdns-sd's interface check (every 5 s by \
-             default, IP_CHECK_INTERVAL_IN_SECS_DEFAULT), which the agent relies on to follow \
-             interfaces; the probing agent adds its caps watch. It stays below the 0.02% issue 3 \
-             quotes for avahi, but not at avahi's measured zero. What would close it: follow \
-             interfaces from netlink notifications instead of polling (or a longer \
-             set_ip_check_interval) and check caps on a long timer."
+            "Why: avahi-daemon is not scheduled at all while idle. The agent follows \
+             interfaces from netlink notifications (no polling), so with --caps-file it is not \
+             woken at all; the probing agent re-probes the machine once a minute (RAM free, \
+             disk free, devices appearing or vanishing: part of its job) and that is its \
+             remaining CPU and wake-ups. What would close it: a longer re-probe interval, or \
+             kernel notifications for the devices (udev) instead of a timer."
         }
         _ => "",
     }

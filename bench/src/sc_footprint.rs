@@ -101,18 +101,27 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
             "rlx-agent --caps-file caps.json --name node-0 --port 9100 --interface eth0",
         );
         // The agent as users run it: probing this machine (and watching it
-        // for material changes) instead of reading a caps file.
+        // for material changes) instead of reading a caps file, and as
+        // rlx-agent.service runs it: as a user that does not own the binary
+        // (the unit's DynamicUser; here uid 65534), which changes what the
+        // kernel lets it page out.
         let lab = new_lab()?;
         let state = dir.join("agent-state");
         std::fs::create_dir_all(&state)?;
+        std::os::unix::fs::chown(&state, Some(65534), Some(65534))?;
         let mut c = lab.command(0, "unshare");
-        c.args(["--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\""])
-            .arg("bench-probing")
-            .arg(&ctx.bins.agent)
-            .args(["--port", &PORT.to_string(), "--interface", "eth0"])
-            .arg("--state-dir")
-            .arg(&state)
-            .env("RUST_LOG", "info");
+        c.args([
+            "--uts",
+            "sh",
+            "-c",
+            "hostname \"$0\" && exec setpriv --reuid 65534 --regid 65534 --clear-groups \"$@\"",
+        ])
+        .arg("bench-probing")
+        .arg(&ctx.bins.agent)
+        .args(["--port", &PORT.to_string(), "--interface", "eth0"])
+        .arg("--state-dir")
+        .arg(&state)
+        .env("RUST_LOG", "info");
         let p = lab.spawn(0, c)?;
         let procs = vec![(0usize, p)];
         peers::wait_publishers(&lab, &procs, Publisher::RlxAgent)?;
@@ -126,7 +135,7 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
         });
         ctx.command(
             AGENT_PROBING,
-            "rlx-agent --port 9100 --interface eth0 --state-dir DIR",
+            "setpriv --reuid 65534 --regid 65534 --clear-groups rlx-agent --port 9100 --interface eth0 --state-dir DIR   # as the service's DynamicUser: not the binary's owner",
         );
     } else {
         ctx.not_measured(

@@ -123,7 +123,7 @@ pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
     // never runs again; give those pages back once that is over.
     tokio::spawn(async {
         tokio::time::sleep(TRIM_AFTER).await;
-        trim_resident_memory();
+        trim_resident_memory(true);
     });
 
     let sig = if args.caps_file.is_some() {
@@ -183,51 +183,46 @@ async fn reprobe_until_stopped(
             }
             Err(e) => tracing::warn!("re-probe failed; keeping the last caps: {e:#}"),
         }
+        // The probe's code goes back out of this process's memory until the
+        // next re-probe; it stays in the page cache, so that one costs minor
+        // faults, not disk reads (measured: without this an idle probing
+        // agent went from 3.4 MB back to 5.0 MB after its first re-probe).
+        trim_resident_memory(false);
     }
 }
 
 /// Hands start-up memory back to the system once the agent is idle: unused
-/// heap (`malloc_trim`) and the resident pages of this program's own code
-/// (`MADV_PAGEOUT`, Linux 5.4+; pages the idle loop uses fault back in on
-/// demand). An agent sits on every machine of a cluster for months, mostly
-/// idle; what it keeps resident should be what it uses, not what start-up
-/// touched. Best effort: on other kernels or systems it does nothing.
+/// heap (`malloc_trim`) and the pages of this program's own code that
+/// start-up touched (argument parsing, the probe, the GPU libraries) and the
+/// idle loop never runs again. An agent sits on every machine of a cluster
+/// for months, mostly idle; what it keeps resident should be what it uses,
+/// not what start-up touched. Pages the idle loop or a re-probe needs fault
+/// back in on demand, from the page cache. Best effort: on other systems it
+/// does nothing.
 ///
-/// What decides whether the kernel really lets the pages go (measured on
-/// Linux 6.18, ext4, a 5.9 MB binary: without these the executable stayed
-/// at 2.7-4.1 MB resident; with them 0.7-0.8 MB, of which 144 kB is RELRO
-/// data, anonymous memory that stays):
-/// - The file's dirty pages are written back first (`fdatasync`). Reclaim
-///   skips dirty page-cache pages, and a binary that was just built,
-///   copied or installed stays dirty for up to 30 s (the kernel's
-///   writeback delay), longer than the agent takes to start. This alone
-///   made the difference in the footprint benchmark, which copies or
-///   builds the binary right before starting it.
-/// - `POSIX_FADV_DONTNEED` on the file first: it drops the file's cached
-///   pages that nobody maps, so a later fault cannot map them in as
-///   "fault-around" neighbours, and, finding mapped pages it cannot drop,
-///   drains every CPU's LRU batches (mm/fadvise.c), whereas `MADV_PAGEOUT`
-///   drains only the calling CPU's and skips pages still queued elsewhere.
-///   Measured effect: about 0.1 MB more paged out.
-/// - `MADV_RANDOM` on the mappings: a later fault reads the one page it
-///   needs instead of a read-ahead window, so what comes back is closer to
-///   what the agent really runs (measured: a re-probe brought back 1.65 MB
-///   with it, 2.2 MB without).
-///
-/// Pages shared with another process that maps the same file (a second
-/// agent, `rlx-agent --probe` run at that moment) are skipped by the
-/// kernel; they are charged to both.
-///
-/// The kernel pages file-backed memory out only for a process that owns
-/// the file or may write it (`can_do_file_pageout`, mm/madvise.c: otherwise
-/// it would be a side channel on shared files); for anyone else the call
-/// succeeds and leaves the executable resident. So this works for an agent
-/// run by the binary's owner (root with a root-owned binary, as in the
-/// benchmark) and not under `rlx-agent.service`, whose `DynamicUser` does
-/// not own `/usr/local/bin/rlx-agent` (measured as uid 65534: the
-/// executable stayed at 4.08 MB resident). The kernel still reclaims
-/// those clean pages under memory pressure.
-pub fn trim_resident_memory() {
+/// How, and why this way:
+/// - The code mappings (read-only, and holding no copied-on-write page) are
+///   unmapped with `MADV_DONTNEED`, which any process may do to its own
+///   private mappings. `MADV_PAGEOUT` would also evict the pages from the
+///   page cache, but the kernel does that only for a process that owns the
+///   file or may write it (`can_do_file_pageout`, mm/madvise.c): under
+///   `rlx-agent.service`, whose `DynamicUser` does not own
+///   `/usr/local/bin/rlx-agent`, it did nothing (measured as uid 65534:
+///   the executable stayed at 4.08 MB resident).
+/// - RELRO (relocated data made read-only after start-up) holds private
+///   copies that `MADV_DONTNEED` would discard, so it only gets
+///   `MADV_PAGEOUT`, which keeps contents.
+/// - `MADV_RANDOM` first: a later fault reads the one page it needs instead
+///   of a read-ahead window, so what comes back is closer to what the agent
+///   really runs (measured: a re-probe brought back 1.65 MB with it, 2.2 MB
+///   without).
+/// - With `evict_cache` (after start-up, not after each re-probe, whose
+///   code is needed again a minute later), the file's dirty pages are then
+///   written back (`fdatasync`: a binary just built or installed stays
+///   dirty for up to 30 s, and reclaim skips dirty pages) and
+///   `POSIX_FADV_DONTNEED` drops the cached pages nobody maps any more, so
+///   the memory is freed, not just unmapped, where the kernel allows.
+pub fn trim_resident_memory(evict_cache: bool) {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
@@ -238,11 +233,42 @@ pub fn trim_resident_memory() {
         let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
             return;
         };
-        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
             return;
         };
-        // /proc/self/exe opens the file that is mapped, even after an
-        // upgrade replaced the one at the path.
+        for m in exe_mappings(&smaps, &exe.to_string_lossy()) {
+            let (a, len) = (m.start as *mut libc::c_void, m.end - m.start);
+            if m.anonymous_kb == 0 {
+                // SAFETY: a read-only private mapping of our own executable
+                // that holds no anonymous (copied-on-write) page, so every
+                // page in it is the file's own: MADV_DONTNEED unmaps them
+                // from this process, and a later touch maps the same bytes
+                // back from the page cache (or the file). MADV_RANDOM only
+                // changes read-ahead. Unlike MADV_PAGEOUT this needs no
+                // ownership of the file, so it works under the service's
+                // DynamicUser too.
+                unsafe {
+                    libc::madvise(a, len, libc::MADV_RANDOM);
+                    libc::madvise(a, len, libc::MADV_DONTNEED);
+                }
+            } else {
+                // RELRO: relocated data, made read-only after start-up. Its
+                // pages are private copies that MADV_DONTNEED would throw
+                // away; MADV_PAGEOUT only asks the kernel to swap them out,
+                // keeping their contents.
+                // SAFETY: as above; MADV_PAGEOUT never changes contents.
+                unsafe {
+                    libc::madvise(a, len, libc::MADV_PAGEOUT);
+                }
+            }
+        }
+        // With `evict_cache` (once, after start-up), the pages just unmapped
+        // are dropped from the page cache too, where the kernel can (clean,
+        // mapped by nobody). /proc/self/exe opens the file that is mapped,
+        // even after an upgrade replaced the one at the path.
+        if !evict_cache {
+            return;
+        }
         if let Ok(file) = std::fs::File::open("/proc/self/exe") {
             // Read-only file systems refuse; their pages are never dirty.
             let _ = file.sync_data();
@@ -251,32 +277,102 @@ pub fn trim_resident_memory() {
                 libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
             }
         }
-        let exe = exe.to_string_lossy();
-        for line in maps.lines() {
-            // start-end perms offset dev inode path
-            let mut f = line.split_whitespace();
-            let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+    }
+}
+
+/// A read-only mapping of the executable, from `/proc/self/smaps`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExeMapping {
+    /// First address.
+    pub start: usize,
+    /// One past the last address.
+    pub end: usize,
+    /// Anonymous (copied-on-write) memory in it, kB: nonzero for RELRO.
+    pub anonymous_kb: u64,
+}
+
+/// The read-only, non-writable mappings of `exe` in `smaps` text.
+pub fn exe_mappings(smaps: &str, exe: &str) -> Vec<ExeMapping> {
+    let mut out: Vec<ExeMapping> = Vec::new();
+    let mut current: Option<ExeMapping> = None;
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let first = f.next().unwrap_or("");
+        if let Some((a, b)) = first.split_once('-') {
+            if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
+                // A mapping header: start-end perms offset dev inode path.
+                out.extend(current.take());
+                let perms = f.next().unwrap_or("");
+                if line.ends_with(exe) && perms.starts_with('r') && !perms.contains('w') {
+                    current = Some(ExeMapping {
+                        start: a,
+                        end: b,
+                        // Until its Anonymous line says otherwise.
+                        anonymous_kb: u64::MAX,
+                    });
+                }
                 continue;
-            };
-            if !line.ends_with(&*exe) || !perms.starts_with('r') || perms.contains('w') {
-                continue;
-            }
-            let Some((a, b)) = range.split_once('-') else {
-                continue;
-            };
-            let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-            else {
-                continue;
-            };
-            // SAFETY: the range is a whole read-only file mapping of our own
-            // executable taken from /proc/self/maps; MADV_RANDOM only changes
-            // read-ahead, and MADV_PAGEOUT only asks the kernel to reclaim
-            // its clean pages, which are re-read from the file when touched
-            // again. Neither changes memory contents.
-            unsafe {
-                libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_RANDOM);
-                libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_PAGEOUT);
             }
         }
+        if first == "Anonymous:" {
+            if let (Some(m), Some(kb)) = (current.as_mut(), f.next()) {
+                // Unreadable means "unknown": treat as holding copies.
+                m.anonymous_kb = kb.parse().unwrap_or(u64::MAX);
+            }
+        }
+    }
+    out.extend(current);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMAPS: &str = "\
+55d0a0000000-55d0a0100000 r--p 00000000 08:01 1234 /usr/local/bin/rlx-agent
+Size:               1024 kB
+Rss:                 512 kB
+Anonymous:             0 kB
+55d0a0100000-55d0a0500000 r-xp 00100000 08:01 1234 /usr/local/bin/rlx-agent
+Size:               4096 kB
+Anonymous:             0 kB
+55d0a0500000-55d0a0524000 r--p 00500000 08:01 1234 /usr/local/bin/rlx-agent
+Size:                144 kB
+Anonymous:           144 kB
+55d0a0524000-55d0a0528000 rw-p 00524000 08:01 1234 /usr/local/bin/rlx-agent
+Anonymous:            16 kB
+7f0000000000-7f0000100000 r-xp 00000000 08:01 99 /usr/lib/x86_64-linux-gnu/libc.so.6
+Anonymous:             0 kB
+";
+
+    #[test]
+    fn only_read_only_mappings_of_our_executable_are_trimmed_and_relro_is_told_apart() {
+        let m = exe_mappings(SMAPS, "/usr/local/bin/rlx-agent");
+        assert_eq!(m.len(), 3, "{m:?}");
+        assert_eq!((m[0].start, m[0].anonymous_kb), (0x55d0a0000000, 0));
+        assert_eq!(
+            (m[1].start, m[1].end, m[1].anonymous_kb),
+            (0x55d0a0100000, 0x55d0a0500000, 0)
+        );
+        assert_eq!(m[2].anonymous_kb, 144, "RELRO holds private copies");
+    }
+
+    #[test]
+    fn a_mapping_without_an_anonymous_line_is_not_assumed_clean() {
+        let smaps = "1000-2000 r-xp 00000000 08:01 1 /bin/x\nSize: 4 kB\n";
+        assert_eq!(exe_mappings(smaps, "/bin/x")[0].anonymous_kb, u64::MAX);
+        let odd = "1000-2000 r-xp 00000000 08:01 1 /bin/x\nAnonymous: ? kB\n";
+        assert_eq!(exe_mappings(odd, "/bin/x")[0].anonymous_kb, u64::MAX);
+    }
+
+    #[test]
+    fn trimming_our_own_memory_leaves_the_program_working() {
+        let before: u64 = (0..1000u64).map(|x| x * x).sum();
+        trim_resident_memory(true);
+        let after: u64 = (0..1000u64).map(|x| x * x).sum();
+        assert_eq!(before, after);
+        // Formatting and allocation code paged back in still runs.
+        assert_eq!(format!("{:?}", vec![1, 2]), "[1, 2]");
     }
 }
