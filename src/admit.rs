@@ -159,9 +159,18 @@ impl Admission {
         if started.contains_key(&key) {
             return;
         }
-        let me = Arc::clone(self);
+        // The task holds what it needs, not the admission, so that dropping
+        // the admission really cancels it.
+        let (rules, permits, nudger) = (
+            self.rules.clone(),
+            Arc::clone(&self.permits),
+            Arc::clone(&self.nudger),
+        );
         let k = key.clone();
-        started.insert(key, tokio::spawn(async move { me.handshake_now(&k).await }));
+        started.insert(
+            key,
+            tokio::spawn(async move { handshake_now(&rules, &permits, &nudger, &k).await }),
+        );
     }
 
     /// The outcome of the handshake for `key`: the one started early if
@@ -173,17 +182,7 @@ impl Admission {
                 return out;
             }
         }
-        self.handshake_now(key).await
-    }
-
-    async fn handshake_now(&self, key: &Key) -> Outcome {
-        let _permit = self.permits.acquire().await.expect("never closed");
-        // Keep a lost ARP exchange from costing the handshake a second.
-        let _arp = match key.0.ip() {
-            std::net::IpAddr::V4(v4) => Some(self.nudger.watch(v4)),
-            std::net::IpAddr::V6(_) => None,
-        };
-        query_staggered(key.0, &self.rules, key.1.as_deref()).await
+        handshake_now(&self.rules, &self.permits, &self.nudger, key).await
     }
 
     /// ARP requests sent to speed up handshakes ([`crate::neighbour`]).
@@ -204,6 +203,12 @@ impl Admission {
             .buffered(self.rules.concurrency.max(1))
             .collect()
             .await;
+        // Handshakes started for sightings that did not reach the end (an
+        // address that changed, an instance the browse refused) are not
+        // needed any more.
+        for (_, task) in self.started.lock().expect("admission lock").drain() {
+            task.abort();
+        }
         let mut admitted = Vec::new();
         for v in verdicts {
             match v {
@@ -227,6 +232,23 @@ impl Drop for Admission {
             }
         }
     }
+}
+
+/// Runs the handshake for `key` now, within the concurrency limit, with
+/// ARP nudged for an IPv4 target ([`crate::neighbour`]).
+async fn handshake_now(
+    rules: &Rules,
+    permits: &Semaphore,
+    nudger: &Arc<Nudger>,
+    key: &Key,
+) -> Outcome {
+    let _permit = permits.acquire().await.expect("never closed");
+    // Keep a lost ARP exchange from costing the handshake a second.
+    let _arp = match key.0.ip() {
+        std::net::IpAddr::V4(v4) => Some(nudger.watch(v4)),
+        std::net::IpAddr::V6(_) => None,
+    };
+    query_staggered(key.0, rules, key.1.as_deref()).await
 }
 
 /// The handshake sighting `s` needs under `rules`, if any: none for SSH
@@ -401,6 +423,73 @@ mod tests {
             out.problems[1].reason
         );
         assert!(out.problems[1].reason.contains("--cluster lab"));
+    }
+
+    /// A loopback agent that answers every handshake with `caps` and
+    /// counts the connections it accepted.
+    async fn counting_agent(caps: NodeCaps) -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = l.local_addr().unwrap();
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let caps = caps.clone();
+                tokio::spawn(async move {
+                    let (rd, mut wr) = s.into_split();
+                    let mut line = Vec::new();
+                    let _ = BufReader::new(rd).read_until(b'\n', &mut line).await;
+                    if let Ok(out) = crate::handshake::answer(&line, &caps, None) {
+                        let _ = wr.write_all(out.as_bytes()).await;
+                    }
+                });
+            }
+        });
+        (a, count)
+    }
+
+    /// A sighting passed on early (while its source still runs) has its
+    /// handshake started then; admitting it afterwards uses that result
+    /// instead of connecting again, and takes the caps from it.
+    #[tokio::test]
+    async fn a_handshake_started_early_is_the_one_admission_uses() {
+        let fresh = NodeCaps {
+            id: "00000000000000aa".into(),
+            cores: 32,
+            ..Default::default()
+        };
+        let (addr, connections) = counting_agent(fresh).await;
+        let mut s = txt_sighting(None);
+        s.ip = Some(addr.ip());
+        s.port = addr.port();
+        s.addr = addr.to_string();
+        s.caps.as_mut().unwrap().id = "00000000000000aa".into();
+        let admission = Admission::new(Rules {
+            keys: None,
+            cluster: None,
+            timeout: Duration::from_secs(2),
+            concurrency: 4,
+        });
+        (admission.early().0)(&s);
+        // Let the early handshake finish before the source is done.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let out = admission
+            .admit(Discovery {
+                sightings: vec![s],
+                ..Default::default()
+            })
+            .await;
+        assert_eq!(out.sightings.len(), 1, "{:?}", out.problems);
+        assert_eq!(out.sightings[0].caps.as_ref().unwrap().cores, 32);
+        assert_eq!(out.sightings[0].evidence, Evidence::Handshake);
+        assert_eq!(
+            connections.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "admission reused the early handshake"
+        );
     }
 
     #[test]

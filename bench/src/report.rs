@@ -526,8 +526,8 @@ fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
                 g.comment = format!(
                     "{}{sep}Measured as the time until all 50 were resolved, like the \
                      python-zeroconf figure; the `browse` command itself returns after {} \
-                     ({}), having listened its whole window (loss rules out an early stop) \
-                     and checked each node's port.{}",
+                     ({}), having listened until its loss estimate let it stop (or its window \
+                     ended) and checked each node's port.{}",
                     g.comment,
                     median_cell(w),
                     range_cell(w),
@@ -627,7 +627,8 @@ fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             let clean = find(s, "mdns", "N=1 loss=0%", "rlx-discover browse", "wall_ms");
             if let Some(w) = wall {
                 g.comment = format!(
-                    "the browse took {} under the flood{} (each bogus instance's address is \
+                    "the browse took {} under the flood{} (the flood's instances, heard only \
+                     by multicast, share 256 unsourced slots, and each kept one's address is \
                      tried by the admission handshake before it is refused); {}",
                     median_cell(w),
                     clean
