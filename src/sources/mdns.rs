@@ -108,9 +108,9 @@
 //!
 //! At most [`MAX_INSTANCES`] instances and as many host names are kept, at
 //! most [`MAX_INSTANCES_PER_SOURCE`] from any one source address and
-//! [`MAX_UNSOURCED`] known only by name, so a flood of bogus announcements
-//! from a stranger is counted, not stored, and cannot crowd out the real
-//! agents that answer after it; a TXT record over
+//! [`MAX_UNSOURCED`] whose sender is unknown (first heard on the multicast
+//! path), so a flood of bogus announcements from a stranger is counted, not
+//! stored, and cannot crowd out the real agents that answer after it; a TXT record over
 //! [`MAX_TXT_BYTES`] is refused; each host keeps at most
 //! [`MAX_ADDRS_PER_HOST`] addresses; datagrams over 9000 bytes (RFC 6762 §17)
 //! are dropped.
