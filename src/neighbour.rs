@@ -201,8 +201,8 @@ pub struct Nudger {
 
 #[derive(Default)]
 struct NudgeState {
-    /// Target -> (registrations, nudges sent, when first registered).
-    targets: HashMap<Ipv4Addr, (usize, u32, Instant)>,
+    /// The targets being watched.
+    targets: HashMap<Ipv4Addr, Watched>,
     /// When we last announced ourselves on each interface.
     announced: HashMap<String, Instant>,
     /// Whether the background task runs.
@@ -211,6 +211,28 @@ struct NudgeState {
     sockets: HashMap<String, Option<ArpSocket>>,
     /// Nudges sent in all.
     sent: usize,
+}
+
+/// One target's state.
+struct Watched {
+    /// Live [`Target`]s for it.
+    registrations: usize,
+    /// ARP requests sent for it.
+    nudges: u32,
+    /// When it was first registered.
+    since: Instant,
+}
+
+/// The packet socket for interface `dev`, opened on first use (`None`:
+/// nothing can be sent there).
+fn socket_for<'a>(
+    sockets: &'a mut HashMap<String, Option<ArpSocket>>,
+    dev: &str,
+) -> Option<&'a ArpSocket> {
+    sockets
+        .entry(dev.to_string())
+        .or_insert_with(|| ArpSocket::open(dev))
+        .as_ref()
 }
 
 /// A registration of one target with a [`Nudger`]; dropping it ends it.
@@ -224,8 +246,8 @@ impl Drop for Target {
         if let Some(n) = self.nudger.upgrade() {
             let mut st = n.state.lock().expect("nudger lock");
             if let Some(e) = st.targets.get_mut(&self.ip) {
-                e.0 -= 1;
-                if e.0 == 0 {
+                e.registrations -= 1;
+                if e.registrations == 0 {
                     st.targets.remove(&self.ip);
                 }
             }
@@ -250,7 +272,14 @@ impl Nudger {
     /// inside a tokio runtime.
     pub fn watch(self: &Arc<Self>, ip: Ipv4Addr) -> Target {
         let mut st = self.state.lock().expect("nudger lock");
-        st.targets.entry(ip).or_insert((0, 0, Instant::now())).0 += 1;
+        st.targets
+            .entry(ip)
+            .or_insert(Watched {
+                registrations: 0,
+                nudges: 0,
+                since: Instant::now(),
+            })
+            .registrations += 1;
         if !st.running {
             st.running = true;
             tokio::spawn(Self::run(Arc::downgrade(self)));
@@ -283,22 +312,16 @@ impl Nudger {
                 let Some(t) = st.targets.get_mut(&n.ip) else {
                     continue;
                 };
-                if t.2.elapsed() >= STRUGGLING && !struggling.contains(&n.dev) {
+                if t.since.elapsed() >= STRUGGLING && !struggling.contains(&n.dev) {
                     struggling.push(n.dev.clone());
                 }
-                if n.resolved || t.1 >= NUDGES_PER_TARGET || budget == 0 {
+                if n.resolved || t.nudges >= NUDGES_PER_TARGET || budget == 0 {
                     continue;
                 }
-                let sock = st
-                    .sockets
-                    .entry(n.dev.clone())
-                    .or_insert_with(|| ArpSocket::open(&n.dev));
-                if let Some(sock) = sock {
-                    if sock.request(n.ip) {
-                        t.1 += 1;
-                        st.sent += 1;
-                        budget -= 1;
-                    }
+                if socket_for(&mut st.sockets, &n.dev).is_some_and(|s| s.request(n.ip)) {
+                    t.nudges += 1;
+                    st.sent += 1;
+                    budget -= 1;
                 }
             }
             // A handshake still running after STRUGGLING may be stuck on the
@@ -314,15 +337,9 @@ impl Nudger {
                 {
                     continue;
                 }
-                let sock = st
-                    .sockets
-                    .entry(dev.clone())
-                    .or_insert_with(|| ArpSocket::open(&dev));
-                if let Some(sock) = sock {
-                    if sock.announce() {
-                        st.sent += 1;
-                        st.announced.insert(dev, Instant::now());
-                    }
+                if socket_for(&mut st.sockets, &dev).is_some_and(ArpSocket::announce) {
+                    st.sent += 1;
+                    st.announced.insert(dev, Instant::now());
                 }
             }
         }

@@ -142,6 +142,14 @@ fn kinship(a: &Sighting, b: &Sighting) -> Kinship {
     }
 }
 
+/// Whether two sightings are the same machine, by the rule `expand` merges
+/// with (same endpoint, or same node id and port from one host name); two
+/// boxes claiming one id are not. `watch` uses it to keep one member per
+/// machine.
+pub fn same_machine(a: &Sighting, b: &Sighting) -> bool {
+    kinship(a, b) == Kinship::Same
+}
+
 /// Groups sightings into machines (union-find over "same machine"), and
 /// collects id clashes.
 fn coalesce(sightings: Vec<Sighting>) -> (Vec<Machine>, Vec<Clash>) {

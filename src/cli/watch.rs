@@ -30,7 +30,7 @@
 use crate::admit::{admit, Rules};
 use crate::config::DiscoverSection;
 use crate::discover::{browse_options, rules};
-use crate::pipeline::{expand, NodeDefaults};
+use crate::pipeline::{expand, same_machine, NodeDefaults};
 use crate::report::{gib, AddedNode};
 use crate::sighting::{Discovery, Problem, Sighting};
 use crate::sources::dns::{self, DnsSdOptions};
@@ -374,15 +374,11 @@ async fn consider(
         let label = s.host.clone();
         let ann = announced.get(&label).cloned().flatten();
         // The same machine already a member through the other source (mDNS
-        // and DNS both list a LAN agent): one node, as in `expand`, keyed by
-        // node id and port. If that source loses it first, the next browse
-        // of this one brings it back.
+        // and DNS both list a LAN agent): one node, by the rule `expand`
+        // merges with. If that source loses it first, the next browse of
+        // this one brings it back.
         let twin = members.iter().find(|(k, m)| {
-            **k != label
-                && m.sighting.source != s.source
-                && m.sighting.port == s.port
-                && m.sighting.id().is_some()
-                && m.sighting.id() == s.id()
+            **k != label && m.sighting.source != s.source && same_machine(&m.sighting, &s)
         });
         if let Some((k, _)) = twin {
             tracing::debug!("{label} is {k}, already a member through another source");

@@ -351,7 +351,6 @@ impl Pool {
         let (list, seen) = self.records.entry(key).or_default();
         // Bounded: no RRset we read is legitimately larger (a PTR set is
         // capped separately, by instances).
-        // RData is not Hash; its wire form is a faithful key.
         let Ok(wire) = r.data().to_bytes() else {
             return;
         };

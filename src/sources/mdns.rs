@@ -387,9 +387,8 @@ pub struct BrowseStats {
     /// Whether it stopped before the window ended: on a clearly lossless
     /// network, or once the measured loss made a missed agent unlikely.
     pub stopped_early: bool,
-    /// Which rule stopped it early: `"clean"` (every agent answered every
-    /// early query) or `"loss estimate"` (see the module docs).
-    pub stop_rule: Option<String>,
+    /// Which rule stopped it early, if one did.
+    pub stop_rule: Option<StopRule>,
     /// Share of the early queries the heard agents answered, as measured,
     /// when any was heard.
     pub answer_rate: Option<f64>,
@@ -423,6 +422,19 @@ pub struct BrowseStats {
     /// Replies from responders (port 5353, on the link) that could not be
     /// decoded at all; any one of them rules out an early stop.
     pub unparsed_replies: usize,
+}
+
+/// Which rule let a browse stop before its window ended (see "When it
+/// stops early" in the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum StopRule {
+    /// Every agent answered every early query.
+    #[serde(rename = "clean")]
+    Clean,
+    /// The measured loss left fewer than [`STOP_RISK`] agents expected to
+    /// be still unheard.
+    #[serde(rename = "loss estimate")]
+    LossEstimate,
 }
 
 /// A browse: what it found and how it went.
@@ -552,7 +564,6 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
     let kickers: Vec<ArpSocket> = table
         .ifaces
         .iter()
-        .filter(|i| !i.is_loopback())
         .filter_map(|i| ArpSocket::open(&i.name))
         .collect();
     let floor = if kickers.is_empty() {
@@ -586,14 +597,14 @@ pub async fn browse(opts: &BrowseOptions, started: Instant) -> Result<Browse, Md
         {
             if table.clean() {
                 stats.stopped_early = true;
-                stats.stop_rule = Some("clean".into());
+                stats.stop_rule = Some(StopRule::Clean);
                 stats.expected_missing = Some(0.0);
                 break;
             }
             let (k, _) = matured(now - t0, round);
             if let Some(e) = table.expected_missing(k).filter(|&e| e < STOP_RISK) {
                 stats.stopped_early = true;
-                stats.stop_rule = Some("loss estimate".into());
+                stats.stop_rule = Some(StopRule::LossEstimate);
                 stats.expected_missing = Some(e);
                 break;
             }
@@ -832,12 +843,12 @@ fn describe_attempt(s: &BrowseStats) -> String {
         },
         s.listened_ms
     );
-    if s.stopped_early && s.stop_rule.as_deref() == Some("clean") {
+    if s.stop_rule == Some(StopRule::Clean) {
         let _ = write!(
             w,
             " (stopped early: every agent answered every early query)"
         );
-    } else if s.stopped_early {
+    } else if s.stop_rule == Some(StopRule::LossEstimate) {
         let _ = write!(
             w,
             " (stopped early on the loss estimate: agents answered {:.0}% of the early queries, \
