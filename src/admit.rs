@@ -18,11 +18,11 @@
 //! `cluster` filtering is applied to every source; it is a filter for
 //! keeping neighbouring clusters apart, not security.
 
-use crate::handshake::{query_in_cluster, HandshakeError, HandshakeReply};
-use crate::keys::KeyRing;
-use crate::neighbour::Nudger;
 use crate::sighting::{Discovery, Evidence, OnSighting, Problem, Sighting, Source};
 use futures::stream::{self, StreamExt};
+use rlx_net::neighbour::Nudger;
+use rlx_proto::handshake::{query_in_cluster, HandshakeError, HandshakeReply};
+use rlx_proto::keys::KeyRing;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -32,7 +32,7 @@ use tokio::task::JoinHandle;
 
 /// Most nodes checked at once. Each check is up to [`ATTEMPTS`] short TCP
 /// exchanges, and a hostile peer can make each hold a reply buffer of up to
-/// [`crate::handshake::MAX_REPLY_BYTES`]; 64 nodes keep that under about
+/// [`rlx_proto::handshake::MAX_REPLY_BYTES`]; 64 nodes keep that under about
 /// 32 MiB in the worst case (measured: 256 let a flood of bogus announcements
 /// push the coordinator to 160 MiB) while a rack of real agents, answering
 /// in milliseconds, still clears in one or two rounds.
@@ -57,7 +57,7 @@ pub const STAGGER: Duration = Duration::from_millis(250);
 /// Whether an error settles the question (the node answered, or refused),
 /// as opposed to a packet that may just have been lost.
 fn is_final(e: &HandshakeError) -> bool {
-    use crate::handshake::ConnectFailure;
+    use rlx_proto::handshake::ConnectFailure;
     match e {
         HandshakeError::Unreachable { why, .. } => matches!(why, ConnectFailure::Refused),
         HandshakeError::NotRlx { why, .. } => !why.contains("within"),
@@ -185,7 +185,7 @@ impl Admission {
         handshake_now(&self.rules, &self.permits, &self.nudger, key).await
     }
 
-    /// ARP requests sent to speed up handshakes ([`crate::neighbour`]).
+    /// ARP requests sent to speed up handshakes ([`rlx_net::neighbour`]).
     pub fn arp_nudges(&self) -> usize {
         self.nudger.sent()
     }
@@ -235,7 +235,7 @@ impl Drop for Admission {
 }
 
 /// Runs the handshake for `key` now, within the concurrency limit, with
-/// ARP nudged for an IPv4 target ([`crate::neighbour`]).
+/// ARP nudged for an IPv4 target ([`rlx_net::neighbour`]).
 async fn handshake_now(
     rules: &Rules,
     permits: &Semaphore,
@@ -369,7 +369,7 @@ pub async fn admit(d: Discovery, rules: &Rules) -> Discovery {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::caps::NodeCaps;
+    use rlx_proto::caps::NodeCaps;
 
     fn txt_sighting(cluster: Option<&str>) -> Sighting {
         Sighting {
@@ -441,7 +441,7 @@ mod tests {
                     let (rd, mut wr) = s.into_split();
                     let mut line = Vec::new();
                     let _ = BufReader::new(rd).read_until(b'\n', &mut line).await;
-                    if let Ok(out) = crate::handshake::answer(&line, &caps, None) {
+                    if let Ok(out) = rlx_proto::handshake::answer(&line, &caps, None) {
                         let _ = wr.write_all(out.as_bytes()).await;
                     }
                 });
@@ -494,7 +494,7 @@ mod tests {
 
     #[test]
     fn only_timeouts_leave_the_handshake_question_open() {
-        use crate::handshake::ConnectFailure;
+        use rlx_proto::handshake::ConnectFailure;
         let addr: SocketAddr = "192.0.2.1:9".parse().unwrap();
         let timed_out = HandshakeError::Unreachable {
             addr,

@@ -18,14 +18,14 @@
 //! errors that name the key, and every error carries the file and line. Other
 //! top-level tables belong to the RLX runtime and are left alone.
 
-use crate::caps::Device;
+use rlx_proto::caps::Device;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 /// Default worker port, as in the seed.
-pub const DEFAULT_PORT: u16 = 9100;
+pub use rlx_proto::service::DEFAULT_PORT;
 /// Default per-host TCP connect timeout for scans and handshakes.
 pub const DEFAULT_TIMEOUT_MS: u64 = 300;
 /// Default time a one-shot mDNS browse listens at most. Agents already
@@ -624,7 +624,7 @@ impl ClusterConfig {
                 }
             }
             if let Some(dns) = &d.dns_sd {
-                if let Err(why) = crate::sources::dns::parse_domain(&dns.domain) {
+                if let Err(why) = rlx_proto::service::parse_domain(&dns.domain) {
                     return Err((at("dns_sd"), format!("[discover] dns_sd.domain: {why}")));
                 }
                 if let Some(Err(why)) = dns.server.as_deref().map(crate::sources::dns::check_server)

@@ -5,15 +5,16 @@
 //! needs multicast), so they run concurrently and a failure in one is a
 //! reported problem, never the end of the others. Anything that sends
 //! multicast or scans passes the network-namespace guard first
-//! ([`crate::netguard`]).
+//! ([`rlx_net::netguard`]).
 
 use crate::admit::{Admission, Rules, DEFAULT_HANDSHAKE_CONCURRENCY};
 use crate::config::{ClusterConfig, DiscoverSection};
-use crate::keys::KeyRing;
 use crate::pipeline::{expand, Expansion, NodeDefaults};
+use crate::progress::Progress;
 use crate::sighting::Discovery;
 use crate::sources::{dns, mdns, ssh, subnet};
 use anyhow::{Context, Result};
+use rlx_proto::keys::KeyRing;
 use std::time::{Duration, Instant};
 
 /// Command-line overrides of `[discover]` keys.
@@ -50,21 +51,25 @@ impl Overrides {
 /// Runs every source configured in `d`, concurrently, then admits what
 /// they saw ([`crate::admit`]); mDNS-found agents' handshakes start while
 /// the browse still listens.
-pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discovery> {
+pub async fn run_sources(
+    d: &DiscoverSection,
+    started: Instant,
+    progress: &dyn Progress,
+) -> Result<Discovery> {
     // Refuse before any source starts: a bad key file or a scan from the
     // host's own namespace is an error, not a partial result.
     let admission = Admission::new(rules(d)?);
     if d.subnet.is_some() {
-        crate::netguard::ensure_private_netns("a subnet scan")?;
+        rlx_net::netguard::ensure_private_netns("a subnet scan")?;
     }
     if d.mdns {
-        crate::netguard::ensure_private_netns("an mDNS browse")?;
+        rlx_net::netguard::ensure_private_netns("an mDNS browse")?;
     }
     let ssh_part = async {
         if d.ssh_hosts.is_empty() {
             Discovery::default()
         } else {
-            ssh::discover(&ssh::SshOptions::from_section(d), started).await
+            ssh::discover(&ssh::SshOptions::from_section(d), started, progress).await
         }
     };
     let subnet_part = async {
@@ -77,6 +82,7 @@ pub async fn run_sources(d: &DiscoverSection, started: Instant) -> Result<Discov
                     Duration::from_millis(d.timeout_ms),
                     d.scan_concurrency,
                     started,
+                    progress,
                 )
                 .await
             }
@@ -145,7 +151,11 @@ pub fn rules(d: &DiscoverSection) -> Result<Rules> {
 
 /// Loads nothing, runs the sources of `cfg` and the pipeline: the whole of
 /// `rlx-discover expand` except printing.
-pub async fn expand_config(cfg: &ClusterConfig, overrides: &Overrides) -> Result<Expansion> {
+pub async fn expand_config(
+    cfg: &ClusterConfig,
+    overrides: &Overrides,
+    progress: &dyn Progress,
+) -> Result<Expansion> {
     let started = Instant::now();
     let Some(mut d) = cfg.discover.clone() else {
         // No [discover]: nothing to find; the hand-written nodes stand alone.
@@ -156,7 +166,7 @@ pub async fn expand_config(cfg: &ClusterConfig, overrides: &Overrides) -> Result
         ));
     };
     overrides.apply(&mut d);
-    let found = run_sources(&d, started)
+    let found = run_sources(&d, started, progress)
         .await
         .with_context(|| format!("discovery for {}", cfg.path.display()))?;
     Ok(expand(&cfg.nodes, &NodeDefaults::from(&d), found))

@@ -38,17 +38,12 @@
 //! - [`progress`]: progress bars on a terminal, and nowhere else.
 //! - [`cli`]: the `rlx-discover` command line, one module per subcommand.
 
+pub use rlx_net as net;
+pub use rlx_proto as proto;
+
 pub mod admit;
-pub mod caps;
-pub mod cli;
 pub mod config;
 pub mod discover;
-pub mod handshake;
-pub mod iface;
-pub mod keys;
-pub mod lab;
-pub mod neighbour;
-pub mod netguard;
 pub mod pipeline;
 pub mod progress;
 pub mod reconcile;
@@ -57,5 +52,4 @@ pub mod report;
 pub mod select;
 pub mod sighting;
 pub mod sources;
-pub mod txt;
 pub mod writeback;

@@ -2,7 +2,9 @@
 //! calls the library; all behaviour lives in `rlx_discover`.
 
 use clap::Parser;
-use rlx_discover::cli::{init_logging, run, Cli};
+mod cli;
+
+use cli::{init_logging, run, Cli};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -12,11 +12,11 @@
 //! ssh alias, same IP and port, or the host name it reports) is dropped rather
 //! than added twice. So you can pin one machine and let the rest be found.
 
-use crate::caps::NodeCaps;
 use crate::config::{DiscoverSection, NodeConfig};
 use crate::report::{AddedNode, Clash, Duplicate, Report, SkippedDevice};
 use crate::select::best_device;
 use crate::sighting::{Discovery, Sighting, Source};
+use rlx_proto::caps::NodeCaps;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 
@@ -398,8 +398,8 @@ pub fn format_addr(ip: IpAddr, port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::caps::DeviceInfo;
     use crate::sighting::Evidence;
+    use rlx_proto::caps::DeviceInfo;
 
     fn caps(id: &str, hostname: &str, dev: &str, mem: u64) -> NodeCaps {
         NodeCaps {

@@ -1,138 +1,38 @@
-//! **Progress on a terminal** — a bar on stderr for scans and SSH probes that
-//! take more than about a second, and nothing at all anywhere else.
+//! **Progress, as a hook** — a source that takes a while (a subnet scan, a
+//! round of SSH probes) reports its steps to the [`Progress`] it is given,
+//! and the caller decides what, if anything, to show. The library draws
+//! nothing: `rlx-discover`'s CLI turns steps into bars on a terminal, tests
+//! and library callers pass [`Silent`].
 //!
-//! ```ignore
-//! let bar = crate::progress::bar(hosts.len() as u64, "ssh probes");
-//! // ... for each host done:
-//! bar.inc();
-//! // dropping `bar` clears it from the screen
 //! ```
-//!
-//! Bars are off unless the binary turns them on ([`enable`], called by the
-//! CLI), and it does so only when stderr is a terminal, `-q` and `-v` were
-//! not given, `RUST_LOG` is unset (log lines and redrawn bars garble each
-//! other), and neither `CI` nor `TERM=dumb` says nobody is watching. So
-//! pipes, scripts, CI logs and the library's own callers never see one. A
-//! source only asks for a bar; whether one shows is decided here.
+//! use rlx_discover::progress::{Progress, Silent};
+//! let task = Silent.task(3, "ssh probes");
+//! task.step(); // one host done; dropping `task` ends it
+//! ```
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::{self, Thread};
-use std::time::Duration;
-
-/// How long a task runs before its bar appears: a quick run prints no bar
-/// (a bar that flashes for 100 ms is noise), a slow one shows it is alive.
-pub const SHOW_AFTER: Duration = Duration::from_secs(1);
-
-/// Redraw interval, so a bar waiting on slow hosts still moves.
-const TICK: Duration = Duration::from_millis(120);
-
-/// Where bars draw; unset (no bars) until [`enable`] decides otherwise.
-static SCREEN: OnceLock<Option<MultiProgress>> = OnceLock::new();
-
-/// Whether bars should be drawn for a run with these flags.
-pub fn wanted(quiet: bool, verbose: u8) -> bool {
-    let env_says_no = std::env::var_os("RUST_LOG").is_some()
-        || std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-        || std::env::var("TERM").is_ok_and(|t| t == "dumb");
-    !quiet && verbose == 0 && !env_says_no && std::io::stderr().is_terminal()
+/// Where a source reports progress.
+pub trait Progress: Send + Sync {
+    /// A task of `len` steps, called `what` (`"ssh probes"`), starts now. The
+    /// task ends when the returned handle is dropped.
+    fn task(&self, len: u64, what: &str) -> Box<dyn Task>;
 }
 
-/// Turns bars on for this process when [`wanted`] says so. Call once, from
-/// the binary; later calls change nothing.
-pub fn enable(quiet: bool, verbose: u8) {
-    SCREEN.get_or_init(|| {
-        wanted(quiet, verbose)
-            .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
-    });
-}
-
-/// A task's progress. Does nothing when bars are off; clears itself when
-/// dropped.
-pub struct Bar {
-    inner: Option<Shown>,
-}
-
-struct Shown {
-    bar: ProgressBar,
-    /// Set when the task ends; checked before the bar is revealed so a bar
-    /// never appears after its task is done.
-    done: Arc<Mutex<bool>>,
-    revealer: Thread,
-}
-
-/// A bar of `len` steps labelled `what`, shown on stderr if the task is
-/// still running after [`SHOW_AFTER`].
-pub fn bar(len: u64, what: impl Into<String>) -> Bar {
-    let Some(Some(screen)) = SCREEN.get() else {
-        return Bar { inner: None };
-    };
-    let style = ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} ({elapsed})")
-        .expect("a valid template")
-        .progress_chars("=> ");
-    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden())
-        .with_style(style)
-        .with_message(what.into());
-    let done = Arc::new(Mutex::new(false));
-    let (screen, b, d) = (screen.clone(), bar.clone(), done.clone());
-    let revealer = thread::spawn(move || {
-        thread::park_timeout(SHOW_AFTER);
-        let done = d.lock().unwrap_or_else(|p| p.into_inner());
-        if !*done {
-            screen.add(b.clone());
-            b.enable_steady_tick(TICK);
-        }
-    })
-    .thread()
-    .clone();
-    Bar {
-        inner: Some(Shown {
-            bar,
-            done,
-            revealer,
-        }),
-    }
-}
-
-impl Bar {
+/// One running task: a step done at a time, ended by dropping it.
+pub trait Task: Send + Sync {
     /// One step done.
-    pub fn inc(&self) {
-        if let Some(s) = &self.inner {
-            s.bar.inc(1);
-        }
+    fn step(&self);
+}
+
+/// Reports nowhere: the hook for callers that show no progress.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Silent;
+
+impl Progress for Silent {
+    fn task(&self, _len: u64, _what: &str) -> Box<dyn Task> {
+        Box::new(Silent)
     }
 }
 
-impl Drop for Bar {
-    fn drop(&mut self) {
-        if let Some(s) = &self.inner {
-            *s.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
-            s.bar.finish_and_clear();
-            s.revealer.unpark();
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bars_are_off_unless_the_binary_turns_them_on() {
-        // Library callers and tests never call enable(): bars are no-ops.
-        let b = bar(3, "x");
-        assert!(b.inner.is_none());
-        b.inc();
-    }
-
-    #[test]
-    fn quiet_verbose_and_pipes_all_mean_no_bar() {
-        assert!(!wanted(true, 0));
-        assert!(!wanted(false, 1));
-        // Under `cargo test` stderr is captured, not a terminal.
-        if !std::io::stderr().is_terminal() {
-            assert!(!wanted(false, 0));
-        }
-    }
+impl Task for Silent {
+    fn step(&self) {}
 }

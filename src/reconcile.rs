@@ -269,9 +269,9 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::caps::{DeviceInfo, NodeCaps};
     use crate::pipeline::{expand, NodeDefaults};
     use crate::sighting::{Discovery, Evidence, Problem, Sighting, Source};
+    use rlx_proto::caps::{DeviceInfo, NodeCaps};
     use std::path::Path;
 
     fn ssh_seen(host: &str) -> Sighting {

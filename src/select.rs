@@ -9,8 +9,8 @@
 //! to the probe's order, which lists the primary accelerator first. Devices
 //! that were passed over for a reason are returned so the report can say why.
 
-use crate::caps::{Device, NodeCaps};
 use crate::config::DeviceList;
+use rlx_proto::caps::{Device, NodeCaps};
 use serde::Serialize;
 use std::fmt;
 
@@ -75,7 +75,7 @@ pub fn best_device(caps: &NodeCaps) -> Selection {
     // never beats a real one, then on memory; `>` keeps the earlier on ties.
     let mut best: Option<(Device, u64, bool)> = None;
     let mut skipped = Vec::new();
-    let skip = |d: &crate::caps::DeviceInfo, reason| Skipped {
+    let skip = |d: &rlx_proto::caps::DeviceInfo, reason| Skipped {
         label: d.device.clone(),
         name: d.name.clone(),
         reason,
@@ -122,7 +122,7 @@ pub fn best_device(caps: &NodeCaps) -> Selection {
 mod tests {
     //! The predecessor's selection tests, kept as behaviour tests.
     use super::*;
-    use crate::caps::DeviceInfo;
+    use rlx_proto::caps::DeviceInfo;
 
     fn caps_with(devices: Vec<DeviceInfo>, ram: u64) -> NodeCaps {
         NodeCaps {

@@ -2,7 +2,7 @@
 //! so nothing downstream needs to know where a node came from except to
 //! report it.
 
-use crate::caps::NodeCaps;
+use rlx_proto::caps::NodeCaps;
 use serde::Serialize;
 use std::fmt;
 use std::net::IpAddr;

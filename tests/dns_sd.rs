@@ -11,7 +11,7 @@
 mod common;
 
 use common::{agent_bin, discover_bin, require_lab, spawn, Proc};
-use rlx_discover::lab::{Lab, RoutedOptions};
+use rlx_lab::{Lab, RoutedOptions};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 const ZONE: &str = "lab.test";
 
 /// Lease the test agents ask for: short, so that expiry is seen within
-/// seconds (the coordinator adds [`rlx_discover::sources::dns::CLOCK_SKEW`]).
+/// seconds (the coordinator adds [`rlx_proto::service::CLOCK_SKEW`]).
 const LEASE_SECS: u64 = 3;
 
 /// How long start-up may take on a loaded 2-core box.
@@ -415,7 +415,7 @@ fn clean_shutdown_deletes_the_records_and_a_crashed_agents_expire_with_the_lease
 
     // After the lease (plus the allowed clock skew) the coordinator skips it
     // without dialling, and box4's sweep deletes its records.
-    let lease_over = Duration::from_secs(LEASE_SECS) + rlx_discover::sources::dns::CLOCK_SKEW;
+    let lease_over = Duration::from_secs(LEASE_SECS) + rlx_proto::service::CLOCK_SKEW;
     within(
         lease_over + Duration::from_secs(60),
         "box3's records deleted by a sweep",

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{require_lab, spawn, Proc, PYTHON};
-use rlx_discover::lab::{Lab, LabOptions};
+use rlx_lab::{Lab, LabOptions};
 use std::process::Command;
 use std::time::Duration;
 
@@ -356,24 +356,24 @@ const PROBE_ENV: &str = "RLX_LAB_PROBE";
 #[test]
 fn probe_helper() {
     match std::env::var(PROBE_ENV).as_deref() {
-        Ok("guard") => match rlx_discover::netguard::ensure_private_netns("the lab probe") {
+        Ok("guard") => match rlx_net::netguard::ensure_private_netns("the lab probe") {
             Ok(()) => println!("GUARD pass"),
             Err(e) => println!("GUARD refused: {e}"),
         },
         Ok("ifaces") => {
-            let default = rlx_discover::iface::default_interfaces().unwrap();
+            let default = rlx_net::iface::default_interfaces().unwrap();
             let names: Vec<String> = default
                 .iter()
                 .map(|i| {
                     format!(
                         "{}={}",
                         i.name,
-                        rlx_discover::iface::describe(std::slice::from_ref(i))
+                        rlx_net::iface::describe(std::slice::from_ref(i))
                     )
                 })
                 .collect();
             println!("DEFAULT [{}]", names.join(" | "));
-            match rlx_discover::iface::select(&["lo".to_string()]) {
+            match rlx_net::iface::select(&["lo".to_string()]) {
                 Ok(lo) => println!("LO ok {}", lo.len()),
                 Err(e) => println!("LO error {e}"),
             }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{agent_bin, discover_bin, require_lab, run_ok, spawn, Proc, PYTHON};
-use rlx_discover::lab::Lab;
+use rlx_lab::Lab;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};

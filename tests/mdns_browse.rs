@@ -1,5 +1,5 @@
 //! **The one-shot mDNS browse against real responders**, all inside private
-//! networks the tests build ([`rlx_discover::lab`]): python-zeroconf
+//! networks the tests build ([`rlx_lab`]): python-zeroconf
 //! publishers (a third-party stack), mdns-sd responders like the agent's,
 //! a malformed announcement, packet loss on the coordinator's link, and an
 //! IPv6-only publisher.
@@ -13,8 +13,8 @@
 mod common;
 
 use common::{agent_bin, eventually, require_lab, run_ok, spawn, Proc, PYTHON};
-use rlx_discover::caps::{DeviceInfo, NodeCaps};
-use rlx_discover::lab::Lab;
+use rlx_lab::Lab;
+use rlx_proto::caps::{DeviceInfo, NodeCaps};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -172,7 +172,7 @@ fn helper_mdns_responder() {
     let Ok(spec) = std::env::var(RESPONDER_ENV) else {
         return;
     };
-    rlx_discover::netguard::ensure_private_netns("the test responder").expect("private netns");
+    rlx_net::netguard::ensure_private_netns("the test responder").expect("private netns");
     let spec: Value = serde_json::from_str(&spec).expect("responder spec");
     let iface = spec["iface"].as_str().unwrap();
     let ip = spec["ip"].as_str().unwrap();
@@ -184,7 +184,7 @@ fn helper_mdns_responder() {
     for s in services {
         let name = s["name"].as_str().unwrap();
         let caps: NodeCaps = serde_json::from_value(s["caps"].clone()).unwrap();
-        let props = rlx_discover::txt::encode(&caps).expect("encodable caps");
+        let props = rlx_proto::txt::encode(&caps).expect("encodable caps");
         let info = mdns_sd::ServiceInfo::new(
             "_rlx._tcp.local.",
             name,
@@ -542,7 +542,7 @@ fn with_ten_percent_loss_on_the_coordinators_link_every_agent_is_found_within_th
 #[test]
 fn an_ipv6_only_publisher_is_found_at_a_bracketed_ipv6_address() {
     let Some(labs) = require_lab() else { return };
-    let lab = labs.with(rlx_discover::lab::LabOptions {
+    let lab = labs.with(rlx_lab::LabOptions {
         hosts: 2,
         ipv6: true,
     });

@@ -19,11 +19,11 @@
 //! proptest_parsers` runs a longer campaign.
 
 use proptest::prelude::*;
-use rlx_discover::caps::{limits, CapsError, NodeCaps};
 use rlx_discover::config::ClusterConfig;
-use rlx_discover::handshake::{self, check_reply, parse_hello, reply_line, HandshakeError, Nonce};
-use rlx_discover::keys::{Key, KeyRing};
-use rlx_discover::txt;
+use rlx_proto::caps::{limits, CapsError, NodeCaps};
+use rlx_proto::handshake::{self, check_reply, parse_hello, reply_line, HandshakeError, Nonce};
+use rlx_proto::keys::{Key, KeyRing};
+use rlx_proto::txt;
 use serde_json::{json, Map, Value};
 use std::net::SocketAddr;
 use std::path::Path;

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{discover_bin, require_lab, PYTHON};
-use rlx_discover::lab::Lab;
+use rlx_lab::Lab;
 use std::net::Ipv4Addr;
 use std::process::{Command, Output};
 
@@ -20,7 +20,7 @@ fn lab(hosts: usize) -> Option<Lab> {
 }
 
 /// Starts a plain TCP listener (not an rlx agent) on `port` in host `i`.
-fn listener(lab: &Lab, i: usize, port: u16) -> rlx_discover::lab::LabProcess {
+fn listener(lab: &Lab, i: usize, port: u16) -> rlx_lab::LabProcess {
     let mut c = Command::new(PYTHON);
     c.args([
         "-c",

@@ -14,13 +14,13 @@
 //! stack must not hide the real agents nor grow the coordinator without
 //! bound.
 //!
-//! Everything runs inside namespaces built by [`rlx_discover::lab`]; the
+//! Everything runs inside namespaces built by [`rlx_lab`]; the
 //! tests skip (or fail under `CI=true`) where no lab can be built.
 
 mod common;
 
 use common::{agent_bin, discover_bin, require_lab, spawn, Proc, PYTHON};
-use rlx_discover::lab::Lab;
+use rlx_lab::Lab;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@ answer the rlx handshake (docs/protocol.md) with fixed caps.
 usage: zc_publish.py NAME IP PORT CAPS_JSON TXT_JSON
 
 TXT_JSON is a list of [key, value] pairs in wire order (txtvers first), as
-rlx_discover::txt::encode produced them. Prints "ready" once the service is
+rlx_proto::txt::encode produced them. Prints "ready" once the service is
 registered (probing and announcing done). Runs only inside a lab namespace.
 """
 import json

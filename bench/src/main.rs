@@ -19,7 +19,7 @@
 //!   the five scenarios of issue 7.
 //! - [`report`]: BENCHMARKS.md with the goals of issues 2-5; [`plot`]: PNGs.
 //!
-//! Every scenario builds its network with [`rlx_discover::lab`] and runs
+//! Every scenario builds its network with [`rlx_lab`] and runs
 //! every program inside it: no mDNS packet or scan leaves the namespaces the
 //! suite creates, and the labs are torn down (processes killed by PID,
 //! namespaces deleted) when each scenario ends, even on error.
@@ -261,9 +261,9 @@ fn run(a: RunArgs) -> Result<()> {
             );
         }
     }
-    match rlx_discover::lab::lab_support() {
-        Ok(rlx_discover::lab::LabMode::Root) => {}
-        Ok(rlx_discover::lab::LabMode::Unshare) => bail!(
+    match rlx_lab::lab_support() {
+        Ok(rlx_lab::LabMode::Root) => {}
+        Ok(rlx_lab::LabMode::Unshare) => bail!(
             "the benchmark needs root (network namespaces, nftables, sshd, avahi-daemon): \
              run bench/run.sh as root"
         ),

@@ -3,12 +3,12 @@
 //! while run mode is not available), avahi-daemon with its private D-Bus,
 //! and the embedded python scripts.
 //!
-//! Everything here runs inside lab namespaces ([`rlx_discover::lab`]): no
+//! Everything here runs inside lab namespaces ([`rlx_lab`]): no
 //! packet reaches the machine's real network.
 
 use anyhow::{bail, Context, Result};
-use rlx_discover::caps::{DeviceInfo, NodeCaps};
-use rlx_discover::lab::{Lab, LabProcess};
+use rlx_lab::{Lab, LabProcess};
+use rlx_proto::caps::{DeviceInfo, NodeCaps};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -104,7 +104,7 @@ pub fn write_caps(dir: &Path, i: usize) -> Result<(PathBuf, PathBuf)> {
     let caps = sim_caps(i);
     let caps_path = dir.join(format!("caps-{i}.json"));
     std::fs::write(&caps_path, caps.to_json())?;
-    let txt = rlx_discover::txt::encode(&caps).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let txt = rlx_proto::txt::encode(&caps).map_err(|e| anyhow::anyhow!("{e}"))?;
     let txt_path = dir.join(format!("txt-{i}.json"));
     std::fs::write(&txt_path, serde_json::to_string(&txt)?)?;
     Ok((caps_path, txt_path))

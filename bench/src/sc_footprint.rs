@@ -8,7 +8,7 @@ use crate::peers::{self, Avahi, Publisher, PORT};
 use crate::proc::{cpu_ns, iface_packets, rss_kb, run_timed};
 use crate::{Bins, Ctx};
 use anyhow::Result;
-use rlx_discover::lab::{Lab, LabOptions, LabProcess};
+use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -146,8 +146,8 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
     {
         let lab = new_lab()?;
         let caps = peers::sim_caps(0);
-        let txt: Vec<String> = rlx_discover::txt::to_strings(
-            &rlx_discover::txt::encode(&caps).map_err(|e| anyhow::anyhow!("{e}"))?,
+        let txt: Vec<String> = rlx_proto::txt::to_strings(
+            &rlx_proto::txt::encode(&caps).map_err(|e| anyhow::anyhow!("{e}"))?,
         );
         let avahi = Avahi::start(&lab, 0, &dir, &[(peers::node_name(0), PORT, txt)])?;
         let pids = vec![avahi.daemon_pid().unwrap_or(0), avahi.dbus_pid()];

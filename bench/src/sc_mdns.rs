@@ -16,7 +16,7 @@ use crate::peers::{self, Avahi, Publisher};
 use crate::proc::{run_streaming, run_timed, Timed};
 use crate::Ctx;
 use anyhow::Result;
-use rlx_discover::lab::{Lab, LabOptions, LabProcess};
+use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;

@@ -10,7 +10,7 @@ use crate::proc::run_timed;
 use crate::Ctx;
 use anyhow::Result;
 use ipnet::Ipv4Net;
-use rlx_discover::lab::{Lab, LabOptions};
+use rlx_lab::{Lab, LabOptions};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 

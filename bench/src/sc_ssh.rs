@@ -8,7 +8,7 @@ use crate::peers::write_caps;
 use crate::proc::run_timed;
 use crate::Ctx;
 use anyhow::{ensure, Result};
-use rlx_discover::lab::{Lab, LabOptions, LabProcess};
+use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

@@ -19,7 +19,7 @@ use crate::peers::{self, Publisher, PORT, PYTHON};
 use crate::proc::run_timed;
 use crate::Ctx;
 use anyhow::{Context, Result};
-use rlx_discover::lab::{Lab, LabOptions, LabProcess};
+use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::process::Command;

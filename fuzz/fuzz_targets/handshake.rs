@@ -12,9 +12,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rlx_discover::caps::NodeCaps;
-use rlx_discover::handshake::{self, check_reply, parse_hello, HandshakeError, Nonce};
-use rlx_discover::keys::{Key, KeyRing};
+use rlx_proto::caps::NodeCaps;
+use rlx_proto::handshake::{self, check_reply, parse_hello, HandshakeError, Nonce};
+use rlx_proto::keys::{Key, KeyRing};
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 

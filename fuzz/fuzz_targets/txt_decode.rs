@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rlx_discover::txt;
+use rlx_proto::txt;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(caps) = txt::decode_rdata(data) {

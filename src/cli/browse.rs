@@ -1,10 +1,11 @@
 //! `rlx-discover browse`: a one-shot table of the agents on the LAN.
 
-use crate::discover::run_sources;
-use crate::pipeline::{expand, NodeDefaults};
-use crate::report::gib;
+use crate::cli::progress::Bars;
 use anyhow::Result;
 use clap::Args;
+use rlx_discover::discover::run_sources;
+use rlx_discover::pipeline::{expand, NodeDefaults};
+use rlx_discover::report::gib;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -19,7 +20,7 @@ use std::time::Instant;
 pub struct BrowseArgs {
     /// Where to look and whom to admit.
     #[command(flatten)]
-    pub lan: super::lan::LanArgs,
+    pub lan: crate::cli::lan::LanArgs,
     /// The most to listen, ms [default: 3000, or browse_ms].
     #[arg(long, value_name = "MS")]
     pub browse_ms: Option<u64>,
@@ -29,10 +30,10 @@ pub struct BrowseArgs {
 }
 
 /// Browses, admits, selects devices through the one pipeline, and prints.
-pub fn run(a: BrowseArgs, quiet: bool) -> Result<ExitCode> {
+pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     let d = a.lan.section(a.browse_ms, "browse")?;
     let started = Instant::now();
-    let found = super::runtime()?.block_on(run_sources(&d, started))?;
+    let found = crate::cli::runtime::runtime()?.block_on(run_sources(&d, started, bars))?;
     let exp = expand(&[], &NodeDefaults::from(&d), found);
     if a.json {
         let v = serde_json::json!({ "nodes": exp.added, "report": exp.report });

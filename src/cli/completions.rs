@@ -2,7 +2,7 @@
 //! same clap definitions the binary parses, so they never fall behind.
 
 use anyhow::Result;
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 use std::process::ExitCode;
 
@@ -19,14 +19,14 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-/// Writes the completion script for `shell` to `out`.
-pub fn generate(shell: Shell, out: &mut dyn std::io::Write) {
-    let mut cmd = super::Cli::command();
+/// Writes the completion script of the command line `cmd` for `shell` to `out`.
+pub fn generate(mut cmd: clap::Command, shell: Shell, out: &mut dyn std::io::Write) {
     clap_complete::generate(shell, &mut cmd, "rlx-discover", out);
 }
 
-/// Prints the completion script on stdout.
-pub fn run(a: CompletionsArgs) -> Result<ExitCode> {
-    generate(a.shell, &mut std::io::stdout().lock());
+/// Prints the completion script of `cmd` (the binary's own definitions,
+/// passed in by the dispatcher) on stdout.
+pub fn run(a: CompletionsArgs, cmd: clap::Command) -> Result<ExitCode> {
+    generate(cmd, a.shell, &mut std::io::stdout().lock());
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! command.
 //!
 //! It builds a LAN out of network namespaces (a bridge and one namespace per
-//! machine; [`crate::lab`]), starts `rlx-agent` on four simulated machines
+//! machine; [`rlx_lab`]), starts `rlx-agent` on four simulated machines
 //! with different hardware (`--caps-file`), writes a cluster file whose
 //! `[discover]` stanza is empty, runs `rlx-discover expand` on it from the
 //! coordinator's namespace, prints the expanded `[[node]]` list and the
@@ -14,9 +14,9 @@
 //! kernel allows unprivileged user namespaces, and says what to do where it
 //! does not.
 
-use crate::lab::{lab_support, unshare_command, Lab, LabMode, LabOptions, LabProcess};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use rlx_lab::{lab_support, unshare_command, Lab, LabMode, LabOptions, LabProcess};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;

@@ -1,12 +1,13 @@
 //! `rlx-discover expand`: the cluster file with its discovered nodes —
 //! printed, shown as a diff (`--dry-run`), or written back (`--write`).
 
-use crate::config::ClusterConfig;
-use crate::discover::{expand_config, Overrides};
-use crate::reconcile::{plan, Plan};
-use crate::writeback;
+use crate::cli::progress::Bars;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use rlx_discover::config::ClusterConfig;
+use rlx_discover::discover::{expand_config, Overrides};
+use rlx_discover::reconcile::{plan, Plan};
+use rlx_discover::writeback;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,7 +39,7 @@ are never removed. The file is replaced atomically, keeps its mode, and is
 not overwritten if someone changed it while discovery ran.";
 
 fn after_help() -> String {
-    format!("{EXAMPLES}\n\n{}", super::EXIT_CODES)
+    format!("{EXAMPLES}\n\n{}", crate::cli::runtime::EXIT_CODES)
 }
 
 /// Arguments of `expand`.
@@ -93,7 +94,7 @@ struct FileOutcome<'a> {
 
 /// Runs discovery for the file, then prints, diffs or writes the result,
 /// with the report on stderr.
-pub fn run(a: ExpandArgs, quiet: bool) -> Result<ExitCode> {
+pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     if a.prune && !(a.write || a.dry_run) {
         bail!(
             "--prune removes nodes from the file, so it needs --write (or --dry-run to see \
@@ -109,7 +110,7 @@ pub fn run(a: ExpandArgs, quiet: bool) -> Result<ExitCode> {
         browse_ms: a.browse_ms,
         no_mdns: a.no_mdns,
     };
-    let exp = super::runtime()?.block_on(expand_config(&cfg, &overrides))?;
+    let exp = crate::cli::runtime::runtime()?.block_on(expand_config(&cfg, &overrides, bars))?;
     let plan = plan(&cfg, &exp, a.prune, &now_utc())
         .with_context(|| format!("updating the node list of {path}"))?;
 

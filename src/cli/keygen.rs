@@ -16,7 +16,7 @@ pub struct KeygenArgs {
 
 /// Writes the key and says what to do with it.
 pub fn run(a: KeygenArgs) -> Result<ExitCode> {
-    let key = crate::keys::generate(&a.path)?;
+    let key = rlx_proto::keys::generate(&a.path)?;
     eprintln!(
         "wrote a new cluster key to {} (mode 0600, fingerprint {}); give it to every agent \
          with --key-file and to the coordinator with [discover] key_file",

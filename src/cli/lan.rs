@@ -1,9 +1,9 @@
 //! The flags `browse` and `watch` share: where to look and whom to admit.
 
-use crate::config::{ClusterConfig, DiscoverSection};
-use crate::discover::Overrides;
 use anyhow::Result;
 use clap::Args;
+use rlx_discover::config::{ClusterConfig, DiscoverSection};
+use rlx_discover::discover::Overrides;
 use std::path::PathBuf;
 
 /// Where to look for agents and whom to admit.
@@ -72,8 +72,9 @@ pub fn apply_dns_flags(
     domain: &Option<String>,
     server: &Option<String>,
 ) -> Result<()> {
-    use crate::config::DnsSdSection;
-    use crate::sources::dns::{check_server, parse_domain};
+    use rlx_discover::config::DnsSdSection;
+    use rlx_discover::sources::dns::check_server;
+    use rlx_proto::service::parse_domain;
     if let Some(dom) = domain {
         parse_domain(dom).map_err(|e| anyhow::anyhow!("--domain: {e}"))?;
         let old = d.dns_sd.take();

@@ -2,7 +2,7 @@
 //! definitions the binary parses (help text, examples and exit codes).
 
 use anyhow::{Context, Result};
-use clap::{Args, CommandFactory};
+use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -21,17 +21,17 @@ pub struct ManArgs {
 }
 
 /// Renders the main page (`rlx-discover.1`) as roff.
-pub fn render_main() -> Result<Vec<u8>> {
+pub fn render_main(cmd: clap::Command) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    clap_mangen::Man::new(super::Cli::command()).render(&mut out)?;
+    clap_mangen::Man::new(cmd).render(&mut out)?;
     Ok(out)
 }
 
 /// Writes every page into `dir` (created if needed); returns their paths.
-pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
+pub fn write_all(cmd: clap::Command, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("creating {}; pass a directory you can write", dir.display()))?;
-    clap_mangen::generate_to(super::Cli::command(), dir)
+    clap_mangen::generate_to(cmd, dir)
         .with_context(|| format!("writing man pages into {}", dir.display()))?;
     let mut pages: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -46,12 +46,12 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Prints the main page, or writes all of them with `--dir`.
-pub fn run(a: ManArgs) -> Result<ExitCode> {
+pub fn run(a: ManArgs, cmd: clap::Command) -> Result<ExitCode> {
     use std::io::Write;
     match a.dir {
-        None => std::io::stdout().write_all(&render_main()?)?,
+        None => std::io::stdout().write_all(&render_main(cmd)?)?,
         Some(dir) => {
-            for p in write_all(&dir)? {
+            for p in write_all(cmd, &dir)? {
                 eprintln!("wrote {}", p.display());
             }
         }

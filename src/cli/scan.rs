@@ -1,9 +1,10 @@
 //! `rlx-discover scan`: which addresses of a block listen on the worker port.
 
-use crate::config::{Subnet, DEFAULT_PORT, DEFAULT_TIMEOUT_MS};
-use crate::sources::subnet::{scan, DEFAULT_SCAN_CONCURRENCY};
+use crate::cli::progress::Bars;
 use anyhow::Result;
 use clap::Args;
+use rlx_discover::config::{Subnet, DEFAULT_PORT, DEFAULT_TIMEOUT_MS};
+use rlx_discover::sources::subnet::{scan, DEFAULT_SCAN_CONCURRENCY};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -29,14 +30,15 @@ pub struct ScanArgs {
 }
 
 /// Scans and prints the open addresses; exit 1 when none.
-pub fn run(a: ScanArgs) -> Result<ExitCode> {
+pub fn run(a: ScanArgs, bars: &Bars) -> Result<ExitCode> {
     let net: Subnet = a.cidr.parse().map_err(|e: String| anyhow::anyhow!(e))?;
-    crate::netguard::ensure_private_netns("a subnet scan")?;
-    let r = super::runtime()?.block_on(scan(
+    rlx_net::netguard::ensure_private_netns("a subnet scan")?;
+    let r = crate::cli::runtime::runtime()?.block_on(scan(
         &net,
         a.port,
         Duration::from_millis(a.timeout_ms),
         a.concurrency,
+        bars,
     ));
     if a.json {
         let v = serde_json::json!({

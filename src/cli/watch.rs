@@ -1,7 +1,7 @@
 //! `rlx-discover watch`: live membership of the cluster.
 //!
 //! Joins come from the mDNS browse ([`ContinuousBrowse`]); each candidate
-//! passes the same admission ([`crate::admit`]) and device selection (the
+//! passes the same admission ([`rlx_discover::admit`]) and device selection (the
 //! one pipeline) as in `expand`, then becomes a member. Leaves come two ways:
 //!
 //! - **goodbye**: an agent that stops cleanly sends mDNS goodbyes; mdns-sd
@@ -14,9 +14,9 @@
 //!   reported left. Bound: [`HEALTH_INTERVAL`] plus one handshake round. A
 //!   crashed process whose host is up answers with a reset, which settles it
 //!   at once: about 2 s. A host that vanished (power, network) takes the
-//!   whole round ([`crate::admit::ATTEMPTS`] attempts
-//!   [`crate::admit::STAGGER`] apart, each up to
-//!   [`crate::admit::MIN_ATTEMPT`]): about 4.3 s with the defaults.
+//!   whole round ([`rlx_discover::admit::ATTEMPTS`] attempts
+//!   [`rlx_discover::admit::STAGGER`] apart, each up to
+//!   [`rlx_discover::admit::MIN_ATTEMPT`]): about 4.3 s with the defaults.
 //!
 //! With `--domain` (or `[discover] dns_sd`), the zone is browsed too, every
 //! [`DNS_POLL_INTERVAL`]: registrations join through the same admission, and
@@ -27,16 +27,16 @@
 //! A member whose caps change materially (the device chosen, its memory, the
 //! core count, or the devices list) is reported `updated`.
 
-use crate::admit::{admit, Rules};
-use crate::config::DiscoverSection;
-use crate::discover::{browse_options, rules};
-use crate::pipeline::{expand, same_machine, NodeDefaults};
-use crate::report::{gib, AddedNode};
-use crate::sighting::{Discovery, Problem, Sighting};
-use crate::sources::dns::{self, DnsSdOptions};
-use crate::sources::mdns::{Change, ContinuousBrowse};
 use anyhow::Result;
 use clap::Args;
+use rlx_discover::admit::{admit, Rules};
+use rlx_discover::config::DiscoverSection;
+use rlx_discover::discover::{browse_options, rules};
+use rlx_discover::pipeline::{expand, same_machine, NodeDefaults};
+use rlx_discover::report::{gib, AddedNode};
+use rlx_discover::sighting::{Discovery, Problem, Sighting};
+use rlx_discover::sources::dns::{self, DnsSdOptions};
+use rlx_discover::sources::mdns::{Change, ContinuousBrowse};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 pub const HEALTH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// How often the DNS-SD zone is browsed again. Each browse costs 1 + 2N
-/// queries on BIND (see [`crate::sources::dns`]); every 5 s keeps joins and
+/// queries on BIND (see [`rlx_discover::sources::dns`]); every 5 s keeps joins and
 /// clean leaves within seconds, well inside the records' 60 s TTL.
 pub const DNS_POLL_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -66,7 +66,7 @@ const DNS_SUFFIX: &str = " (dns)";
 pub struct WatchArgs {
     /// Where to look and whom to admit.
     #[command(flatten)]
-    pub lan: super::lan::LanArgs,
+    pub lan: crate::cli::lan::LanArgs,
     /// Print one JSON object per event.
     #[arg(long)]
     pub json: bool,
@@ -174,7 +174,7 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
     let d = a.lan.section(None, "watch")?;
     let rules = rules(&d)?;
     let defaults = NodeDefaults::from(&d);
-    let rt = super::runtime()?;
+    let rt = crate::cli::runtime::runtime()?;
     rt.block_on(watch(&a, &d, &rules, &defaults))?;
     Ok(ExitCode::SUCCESS)
 }

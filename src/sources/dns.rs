@@ -12,7 +12,7 @@
 //! dns://SERVER/ZONE --tsig-key FILE` (DNS UPDATE signed with TSIG; see
 //! `docs/protocol.md`, section 5). The records are the mDNS ones under another
 //! domain: `PTR _rlx._tcp.<domain>` names each instance, the instance has `SRV`
-//! (port, host) and `TXT` (schema v1, [`crate::txt`]), and the host `A`/`AAAA`.
+//! (port, host) and `TXT` (schema v1, [`rlx_proto::txt`]), and the host `A`/`AAAA`.
 //!
 //! # Queries
 //!
@@ -43,8 +43,8 @@
 //! # Leases
 //!
 //! A registered TXT record carries `expires=<unix seconds>` (see
-//! [`EXPIRES_KEY`]), renewed by the agent every third of its lease. An
-//! instance whose lease ran out more than [`CLOCK_SKEW`] ago belongs to an
+//! [`EXPIRES_KEY`](rlx_proto::service::EXPIRES_KEY)), renewed by the agent every third of its lease. An
+//! instance whose lease ran out more than [`CLOCK_SKEW`](rlx_proto::service::CLOCK_SKEW) ago belongs to an
 //! agent that crashed without deleting its records; it is skipped (and
 //! counted in the attempt) rather than dialled. A live but stale record, or
 //! one without `expires`, still passes the handshake check of
@@ -60,7 +60,6 @@
 use crate::config::DnsSdSection;
 use crate::pipeline::format_addr;
 use crate::sighting::{Attempt, Discovery, Evidence, Problem, Sighting, Source};
-use crate::txt;
 use futures::stream::{self, StreamExt};
 use hickory_client::client::{Client, ClientHandle};
 use hickory_proto::op::ResponseCode;
@@ -69,26 +68,12 @@ use hickory_proto::runtime::iocompat::AsyncIoTokioAsStd;
 use hickory_proto::serialize::binary::BinEncodable;
 use hickory_proto::tcp::{TcpClientStream, TcpStream as HickoryTcpStream};
 use hickory_proto::xfer::BufDnsStreamHandle;
+use rlx_proto::service::{expires_of, lease_over, parse_domain, service_name, unix_now, DNS_PORT};
+use rlx_proto::txt;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// The service labels under the domain: `_rlx._tcp.<domain>`.
-pub const SERVICE_LABELS: [&str; 2] = ["_rlx", "_tcp"];
-
-/// The standard DNS port (RFC 1035 §4.2).
-pub const DNS_PORT: u16 = 53;
-
-/// The TXT key carrying a registration's lease expiry, in seconds since the
-/// Unix epoch. Not part of schema v1's caps: readers that do not know it
-/// ignore it (schema v1 rule), and mDNS announcements never carry it.
-pub const EXPIRES_KEY: &str = "expires";
-
-/// How far a coordinator's clock may be behind the agent's before a live
-/// registration looks expired. NTP keeps hosts within milliseconds; TSIG
-/// itself already needs the agent within its fudge (300 s) of the server.
-pub const CLOCK_SKEW: Duration = Duration::from_secs(10);
+use std::time::{Duration, Instant};
 
 /// Most instances one browse resolves. As [`super::mdns::MAX_INSTANCES`]:
 /// far above any real cluster, and it bounds the work a zone full of junk
@@ -96,7 +81,7 @@ pub const CLOCK_SKEW: Duration = Duration::from_secs(10);
 pub const MAX_INSTANCES: usize = 4096;
 
 /// Largest TXT record accepted (each string plus its length byte): the
-/// schema's 1300 bytes plus room for [`EXPIRES_KEY`].
+/// schema's 1300 bytes plus room for [`EXPIRES_KEY`](rlx_proto::service::EXPIRES_KEY).
 pub const MAX_TXT_BYTES: usize = txt::MAX_RECORD_BYTES + 64;
 
 /// Most addresses kept per host: a dual-stack host with a few interfaces has
@@ -135,35 +120,6 @@ impl DnsSdOptions {
             deadline: Duration::from_millis(browse_ms.max(1000)),
         })
     }
-}
-
-/// Parses a domain name for `dns_sd` or `--register`: ASCII labels of at
-/// most 63 bytes, at most 253 bytes in all, made fully qualified.
-pub fn parse_domain(s: &str) -> Result<Name, String> {
-    let t = s.trim().trim_end_matches('.');
-    if t.is_empty() {
-        return Err("the domain is empty; write it like rlx.example.org".into());
-    }
-    if !t.is_ascii() || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!(
-            "domain {s:?} must be ASCII without spaces (an IDN goes in its xn-- form)"
-        ));
-    }
-    let mut n = Name::from_ascii(t).map_err(|e| format!("domain {s:?} is not a DNS name: {e}"))?;
-    if n.iter().any(|l| l.is_empty()) {
-        return Err(format!("domain {s:?} has an empty label (`..`)"));
-    }
-    n.set_fqdn(true);
-    if n.len() > 254 {
-        return Err(format!("domain {s:?} is longer than 253 characters"));
-    }
-    Ok(n)
-}
-
-/// `_rlx._tcp.<domain>`.
-pub fn service_name(domain: &Name) -> Name {
-    let svc = Name::from_labels(SERVICE_LABELS).expect("static labels are valid");
-    svc.append_domain(domain).expect("a valid domain fits")
 }
 
 /// A server given as `HOST`, `HOST:PORT`, `IP`, `IP:PORT` or `[IPv6]:PORT`
@@ -468,30 +424,6 @@ impl Conn {
         }
         Ok(out)
     }
-}
-
-/// Seconds since the Unix epoch, now.
-pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-/// The `expires` value of TXT strings, if any (first occurrence, any case).
-pub fn expires_of<S: AsRef<[u8]>>(strings: &[S]) -> Option<u64> {
-    strings.iter().find_map(|s| {
-        let s = std::str::from_utf8(s.as_ref()).ok()?;
-        let (k, v) = s.split_once('=')?;
-        k.eq_ignore_ascii_case(EXPIRES_KEY)
-            .then(|| v.trim().parse().ok())
-            .flatten()
-    })
-}
-
-/// Whether a registration with lease expiry `expires` is over at `now`.
-pub fn lease_over(expires: u64, now: u64) -> bool {
-    expires.saturating_add(CLOCK_SKEW.as_secs()) < now
 }
 
 /// Browses `_rlx._tcp.<domain>` once (see the module docs).
@@ -830,26 +762,6 @@ mod tests {
     }
 
     #[test]
-    fn domains_are_checked_and_made_fully_qualified() {
-        assert_eq!(
-            parse_domain("lab.example.org").unwrap().to_string(),
-            "lab.example.org."
-        );
-        assert_eq!(
-            parse_domain("lab.example.org.").unwrap().to_string(),
-            "lab.example.org."
-        );
-        assert!(parse_domain("").is_err());
-        assert!(parse_domain("a..b").is_err());
-        assert!(parse_domain("has space.org").is_err());
-        assert!(parse_domain(&format!("{}.org", "x".repeat(64))).is_err());
-        assert_eq!(
-            service_name(&parse_domain("lab.test").unwrap()).to_string(),
-            "_rlx._tcp.lab.test."
-        );
-    }
-
-    #[test]
     fn servers_take_an_optional_port_and_bracketed_ipv6() {
         assert_eq!(split_server("10.0.0.53").unwrap(), ("10.0.0.53".into(), 53));
         assert_eq!(
@@ -883,17 +795,6 @@ mod tests {
         std::fs::write(&p, "search lab\n").unwrap();
         let e = system_server(&p).unwrap_err();
         assert!(e.contains("--dns-server"), "{e}");
-    }
-
-    #[test]
-    fn an_expired_lease_is_recognised_with_clock_skew_allowed() {
-        assert_eq!(
-            expires_of(&["txtvers=1", "Expires=1700000000"]),
-            Some(1_700_000_000)
-        );
-        assert_eq!(expires_of(&["txtvers=1"]), None);
-        assert!(!lease_over(1000, 1000 + CLOCK_SKEW.as_secs()));
-        assert!(lease_over(1000, 1001 + CLOCK_SKEW.as_secs()));
     }
 
     /// A server doing RFC 6763 §12.1 additional-record processing gives

@@ -115,18 +115,18 @@
 //! [`MAX_ADDRS_PER_HOST`] addresses; datagrams over 9000 bytes (RFC 6762 §17)
 //! are dropped.
 
-use crate::caps::NodeCaps;
 use crate::config::DiscoverSection;
-use crate::iface::{self, Iface, IfaceError};
-use crate::neighbour::ArpSocket;
-use crate::netguard::{self, GuardError};
 use crate::pipeline::format_addr;
 use crate::sighting::{Attempt, Discovery, Evidence, OnSighting, Problem, Sighting, Source};
-use crate::txt::{self, TxtError};
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::PTR;
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use mdns_sd::{IfKind, ResolvedService, ScopedIp, ServiceDaemon, ServiceEvent};
+use rlx_net::iface::{self, Iface, IfaceError};
+use rlx_net::neighbour::ArpSocket;
+use rlx_net::netguard::{self, GuardError};
+use rlx_proto::caps::NodeCaps;
+use rlx_proto::txt::{self, TxtError};
 use serde::Serialize;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::collections::HashMap;
@@ -139,7 +139,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 /// The DNS-SD service type agents announce (the wire contract).
-pub const SERVICE_TYPE: &str = "_rlx._tcp.local.";
+pub use rlx_proto::service::MDNS_SERVICE_TYPE as SERVICE_TYPE;
 
 /// The mDNS port (RFC 6762 §3). Replies to legacy queries come from it.
 pub const MDNS_PORT: u16 = 5353;
@@ -1037,13 +1037,15 @@ fn send_standard_query(s: &LegacySocket, bytes: &[u8]) -> bool {
 
 /// `_rlx._tcp.local.` as a DNS name.
 fn service_name() -> Name {
-    Name::from_labels([&b"_rlx"[..], b"_tcp", b"local"]).expect("valid service name")
+    let [service, proto] = rlx_proto::service::SERVICE_LABELS;
+    Name::from_labels([service, proto, "local"]).expect("valid service name")
 }
 
 /// `<label>._rlx._tcp.local.`; the label is raw bytes (DNS-SD instance names
 /// are UTF-8 with spaces, dots and punctuation, never IDNA-encoded).
 fn instance_name(label: &[u8]) -> Option<Name> {
-    Name::from_labels([label, b"_rlx", b"_tcp", b"local"]).ok()
+    let [service, proto] = rlx_proto::service::SERVICE_LABELS;
+    Name::from_labels([label, service.as_bytes(), proto.as_bytes(), b"local"]).ok()
 }
 
 /// The instance label of `<label>._rlx._tcp.local.`, or `None` for any

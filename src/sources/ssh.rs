@@ -13,9 +13,10 @@
 //! timeout, and an overall deadline per host, so one dead host never holds
 //! up or stops the rest. Each failure carries a reason a user can act on.
 
-use crate::caps::{limits::MAX_JSON_BYTES, NodeCaps};
+use crate::progress::Progress;
 use crate::sighting::{Attempt, Discovery, Evidence, Problem, Sighting, Source};
 use futures::stream::{self, StreamExt};
+use rlx_proto::caps::{limits::MAX_JSON_BYTES, NodeCaps};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -290,13 +291,13 @@ pub async fn probe_host(opts: &SshOptions, host: &str) -> Result<NodeCaps, SshFa
 }
 
 /// Probes every host concurrently and returns sightings and failures.
-pub async fn discover(opts: &SshOptions, started: Instant) -> Discovery {
+pub async fn discover(opts: &SshOptions, started: Instant, progress: &dyn Progress) -> Discovery {
     let t0 = Instant::now();
-    let bar = &crate::progress::bar(opts.hosts.len() as u64, "ssh probes");
+    let task = &progress.task(opts.hosts.len() as u64, "ssh probes");
     let results: Vec<(String, Result<NodeCaps, SshFailure>, u64)> = stream::iter(opts.hosts.iter())
         .map(|host| async move {
             let r = probe_host(opts, host).await;
-            bar.inc();
+            task.step();
             (host.clone(), r, started.elapsed().as_millis() as u64)
         })
         .buffer_unordered(opts.concurrency.max(1))

@@ -15,6 +15,7 @@
 //! something else) is settled by the handshake afterwards.
 
 use crate::config::Subnet;
+use crate::progress::Progress;
 use crate::sighting::{Attempt, Discovery, Evidence, Sighting, Source};
 use futures::stream::{self, StreamExt};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -83,16 +84,22 @@ pub struct ScanResult {
 
 /// Dials `port` on every host of `net`, with at most `concurrency` connects
 /// in flight and `timeout` per connect.
-pub async fn scan(net: &Subnet, port: u16, timeout: Duration, concurrency: usize) -> ScanResult {
+pub async fn scan(
+    net: &Subnet,
+    port: u16,
+    timeout: Duration,
+    concurrency: usize,
+    progress: &dyn Progress,
+) -> ScanResult {
     let t0 = Instant::now();
     let addrs = hosts(net);
     let concurrency = fit_concurrency(concurrency.min(addrs.len()).max(1));
-    let bar = &crate::progress::bar(addrs.len() as u64, format!("scanning {net} port {port}"));
+    let task = &progress.task(addrs.len() as u64, &format!("scanning {net} port {port}"));
     let outcomes: Vec<(SocketAddr, Option<bool>)> = stream::iter(addrs)
         .map(|ip| async move {
             let sa = SocketAddr::new(IpAddr::V4(ip), port);
             let r = tokio::time::timeout(timeout, TcpStream::connect(sa)).await;
-            bar.inc();
+            task.step();
             // Some(true) open, Some(false) refused/unreachable, None silent.
             (sa, r.ok().map(|c| c.is_ok()))
         })
@@ -123,8 +130,9 @@ pub async fn discover(
     timeout: Duration,
     concurrency: usize,
     started: Instant,
+    progress: &dyn Progress,
 ) -> Discovery {
-    let r = scan(net, port, timeout, concurrency).await;
+    let r = scan(net, port, timeout, concurrency, progress).await;
     let found_ms = started.elapsed().as_millis() as u64;
     let mut d = Discovery::default();
     for sa in &r.open {
@@ -214,6 +222,7 @@ mod tests {
             port,
             Duration::from_millis(300),
             16,
+            &crate::progress::Silent,
         )
         .await;
         assert_eq!(r.open, vec![l.local_addr().unwrap()]);
@@ -227,6 +236,7 @@ mod tests {
             port,
             Duration::from_millis(300),
             16,
+            &crate::progress::Silent,
         )
         .await;
         assert!(r.open.is_empty(), "{:?}", r.open);

@@ -3,7 +3,7 @@
 //! instead of sleeps, and where the built binaries are.
 //!
 //! Every test that sends multicast or scans builds its own lab
-//! ([`rlx_discover::lab`]) and runs its programs inside it:
+//! ([`rlx_lab`]) and runs its programs inside it:
 //!
 //! ```ignore
 //! mod common;
@@ -22,7 +22,7 @@
 
 pub mod sshd;
 
-use rlx_discover::lab::{lab_support, Lab, LabMode, LabOptions, LabProcess};
+use rlx_lab::{lab_support, Lab, LabMode, LabOptions, LabProcess};
 use std::ops::Deref;
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! true, and say goodbye** — the agent's side of discovery.
 //!
 //! ```no_run
-//! # async fn demo(caps: rlx_discover::caps::NodeCaps) -> anyhow::Result<()> {
+//! # async fn demo(caps: rlx_proto::caps::NodeCaps) -> anyhow::Result<()> {
 //! use rlx_agent::announce::{AnnounceOptions, Announcer, Shutdown};
 //! let stop = Shutdown::on_signals()?; // SIGINT/SIGTERM handlers, installed now
 //! let announcer = Announcer::start(&caps, AnnounceOptions { port: 9100, ..Default::default() })?;
@@ -15,13 +15,13 @@
 //! What is announced (the contract is TXT schema v1, `docs/protocol.md`):
 //! instance `<name>._rlx._tcp.local.` (the host name unless `--name`), SRV
 //! port = the worker port, SRV target `<host>.local.`, TXT from
-//! [`rlx_discover::txt::encode`], A/AAAA records = the addresses of the
+//! [`rlx_proto::txt::encode`], A/AAAA records = the addresses of the
 //! selected interfaces only.
 //!
 //! # Interfaces
 //!
 //! By default every up, multicast-capable, non-virtual interface
-//! ([`rlx_discover::iface`]); `--interface` names them instead. Every other
+//! ([`rlx_net::iface`]); `--interface` names them instead. Every other
 //! interface is disabled on the daemon. Interfaces coming and going are
 //! followed by mdns-sd itself: when its daemon checks, it re-lists the host's
 //! interfaces, re-applies our selection, joins or leaves the multicast group,
@@ -46,7 +46,7 @@
 //!
 //! Note that `ServiceDaemon::new` joins the mDNS group on *every* interface
 //! before any selection applies (see `../shared/NOTES-mdns-sd.md`), which is
-//! why [`Announcer::start`] consults [`rlx_discover::netguard`] first.
+//! why [`Announcer::start`] consults [`rlx_net::netguard`] first.
 //!
 //! # Keeping the TXT record true
 //!
@@ -92,10 +92,10 @@
 
 use crate::links::LinkChanges;
 use mdns_sd::{DaemonEvent, DaemonStatus, IfKind, IfPredicate, ServiceDaemon, ServiceInfo};
-use rlx_discover::caps::NodeCaps;
-use rlx_discover::iface::{self, IfaceError};
-use rlx_discover::netguard::{self, GuardError};
-use rlx_discover::txt::{self, TxtError};
+use rlx_net::iface::{self, IfaceError};
+use rlx_net::netguard::{self, GuardError};
+use rlx_proto::caps::NodeCaps;
+use rlx_proto::txt::{self, TxtError};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -105,7 +105,7 @@ use tracing::{debug, info, warn};
 
 /// The DNS-SD service type every agent announces (RFC 6763 §7.2: `rlx` is
 /// well under the 15-character limit, which mdns-sd enforces).
-pub const SERVICE_TYPE: &str = "_rlx._tcp.local.";
+pub use rlx_proto::service::MDNS_SERVICE_TYPE as SERVICE_TYPE;
 
 /// Shortest time between two announcements of changed caps. Each one costs
 /// about five packets (three probes of the changed TXT record, two
@@ -1146,7 +1146,7 @@ impl Shutdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlx_discover::caps::DeviceInfo;
+    use rlx_proto::caps::DeviceInfo;
 
     const GIB: u64 = 1 << 30;
 

@@ -6,12 +6,12 @@
 use crate::probe::{probe, ProbeOptions};
 use anyhow::Context;
 use clap::Parser;
-use rlx_discover::caps::{is_valid_id, limits, Device, NodeCaps};
+use rlx_proto::caps::{is_valid_id, limits, Device, NodeCaps};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The worker port coordinators assume when `[discover]` names none.
-pub const DEFAULT_PORT: u16 = 9100;
+pub use rlx_proto::service::DEFAULT_PORT;
 
 /// Runs on every machine of an RLX cluster: probes this box (cores, RAM,
 /// disk, every GPU and accelerator), announces it on the local network as

@@ -7,7 +7,7 @@
 //! rlx-agent --ckpt-dir /data/models/GLM-5.3-Flash --cluster lab
 //! ```
 //!
-//! The capabilities model and its JSON are [`rlx_discover::caps`]: one type
+//! The capabilities model and its JSON are [`rlx_proto::caps`]: one type
 //! on both ends of the wire.
 //!
 //! # Layout

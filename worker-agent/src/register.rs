@@ -52,11 +52,10 @@ use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::rdata::{A, AAAA, PTR, SRV, TXT};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
-use rlx_discover::caps::NodeCaps;
-use rlx_discover::sources::dns::{
-    self as dnssd, parse_domain, service_name, unix_now, DnsSdOptions, EXPIRES_KEY,
-};
-use rlx_discover::txt;
+use rlx_discover::sources::dns::{self as dnssd, DnsSdOptions};
+use rlx_proto::caps::NodeCaps;
+use rlx_proto::service::{parse_domain, service_name, unix_now, EXPIRES_KEY};
+use rlx_proto::txt;
 use std::fmt;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};

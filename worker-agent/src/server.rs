@@ -7,7 +7,7 @@
 //! {"rlx":"caps","v":1,"nonce":"00..01","caps":{"id":"5f0c...","cores":32,...}}
 //! ```
 //!
-//! The messages and the proof are [`rlx_discover::handshake`], the same code
+//! The messages and the proof are [`rlx_proto::handshake`], the same code
 //! the coordinator runs; so is the cluster filter (an agent started with
 //! `--cluster` refuses a hello that names another cluster). This module is only the network side, built so that
 //! no client can stall it:
@@ -23,9 +23,9 @@
 //! Shutdown is an argument ([`serve`] returns when the future completes), as
 //! in mini-redis: `main` passes the signal handler, tests pass a oneshot.
 
-use rlx_discover::caps::NodeCaps;
-use rlx_discover::handshake;
-use rlx_discover::keys::Key;
+use rlx_proto::caps::NodeCaps;
+use rlx_proto::handshake;
+use rlx_proto::keys::Key;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -36,7 +36,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
-pub use rlx_discover::handshake::MAX_HELLO_BYTES;
+pub use rlx_proto::handshake::MAX_HELLO_BYTES;
 
 /// Connections served at once.
 ///
@@ -212,9 +212,9 @@ async fn exchange(mut stream: TcpStream, caps: &NodeCaps, key: Option<&Key>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlx_discover::caps::DeviceInfo;
-    use rlx_discover::handshake::{query, HandshakeError, Nonce};
-    use rlx_discover::keys::KeyRing;
+    use rlx_proto::caps::DeviceInfo;
+    use rlx_proto::handshake::{query, HandshakeError, Nonce};
+    use rlx_proto::keys::KeyRing;
     use std::time::Instant;
     use tokio::sync::oneshot;
     use tokio::task::JoinHandle;

@@ -14,9 +14,9 @@
 mod support;
 
 use rlx_agent::announce::{AnnounceOptions, Announcer, Shutdown, SERVICE_TYPE};
-use rlx_discover::caps::{DeviceInfo, NodeCaps};
-use rlx_discover::lab::{Lab, LabOptions};
-use rlx_discover::txt;
+use rlx_lab::{Lab, LabOptions};
+use rlx_proto::caps::{DeviceInfo, NodeCaps};
+use rlx_proto::txt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! On failure each test prints the command, its exit status, stdout and
 //! stderr.
 
-use rlx_discover::caps::{is_valid_id, NodeCaps};
+use rlx_proto::caps::{is_valid_id, NodeCaps};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

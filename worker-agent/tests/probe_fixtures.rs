@@ -4,7 +4,7 @@
 use rlx_agent::probe::{
     probe, FixtureLibs, NvidiaGpu, NvidiaLib, ProbeOptions, VulkanGpu, VulkanKind, VulkanLib,
 };
-use rlx_discover::caps::{is_valid_id, Device, DeviceInfo, NodeCaps};
+use rlx_proto::caps::{is_valid_id, Device, DeviceInfo, NodeCaps};
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -29,7 +29,7 @@ use super::amd::AmdGpu;
 use super::nvidia::NvidiaGpu;
 use super::pci::{class_name, vendor, PciAddr, PciDevice};
 use super::vulkan::{VulkanGpu, VulkanKind};
-use rlx_discover::caps::DeviceInfo;
+use rlx_proto::caps::DeviceInfo;
 use std::collections::HashSet;
 
 /// What each source saw. Library results are `Err(reason)` when the library

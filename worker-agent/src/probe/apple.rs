@@ -7,7 +7,7 @@
 //! Intel Macs have Metal GPUs too, but `sysctl` cannot enumerate them; they
 //! are left out rather than guessed.
 
-use rlx_discover::caps::DeviceInfo;
+use rlx_proto::caps::DeviceInfo;
 
 /// Devices of an Apple machine, from its CPU brand string
 /// (`machdep.cpu.brand_string`, e.g. `Apple M2 Pro`) and `hw.optional.arm64`.

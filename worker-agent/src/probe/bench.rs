@@ -130,7 +130,7 @@ pub fn measure(threads: u32) -> f64 {
     });
     let total: f64 = rates.iter().sum();
     tracing::debug!(threads, gflops = total, "measured CPU GFLOP/s");
-    total.min(rlx_discover::caps::limits::MAX_GFLOPS)
+    total.min(rlx_proto::caps::limits::MAX_GFLOPS)
 }
 
 /// The `q` quantile (0..=1) of `v`, 0 for an empty slice.
@@ -170,7 +170,7 @@ pub fn cached_or_measure(state_dir: Option<&Path>, cpu: &str, cores: u32) -> f64
             });
         if let Some(c) = hit {
             tracing::debug!(path = %f.display(), gflops = c.gflops, "CPU GFLOP/s from cache");
-            return c.gflops.min(rlx_discover::caps::limits::MAX_GFLOPS);
+            return c.gflops.min(rlx_proto::caps::limits::MAX_GFLOPS);
         }
     }
     let gflops = measure(cores);

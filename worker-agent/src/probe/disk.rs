@@ -107,7 +107,7 @@ pub fn read_mbps(dir: &Path) -> f64 {
     }
     let mbps = total as f64 / 1e6 / secs;
     tracing::debug!(dir = %dir.display(), bytes = total, secs, mbps, "checkpoint read rate");
-    mbps.min(rlx_discover::caps::limits::MAX_IO_MBPS)
+    mbps.min(rlx_proto::caps::limits::MAX_IO_MBPS)
 }
 
 /// Regular files under `dir` (three levels deep, following file symlinks as

@@ -41,7 +41,7 @@ pub use nvidia::{NvidiaGpu, NvidiaLib, Nvml};
 pub use vulkan::{AshVulkan, VulkanGpu, VulkanKind, VulkanLib};
 
 use anyhow::{bail, Context};
-use rlx_discover::caps::{is_valid_id, limits, Device, DeviceInfo, NodeCaps};
+use rlx_proto::caps::{is_valid_id, limits, Device, DeviceInfo, NodeCaps};
 use root::Root;
 use std::fmt;
 use std::path::{Path, PathBuf};

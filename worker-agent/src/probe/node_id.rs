@@ -154,7 +154,7 @@ fn persisted_random(state_dir: Option<&Path>) -> String {
     let file = dir.join(STATE_FILE);
     if let Ok(text) = std::fs::read_to_string(&file) {
         let text = text.trim();
-        if rlx_discover::caps::is_valid_id(text) {
+        if rlx_proto::caps::is_valid_id(text) {
             return text.to_string();
         }
         tracing::warn!(path = %file.display(), "node-id file is not 16 lowercase hex characters; replacing it");
@@ -220,7 +220,7 @@ mod tests {
         );
         let root = Root::new(d.path());
         let a = node_id(&root, None);
-        assert!(rlx_discover::caps::is_valid_id(&a), "{a}");
+        assert!(rlx_proto::caps::is_valid_id(&a), "{a}");
         assert_eq!(a, node_id(&root, None));
         let inputs = Inputs::read(&root);
         assert_eq!(
@@ -275,7 +275,7 @@ mod tests {
         let dir = state.path().join("nested");
         let root = Root::new(fx.path());
         let a = node_id(&root, Some(&dir));
-        assert!(rlx_discover::caps::is_valid_id(&a));
+        assert!(rlx_proto::caps::is_valid_id(&a));
         assert_eq!(a, node_id(&root, Some(&dir)), "a restart must keep the id");
         let other = tempfile::tempdir().unwrap();
         assert_ne!(

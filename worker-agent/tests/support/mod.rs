@@ -1,5 +1,5 @@
 //! **Harness for the announce tests**: private networks from
-//! [`rlx_discover::lab`], the announcer run as a child process inside them,
+//! [`rlx_lab`], the announcer run as a child process inside them,
 //! python-zeroconf as the third-party browser, and deadline loops.
 //!
 //! Nothing here sends multicast from the test process itself: it lives in the
@@ -9,7 +9,7 @@
 // Each test uses a different subset of these helpers.
 #![allow(dead_code)]
 
-use rlx_discover::lab::{lab_support, Lab, LabMode, LabOptions, LabProcess};
+use rlx_lab::{lab_support, Lab, LabMode, LabOptions, LabProcess};
 use serde_json::Value;
 use std::ops::Deref;
 use std::path::PathBuf;

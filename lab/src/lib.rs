@@ -3,7 +3,7 @@
 //! packet or scan ever reaches the machine's real network.
 //!
 //! ```no_run
-//! use rlx_discover::lab::{Lab, LabOptions};
+//! use rlx_lab::{Lab, LabOptions};
 //! let lab = Lab::new(LabOptions { hosts: 3, ..Default::default() })?;
 //! let agent = lab.spawn(0, std::process::Command::new("rlx-agent"))?;
 //! let out = lab.command(1, "rlx-discover").args(["browse", "--json"]).output()?;
@@ -26,7 +26,7 @@
 //! - Each veth is created inside the namespaces (`ip -n H link add eth0 type
 //!   veth peer name pI netns SW`): nothing is ever added to the root
 //!   namespace. The host side is called `eth0`, as on a real machine, because
-//!   `veth*` names are skipped by the default interface rule ([`crate::iface`]).
+//!   `veth*` names are skipped by the default interface rule ([`rlx_net::iface`]).
 //! - Hosts get `10.X.(1 + i/250).(1 + i%250)/16`, X random per lab (labs are
 //!   isolated from each other anyway; distinct X keeps logs unambiguous), the
 //!   `224.0.0.0/4` route on `eth0`, `lo` up, and IPv6 disabled unless
@@ -35,7 +35,7 @@
 //!   on, the `224.0.0.0/4` route): many agents on one host.
 //!
 //! Every command run through the lab gets `RLX_NETNS_GUARD=1`
-//! ([`crate::netguard`]). Dropping the lab kills the processes it started and
+//! ([`rlx_net::netguard`]). Dropping the lab kills the processes it started and
 //! anything else still running in its namespaces (by PID, from `ip netns
 //! pids`), then deletes the namespaces. Set `RLX_LAB_KEEP=1` to keep them for
 //! inspection.
@@ -57,8 +57,8 @@
 //! TCP SYNs in one host so that `connect()` waits for its timeout, like a
 //! scan of addresses where nobody lives.
 
-use crate::netguard::GUARD_ENV;
 use ipnet::Ipv4Net;
+use rlx_net::netguard::GUARD_ENV;
 use std::ffi::OsStr;
 use std::fmt;
 use std::fs;

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""The house rules of issue 11, checked: no import cycles between modules,
+no source file outside tests/ over 800 lines.
+
+Usage: .ci/modgraph.py [--graph]   (exit 1 on a violation)
+
+A module is a source file (`foo.rs` or `foo/mod.rs`) of one crate. Module A
+depends on B when A's code (not its comments or doc links) names a path
+`crate::b...`, `super::b...`, `self::b` or, inside a crate's root, `b::...`
+of a module of the same crate. Unit tests (`#[cfg(test)] mod tests`) are left
+out: a test may reach anywhere. A parent's `mod child;` / `pub use child::X`
+is the one edge allowed the wrong way round: a child using its parent's
+items is then a cycle, which is what the rule is for.
+"""
+import os
+import re
+import sys
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_LINES = 800
+
+
+def crates():
+    """(name, src dir) of every crate of the workspace, the fuzz one too."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        dirnames[:] = [d for d in dirnames if d not in ("target", ".git", "tests", "node_modules")]
+        if "Cargo.toml" in filenames and os.path.isdir(os.path.join(dirpath, "src")):
+            out.append((os.path.relpath(dirpath, ROOT), os.path.join(dirpath, "src")))
+    return out
+
+
+def strip(text):
+    """Code without comments, string and char literals, and the unit-test module."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if text.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif text.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        elif c == "r" and re.match(r'r#*"', text[i:i + 260]) and not (i and (text[i - 1].isalnum() or text[i - 1] == "_") and text[i - 1] != "b"):
+            hashes = re.match(r'r(#*)"', text[i:]).group(1)
+            end = text.find('"' + hashes, i + len(hashes) + 2)
+            out.append('""')
+            i = n if end < 0 else end + 1 + len(hashes)
+        elif c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            out.append('""')
+            i += 1
+        elif c == "'" and re.match(r"'(\\.[^']*|[^'\\])'", text[i:i + 12]):
+            m = re.match(r"'(\\.[^']*|[^'\\])'", text[i:])
+            out.append("' '")
+            i += len(m.group(0))
+        else:
+            out.append(c)
+            i += 1
+    text = "".join(out)
+    m = re.search(r"#\[cfg\(test\)\]\s*(pub(\(crate\))?\s+)?mod\s+\w+\s*\{", text)
+    if m:
+        text = text[: m.start()]
+    return text
+
+
+def module_of(src, path):
+    rel = os.path.relpath(path, src)[:-3].split(os.sep)
+    if rel[-1] == "mod":
+        rel = rel[:-1]
+    if rel in (["lib"], ["main"]):
+        return ()
+    return tuple(rel)
+
+
+def expand_use(body):
+    """`a::{b, c::{d}}` -> [a::b, a::c::d]"""
+    body = body.strip()
+    m = re.match(r"^([\w:]*?)::\{(.*)\}$", body, flags=re.S)
+    if not m:
+        return [body]
+    prefix, inner = m.group(1), m.group(2)
+    parts, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    out = []
+    for p in parts:
+        p = p.strip()
+        if not p:
+            continue
+        for e in expand_use(p):
+            out.append(prefix + "::" + e if e != "self" else prefix)
+    return out
+
+
+def resolve(mods, here, segs):
+    """The module a path names, longest known prefix, or None."""
+    if not segs:
+        return None
+    if segs[0] == "crate":
+        base, rest = (), segs[1:]
+    elif segs[0] == "super":
+        base, rest = here, segs
+        while rest and rest[0] == "super":
+            base, rest = base[:-1], rest[1:]
+    elif segs[0] == "self":
+        base, rest = here, segs[1:]
+    else:
+        base, rest = here, segs  # a child module named directly
+    best = None
+    for i in range(len(rest) + 1):
+        cand = base + tuple(rest[:i])
+        if cand in mods:
+            best = cand
+    if best is None or best == base and segs[0] not in ("crate", "super", "self"):
+        return None
+    return best
+
+
+def main():
+    show = "--graph" in sys.argv
+    bad = []
+    tracked = set(
+        subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                       cwd=ROOT, capture_output=True, text=True).stdout.split()
+    )
+    for crate, src in crates():
+        files = {}
+        for dirpath, _, filenames in os.walk(src):
+            for f in filenames:
+                if f.endswith(".rs"):
+                    p = os.path.join(dirpath, f)
+                    files[module_of(src, p)] = p
+        mods = set(files)
+        edges = {m: set() for m in mods}
+        for m, p in files.items():
+            raw = open(p, encoding="utf-8").read()
+            rel = os.path.relpath(p, ROOT)
+            n = raw.count("\n")
+            if n > MAX_LINES and rel in tracked:
+                bad.append(f"{rel}: {n} lines (the most is {MAX_LINES})")
+            code = strip(raw)
+            paths = []  # (path, structural): a `pub use` re-export is structure, not use
+            for u in re.finditer(r"(\bpub(?:\([\w:]+\))?\s+)?\buse\s+([^;]+);", code):
+                paths += [(e, bool(u.group(1))) for e in expand_use(u.group(2))]
+            rest = re.sub(r"\buse\s+[^;]+;", "", code)
+            paths += [(e, False) for e in re.findall(r"\b((?:crate|super|self)(?:::\w+)+)", rest)]
+            children = {t[-1] for t in mods if len(t) == len(m) + 1 and t[: len(m)] == m}
+            for c in children:
+                if re.search(r"(?<!::)(?<![\w])" + c + r"::\w", rest):
+                    paths.append((c, False))
+            for path, structural in paths:
+                segs = [s for s in re.split(r"::", path.strip()) if s]
+                segs = [s.split(" as ")[0].strip() for s in segs]
+                t = resolve(mods, m, segs)
+                if t is None or t == m:
+                    continue
+                # A parent declaring or re-exporting its child is structure; calling into it
+                # is a dependency (then the child must not use the parent back).
+                if structural and t[: len(m)] == m:
+                    continue
+                edges[m].add(t)
+        # Tarjan's strongly connected components.
+        index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
+
+        def visit(v):
+            index[v] = low[v] = counter[0]
+            counter[0] += 1
+            stack.append(v)
+            on.add(v)
+            for w in edges[v]:
+                if w not in index:
+                    visit(w)
+                    low[v] = min(low[v], low[w])
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                sccs.append(comp)
+
+        sys.setrecursionlimit(10000)
+        for v in sorted(mods):
+            if v not in index:
+                visit(v)
+        name = lambda m: "::".join(m) or "(root)"
+        for comp in sccs:
+            if len(comp) > 1:
+                bad.append(f"{crate}: import cycle: " + " <-> ".join(sorted(name(m) for m in comp)))
+        if show:
+            for m in sorted(mods):
+                print(f"{crate}: {name(m)} -> {', '.join(sorted(name(t) for t in edges[m]))}")
+    for b in bad:
+        print(b)
+    if bad:
+        print(f"modgraph: {len(bad)} violation(s) of the house rules (issue 11)")
+        return 1
+    print("modgraph: no import cycles, no source file over 800 lines")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+//! **rlx-proto** — the wire contracts that `rlx-agent` and `rlx-discover`
+//! share, each defined once: what one side encodes, the other decodes with
+//! the same code.
+//!
+//! ```
+//! use rlx_proto::service::{DEFAULT_PORT, MDNS_SERVICE_TYPE};
+//! assert_eq!((MDNS_SERVICE_TYPE, DEFAULT_PORT), ("_rlx._tcp.local.", 9100));
+//! ```
+//!
+//! # Layout
+//! - [`service`]: the DNS-SD service type, the default port, instance and
+//!   domain naming, and the DNS-SD lease key: the names both sides agree on.
+//! - [`caps`]: a node's capabilities and their JSON (`rlx-agent --probe`,
+//!   the handshake reply, the SSH probe).
+//! - [`txt`]: TXT schema v1, the capabilities as mDNS/DNS-SD TXT strings.
+//! - [`handshake`]: the hello/reply on the agent's port and its proof.
+//! - [`keys`]: cluster key files and the HMAC under them.
+//!
+//! `docs/protocol.md` is the prose version of these modules.
+
+pub mod caps;
+pub mod handshake;
+pub mod keys;
+pub mod service;
+pub mod txt;

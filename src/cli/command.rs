@@ -1,0 +1,50 @@
+//! **The command line's shape** — the clap definitions of `rlx-discover`
+//! and its subcommands; their doc comments are the `--help` text, and
+//! completions ([`super::completions`]) and man pages ([`super::man`]) are
+//! generated from them.
+//!
+//! Doc comments on the clap types are the `--help` text, where `[discover]`
+//! and `[[node]]` mean the TOML tables, not documentation links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
+use super::runtime::EXIT_CODES;
+use super::{browse, completions, demo, expand, keygen, man, scan, watch};
+use clap::{Parser, Subcommand};
+
+/// Find the machines of an RLX cluster and write their [[node]] list.
+#[derive(Debug, Parser)]
+#[command(name = "rlx-discover", version, about, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// Print less: errors only.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Print more (repeat for debug output); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Expand CONFIG's [discover] stanza into [[node]] entries and print the
+    /// result, or update CONFIG in place (--write); the report goes to stderr.
+    Expand(expand::ExpandArgs),
+    /// Browse the LAN once for rlx-agents and print a table (or --json).
+    Browse(browse::BrowseArgs),
+    /// Run the whole product on a private network of namespaces: simulated
+    /// machines with rlx-agent, discovered from an empty [discover].
+    Demo(demo::DemoArgs),
+    /// TCP-scan a CIDR block for listeners on the worker port.
+    Scan(scan::ScanArgs),
+    /// Watch the LAN: joined / updated / left events as agents come and go.
+    Watch(watch::WatchArgs),
+    /// Write a new cluster key (32 random bytes, hex, mode 0600).
+    Keygen(keygen::KeygenArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page, or write every page into a directory.
+    Man(man::ManArgs),
+}

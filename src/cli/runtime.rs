@@ -1,0 +1,43 @@
+//! **The process around a subcommand** — its exit codes, logging to
+//! stderr and the async runtime the subcommands share.
+
+use anyhow::{Context, Result};
+
+/// The exit codes, shown in `--help` and documented in the README.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success: every configured source answered and the output is complete
+  1  output printed, but something needs a look: a host failed or was refused,
+     discovery found no node at all, or a node appended earlier is no longer
+     found (see the report on stderr); with --write the file was still written
+  2  error: bad config or flags, a refused operation (e.g. --write when the
+     file changed during discovery), or an I/O failure";
+
+/// Starts logging to stderr: warnings by default, `-q` errors only, `-v`
+/// info, `-vv` debug; `RUST_LOG` wins when set.
+pub fn init_logging(quiet: bool, verbose: u8) {
+    let default = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}
+
+/// The async runtime the subcommands share. Two workers: discovery is I/O
+/// bound, and the machines it runs on are often small.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
