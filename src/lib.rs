@@ -52,4 +52,5 @@ pub mod report;
 pub mod select;
 pub mod sighting;
 pub mod sources;
+pub mod watch;
 pub mod writeback;

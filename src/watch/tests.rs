@@ -1,0 +1,443 @@
+//! The watch engine on synthetic sightings, a fake check and paused time:
+//! every interval is the real one, and the `at_ms` of each event is exact.
+
+use super::*;
+use crate::admit::{ATTEMPTS, MIN_ATTEMPT, STAGGER};
+use crate::sighting::{Evidence, Source};
+use rlx_proto::caps::{DeviceInfo, NodeCaps};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+impl Announcements for mpsc::UnboundedReceiver<Change> {
+    fn next(&mut self) -> impl Future<Output = Option<Change>> {
+        self.recv()
+    }
+}
+
+/// How a dead machine answers the check: at once (its host is up and resets
+/// the connection) or after the whole handshake round (its host is gone).
+#[derive(Debug, Clone, Copy)]
+enum Death {
+    Reset,
+    Vanished,
+}
+
+/// One full handshake round against a host that never answers: the last of
+/// [`ATTEMPTS`] attempts starts [`STAGGER`] apart and waits [`MIN_ATTEMPT`].
+fn whole_round() -> Duration {
+    STAGGER * (ATTEMPTS as u32 - 1) + MIN_ATTEMPT
+}
+
+/// What the fake machines answer: the dead ones fail, the others return
+/// their sighting with handshake evidence and, when set, fresh caps.
+#[derive(Default)]
+struct Machines {
+    dead: BTreeMap<String, Death>,
+    fresh: BTreeMap<String, NodeCaps>,
+}
+
+/// The admission stand-in: no network, answers from [`Machines`].
+#[derive(Clone, Default)]
+struct FakeCheck(Arc<Mutex<Machines>>);
+
+impl Check for FakeCheck {
+    async fn check(&self, d: Discovery) -> Discovery {
+        let (mut out, mut wait) = (Discovery::default(), Duration::ZERO);
+        {
+            let m = self.0.lock().unwrap();
+            for mut s in d.sightings {
+                match m.dead.get(&s.host) {
+                    Some(death) => {
+                        let (delay, reason) = match death {
+                            Death::Reset => (Duration::ZERO, "connection refused"),
+                            Death::Vanished => (whole_round(), "no answer within 1.5 s"),
+                        };
+                        wait = wait.max(delay);
+                        out.problems.push(Problem {
+                            source: s.source,
+                            host: s.host.clone(),
+                            reason: reason.into(),
+                        });
+                    }
+                    None => {
+                        if let Some(c) = m.fresh.get(&s.host) {
+                            s.caps = Some(c.clone());
+                        }
+                        s.evidence = Evidence::Handshake;
+                        out.sightings.push(s);
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(wait).await;
+        out
+    }
+}
+
+/// A zone listing whatever the test puts in it.
+#[derive(Clone, Default)]
+struct FakeZone(Arc<Mutex<Vec<Sighting>>>);
+
+impl Zone for FakeZone {
+    async fn browse(&mut self) -> Result<Discovery, String> {
+        Ok(Discovery {
+            sightings: self.0.lock().unwrap().clone(),
+            ..Default::default()
+        })
+    }
+}
+
+fn caps(host: &str, cores: u32, gpu_mem: u64) -> NodeCaps {
+    NodeCaps {
+        id: format!("{:0>16}", host.len()),
+        hostname: host.into(),
+        os: "linux".into(),
+        cores,
+        ram_total: 64 << 30,
+        ram_avail: 32 << 30,
+        devices: vec![DeviceInfo {
+            device: "cuda".into(),
+            name: "cuda".into(),
+            mem_bytes: gpu_mem,
+            unified: false,
+            gflops: 0.0,
+            available: true,
+        }],
+        ..Default::default()
+    }
+}
+
+/// An mDNS sighting of `host` at `ip`:9100 with TXT caps.
+fn seen(source: Source, host: &str, ip: &str, caps: NodeCaps) -> Sighting {
+    Sighting {
+        source,
+        host: host.into(),
+        addr: format!("{ip}:9100"),
+        ip: ip.parse().ok(),
+        port: 9100,
+        ssh: None,
+        caps: Some(caps),
+        evidence: Evidence::Txt,
+        heard_on: None,
+        found_ms: 0,
+    }
+}
+
+fn box1() -> Sighting {
+    seen(Source::Mdns, "box1", "10.0.0.1", caps("box1", 8, 24 << 30))
+}
+
+/// A watch running in its own task, fed by the test.
+struct Running {
+    lan: Option<mpsc::UnboundedSender<Change>>,
+    events: mpsc::UnboundedReceiver<Event>,
+    machines: FakeCheck,
+    zone: FakeZone,
+    stopper: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), WatchError>>,
+}
+
+impl Running {
+    /// Starts a watch of the fake LAN, and of the fake zone when `dns`.
+    fn start(dns: bool) -> Running {
+        let (lan, mut rx) = mpsc::unbounded_channel();
+        let (ev_tx, events) = mpsc::unbounded_channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let machines = FakeCheck::default();
+        let zone = FakeZone::default();
+        let mut w = Watch::new(machines.clone(), NodeDefaults::default(), Instant::now());
+        let mut z = dns.then(|| zone.clone());
+        let task = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            w.run(Some(&mut rx), z.as_mut(), shutdown, move |e| {
+                let _ = ev_tx.send(e);
+            })
+            .await
+        });
+        Running {
+            lan: Some(lan),
+            events,
+            machines,
+            zone,
+            stopper: Some(stop),
+            task,
+        }
+    }
+
+    fn announce(&self, sightings: Vec<Sighting>, problems: Vec<Problem>) {
+        let change = Change::Snapshot {
+            sightings,
+            problems,
+        };
+        self.lan.as_ref().unwrap().send(change).unwrap();
+    }
+
+    fn goodbye(&self, label: &str) {
+        let change = Change::Removed(label.into());
+        self.lan.as_ref().unwrap().send(change).unwrap();
+    }
+
+    fn kill(&self, host: &str, death: Death) {
+        self.machines
+            .0
+            .lock()
+            .unwrap()
+            .dead
+            .insert(host.into(), death);
+    }
+
+    /// The next event; paused time runs on to it.
+    async fn next(&mut self) -> Event {
+        tokio::time::timeout(Duration::from_secs(600), self.events.recv())
+            .await
+            .expect("an event within 10 minutes of watch time")
+            .expect("the watch is running")
+    }
+
+    /// Every event of the next `d` of watch time.
+    async fn during(&mut self, d: Duration) -> Vec<Event> {
+        let until = Instant::now() + d;
+        let mut got = Vec::new();
+        while let Ok(Some(e)) = tokio::time::timeout_at(until, self.events.recv()).await {
+            got.push(e);
+        }
+        got
+    }
+
+    async fn stop(mut self) -> Result<(), WatchError> {
+        let _ = self.stopper.take().unwrap().send(());
+        self.task.await.expect("the watch task")
+    }
+}
+
+fn what(e: &Event) -> (Kind, &str, u64, Option<&str>) {
+    (e.event, e.instance.as_str(), e.at_ms, e.reason.as_deref())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_announced_node_that_passes_the_check_is_reported_joined_with_its_node() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    let e = w.next().await;
+    assert_eq!(what(&e), (Kind::Joined, "box1", 0, None));
+    let node = e.node.expect("a joined event carries the node");
+    assert_eq!(node.addr, "10.0.0.1:9100");
+    assert_eq!((node.device.as_str(), node.cores), ("cuda", 8));
+    assert_eq!(node.evidence, Evidence::Handshake, "caps from the check");
+    // The same announcement again (every snapshot repeats it) is no event.
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.during(Duration::from_secs(10)).await, vec![]);
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_that_says_goodbye_is_reported_left_at_once() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    tokio::time::advance(Duration::from_millis(700)).await;
+    w.goodbye("box1");
+    let e = w.next().await;
+    assert_eq!(what(&e), (Kind::Left, "box1", 700, Some("goodbye")));
+    assert_eq!(e.node.unwrap().addr, "10.0.0.1:9100", "left names the node");
+    // A goodbye of a non-member (or a second one) is no event.
+    w.goodbye("box1");
+    assert_eq!(w.during(Duration::from_secs(5)).await, vec![]);
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_health_check_fails_is_reported_left() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    tokio::time::advance(Duration::from_millis(100)).await;
+    w.kill("box1", Death::Reset);
+    let e = w.next().await;
+    assert_eq!(
+        what(&e),
+        (
+            Kind::Left,
+            "box1",
+            HEALTH_INTERVAL.as_millis() as u64,
+            Some("health check failed: connection refused")
+        ),
+        "a crashed agent on a live host is found at the next health check"
+    );
+    assert_eq!(w.during(Duration::from_secs(10)).await, vec![], "left once");
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_host_vanished_is_reported_left_after_one_whole_handshake_round() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    w.kill("box1", Death::Vanished);
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Left);
+    assert_eq!(
+        e.at_ms, 4250,
+        "README's bound: the 2 s interval plus 4 attempts 250 ms apart, each up to 1.5 s"
+    );
+    assert_eq!(
+        e.reason.as_deref(),
+        Some("health check failed: no answer within 1.5 s")
+    );
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_announced_caps_change_materially_is_reported_updated() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    tokio::time::advance(Duration::from_millis(300)).await;
+    let mut more = box1();
+    more.caps = Some(caps("box1", 16, 24 << 30));
+    w.announce(vec![more], vec![]);
+    let e = w.next().await;
+    assert_eq!(
+        what(&e),
+        (Kind::Updated, "box1", 300, Some("cores 8 -> 16"))
+    );
+    assert_eq!(e.node.unwrap().cores, 16, "updated carries the new node");
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_handshake_caps_change_materially_is_reported_updated_at_the_health_check() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    let fresh = caps("box1", 8, 16 << 30);
+    w.machines
+        .0
+        .lock()
+        .unwrap()
+        .fresh
+        .insert("box1".into(), fresh);
+    let e = w.next().await;
+    let why = format!("memory {} -> {}", gib(24 << 30), gib(16 << 30));
+    assert_eq!(what(&e), (Kind::Updated, "box1", 2000, Some(why.as_str())));
+    assert_eq!(w.during(Duration::from_secs(10)).await, vec![], "once");
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fresher_copy_of_the_same_caps_is_not_an_update() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    let mut fresh = caps("box1", 8, 24 << 30);
+    fresh.ram_avail = 10 << 30;
+    fresh.disk_free = 1 << 40;
+    w.machines
+        .0
+        .lock()
+        .unwrap()
+        .fresh
+        .insert("box1".into(), fresh);
+    assert_eq!(w.during(Duration::from_secs(10)).await, vec![]);
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_is_reported_once_per_host_and_reason() {
+    let mut w = Running::start(false);
+    let bad = || Problem {
+        source: Source::Mdns,
+        host: "bad".into(),
+        reason: "TXT record: no caps".into(),
+    };
+    w.announce(vec![], vec![bad()]);
+    let e = w.next().await;
+    assert_eq!(
+        what(&e),
+        (Kind::Refused, "bad", 0, Some("TXT record: no caps"))
+    );
+    assert_eq!(e.node, None);
+    w.announce(vec![], vec![bad()]);
+    assert_eq!(w.during(Duration::from_secs(5)).await, vec![]);
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_registration_gone_from_the_zone_is_reported_left_at_the_next_poll() {
+    let mut w = Running::start(true);
+    let box3 = seen(Source::Dns, "box3", "10.0.1.3", caps("box3", 4, 8 << 30));
+    w.zone.0.lock().unwrap().push(box3);
+    // The zone is browsed at once; DNS members carry the suffix.
+    assert_eq!(what(&w.next().await), (Kind::Joined, "box3 (dns)", 0, None));
+    w.zone.0.lock().unwrap().clear();
+    let e = w.next().await;
+    assert_eq!(
+        what(&e),
+        (
+            Kind::Left,
+            "box3 (dns)",
+            DNS_POLL_INTERVAL.as_millis() as u64,
+            Some("DNS registration deleted or expired")
+        )
+    );
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_machine_listed_by_mdns_and_dns_is_one_member() {
+    let mut w = Running::start(true);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(what(&w.next().await), (Kind::Joined, "box1", 0, None));
+    let twin = seen(Source::Dns, "box1", "10.0.0.1", caps("box1", 8, 24 << 30));
+    w.zone.0.lock().unwrap().push(twin);
+    assert_eq!(
+        w.during(DNS_POLL_INTERVAL * 3).await,
+        vec![],
+        "the DNS registration of a LAN member is the same machine"
+    );
+    // Once mDNS loses it, the zone brings it back at its next poll.
+    w.goodbye("box1");
+    assert_eq!(w.next().await.event, Kind::Left);
+    let e = w.next().await;
+    assert_eq!((e.event, e.instance.as_str()), (Kind::Joined, "box1 (dns)"));
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_watch_fails_when_the_announcements_stop_for_good() {
+    let mut w = Running::start(false);
+    w.lan.take();
+    let r = (&mut w.task).await.expect("the watch task");
+    assert_eq!(r, Err(WatchError::BrowseStopped));
+    assert_eq!(
+        WatchError::BrowseStopped.to_string(),
+        "the mDNS daemon stopped; watch cannot go on"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_watch_ends_cleanly_on_shutdown() {
+    let mut w = Running::start(true);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    w.stop().await.expect("a shutdown is no error");
+}
+
+#[test]
+fn the_json_of_an_event_has_the_documented_fields_in_order() {
+    let e = Event {
+        event: Kind::Refused,
+        at_ms: 12,
+        instance: "bad".into(),
+        node: None,
+        reason: Some("why".into()),
+    };
+    assert_eq!(
+        serde_json::to_string(&e).unwrap(),
+        r#"{"event":"refused","at_ms":12,"instance":"bad","reason":"why"}"#
+    );
+    assert_eq!(format!("[{:<8}]", Kind::Left), "[left    ]", "pads");
+}
