@@ -22,10 +22,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-/// Most TCP connects in flight at once during a scan (`scan_concurrency`
-/// overrides it). A /16 at 4096 in flight costs 16 rounds of `timeout_ms`
-/// against silent hosts; the open-file soft limit is raised to fit.
-pub const DEFAULT_SCAN_CONCURRENCY: usize = 4096;
+/// The default of `[discover] scan_concurrency`, defined with the section;
+/// re-exported here for the `scan` command's flag.
+pub use crate::config::DEFAULT_SCAN_CONCURRENCY;
 
 /// File descriptors kept free for everything else the process does (the
 /// runtime, logs, the handshakes that follow).
