@@ -23,9 +23,9 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 300;
 /// then stops early; the window is for lossy networks, where the slowest
 /// answers wait on ARP retries (one second each) and the responders'
 /// one-multicast-answer-per-second limit: 3 s covers two of each.
-pub const DEFAULT_BROWSE_MS: u64 = 3000;
+pub(crate) const DEFAULT_BROWSE_MS: u64 = 3000;
 /// Default overall deadline for one SSH probe (connect, auth, run the probe).
-pub const DEFAULT_SSH_TIMEOUT_MS: u64 = 10_000;
+pub(crate) const DEFAULT_SSH_TIMEOUT_MS: u64 = 10_000;
 /// Most TCP connects in flight at once during a subnet scan
 /// (`scan_concurrency` overrides it). A /16 at 4096 in flight costs 16
 /// rounds of `timeout_ms` against silent hosts; the open-file soft limit is
@@ -153,7 +153,7 @@ impl DiscoverSection {
         let d = self;
         let at = |k: &str| KeyRef::at("discover", k);
         if !d.ssh_hosts.is_empty() && d.ckpt_dir.as_deref().unwrap_or("").is_empty() {
-            return Err((
+            return Err(Invalid(
                 at("ssh_hosts"),
                 "[discover] ssh_hosts needs `ckpt_dir`: the checkpoint path as it appears \
                  on those hosts (add ckpt_dir = \"/data/models/...\" to [discover])"
@@ -165,16 +165,19 @@ impl DiscoverSection {
             .iter()
             .find(|h| h.trim().is_empty() || h.starts_with('-'))
         {
-            return Err((
+            return Err(Invalid(
                 at("ssh_hosts"),
                 format!("[discover] ssh_hosts entry {h:?} is not a host name or ssh alias"),
             ));
         }
         if d.port == 0 {
-            return Err((at("port"), "[discover] port must be 1-65535".into()));
+            return Err(Invalid(
+                at("port"),
+                "[discover] port must be 1-65535".into(),
+            ));
         }
         if !(1..=60_000).contains(&d.timeout_ms) {
-            return Err((
+            return Err(Invalid(
                 at("timeout_ms"),
                 format!(
                     "[discover] timeout_ms = {} is out of range: use 1..=60000 (default {DEFAULT_TIMEOUT_MS})",
@@ -183,7 +186,7 @@ impl DiscoverSection {
             ));
         }
         if !(1..=600_000).contains(&d.browse_ms) {
-            return Err((
+            return Err(Invalid(
                 at("browse_ms"),
                 format!(
                     "[discover] browse_ms = {} is out of range: use 1..=600000 (default {DEFAULT_BROWSE_MS})",
@@ -192,7 +195,7 @@ impl DiscoverSection {
             ));
         }
         if !(1..=600_000).contains(&d.ssh_timeout_ms) {
-            return Err((
+            return Err(Invalid(
                 at("ssh_timeout_ms"),
                 format!(
                     "[discover] ssh_timeout_ms = {} is out of range: use 1..=600000 (default {DEFAULT_SSH_TIMEOUT_MS})",
@@ -201,17 +204,20 @@ impl DiscoverSection {
             ));
         }
         if !(1..=65_536).contains(&d.scan_concurrency) {
-            return Err((
+            return Err(Invalid(
                 at("scan_concurrency"),
                 "[discover] scan_concurrency must be 1..=65536".into(),
             ));
         }
         if d.remote_bin.trim().is_empty() {
-            return Err((at("remote_bin"), "[discover] remote_bin is empty".into()));
+            return Err(Invalid(
+                at("remote_bin"),
+                "[discover] remote_bin is empty".into(),
+            ));
         }
         if let Some(c) = &d.cluster {
             if c.is_empty() || c.len() > 63 || c.chars().any(char::is_control) {
-                return Err((
+                return Err(Invalid(
                     at("cluster"),
                     "[discover] cluster must be 1-63 printable characters".into(),
                 ));
@@ -221,7 +227,7 @@ impl DiscoverSection {
             dns.check()?;
         }
         if d.interfaces.iter().any(|i| i.trim().is_empty()) {
-            return Err((
+            return Err(Invalid(
                 at("interfaces"),
                 "[discover] interfaces has an empty name".into(),
             ));
@@ -235,10 +241,10 @@ impl DnsSdSection {
     fn check(&self) -> Result<(), Invalid> {
         let at = || KeyRef::at("discover", "dns_sd");
         if let Err(why) = rlx_proto::service::parse_domain(&self.domain) {
-            return Err((at(), format!("[discover] dns_sd.domain: {why}")));
+            return Err(Invalid(at(), format!("[discover] dns_sd.domain: {why}")));
         }
         if let Some(Err(why)) = self.server.as_deref().map(check_server) {
-            return Err((at(), format!("[discover] dns_sd.server: {why}")));
+            return Err(Invalid(at(), format!("[discover] dns_sd.server: {why}")));
         }
         Ok(())
     }

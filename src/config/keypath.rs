@@ -26,8 +26,10 @@ impl KeyRef {
     }
 }
 
-/// A failed check: the key to point at, and what is wrong there.
-pub(crate) type Invalid = (Vec<KeyRef>, String);
+/// A failed check: the key to point at, and what is wrong there (the
+/// message the user sees, after `path:line: `).
+#[derive(Debug, Clone)]
+pub(crate) struct Invalid(pub(crate) Vec<KeyRef>, pub(crate) String);
 
 /// Byte offset of the key at `path` in `text`, for line numbers. Falls back
 /// to the nearest enclosing table when the key itself is absent.

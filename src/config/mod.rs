@@ -29,14 +29,12 @@ mod keypath;
 mod node;
 mod values;
 
-pub use discover::{
-    DiscoverSection, DnsSdSection, DEFAULT_BROWSE_MS, DEFAULT_SCAN_CONCURRENCY,
-    DEFAULT_SSH_TIMEOUT_MS, DEFAULT_TIMEOUT_MS,
-};
+pub(crate) use discover::DEFAULT_BROWSE_MS;
+pub use discover::{DiscoverSection, DnsSdSection, DEFAULT_SCAN_CONCURRENCY, DEFAULT_TIMEOUT_MS};
 pub use node::{KvCache, NodeConfig, Role};
 /// Default worker port, as in the seed.
 pub use rlx_proto::service::DEFAULT_PORT;
-pub use values::{DeviceList, DeviceSpec, Precision, Subnet, MAX_SUBNET_PREFIX};
+pub use values::{DeviceList, DeviceSpec, Precision, Subnet};
 
 use keypath::{span_of, Invalid};
 use serde::Deserialize;
@@ -135,7 +133,7 @@ impl ClusterConfig {
             nodes: raw.node,
         };
         cfg.check()
-            .map_err(|(key_path, message)| err_at(span_of(text, &key_path), message))?;
+            .map_err(|Invalid(key_path, message)| err_at(span_of(text, &key_path), message))?;
         Ok(cfg)
     }
 

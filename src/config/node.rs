@@ -114,10 +114,13 @@ pub(crate) fn check_nodes(nodes: &[NodeConfig]) -> Result<(), Invalid> {
     for (i, n) in nodes.iter().enumerate() {
         let at = |k: &str| KeyRef::node(i, k);
         if let Err(why) = NodeAddr::parse(&n.addr) {
-            return Err((at("addr"), format!("[[node]] #{}: addr {why}", i + 1)));
+            return Err(Invalid(
+                at("addr"),
+                format!("[[node]] #{}: addr {why}", i + 1),
+            ));
         }
         if let Some(j) = seen.insert(n.addr.clone(), i) {
-            return Err((
+            return Err(Invalid(
                 at("addr"),
                 format!(
                     "[[node]] #{} has the same addr {:?} as [[node]] #{}: each node needs its own address",
@@ -132,7 +135,7 @@ pub(crate) fn check_nodes(nodes: &[NodeConfig]) -> Result<(), Invalid> {
     for (i, n) in nodes.iter().enumerate() {
         if let Some(target) = &n.standby_for {
             if target == &n.addr || !nodes.iter().any(|m| &m.addr == target) {
-                return Err((
+                return Err(Invalid(
                     KeyRef::node(i, "standby_for"),
                     format!(
                         "[[node]] #{}: standby_for = {target:?} does not name another [[node]] addr",
@@ -153,7 +156,7 @@ impl NodeConfig {
         let at = |k: &str| KeyRef::node(i, k);
         if let Some([a, b]) = n.layers {
             if a >= b {
-                return Err((
+                return Err(Invalid(
                     at("layers"),
                     format!(
                         "[[node]] #{}: layers = [{a}, {b}] is empty; write [first, last_exclusive]",
@@ -164,7 +167,7 @@ impl NodeConfig {
         }
         if let Some(g) = n.max_ram_gb {
             if !g.is_finite() || g <= 0.0 {
-                return Err((
+                return Err(Invalid(
                     at("max_ram_gb"),
                     format!(
                         "[[node]] #{}: max_ram_gb must be a positive number of GB",
@@ -174,14 +177,14 @@ impl NodeConfig {
             }
         }
         match (n.role, &n.standby_for) {
-            (Role::Standby, None) => Err((
+            (Role::Standby, None) => Err(Invalid(
                 at("role"),
                 format!(
                     "[[node]] #{}: role = \"standby\" needs standby_for = \"<addr of the node it replaces>\"",
                     i + 1
                 ),
             )),
-            (Role::Worker, Some(_)) => Err((
+            (Role::Worker, Some(_)) => Err(Invalid(
                 at("standby_for"),
                 format!("[[node]] #{}: standby_for is only meaningful with role = \"standby\"", i + 1),
             )),

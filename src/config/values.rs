@@ -10,7 +10,7 @@ use std::str::FromStr;
 /// The largest subnet accepted: a /16 (65,534 hosts). With the concurrent
 /// scan a /16 costs about 16 timeouts; anything larger is a typo for a
 /// smaller network and would take minutes of SYNs across someone's LAN.
-pub const MAX_SUBNET_PREFIX: u8 = 16;
+pub(crate) const MAX_SUBNET_PREFIX: u8 = 16;
 
 /// One or more devices a node runs on: `"cuda"`, `"cuda:0,cuda:1"`, `"cpu"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,6 +14,7 @@
 //! learns that something listens; what it is (an agent with caps, or
 //! something else) is settled by the handshake afterwards.
 
+use crate::addr::NodeAddr;
 use crate::config::Subnet;
 use crate::progress::Progress;
 use crate::sighting::{Attempt, Discovery, Evidence, Sighting, Source};
@@ -138,7 +139,7 @@ pub async fn discover(
         d.sightings.push(Sighting {
             source: Source::Subnet,
             host: sa.ip().to_string(),
-            addr: sa.to_string(),
+            addr: NodeAddr::from(*sa).to_string(),
             ip: Some(sa.ip()),
             port,
             ssh: None,
