@@ -150,9 +150,8 @@ impl DiscoverSection {
     /// The checks `[discover]` passes at load time; the first failure
     /// names its key.
     pub(crate) fn check(&self) -> Result<(), Invalid> {
-        let d = self;
         let at = |k: &str| KeyRef::at("discover", k);
-        if !d.ssh_hosts.is_empty() && d.ckpt_dir.as_deref().unwrap_or("").is_empty() {
+        if !self.ssh_hosts.is_empty() && self.ckpt_dir.as_deref().unwrap_or("").is_empty() {
             return Err(Invalid(
                 at("ssh_hosts"),
                 "[discover] ssh_hosts needs `ckpt_dir`: the checkpoint path as it appears \
@@ -160,7 +159,7 @@ impl DiscoverSection {
                     .into(),
             ));
         }
-        if let Some(h) = d
+        if let Some(h) = self
             .ssh_hosts
             .iter()
             .find(|h| h.trim().is_empty() || h.starts_with('-'))
@@ -170,52 +169,52 @@ impl DiscoverSection {
                 format!("[discover] ssh_hosts entry {h:?} is not a host name or ssh alias"),
             ));
         }
-        if d.port == 0 {
+        if self.port == 0 {
             return Err(Invalid(
                 at("port"),
                 "[discover] port must be 1-65535".into(),
             ));
         }
-        if !(1..=60_000).contains(&d.timeout_ms) {
+        if !(1..=60_000).contains(&self.timeout_ms) {
             return Err(Invalid(
                 at("timeout_ms"),
                 format!(
                     "[discover] timeout_ms = {} is out of range: use 1..=60000 (default {DEFAULT_TIMEOUT_MS})",
-                    d.timeout_ms
+                    self.timeout_ms
                 ),
             ));
         }
-        if !(1..=600_000).contains(&d.browse_ms) {
+        if !(1..=600_000).contains(&self.browse_ms) {
             return Err(Invalid(
                 at("browse_ms"),
                 format!(
                     "[discover] browse_ms = {} is out of range: use 1..=600000 (default {DEFAULT_BROWSE_MS})",
-                    d.browse_ms
+                    self.browse_ms
                 ),
             ));
         }
-        if !(1..=600_000).contains(&d.ssh_timeout_ms) {
+        if !(1..=600_000).contains(&self.ssh_timeout_ms) {
             return Err(Invalid(
                 at("ssh_timeout_ms"),
                 format!(
                     "[discover] ssh_timeout_ms = {} is out of range: use 1..=600000 (default {DEFAULT_SSH_TIMEOUT_MS})",
-                    d.ssh_timeout_ms
+                    self.ssh_timeout_ms
                 ),
             ));
         }
-        if !(1..=65_536).contains(&d.scan_concurrency) {
+        if !(1..=65_536).contains(&self.scan_concurrency) {
             return Err(Invalid(
                 at("scan_concurrency"),
                 "[discover] scan_concurrency must be 1..=65536".into(),
             ));
         }
-        if d.remote_bin.trim().is_empty() {
+        if self.remote_bin.trim().is_empty() {
             return Err(Invalid(
                 at("remote_bin"),
                 "[discover] remote_bin is empty".into(),
             ));
         }
-        if let Some(c) = &d.cluster {
+        if let Some(c) = &self.cluster {
             if c.is_empty() || c.len() > 63 || c.chars().any(char::is_control) {
                 return Err(Invalid(
                     at("cluster"),
@@ -223,10 +222,10 @@ impl DiscoverSection {
                 ));
             }
         }
-        if let Some(dns) = &d.dns_sd {
+        if let Some(dns) = &self.dns_sd {
             dns.check()?;
         }
-        if d.interfaces.iter().any(|i| i.trim().is_empty()) {
+        if self.interfaces.iter().any(|i| i.trim().is_empty()) {
             return Err(Invalid(
                 at("interfaces"),
                 "[discover] interfaces has an empty name".into(),

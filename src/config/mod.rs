@@ -17,12 +17,12 @@
 //! or a silently ignored key: unknown keys in `[discover]` and `[[node]]` are
 //! errors that name the key, and every error carries the file and line. Other
 //! top-level tables belong to the RLX runtime and are left alone.
-
 //!
 //! One file per section, each type beside the checks it passes at load
-//! time: [`discover`] (`[discover]` and its `dns_sd`), [`node`]
-//! (`[[node]]`), the value types they share in [`values`], and key paths
-//! for line numbers in `keypath`.
+//! time: `discover.rs` (`[discover]` and its `dns_sd`), `node.rs`
+//! (`[[node]]`), the value types they share in `values.rs`, and key paths
+//! for line numbers in `keypath.rs`. This file loads the whole and turns a
+//! failed check into an error with its file, line and snippet.
 
 mod discover;
 mod keypath;

@@ -152,9 +152,8 @@ impl NodeConfig {
     /// The checks of one node's own keys (`i` is its place in the list,
     /// from 0), after its `addr`.
     fn check(&self, i: usize) -> Result<(), Invalid> {
-        let n = self;
         let at = |k: &str| KeyRef::node(i, k);
-        if let Some([a, b]) = n.layers {
+        if let Some([a, b]) = self.layers {
             if a >= b {
                 return Err(Invalid(
                     at("layers"),
@@ -165,7 +164,7 @@ impl NodeConfig {
                 ));
             }
         }
-        if let Some(g) = n.max_ram_gb {
+        if let Some(g) = self.max_ram_gb {
             if !g.is_finite() || g <= 0.0 {
                 return Err(Invalid(
                     at("max_ram_gb"),
@@ -176,7 +175,7 @@ impl NodeConfig {
                 ));
             }
         }
-        match (n.role, &n.standby_for) {
+        match (self.role, &self.standby_for) {
             (Role::Standby, None) => Err(Invalid(
                 at("role"),
                 format!(
