@@ -36,7 +36,7 @@ use tokio::task::JoinHandle;
 /// 32 MiB in the worst case (measured: 256 let a flood of bogus announcements
 /// push the coordinator to 160 MiB) while a rack of real agents, answering
 /// in milliseconds, still clears in one or two rounds.
-pub const DEFAULT_HANDSHAKE_CONCURRENCY: usize = 64;
+pub(crate) const DEFAULT_HANDSHAKE_CONCURRENCY: usize = 64;
 
 /// Handshake attempts per node, started [`STAGGER`] apart while earlier
 /// ones are still waiting. A lost SYN costs Linux a whole second before it

@@ -41,6 +41,7 @@
 pub use rlx_net as net;
 pub use rlx_proto as proto;
 
+pub mod addr;
 pub mod admit;
 pub mod config;
 pub mod discover;

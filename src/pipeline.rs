@@ -12,13 +12,14 @@
 //! ssh alias, same IP and port, or the host name it reports) is dropped rather
 //! than added twice. So you can pin one machine and let the rest be found.
 
+use crate::addr::NodeAddr;
 use crate::config::{DiscoverSection, NodeConfig};
 use crate::report::{AddedNode, Clash, Duplicate, Report, SkippedDevice};
 use crate::select::best_device;
 use crate::sighting::{Discovery, Sighting, Source};
 use rlx_proto::caps::NodeCaps;
 use std::collections::BTreeSet;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 /// The settings of `[discover]` that shape discovered nodes.
 #[derive(Debug, Clone, Default)]
@@ -214,18 +215,12 @@ fn coalesce(sightings: Vec<Sighting>) -> (Vec<Machine>, Vec<Clash>) {
     (groups.into_iter().map(|(_, m)| m).collect(), clashes)
 }
 
-/// Host part of an `addr` (`host:port`, `[v6]:port`).
-fn addr_host(addr: &str) -> &str {
-    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-    host.trim_start_matches('[').trim_end_matches(']')
-}
-
-fn addr_port(addr: &str) -> Option<u16> {
-    addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok())
-}
-
 /// How a hand-written node matches a discovered machine, if it does.
 fn hand_match(hand: &NodeConfig, m: &Machine) -> Option<&'static str> {
+    // Leniently: a node built through the library API need not have passed
+    // the config check.
+    let (hand_host, hand_port) = NodeAddr::split(&hand.addr);
+    let hand_ip = hand_host.parse::<IpAddr>().ok();
     for s in &m.sightings {
         if hand.addr == s.addr {
             return Some("addr");
@@ -235,16 +230,14 @@ fn hand_match(hand: &NodeConfig, m: &Machine) -> Option<&'static str> {
                 return Some("ssh alias");
             }
         }
-        let hand_ip = addr_host(&hand.addr).parse::<IpAddr>().ok();
-        if hand_ip.is_some() && hand_ip == s.ip && addr_port(&hand.addr) == Some(s.port) {
+        if hand_ip.is_some() && hand_ip == s.ip && hand_port == Some(s.port) {
             return Some("IP and port");
         }
         if let Some(c) = &s.caps {
-            let h = addr_host(&hand.addr);
-            let h = h.strip_suffix(".local").unwrap_or(h);
+            let h = hand_host.strip_suffix(".local").unwrap_or(hand_host);
             if !c.hostname.is_empty()
                 && h.eq_ignore_ascii_case(&c.hostname)
-                && addr_port(&hand.addr) == Some(s.port)
+                && hand_port == Some(s.port)
             {
                 return Some("host name");
             }
@@ -390,9 +383,11 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
     }
 }
 
-/// Formats `ip:port` as a node address (`[v6]:port` for IPv6).
+/// Formats `ip:port` as a node address (`[v6]:port` for IPv6): kept for
+/// the mdns and dns sources, which are to call
+/// `NodeAddr::new(ip, port).to_string()` directly.
 pub fn format_addr(ip: IpAddr, port: u16) -> String {
-    SocketAddr::new(ip, port).to_string()
+    NodeAddr::new(ip, port).to_string()
 }
 
 #[cfg(test)]
@@ -422,14 +417,14 @@ mod tests {
     }
 
     fn seen(source: Source, addr: &str, caps: Option<NodeCaps>, ms: u64) -> Sighting {
-        let ip = addr_host(addr).parse().ok();
+        let (host, port) = NodeAddr::split(addr);
         Sighting {
             source,
-            host: addr_host(addr).into(),
+            host: host.into(),
             addr: addr.into(),
-            ip,
-            port: addr_port(addr).unwrap(),
-            ssh: (source == Source::Ssh).then(|| addr_host(addr).to_string()),
+            ip: host.parse().ok(),
+            port: port.unwrap(),
+            ssh: (source == Source::Ssh).then(|| host.to_string()),
             evidence: match (source, &caps) {
                 (_, None) => Evidence::TcpOnly,
                 (Source::Ssh, _) => Evidence::Ssh,

@@ -19,6 +19,7 @@
 //! the flags. Pruning is also skipped when discovery saw no machine at all,
 //! because then the likeliest cause is the network, not the cluster.
 
+use crate::addr::NodeAddr;
 use crate::config::{ClusterConfig, NodeConfig};
 use crate::pipeline::Expansion;
 use crate::render::{cut_ranges, file_nodes, render_expanded, RenderError};
@@ -138,16 +139,10 @@ impl Plan {
     }
 }
 
-/// Host part of an `addr` (`host:port`, `[v6]:port`).
-fn addr_host(addr: &str) -> &str {
-    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-    host.trim_start_matches('[').trim_end_matches(']')
-}
-
 /// Sort key for node addresses: names alphabetically, then IPs numerically
 /// (10.0.0.9 before 10.0.0.10).
 fn addr_order(addr: &str) -> (Option<std::net::IpAddr>, String) {
-    (addr_host(addr).parse().ok(), addr.to_string())
+    (NodeAddr::split(addr).0.parse().ok(), addr.to_string())
 }
 
 /// Works out the new text of `cfg`'s file from the discovery result:
@@ -171,7 +166,7 @@ pub fn plan(
                 .report
                 .failed
                 .iter()
-                .find(|p| Some(&p.host) == n.ssh.as_ref() || p.host == addr_host(&n.addr))
+                .find(|p| Some(&p.host) == n.ssh.as_ref() || p.host == NodeAddr::split(&n.addr).0)
                 .map(|p| format!("{} ({})", p.reason, p.source));
             let origin = if n.is_discovered() {
                 Origin::Discovered

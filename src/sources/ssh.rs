@@ -26,7 +26,7 @@ use tokio::process::Command;
 /// Most ssh processes running at once. Each is a few MB and a connection;
 /// 64 covers a rack in one round while staying far below sshd's default
 /// `MaxStartups` on any one host (each host gets one connection anyway).
-pub const DEFAULT_SSH_CONCURRENCY: usize = 64;
+pub(crate) const DEFAULT_SSH_CONCURRENCY: usize = 64;
 
 /// Longest ssh `ConnectTimeout`: the TCP connect to a live sshd on a LAN
 /// takes milliseconds, so waiting longer only delays the "unreachable"

@@ -14,6 +14,7 @@
 //! learns that something listens; what it is (an agent with caps, or
 //! something else) is settled by the handshake afterwards.
 
+use crate::addr::NodeAddr;
 use crate::config::Subnet;
 use crate::progress::Progress;
 use crate::sighting::{Attempt, Discovery, Evidence, Sighting, Source};
@@ -22,10 +23,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-/// Most TCP connects in flight at once during a scan (`scan_concurrency`
-/// overrides it). A /16 at 4096 in flight costs 16 rounds of `timeout_ms`
-/// against silent hosts; the open-file soft limit is raised to fit.
-pub const DEFAULT_SCAN_CONCURRENCY: usize = 4096;
+/// The default of `[discover] scan_concurrency`, defined with the section;
+/// re-exported here for the `scan` command's flag.
+pub use crate::config::DEFAULT_SCAN_CONCURRENCY;
 
 /// File descriptors kept free for everything else the process does (the
 /// runtime, logs, the handshakes that follow).
@@ -139,7 +139,7 @@ pub async fn discover(
         d.sightings.push(Sighting {
             source: Source::Subnet,
             host: sa.ip().to_string(),
-            addr: sa.to_string(),
+            addr: NodeAddr::from(*sa).to_string(),
             ip: Some(sa.ip()),
             port,
             ssh: None,

@@ -1,0 +1,250 @@
+//! **`[discover]`** — which sources run and how, with the defaults an empty
+//! stanza means, and the checks the section passes at load time.
+//!
+//! ```toml
+//! [discover]                 # empty: browse the LAN for rlx-agents over mDNS
+//! ssh_hosts = ["node-a"]     # optional: ~/.ssh/config aliases to probe
+//! subnet    = "10.0.0.0/24"  # optional: TCP-scan for running workers
+//! ckpt_dir  = "/data/models/GLM-5.3-Flash"
+//! dns_sd    = { domain = "rlx.example.org" }  # optional: unicast DNS-SD
+//! ```
+
+use super::keypath::{Invalid, KeyRef};
+use super::values::{DeviceList, Precision, Subnet};
+use crate::sources::dns::check_server;
+use rlx_proto::service::DEFAULT_PORT;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Default per-host TCP connect timeout for scans and handshakes.
+pub const DEFAULT_TIMEOUT_MS: u64 = 300;
+/// Default time a one-shot mDNS browse listens at most. Agents already
+/// running answer within tens of milliseconds on a quiet LAN, and the browse
+/// then stops early; the window is for lossy networks, where the slowest
+/// answers wait on ARP retries (one second each) and the responders'
+/// one-multicast-answer-per-second limit: 3 s covers two of each.
+pub(crate) const DEFAULT_BROWSE_MS: u64 = 3000;
+/// Default overall deadline for one SSH probe (connect, auth, run the probe).
+pub(crate) const DEFAULT_SSH_TIMEOUT_MS: u64 = 10_000;
+/// Most TCP connects in flight at once during a subnet scan
+/// (`scan_concurrency` overrides it). A /16 at 4096 in flight costs 16
+/// rounds of `timeout_ms` against silent hosts; the open-file soft limit is
+/// raised to fit ([`crate::sources::subnet`]).
+pub const DEFAULT_SCAN_CONCURRENCY: usize = 4096;
+
+/// The `[discover]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverSection {
+    /// SSH aliases/hosts to probe (real hardware info, trusted by SSH).
+    #[serde(default)]
+    pub ssh_hosts: Vec<String>,
+    /// CIDR to TCP-scan for already-running workers.
+    #[serde(default)]
+    pub subnet: Option<Subnet>,
+    /// Worker port (SSH-found nodes and the scan).
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// Checkpoint directory, as it appears on the discovered hosts.
+    #[serde(default)]
+    pub ckpt_dir: Option<String>,
+    /// Force a device instead of picking the best each host reports.
+    #[serde(default)]
+    pub device: Option<DeviceList>,
+    /// Precision for discovered nodes.
+    #[serde(default)]
+    pub precision: Option<Precision>,
+    /// Per-host TCP connect (and handshake) timeout, milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Browse mDNS. Defaults to true: an empty `[discover]` means "find
+    /// everything on the LAN".
+    #[serde(default = "yes")]
+    pub mdns: bool,
+    /// How long a one-shot browse listens, milliseconds.
+    #[serde(default = "default_browse_ms")]
+    pub browse_ms: u64,
+    /// Admit only agents announcing this cluster name (a filter, not security).
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Shared-secret key file; agents must prove it in the handshake.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// What ssh runs on the remote host.
+    #[serde(default = "default_remote_bin")]
+    pub remote_bin: String,
+    /// Overall deadline for one SSH probe, milliseconds.
+    #[serde(default = "default_ssh_timeout_ms")]
+    pub ssh_timeout_ms: u64,
+    /// An ssh_config file passed to ssh with `-F` (default: the user's own).
+    #[serde(default)]
+    pub ssh_config: Option<PathBuf>,
+    /// Prefer curve25519 key exchange for the probes
+    /// ([`crate::sources::ssh::FAST_KEX`]: saves about 90 ms of CPU per
+    /// host); `false` leaves ssh's own choice.
+    #[serde(default = "default_true")]
+    pub ssh_fast_kex: bool,
+    /// Network interfaces mDNS uses (default: every up, multicast-capable,
+    /// non-virtual one).
+    #[serde(default)]
+    pub interfaces: Vec<String>,
+    /// Most TCP connects in flight during a subnet scan.
+    #[serde(default = "default_scan_concurrency")]
+    pub scan_concurrency: usize,
+    /// Browse `_rlx._tcp.<domain>` on a unicast DNS server too (nodes
+    /// beyond the LAN; [`crate::sources::dns`]).
+    #[serde(default)]
+    pub dns_sd: Option<DnsSdSection>,
+}
+
+/// `dns_sd = { domain = "rlx.example.org", server = "10.0.0.53:53" }`: where
+/// agents register (`rlx-agent --register dns://SERVER/ZONE`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsSdSection {
+    /// The domain holding `_rlx._tcp` (the agents' `--register` zone).
+    pub domain: String,
+    /// `HOST`, `HOST:PORT` or `[IPv6]:PORT`; default: the first
+    /// `nameserver` of `/etc/resolv.conf`.
+    #[serde(default)]
+    pub server: Option<String>,
+    /// Ask for the whole zone first (one query, when the server allows this
+    /// host to transfer it), falling back to per-instance queries.
+    #[serde(default)]
+    pub zone_transfer: bool,
+}
+
+fn default_port() -> u16 {
+    DEFAULT_PORT
+}
+fn default_timeout_ms() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+fn default_browse_ms() -> u64 {
+    DEFAULT_BROWSE_MS
+}
+fn default_ssh_timeout_ms() -> u64 {
+    DEFAULT_SSH_TIMEOUT_MS
+}
+fn default_true() -> bool {
+    true
+}
+fn default_remote_bin() -> String {
+    "rlx-agent".into()
+}
+fn default_scan_concurrency() -> usize {
+    DEFAULT_SCAN_CONCURRENCY
+}
+fn yes() -> bool {
+    true
+}
+
+impl Default for DiscoverSection {
+    fn default() -> Self {
+        // An empty table deserializes to exactly the defaults above.
+        toml::from_str("").expect("defaults")
+    }
+}
+
+impl DiscoverSection {
+    /// The checks `[discover]` passes at load time; the first failure
+    /// names its key.
+    pub(crate) fn check(&self) -> Result<(), Invalid> {
+        let at = |k: &str| KeyRef::at("discover", k);
+        if !self.ssh_hosts.is_empty() && self.ckpt_dir.as_deref().unwrap_or("").is_empty() {
+            return Err(Invalid(
+                at("ssh_hosts"),
+                "[discover] ssh_hosts needs `ckpt_dir`: the checkpoint path as it appears \
+                 on those hosts (add ckpt_dir = \"/data/models/...\" to [discover])"
+                    .into(),
+            ));
+        }
+        if let Some(h) = self
+            .ssh_hosts
+            .iter()
+            .find(|h| h.trim().is_empty() || h.starts_with('-'))
+        {
+            return Err(Invalid(
+                at("ssh_hosts"),
+                format!("[discover] ssh_hosts entry {h:?} is not a host name or ssh alias"),
+            ));
+        }
+        if self.port == 0 {
+            return Err(Invalid(
+                at("port"),
+                "[discover] port must be 1-65535".into(),
+            ));
+        }
+        if !(1..=60_000).contains(&self.timeout_ms) {
+            return Err(Invalid(
+                at("timeout_ms"),
+                format!(
+                    "[discover] timeout_ms = {} is out of range: use 1..=60000 (default {DEFAULT_TIMEOUT_MS})",
+                    self.timeout_ms
+                ),
+            ));
+        }
+        if !(1..=600_000).contains(&self.browse_ms) {
+            return Err(Invalid(
+                at("browse_ms"),
+                format!(
+                    "[discover] browse_ms = {} is out of range: use 1..=600000 (default {DEFAULT_BROWSE_MS})",
+                    self.browse_ms
+                ),
+            ));
+        }
+        if !(1..=600_000).contains(&self.ssh_timeout_ms) {
+            return Err(Invalid(
+                at("ssh_timeout_ms"),
+                format!(
+                    "[discover] ssh_timeout_ms = {} is out of range: use 1..=600000 (default {DEFAULT_SSH_TIMEOUT_MS})",
+                    self.ssh_timeout_ms
+                ),
+            ));
+        }
+        if !(1..=65_536).contains(&self.scan_concurrency) {
+            return Err(Invalid(
+                at("scan_concurrency"),
+                "[discover] scan_concurrency must be 1..=65536".into(),
+            ));
+        }
+        if self.remote_bin.trim().is_empty() {
+            return Err(Invalid(
+                at("remote_bin"),
+                "[discover] remote_bin is empty".into(),
+            ));
+        }
+        if let Some(c) = &self.cluster {
+            if c.is_empty() || c.len() > 63 || c.chars().any(char::is_control) {
+                return Err(Invalid(
+                    at("cluster"),
+                    "[discover] cluster must be 1-63 printable characters".into(),
+                ));
+            }
+        }
+        if let Some(dns) = &self.dns_sd {
+            dns.check()?;
+        }
+        if self.interfaces.iter().any(|i| i.trim().is_empty()) {
+            return Err(Invalid(
+                at("interfaces"),
+                "[discover] interfaces has an empty name".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl DnsSdSection {
+    /// The checks `dns_sd = { ... }` passes; errors point at `dns_sd`.
+    fn check(&self) -> Result<(), Invalid> {
+        let at = || KeyRef::at("discover", "dns_sd");
+        if let Err(why) = rlx_proto::service::parse_domain(&self.domain) {
+            return Err(Invalid(at(), format!("[discover] dns_sd.domain: {why}")));
+        }
+        if let Some(Err(why)) = self.server.as_deref().map(check_server) {
+            return Err(Invalid(at(), format!("[discover] dns_sd.server: {why}")));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,183 @@
+//! **The cluster file** — `cluster.toml`'s `[discover]` stanza and its
+//! `[[node]]` list, loaded with errors that point at the line to fix.
+//!
+//! ```toml
+//! [discover]                 # empty: browse the LAN for rlx-agents over mDNS
+//! ssh_hosts = ["node-a"]     # optional: ~/.ssh/config aliases to probe
+//! subnet    = "10.0.0.0/24"  # optional: TCP-scan for running workers
+//! ckpt_dir  = "/data/models/GLM-5.3-Flash"
+//!
+//! [[node]]                   # hand-written nodes are kept as they are
+//! addr     = "10.0.0.9:9100"
+//! ckpt_dir = "/data/models/GLM-5.3-Flash"
+//! device   = "cuda"
+//! ```
+//!
+//! The file belongs to the user, so a mistake in it must never become a panic
+//! or a silently ignored key: unknown keys in `[discover]` and `[[node]]` are
+//! errors that name the key, and every error carries the file and line. Other
+//! top-level tables belong to the RLX runtime and are left alone.
+//!
+//! One file per section, each type beside the checks it passes at load
+//! time: `discover.rs` (`[discover]` and its `dns_sd`), `node.rs`
+//! (`[[node]]`), the value types they share in `values.rs`, and key paths
+//! for line numbers in `keypath.rs`. This file loads the whole and turns a
+//! failed check into an error with its file, line and snippet.
+
+mod discover;
+mod keypath;
+mod node;
+mod values;
+
+pub(crate) use discover::DEFAULT_BROWSE_MS;
+pub use discover::{DiscoverSection, DnsSdSection, DEFAULT_SCAN_CONCURRENCY, DEFAULT_TIMEOUT_MS};
+pub use node::{KvCache, NodeConfig, Role};
+/// Default worker port, as in the seed.
+pub use rlx_proto::service::DEFAULT_PORT;
+pub use values::{DeviceList, DeviceSpec, Precision, Subnet};
+
+use keypath::{span_of, Invalid};
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The parts of `cluster.toml` this tool reads.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+struct RawFile {
+    #[serde(default)]
+    discover: Option<DiscoverSection>,
+    #[serde(default)]
+    node: Vec<NodeConfig>,
+}
+
+/// A loaded cluster file.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Where it was read from (for messages and write-back).
+    pub path: PathBuf,
+    /// The file's text as read.
+    pub text: String,
+    /// The `[discover]` stanza, if present.
+    pub discover: Option<DiscoverSection>,
+    /// The hand-written nodes, in file order.
+    pub nodes: Vec<NodeConfig>,
+}
+
+/// A problem in a config file: where it is and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong and how to fix it.
+    pub message: String,
+    /// The offending source line, for display.
+    pub snippet: Option<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{l}: {}", self.path.display(), self.message)?,
+            None => write!(f, "{}: {}", self.path.display(), self.message)?,
+        }
+        if let (Some(l), Some(s)) = (self.line, &self.snippet) {
+            write!(f, "\n  {l:>4} | {s}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+fn line_text(text: &str, line: usize) -> Option<String> {
+    text.lines().nth(line - 1).map(|s| s.trim_end().to_string())
+}
+
+impl ClusterConfig {
+    /// Reads and validates a cluster file.
+    pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            path: path.to_path_buf(),
+            line: None,
+            message: format!("cannot read the cluster file: {e}"),
+            snippet: None,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses and validates cluster-file text; `path` is used in messages.
+    pub fn parse(path: &Path, text: &str) -> Result<ClusterConfig, ConfigError> {
+        let err_at = |offset: Option<usize>, message: String| {
+            let line = offset.map(|o| line_of(text, o));
+            ConfigError {
+                path: path.to_path_buf(),
+                line,
+                snippet: line.and_then(|l| line_text(text, l)),
+                message,
+            }
+        };
+        let raw: RawFile = toml::from_str(text).map_err(|e| {
+            let start = e.span().map(|s| s.start);
+            err_at(start, describe_toml_error(text, &e))
+        })?;
+        let cfg = ClusterConfig {
+            path: path.to_path_buf(),
+            text: text.to_string(),
+            discover: raw.discover,
+            nodes: raw.node,
+        };
+        cfg.check()
+            .map_err(|Invalid(key_path, message)| err_at(span_of(text, &key_path), message))?;
+        Ok(cfg)
+    }
+
+    /// Checks that need more than one key, section by section; returns the
+    /// key path to point at.
+    fn check(&self) -> Result<(), Invalid> {
+        if let Some(d) = &self.discover {
+            d.check()?;
+        }
+        node::check_nodes(&self.nodes)
+    }
+}
+
+/// Turns a toml/serde error into a message that names the key and says what
+/// to do, keeping toml's own description of the problem.
+fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim().to_string();
+    if msg.starts_with("unknown field") {
+        // "unknown field `devcie`, expected one of `addr`, ..."
+        return format!("{msg}: remove the key or fix its spelling");
+    }
+    let Some(span) = e.span() else { return msg };
+    let start = span.start.min(text.len());
+    // The key is whatever precedes `=` on the line where the bad value starts.
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let before = &text[line_start..start];
+    match before.split_once('=') {
+        Some((key, _)) if !key.trim().is_empty() => {
+            let key = key.trim();
+            let hint = if msg.contains("expected u16")
+                || msg.contains("expected u64")
+                || msg.contains("expected u32")
+            {
+                " (write a whole number without quotes)"
+            } else if msg.contains("expected a boolean") {
+                " (write true or false)"
+            } else {
+                ""
+            };
+            format!("`{key}`: {msg}{hint}")
+        }
+        _ => msg,
+    }
+}
+
+#[cfg(test)]
+mod tests;
