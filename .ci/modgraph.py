@@ -8,9 +8,10 @@ A module is a source file (`foo.rs` or `foo/mod.rs`) of one crate. Module A
 depends on B when A's code (not its comments or doc links) names a path
 `crate::b...`, `super::b...`, `self::b` or, inside a crate's root, `b::...`
 of a module of the same crate. Unit tests (`#[cfg(test)] mod tests`) are left
-out: a test may reach anywhere. A parent's `mod child;` / `pub use child::X`
-is the one edge allowed the wrong way round: a child using its parent's
-items is then a cycle, which is what the rule is for.
+out: a test may reach anywhere. The crate root's `mod x;` / `pub use x::Y`
+are structure, not dependencies; any other parent depends on its children,
+so a child using its parent's items is a cycle, which is what the rule is
+for (shared items go into a sibling module).
 """
 import os
 import re
@@ -173,9 +174,10 @@ def main():
                 t = resolve(mods, m, segs)
                 if t is None or t == m:
                     continue
-                # A parent declaring or re-exporting its child is structure; calling into it
-                # is a dependency (then the child must not use the parent back).
-                if structural and t[: len(m)] == m:
+                # The crate root declaring or re-exporting a module is structure. Any other
+                # parent depends on its children (it declares them, and what it re-exports it
+                # usually uses), so a child must not use its parent's items back.
+                if structural and m == () and t[: len(m)] == m:
                     continue
                 edges[m].add(t)
         # Tarjan's strongly connected components.
