@@ -61,6 +61,8 @@
 //! - `topology`: [`Lab`] itself: building the switch, the hosts and the
 //!   router, running commands in them, tearing it all down.
 //! - `process`: [`LabProcess`], a tracked process and its output.
+//! - `proc`: [`Proc`], a [`LabProcess`] for tests: dumps its output when a
+//!   test fails, panics when a wait times out.
 //! - `impair`: loss and silenced TCP on a host's link ([`Lab::set_loss`]).
 //! - `privilege`: whether and how this machine can build a lab
 //!   ([`lab_support`], [`unshare_command`]).
@@ -72,6 +74,7 @@ mod cmd;
 mod error;
 mod impair;
 mod privilege;
+mod proc;
 mod process;
 #[cfg(test)]
 mod tests;
@@ -79,6 +82,7 @@ mod topology;
 
 pub use error::{LabError, Result};
 pub use privilege::{in_user_namespace, lab_support, unshare_command, LabMode};
+pub use proc::Proc;
 pub use process::LabProcess;
 pub use topology::{sweep_stale, Host, Lab, LabOptions, RoutedOptions};
 
