@@ -9,6 +9,7 @@
 //!
 //! # Layout
 //!
+//! - [`ctx`]: the binaries measured and the state the scenarios share.
 //! - [`results`]: samples, medians with unfinished runs, summaries.
 //! - [`machine`]: the machine description (nproc, lscpu, uname, free).
 //! - [`proc`]: timed runs with CPU and peak RSS, `/proc` readings, sockets
@@ -24,6 +25,7 @@
 //! suite creates, and the labs are torn down (processes killed by PID,
 //! namespaces deleted) when each scenario ends, even on error.
 
+mod ctx;
 mod machine;
 mod peers;
 mod plot;
@@ -38,7 +40,8 @@ mod sc_trust;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use results::{Results, Sample};
+use ctx::{Bins, Ctx, Features};
+use results::Results;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -108,116 +111,6 @@ struct ReportArgs {
     /// Directory for the PNG plots.
     #[arg(long, default_value = "bench/plots")]
     plots: PathBuf,
-}
-
-/// The binaries measured.
-#[derive(Debug, Clone)]
-pub struct Bins {
-    /// `rlx-discover`.
-    pub discover: PathBuf,
-    /// `rlx-agent`.
-    pub agent: PathBuf,
-}
-
-/// What the binaries under test can do yet (run mode and browse are being
-/// finished in parallel with this suite).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Features {
-    /// `rlx-discover browse --json` exists.
-    pub browse: bool,
-    /// `rlx-discover browse` accepts `--browse-ms`.
-    pub browse_ms_flag: bool,
-    /// `rlx-agent` run mode announces and answers the handshake.
-    pub agent_run: bool,
-}
-
-/// State shared by the scenarios of one run.
-pub struct Ctx {
-    /// Quick mode.
-    pub quick: bool,
-    /// Repetitions per case.
-    pub reps: u32,
-    /// The binaries.
-    pub bins: Bins,
-    /// What they can do.
-    pub features: Features,
-    /// Scratch space (caps files, configs, keys), removed at the end.
-    pub work: tempfile::TempDir,
-    /// The embedded scripts.
-    pub scripts: peers::Scripts,
-    /// Every sample so far.
-    pub samples: Vec<Sample>,
-    /// Exact command per tool.
-    pub commands: BTreeMap<String, String>,
-    /// Notes for the report.
-    pub notes: Vec<String>,
-    /// Figures not measured, with the reason.
-    pub not_measured: Vec<(String, String)>,
-    /// mDNS scenario sizes (empty: the mode's default).
-    pub mdns_n: Vec<usize>,
-    /// mDNS scenario loss levels (empty: the mode's default).
-    pub mdns_loss: Vec<u8>,
-}
-
-impl Ctx {
-    /// Records one sample, stamping the current load average.
-    #[allow(clippy::too_many_arguments)]
-    pub fn record(
-        &mut self,
-        scenario: &str,
-        case: &str,
-        tool: &str,
-        metric: &str,
-        rep: u32,
-        value: Option<f64>,
-        found: Option<u64>,
-        expected: Option<u64>,
-        note: impl Into<String>,
-    ) {
-        let s = Sample {
-            scenario: scenario.into(),
-            case: case.into(),
-            tool: tool.into(),
-            metric: metric.into(),
-            rep,
-            value,
-            found,
-            expected,
-            computed: false,
-            load1: machine::load1(),
-            note: note.into(),
-        };
-        eprintln!(
-            "  {scenario} | {case} | {tool} | {metric} #{rep}: {}{}{}",
-            s.value
-                .map_or("unfinished".to_string(), |v| format!("{v:.1}")),
-            match (found, expected) {
-                (Some(f), Some(e)) => format!(" ({f}/{e})"),
-                (Some(f), None) => format!(" (found {f})"),
-                _ => String::new(),
-            },
-            if s.note.is_empty() {
-                String::new()
-            } else {
-                format!(" [{}]", s.note)
-            }
-        );
-        self.samples.push(s);
-    }
-
-    /// Records the exact command a tool runs (once per tool).
-    pub fn command(&mut self, tool: &str, cmd: impl Into<String>) {
-        self.commands
-            .entry(tool.into())
-            .or_insert_with(|| cmd.into());
-    }
-
-    /// Notes something not measured and why.
-    pub fn not_measured(&mut self, what: &str, why: impl Into<String>) {
-        let why = why.into();
-        eprintln!("  not measured: {what}: {why}");
-        self.not_measured.push((what.into(), why));
-    }
 }
 
 fn detect_features(bins: &Bins, work: &Path) -> Features {

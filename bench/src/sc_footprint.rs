@@ -4,9 +4,9 @@
 //! its own two-host lab, measured over the same window; and the wall time of
 //! `rlx-agent --probe` with and without the GFLOP/s measurement.
 
+use crate::ctx::{Bins, Ctx};
 use crate::peers::{self, Avahi, Publisher, PORT};
 use crate::proc::{cpu_ns, iface_packets, rss_kb, run_timed};
-use crate::{Bins, Ctx};
 use anyhow::Result;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::path::Path;

@@ -12,9 +12,9 @@
 //! once-a-second multicast rate limit (RFC 6762 §6) that the previous one
 //! triggered. The tool order rotates every repetition.
 
+use crate::ctx::Ctx;
 use crate::peers::{self, Avahi, Publisher};
 use crate::proc::{run_streaming, run_timed, Timed};
-use crate::Ctx;
 use anyhow::Result;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::collections::BTreeSet;

@@ -5,9 +5,9 @@
 //! with nmap's `-T4` timing and with timing tuned for this case, plus the
 //! seed's serial loop (hosts x timeout, computed, not run).
 
+use crate::ctx::Ctx;
 use crate::peers::{PORT, PYTHON};
 use crate::proc::run_timed;
-use crate::Ctx;
 use anyhow::Result;
 use ipnet::Ipv4Net;
 use rlx_lab::{Lab, LabOptions};

@@ -4,9 +4,9 @@
 //! caps): `rlx-discover expand` with `[discover] ssh_hosts` against a serial
 //! loop of ssh calls, which is what the seed did.
 
+use crate::ctx::Ctx;
 use crate::peers::write_caps;
 use crate::proc::run_timed;
-use crate::Ctx;
 use anyhow::{ensure, Result};
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::path::Path;

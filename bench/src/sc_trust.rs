@@ -15,9 +15,9 @@
 //! - Fuzzing and property-test counts belong to the trust work (`fuzz/`);
 //!   they are not re-measured here.
 
+use crate::ctx::Ctx;
 use crate::peers::{self, Publisher, PORT, PYTHON};
 use crate::proc::run_timed;
-use crate::Ctx;
 use anyhow::{Context, Result};
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::collections::BTreeMap;

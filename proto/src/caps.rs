@@ -100,7 +100,7 @@ impl FromStr for Device {
 ///
 /// `device` stays a free string rather than a [`Device`]: a node running a
 /// newer rlx can name a device this coordinator has never heard of, and that
-/// must be reported (see [`crate::select`]), not lost in deserialization.
+/// must be reported (see `rlx_discover::select`), not lost in deserialization.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceInfo {
     /// Wire label: `cuda`, `rocm`, `vulkan`, `metal`, `ane`, `cpu`, or anything

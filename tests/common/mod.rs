@@ -22,8 +22,8 @@
 
 pub mod sshd;
 
-use rlx_lab::{lab_support, Lab, LabMode, LabOptions, LabProcess};
-use std::ops::Deref;
+pub use rlx_lab::Proc;
+use rlx_lab::{lab_support, Lab, LabMode, LabOptions};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -82,48 +82,9 @@ pub fn require_lab() -> Option<Labs> {
     None
 }
 
-/// A [`LabProcess`] that prints its command, stdout and stderr if the test
-/// fails while it is alive.
-pub struct Proc(pub LabProcess);
-
-impl Deref for Proc {
-    type Target = LabProcess;
-    fn deref(&self) -> &LabProcess {
-        &self.0
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("{}", self.0.dump());
-        }
-    }
-}
-
-impl Proc {
-    /// Wait for `needle` in its output, panicking with its output if it does
-    /// not come within `timeout` (or the process exits first).
-    pub fn expect_output(&self, needle: &str, timeout: Duration) {
-        if let Err(e) = self.0.wait_for_output(needle, timeout) {
-            panic!("{e}");
-        }
-    }
-
-    /// Wait up to `timeout` for it to exit, panicking if it does not.
-    pub fn expect_exit(&self, timeout: Duration) -> std::process::ExitStatus {
-        self.0
-            .wait_timeout(timeout)
-            .unwrap_or_else(|| panic!("{} still running after {timeout:?}", self.0.label()))
-    }
-}
-
 /// Start `cmd` in host `i` of `lab` (see [`Lab::spawn`]), panicking on failure.
 pub fn spawn(lab: &Lab, i: usize, cmd: Command) -> Proc {
-    Proc(
-        lab.spawn(i, cmd)
-            .unwrap_or_else(|e| panic!("cannot start a process in host {i}: {e}")),
-    )
+    Proc::spawn(lab, i, cmd)
 }
 
 /// Run `cmd` to completion; panics with its command line, status, stdout and

@@ -9,9 +9,9 @@
 // Each test uses a different subset of these helpers.
 #![allow(dead_code)]
 
-use rlx_lab::{lab_support, Lab, LabMode, LabOptions, LabProcess};
+pub use rlx_lab::Proc;
+use rlx_lab::{lab_support, Lab, LabMode, LabOptions};
 use serde_json::Value;
-use std::ops::Deref;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -70,42 +70,6 @@ pub fn monotonic() -> f64 {
     // SAFETY: `ts` is a valid timespec and CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
-}
-
-/// A lab process that prints its command line, stdout and stderr when the
-/// test fails while it is alive.
-pub struct Proc(pub LabProcess);
-
-impl Deref for Proc {
-    type Target = LabProcess;
-    fn deref(&self) -> &LabProcess {
-        &self.0
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("{}", self.0.dump());
-        }
-    }
-}
-
-impl Proc {
-    /// Start `cmd` in host `i`, panicking with the reason on failure.
-    pub fn spawn(lab: &Lab, i: usize, cmd: Command) -> Proc {
-        Proc(
-            lab.spawn(i, cmd)
-                .unwrap_or_else(|e| panic!("cannot start a process in host {i}: {e}")),
-        )
-    }
-
-    /// Wait for `needle` in its output or panic with the output.
-    pub fn expect_output(&self, needle: &str, timeout: Duration) {
-        if let Err(e) = self.0.wait_for_output(needle, timeout) {
-            panic!("{e}");
-        }
-    }
 }
 
 /// One event printed by `zc_browse.py`.

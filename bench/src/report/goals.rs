@@ -1,106 +1,19 @@
-//! **BENCHMARKS.md** — the machine, every goal of issues 2-5 marked met /
-//! not met / not yet measured with the measured ratio, one table per
-//! scenario (median, min-max, completeness, ratio to ours), the plots, the
-//! exact commands, and what was not measured and why.
+//! **The goals of issues 2-5**, each judged met / not met / not yet measured
+//! against the summaries, with the measured ratio and, when missed, why.
 
+use super::cells::{find, fmt_ms, found_cell, median_cell, range_cell, ratio};
 use crate::results::{Results, Summary};
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-
-fn find<'a>(
-    s: &'a [Summary],
-    scenario: &str,
-    case: &str,
-    tool: &str,
-    metric: &str,
-) -> Option<&'a Summary> {
-    s.iter()
-        .find(|x| x.scenario == scenario && x.case == case && x.tool == tool && x.metric == metric)
-}
-
-fn fmt_ms(v: f64) -> String {
-    if v >= 10_000.0 {
-        format!("{:.1} s", v / 1000.0)
-    } else if v >= 1000.0 {
-        format!("{:.2} s", v / 1000.0)
-    } else if v >= 10.0 {
-        format!("{v:.0} ms")
-    } else {
-        format!("{v:.1} ms")
-    }
-}
-
-fn fmt_value(metric: &str, v: f64) -> String {
-    match metric {
-        m if m.ends_with("_ms") => fmt_ms(v),
-        m if m.ends_with("_kb") => format!("{:.1} MB", v / 1024.0),
-        m if m.ends_with("_pct") => format!("{v:.3}%"),
-        _ => {
-            if v.fract() == 0.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v:.1}")
-            }
-        }
-    }
-}
-
-fn median_cell(x: &Summary) -> String {
-    match x.median {
-        Some(m) => fmt_value(&x.metric, m),
-        None if x.runs == 0 => "-".into(),
-        None => format!(
-            "unfinished ({} of {} runs)",
-            x.runs - x.complete_runs,
-            x.runs
-        ),
-    }
-}
-
-fn range_cell(x: &Summary) -> String {
-    match (x.min, x.max) {
-        (Some(a), Some(b)) if x.runs > 1 => {
-            format!("{} - {}", fmt_value(&x.metric, a), fmt_value(&x.metric, b))
-        }
-        _ => "".into(),
-    }
-}
-
-fn found_cell(x: &Summary) -> String {
-    match (x.expected, x.found_median, x.found_min) {
-        (Some(e), Some(m), Some(lo)) if x.runs > 1 => format!("{m:.0}/{e} (min {lo})"),
-        (Some(e), Some(m), _) => format!("{m:.0}/{e}"),
-        _ => String::new(),
-    }
-}
-
-/// `peer / ours` (`3.2x`, `0.47x`), when both medians exist.
-fn ratio(ours: Option<f64>, peer: Option<f64>) -> String {
-    match (ours, peer) {
-        (Some(o), Some(p)) if o > 0.0 => {
-            let r = p / o;
-            if r >= 100.0 {
-                format!("{r:.0}x")
-            } else if r >= 10.0 {
-                format!("{r:.1}x")
-            } else {
-                format!("{r:.2}x")
-            }
-        }
-        _ => String::new(),
-    }
-}
 
 /// Status of one goal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
+pub(super) enum Status {
     Met,
     NotMet,
     NotMeasured,
 }
 
 impl Status {
-    fn text(self) -> &'static str {
+    pub(super) fn text(self) -> &'static str {
         match self {
             Status::Met => "**met**",
             Status::NotMet => "**not met**",
@@ -109,13 +22,13 @@ impl Status {
     }
 }
 
-struct Goal {
-    issue: u8,
-    what: &'static str,
-    status: Status,
-    measured: String,
-    versus: String,
-    comment: String,
+pub(super) struct Goal {
+    pub(super) issue: u8,
+    pub(super) what: &'static str,
+    pub(super) status: Status,
+    pub(super) measured: String,
+    pub(super) versus: String,
+    pub(super) comment: String,
 }
 
 fn goal(issue: u8, what: &'static str) -> Goal {
@@ -235,7 +148,7 @@ fn mdns_misses(r: &Results, case: &str, tool: &str) -> String {
     )
 }
 
-fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
+pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
     let mut out = Vec::new();
     let nm = |what: &str| -> Option<String> {
         r.not_measured
@@ -653,277 +566,4 @@ fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         }
     }
     out
-}
-
-fn rel(from_md: &Path, target: &Path) -> String {
-    let base = from_md.parent().unwrap_or(Path::new(""));
-    target
-        .strip_prefix(base)
-        .unwrap_or(target)
-        .display()
-        .to_string()
-}
-
-/// One cell of the mDNS pivot tables: median (min - max), complete runs;
-/// or what an unfinished case found.
-fn pivot_cell(x: Option<&Summary>) -> String {
-    let Some(x) = x else { return "-".into() };
-    match x.median {
-        Some(m) => {
-            let range = match (x.min, x.max) {
-                (Some(a), Some(b)) if x.runs > 1 => format!(" ({} - {})", fmt_ms(a), fmt_ms(b)),
-                _ => String::new(),
-            };
-            format!("{}{range}, {}/{} runs", fmt_ms(m), x.complete_runs, x.runs)
-        }
-        None => format!(
-            "**unfinished**: {}/{} runs complete, found {}",
-            x.complete_runs,
-            x.runs,
-            found_cell(x)
-        ),
-    }
-}
-
-/// The mDNS scenario as two pivot tables (time until all N resolved, then
-/// process wall time): one row per case, one column per tool, ratios to
-/// ours. Per-run detail is in the results JSON/CSV.
-fn mdns_tables(o: &mut String, s: &[Summary]) {
-    const TOOLS: [&str; 5] = [
-        "rlx-discover browse",
-        "rlx-discover expand (empty [discover])",
-        "python-zeroconf",
-        "avahi-browse -rp",
-        "avahi-browse -rpt (exits by itself)",
-    ];
-    let mut cases: Vec<(usize, u8)> = s
-        .iter()
-        .filter(|x| x.scenario == "mdns")
-        .filter_map(|x| crate::plot::parse_mdns_case(&x.case))
-        .collect();
-    cases.sort();
-    cases.dedup();
-    for (metric, title) in [
-        (
-            "complete_ms",
-            "Time until all N were resolved (median (min - max), runs that found all N):",
-        ),
-        (
-            "wall_ms",
-            "Process wall time, start to exit (ours listens until its early-stop point or its \
-             window; avahi-browse -rp is stopped as soon as all N are resolved):",
-        ),
-    ] {
-        let _ = writeln!(o, "{title}\n");
-        let _ = writeln!(
-            o,
-            "| N | loss | {} | python / ours | avahi -rp / ours | max load |",
-            TOOLS.join(" | ")
-        );
-        let _ = writeln!(o, "|---|---|{}---|---|---|", "---|".repeat(TOOLS.len()));
-        for (n, loss) in &cases {
-            let case = crate::sc_mdns::case_name(*n, *loss);
-            let get = |t: &str| find(s, "mdns", &case, t, metric);
-            let cells: Vec<String> = TOOLS.iter().map(|t| pivot_cell(get(t))).collect();
-            let ours = get(TOOLS[0]).and_then(|x| x.median);
-            let load = TOOLS
-                .iter()
-                .filter_map(|t| get(t))
-                .map(|x| x.load1_max)
-                .fold(0.0, f64::max);
-            let _ = writeln!(
-                o,
-                "| {n} | {loss}% | {} | {} | {} | {load:.1} |",
-                cells.join(" | "),
-                ratio(ours, get(TOOLS[2]).and_then(|x| x.median)),
-                ratio(ours, get(TOOLS[3]).and_then(|x| x.median)),
-            );
-        }
-        let _ = writeln!(o);
-    }
-}
-
-/// The whole report.
-pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBuf]) -> String {
-    let s = r.summaries();
-    let mut o = String::new();
-    let _ = writeln!(o, "# Benchmarks\n");
-    let _ = writeln!(
-        o,
-        "rlx-discover and rlx-agent measured beside the tools people would use instead, on the \
-         same private network (network namespaces built by `src/lab.rs`), in the same run. \
-         Generated by `bench/run.sh{}` on {} ({:.0} s); raw samples in `{}` (and `.csv`). \
-         Re-render with `rlx-bench report --results {}`.\n",
-        if r.mode == "quick" { " --quick" } else { "" },
-        r.started,
-        r.duration_s,
-        rel(md_path, results_path),
-        results_path.display()
-    );
-    if r.mode == "quick" {
-        let _ = writeln!(o, "> **Quick mode**: small sizes, one repetition. These figures prove the suite works; they are not the ones to quote.\n");
-    }
-    for n in r.notes.iter().filter(|n| n.starts_with("merge:")) {
-        let _ = writeln!(o, "> Re-run: {}\n", n.trim_start_matches("merge: "));
-    }
-    let nproc: f64 = r.machine.nproc.parse().unwrap_or(1.0);
-    let busy = s.iter().map(|x| x.load1_max).fold(0.0, f64::max);
-    let _ = writeln!(o, "## Machine\n");
-    let _ = writeln!(o, "- `nproc`: {}", r.machine.nproc);
-    for l in &r.machine.lscpu {
-        let _ = writeln!(o, "- {l}");
-    }
-    let _ = writeln!(o, "- `uname -srvm`: {}", r.machine.uname);
-    let _ = writeln!(o, "- `free -m`: {}", r.machine.memory);
-    let _ = writeln!(
-        o,
-        "- load average at start: {}; at end: {}",
-        r.machine.load_at_start, r.machine.load_at_end
-    );
-    for (k, v) in &r.machine.versions {
-        let _ = writeln!(o, "- {k}: {v}");
-    }
-    if busy > nproc * 0.75 {
-        let _ = writeln!(
-            o,
-            "\n> **Busy machine**: the 1-minute load average reached {busy:.1} on {nproc:.0} cores during \
-             this run (other work was competing for the CPU). Absolute times are inflated; ratios \
-             measured pair by pair, alternating tools, are the figures to read. Each table gives \
-             the highest load seen per row.\n"
-        );
-    }
-
-    let _ = writeln!(o, "\n## Goals (issues 2, 3, 4, 5)\n");
-    let _ = writeln!(
-        o,
-        "| issue | goal | status | measured (median) | beside | note |"
-    );
-    let _ = writeln!(o, "|---|---|---|---|---|---|");
-    for g in goals(&s, r) {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} |",
-            g.issue,
-            g.what,
-            g.status.text(),
-            g.measured.replace('|', "/"),
-            g.versus.replace('|', "/"),
-            g.comment.replace('|', "/")
-        );
-    }
-    let _ = writeln!(
-        o,
-        "\nRatios are peer / ours (above 1: ours is faster or smaller) unless the column says otherwise. \
-         A run that did not find everything before its deadline has no time: medians count it as \
-         slower than every finished run, and \"unfinished\" means at least half the runs did not finish.\n"
-    );
-
-    let titles = [
-        (
-            "mdns",
-            "1. mDNS discovery: time until all N agents are resolved",
-        ),
-        ("scan", "2. Subnet scan"),
-        ("ssh", "3. SSH probe of many hosts"),
-        ("footprint", "4. Agent footprint"),
-        ("trust", "5. Trust"),
-    ];
-    for (sc, title) in titles {
-        let rows: Vec<&Summary> = s.iter().filter(|x| x.scenario == sc).collect();
-        let _ = writeln!(o, "## {title}\n");
-        for n in r.notes.iter().filter(|n| {
-            n.starts_with(&format!("{sc}:")) || (sc == "footprint" && n.starts_with("probe:"))
-        }) {
-            let _ = writeln!(o, "{n}\n");
-        }
-        if rows.is_empty() {
-            let _ = writeln!(o, "Not measured in this run.\n");
-        } else if sc == "mdns" {
-            mdns_tables(&mut o, &s);
-        } else {
-            let _ = writeln!(o, "| case | tool | metric | median | min - max | found | runs complete | vs ours | max load |");
-            let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
-            for x in &rows {
-                let ours_tool = match sc {
-                    "mdns" => Some("rlx-discover browse"),
-                    "scan" => Some("rlx-discover scan"),
-                    "ssh" => Some("rlx-discover expand (ssh_hosts)"),
-                    _ => None,
-                };
-                let vs = ours_tool
-                    .filter(|t| *t != x.tool && !x.tool.starts_with("rlx-"))
-                    .and_then(|t| find(&s, sc, &x.case, t, &x.metric))
-                    .map(|ours| ratio(ours.median, x.median))
-                    .unwrap_or_default();
-                let _ = writeln!(
-                    o,
-                    "| {} | {}{} | {} | {} | {} | {} | {}/{} | {} | {} |",
-                    x.case,
-                    x.tool,
-                    if x.computed { " *(computed)*" } else { "" },
-                    x.metric,
-                    median_cell(x),
-                    range_cell(x),
-                    found_cell(x),
-                    x.complete_runs,
-                    x.runs,
-                    vs,
-                    if x.computed {
-                        "-".to_string()
-                    } else {
-                        format!("{:.1}", x.load1_max)
-                    }
-                );
-            }
-            let _ = writeln!(o);
-        }
-        if sc == "mdns" {
-            for p in pngs.iter().filter(|p| {
-                p.file_name()
-                    .is_some_and(|f| f.to_string_lossy().starts_with("mdns"))
-            }) {
-                let _ = writeln!(
-                    o,
-                    "![{}]({})\n",
-                    p.file_name().unwrap_or_default().to_string_lossy(),
-                    rel(md_path, p)
-                );
-            }
-        }
-        if sc == "scan" {
-            for p in pngs.iter().filter(|p| {
-                p.file_name()
-                    .is_some_and(|f| f.to_string_lossy().starts_with("scan"))
-            }) {
-                let _ = writeln!(o, "![scan]({})\n", rel(md_path, p));
-            }
-        }
-    }
-
-    let _ = writeln!(o, "## Not measured\n");
-    if r.not_measured.is_empty() {
-        let _ = writeln!(o, "Everything was measured.\n");
-    }
-    for (what, why) in &r.not_measured {
-        let _ = writeln!(o, "- {what}: {why}");
-    }
-    let _ = writeln!(o, "\n## Exact commands\n");
-    let _ = writeln!(
-        o,
-        "Each runs inside a lab namespace (`ip netns exec <ns> ...`); capitals are placeholders.\n"
-    );
-    let _ = writeln!(o, "```text");
-    for (tool, cmd) in &r.commands {
-        let _ = writeln!(o, "{tool}:\n    {cmd}");
-    }
-    let _ = writeln!(o, "```\n");
-    let _ = writeln!(
-        o,
-        "## How to reproduce\n\n```sh\nsudo bench/run.sh            # full mode: bench/results/full.json, this file, bench/plots/\n\
-         sudo bench/run.sh --quick    # under 3 minutes; writes to target/bench-quick/\n```\n\n\
-         Needs root (network namespaces, nftables), and the peers: `avahi-daemon avahi-utils \
-         dbus-daemon python3-zeroconf nmap openssh-server openssh-client nftables gnuplot-nox` \
-         (install with a `policy-rc.d` that exits 101 so no daemon starts in the root namespace)."
-    );
-    o
 }

@@ -1,0 +1,123 @@
+//! **What the scenarios share**: the binaries measured, what they can do,
+//! and the state of one run ([`Ctx`]) that every scenario records into.
+//! Its own module so that `main`, which calls the scenarios, is not also
+//! what they use.
+
+use crate::machine;
+use crate::peers;
+use crate::results::Sample;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The binaries measured.
+#[derive(Debug, Clone)]
+pub struct Bins {
+    /// `rlx-discover`.
+    pub discover: PathBuf,
+    /// `rlx-agent`.
+    pub agent: PathBuf,
+}
+
+/// What the binaries under test can do yet (run mode and browse are being
+/// finished in parallel with this suite).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Features {
+    /// `rlx-discover browse --json` exists.
+    pub browse: bool,
+    /// `rlx-discover browse` accepts `--browse-ms`.
+    // Detected with `browse` from the same `--help`; no scenario reads it
+    // yet (it was equally unread when this struct lived in `main.rs`).
+    #[allow(dead_code)]
+    pub browse_ms_flag: bool,
+    /// `rlx-agent` run mode announces and answers the handshake.
+    pub agent_run: bool,
+}
+
+/// State shared by the scenarios of one run.
+pub struct Ctx {
+    /// Quick mode.
+    pub quick: bool,
+    /// Repetitions per case.
+    pub reps: u32,
+    /// The binaries.
+    pub bins: Bins,
+    /// What they can do.
+    pub features: Features,
+    /// Scratch space (caps files, configs, keys), removed at the end.
+    pub work: tempfile::TempDir,
+    /// The embedded scripts.
+    pub scripts: peers::Scripts,
+    /// Every sample so far.
+    pub samples: Vec<Sample>,
+    /// Exact command per tool.
+    pub commands: BTreeMap<String, String>,
+    /// Notes for the report.
+    pub notes: Vec<String>,
+    /// Figures not measured, with the reason.
+    pub not_measured: Vec<(String, String)>,
+    /// mDNS scenario sizes (empty: the mode's default).
+    pub mdns_n: Vec<usize>,
+    /// mDNS scenario loss levels (empty: the mode's default).
+    pub mdns_loss: Vec<u8>,
+}
+
+impl Ctx {
+    /// Records one sample, stamping the current load average.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record(
+        &mut self,
+        scenario: &str,
+        case: &str,
+        tool: &str,
+        metric: &str,
+        rep: u32,
+        value: Option<f64>,
+        found: Option<u64>,
+        expected: Option<u64>,
+        note: impl Into<String>,
+    ) {
+        let s = Sample {
+            scenario: scenario.into(),
+            case: case.into(),
+            tool: tool.into(),
+            metric: metric.into(),
+            rep,
+            value,
+            found,
+            expected,
+            computed: false,
+            load1: machine::load1(),
+            note: note.into(),
+        };
+        eprintln!(
+            "  {scenario} | {case} | {tool} | {metric} #{rep}: {}{}{}",
+            s.value
+                .map_or("unfinished".to_string(), |v| format!("{v:.1}")),
+            match (found, expected) {
+                (Some(f), Some(e)) => format!(" ({f}/{e})"),
+                (Some(f), None) => format!(" (found {f})"),
+                _ => String::new(),
+            },
+            if s.note.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", s.note)
+            }
+        );
+        self.samples.push(s);
+    }
+
+    /// Records the exact command a tool runs (once per tool).
+    pub fn command(&mut self, tool: &str, cmd: impl Into<String>) {
+        self.commands
+            .entry(tool.into())
+            .or_insert_with(|| cmd.into());
+    }
+
+    /// Notes something not measured and why.
+    pub fn not_measured(&mut self, what: &str, why: impl Into<String>) {
+        let why = why.into();
+        eprintln!("  not measured: {what}: {why}");
+        self.not_measured.push((what.into(), why));
+    }
+}

@@ -1,0 +1,26 @@
+//! **The agent's side of the handshake**: one hello line in, the reply line
+//! or the refusal out. The agent reads the line (at most
+//! [`MAX_HELLO_BYTES`](super::MAX_HELLO_BYTES)) and writes the result.
+
+use super::messages::{parse_hello, reply_line, HelloError};
+use crate::caps::NodeCaps;
+use crate::keys::Key;
+
+/// Everything an agent does with one hello line: the reply line to send, or
+/// the reason to refuse (send [`HelloError::to_line`] and close).
+///
+/// An agent in a cluster (`caps.cluster`) refuses a hello that names another
+/// one, so a coordinator of the neighbouring cluster does not get its caps.
+/// A hello that names no cluster is answered (older coordinators, scripts),
+/// and an agent without a cluster answers every hello: the coordinator
+/// applies its own filter to the caps it gets. This is a filter against
+/// mix-ups, not security: anyone can put any name in a hello.
+pub fn answer(hello: &[u8], caps: &NodeCaps, key: Option<&Key>) -> Result<String, HelloError> {
+    let hello = parse_hello(hello)?;
+    if let (Some(wanted), Some(mine)) = (&hello.cluster, &caps.cluster) {
+        if wanted != mine {
+            return Err(HelloError::other_cluster(mine, wanted));
+        }
+    }
+    Ok(reply_line(&hello.nonce, caps, key))
+}

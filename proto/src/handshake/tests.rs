@@ -1,0 +1,561 @@
+use super::*;
+use crate::caps::{DeviceInfo, NodeCaps};
+use crate::keys::{Key, KeyRing};
+use proptest::prelude::*;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+fn caps() -> NodeCaps {
+    NodeCaps {
+        id: "0123456789abcdef".into(),
+        hostname: "gpu-a".into(),
+        os: "linux".into(),
+        cores: 8,
+        ram_total: 16 << 30,
+        ram_avail: 8 << 30,
+        devices: vec![DeviceInfo {
+            device: "cuda".into(),
+            name: "RTX".into(),
+            mem_bytes: 24 << 30,
+            unified: false,
+            gflops: 0.0,
+            available: true,
+        }],
+        ..Default::default()
+    }
+}
+
+fn key(b: u8) -> Key {
+    Key::from_bytes([b; 32])
+}
+
+fn addr() -> SocketAddr {
+    "127.0.0.1:9100".parse().unwrap()
+}
+
+/// A fixed vector, also computed independently with Python's hmac module
+/// (see docs/protocol.md), so the MAC input layout cannot drift.
+#[test]
+fn the_proof_matches_the_documented_test_vector() {
+    let nonce = Nonce::from_bytes([0x11; 32]);
+    let proof = prove(&key(0x42), &nonce, "0123456789abcdef", br#"{"cores":1}"#);
+    assert_eq!(
+        proof,
+        "02457afea2a9eaa4ea2edf1995a4c039f10afccb85334d859c67972ab1c2750f"
+    );
+}
+
+#[test]
+fn a_proof_verifies_only_for_its_own_inputs() {
+    let n = Nonce::from_bytes([1; 32]);
+    let p = prove(&key(1), &n, "0123456789abcdef", b"{}");
+    assert!(verify(&key(1), &n, "0123456789abcdef", b"{}", &p));
+    assert!(verify(
+        &key(1),
+        &n,
+        "0123456789abcdef",
+        b"{}",
+        &p.to_uppercase()
+    ));
+    assert!(
+        !verify(&key(2), &n, "0123456789abcdef", b"{}", &p),
+        "other key"
+    );
+    assert!(
+        !verify(
+            &key(1),
+            &Nonce::from_bytes([2; 32]),
+            "0123456789abcdef",
+            b"{}",
+            &p
+        ),
+        "other nonce"
+    );
+    assert!(
+        !verify(&key(1), &n, "0123456789abcdee", b"{}", &p),
+        "other id"
+    );
+    assert!(
+        !verify(&key(1), &n, "0123456789abcdef", b"{ }", &p),
+        "other caps bytes"
+    );
+    assert!(
+        !verify(&key(1), &n, "", b"0123456789abcdef{}", &p),
+        "length prefixes separate id and caps"
+    );
+    assert!(
+        !verify(&key(1), &n, "0123456789abcdef", b"{}", "zz"),
+        "malformed proof"
+    );
+}
+
+#[test]
+fn the_agent_answer_round_trips_through_the_client_check() {
+    let n = Nonce::random().unwrap();
+    let reply = answer(hello_line(&n).as_bytes(), &caps(), None).unwrap();
+    assert!(
+        reply.ends_with('\n') && !reply.trim_end().contains('\n'),
+        "one line"
+    );
+    let r = check_reply(addr(), reply.as_bytes(), &n, None, Some("0123456789abcdef")).unwrap();
+    assert_eq!(r.caps, caps());
+    assert_eq!(r.key_index, None);
+    assert!(!reply.contains("proof"), "no key, no proof");
+}
+
+#[test]
+fn a_keyed_answer_proves_and_rotation_accepts_an_older_key() {
+    let n = Nonce::random().unwrap();
+    let reply = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(7))).unwrap();
+    let ring = KeyRing::new(vec![key(8), key(7)]).unwrap();
+    let r = check_reply(addr(), reply.as_bytes(), &n, Some(&ring), None).unwrap();
+    assert_eq!(r.key_index, Some(1), "proved with the second (older) key");
+}
+
+#[test]
+fn each_refusal_has_its_own_reason() {
+    let n = Nonce::random().unwrap();
+    let ring = KeyRing::single(key(1));
+    let plain = answer(hello_line(&n).as_bytes(), &caps(), None).unwrap();
+    let err = check_reply(addr(), plain.as_bytes(), &n, Some(&ring), None).unwrap_err();
+    assert!(matches!(err, HandshakeError::NoProof { .. }), "{err}");
+
+    let other = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(2))).unwrap();
+    let err = check_reply(addr(), other.as_bytes(), &n, Some(&ring), None).unwrap_err();
+    assert!(
+        matches!(err, HandshakeError::WrongKey { keys: 1, .. }),
+        "{err}"
+    );
+
+    let old = Nonce::random().unwrap();
+    let captured = answer(hello_line(&old).as_bytes(), &caps(), Some(&key(1))).unwrap();
+    let err = check_reply(addr(), captured.as_bytes(), &n, Some(&ring), None).unwrap_err();
+    assert!(matches!(err, HandshakeError::Replay { .. }), "{err}");
+
+    let mine = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(1))).unwrap();
+    let err = check_reply(
+        addr(),
+        mine.as_bytes(),
+        &n,
+        Some(&ring),
+        Some("ffffffffffffffff"),
+    )
+    .unwrap_err();
+    assert!(matches!(err, HandshakeError::IdMismatch { .. }), "{err}");
+
+    // A replayer that rewrites the echo to our nonce only gets "wrong key".
+    let forged = captured.replace(&old.to_hex(), &n.to_hex());
+    let err = check_reply(addr(), forged.as_bytes(), &n, Some(&ring), None).unwrap_err();
+    assert!(matches!(err, HandshakeError::WrongKey { .. }), "{err}");
+}
+
+#[test]
+fn tampered_caps_do_not_verify() {
+    let n = Nonce::random().unwrap();
+    let reply = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(1))).unwrap();
+    let tampered = reply.replace("\"cores\":8", "\"cores\":80");
+    let err = check_reply(
+        addr(),
+        tampered.as_bytes(),
+        &n,
+        Some(&KeyRing::single(key(1))),
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(err, HandshakeError::WrongKey { .. }), "{err}");
+}
+
+#[test]
+fn absurd_caps_are_bad_caps_naming_the_field() {
+    let n = Nonce::random().unwrap();
+    let line = r#"{"rlx":"caps","v":1,"caps":{"os":"linux","cores":1000000,"ram_total":1}}"#;
+    let err = check_reply(addr(), line.as_bytes(), &n, None, None).unwrap_err();
+    assert!(
+        matches!(err, HandshakeError::BadCaps { .. }) && err.to_string().contains("cores"),
+        "{err}"
+    );
+}
+
+#[test]
+fn garbage_and_foreign_protocols_are_not_rlx() {
+    let n = Nonce::random().unwrap();
+    for line in [
+        &b"SSH-2.0-OpenSSH_9.2p1\r\n"[..],
+        b"\xff\xfe",
+        b"{}",
+        b"{\"rlx\":\"caps\",\"v\":1}",
+    ] {
+        let err = check_reply(addr(), line, &n, None, None).unwrap_err();
+        assert!(matches!(err, HandshakeError::NotRlx { .. }), "{err}");
+    }
+    let err = check_reply(addr(), b"SSH-2.0-OpenSSH_9.2p1\r\n", &n, None, None).unwrap_err();
+    assert!(
+        err.to_string().contains("SSH-2.0"),
+        "the report shows what answered: {err}"
+    );
+}
+
+#[test]
+fn another_version_or_an_error_line_is_incompatible() {
+    let n = Nonce::random().unwrap();
+    let v2 = format!("{{\"rlx\":\"caps\",\"v\":2,\"caps\":{}}}", caps().to_json());
+    let err = check_reply(addr(), v2.as_bytes(), &n, None, None).unwrap_err();
+    assert!(matches!(err, HandshakeError::Incompatible { .. }), "{err}");
+    let refused = HelloError::new("nonce must be 64 hex characters").to_line();
+    let err = check_reply(addr(), refused.as_bytes(), &n, None, None).unwrap_err();
+    assert!(err.to_string().contains("nonce must be"), "{err}");
+}
+
+#[test]
+fn malformed_hellos_are_refused_with_a_reason() {
+    for (hello, why) in [
+        (&b"hello\n"[..], "not"),
+        (b"{\"rlx\":\"caps\",\"v\":1,\"nonce\":\"00\"}", "hello"),
+        (b"{\"rlx\":\"hello\",\"v\":0,\"nonce\":\"00\"}", "version 0"),
+        (b"{\"rlx\":\"hello\",\"v\":1,\"nonce\":\"00\"}", "64 hex"),
+        (b"\xff", "UTF-8"),
+    ] {
+        let err = answer(hello, &caps(), None).unwrap_err();
+        assert!(err.to_string().contains(why), "{err}");
+        assert!(
+            err.to_line().starts_with("{\"rlx\":\"error\""),
+            "{}",
+            err.to_line()
+        );
+    }
+    // A later client's extra fields and higher version are answered.
+    let n = Nonce::random().unwrap();
+    let future = format!(
+        "{{\"rlx\":\"hello\",\"v\":3,\"nonce\":\"{}\",\"want\":\"more\"}}\r\n",
+        n.to_hex()
+    );
+    assert!(answer(future.as_bytes(), &caps(), None).is_ok());
+}
+
+fn in_cluster(name: &str) -> NodeCaps {
+    NodeCaps {
+        cluster: Some(name.into()),
+        ..caps()
+    }
+}
+
+#[test]
+fn a_hello_without_a_cluster_is_the_version_1_line_byte_for_byte() {
+    let n = Nonce::from_bytes([0xab; 32]);
+    assert_eq!(
+        hello_line(&n),
+        format!(
+            "{{\"rlx\":\"hello\",\"v\":1,\"nonce\":\"{}\"}}\n",
+            n.to_hex()
+        ),
+        "coordinators without a cluster send exactly what older agents expect"
+    );
+    assert_eq!(
+        hello_line_for(&n, Some("lab")),
+        format!(
+            "{{\"rlx\":\"hello\",\"v\":1,\"nonce\":\"{}\",\"cluster\":\"lab\"}}\n",
+            n.to_hex()
+        )
+    );
+    let h = parse_hello(hello_line_for(&n, Some("lab")).as_bytes()).unwrap();
+    assert_eq!((h.v, h.nonce, h.cluster.as_deref()), (1, n, Some("lab")));
+}
+
+#[test]
+fn an_agent_in_a_cluster_refuses_a_hello_for_another_and_the_client_says_so() {
+    let n = Nonce::random().unwrap();
+    let err = answer(
+        hello_line_for(&n, Some("prod")).as_bytes(),
+        &in_cluster("lab"),
+        Some(&key(1)),
+    )
+    .unwrap_err();
+    let line = err.to_line();
+    assert!(
+        line.starts_with("{\"rlx\":\"error\"") && line.contains("\"cluster\":\"lab\""),
+        "{line}"
+    );
+    assert!(
+        !line.contains("caps"),
+        "no caps for another cluster: {line}"
+    );
+    let err = check_reply(addr(), line.as_bytes(), &n, None, None).unwrap_err();
+    assert_eq!(
+        err,
+        HandshakeError::OtherCluster {
+            addr: addr(),
+            theirs: "lab".into()
+        }
+    );
+    assert!(err.to_string().contains("cluster \"lab\""), "{err}");
+}
+
+#[test]
+fn hellos_without_a_cluster_or_for_the_same_one_are_answered_and_agents_without_one_answer_all() {
+    let n = Nonce::random().unwrap();
+    for (hello, agent) in [
+        (hello_line(&n), in_cluster("lab")),
+        (hello_line_for(&n, Some("lab")), in_cluster("lab")),
+        (hello_line_for(&n, Some("prod")), caps()),
+    ] {
+        let reply = answer(hello.as_bytes(), &agent, None)
+            .unwrap_or_else(|e| panic!("{hello} to {:?}: {e}", agent.cluster));
+        assert!(check_reply(addr(), reply.as_bytes(), &n, None, None).is_ok());
+    }
+    // An ordinary error line (no "cluster") is still "incompatible".
+    let err = check_reply(
+        addr(),
+        HelloError::new("x").to_line().as_bytes(),
+        &n,
+        None,
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(err, HandshakeError::Incompatible { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn query_in_cluster_names_the_cluster_and_reports_the_agents() {
+    let a = fake_agent(|hello| {
+        Some(match answer(&hello, &in_cluster("lab"), None) {
+            Ok(r) => r.into_bytes(),
+            Err(e) => e.to_line().into_bytes(),
+        })
+    })
+    .await;
+    let err = query_in_cluster(a, Duration::from_secs(2), None, None, Some("prod"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, HandshakeError::OtherCluster { theirs, .. } if theirs == "lab"),
+        "{err}"
+    );
+    let ok = query_in_cluster(a, Duration::from_secs(2), None, None, Some("lab")).await;
+    assert_eq!(ok.unwrap().caps.cluster.as_deref(), Some("lab"));
+}
+
+#[test]
+fn errors_and_debug_output_never_show_the_key() {
+    let k = key(0xab);
+    let secret = hex::encode([0xabu8; 32]);
+    let n = Nonce::random().unwrap();
+    let reply = answer(hello_line(&n).as_bytes(), &caps(), Some(&k)).unwrap();
+    assert!(!reply.contains(&secret));
+    let err = check_reply(
+        addr(),
+        reply.as_bytes(),
+        &Nonce::random().unwrap(),
+        Some(&KeyRing::single(k)),
+        None,
+    )
+    .unwrap_err();
+    assert!(!format!("{err} {err:?}").contains(&secret[..16]));
+}
+
+/// Serves `reply(hello)` to every connection on a loopback port.
+async fn fake_agent(
+    reply: impl Fn(Vec<u8>) -> Option<Vec<u8>> + Send + Sync + 'static,
+) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    let reply = std::sync::Arc::new(reply);
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            let reply = reply.clone();
+            tokio::spawn(async move {
+                let (rd, mut wr) = s.into_split();
+                let mut line = Vec::new();
+                let _ = BufReader::new(rd).read_until(b'\n', &mut line).await;
+                match reply(line) {
+                    Some(out) => {
+                        let _ = wr.write_all(&out).await;
+                    }
+                    None => tokio::time::sleep(Duration::from_secs(30)).await,
+                }
+            });
+        }
+    });
+    a
+}
+
+#[tokio::test]
+async fn query_gets_verified_caps_from_an_agent() {
+    let a = fake_agent(|hello| {
+        answer(&hello, &caps(), Some(&key(3)))
+            .ok()
+            .map(String::into_bytes)
+    })
+    .await;
+    let ring = KeyRing::single(key(3));
+    let r = query(
+        a,
+        Duration::from_secs(2),
+        Some(&ring),
+        Some("0123456789abcdef"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.caps, caps());
+    assert_eq!(r.key_index, Some(0));
+}
+
+#[tokio::test]
+async fn query_detects_a_replayed_reply() {
+    let old = Nonce::random().unwrap();
+    let captured = reply_line(&old, &caps(), Some(&key(3)));
+    let a = fake_agent(move |_| Some(captured.clone().into_bytes())).await;
+    let err = query(
+        a,
+        Duration::from_secs(2),
+        Some(&KeyRing::single(key(3))),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, HandshakeError::Replay { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_closed_port_is_unreachable_refused() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    drop(l);
+    let err = query(a, Duration::from_secs(2), None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        HandshakeError::Unreachable {
+            addr: a,
+            why: ConnectFailure::Refused
+        },
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_silent_peer_is_not_rlx_and_cannot_hold_us_past_the_timeout() {
+    let a = fake_agent(|_| None).await;
+    let t = std::time::Instant::now();
+    let err = query(a, Duration::from_millis(300), None, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, HandshakeError::NotRlx { .. }) && err.to_string().contains("no reply"),
+        "{err}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(1000),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_trickling_peer_cannot_hold_us_past_the_timeout() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        for _ in 0..100 {
+            if s.write_all(b"{").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let t = std::time::Instant::now();
+    let err = query(a, Duration::from_millis(300), None, None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no complete reply"), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_millis(1000),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn an_endless_reply_is_cut_at_the_size_bound() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let chunk = vec![b'x'; 64 * 1024];
+        while s.write_all(&chunk).await.is_ok() {}
+    });
+    let err = query(a, Duration::from_secs(5), None, None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("longer than"), "{err}");
+}
+
+#[tokio::test]
+async fn a_peer_that_closes_at_once_is_not_rlx() {
+    let a = fake_agent(|_| Some(Vec::new())).await;
+    let err = query(a, Duration::from_secs(2), None, None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("without replying"), "{err}");
+}
+
+#[tokio::test]
+async fn a_full_accept_queue_times_out_as_unreachable() {
+    // A listener that never accepts, with its queue filled, drops further
+    // SYNs: the connect hangs like one to a firewalled host.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let l = sock.listen(0).unwrap();
+    let a = l.local_addr().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(a)).await
+        {
+            held.push(s);
+        }
+    }
+    let err = query(a, Duration::from_millis(200), None, None)
+        .await
+        .unwrap_err();
+    let timed_out = matches!(
+        err,
+        HandshakeError::Unreachable {
+            why: ConnectFailure::TimedOut(_),
+            ..
+        }
+    );
+    assert!(
+        timed_out,
+        "a connect to a full queue should time out: {err}"
+    );
+    assert!(err.to_string().contains("no answer within 200 ms"), "{err}");
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_hello_bytes_never_panic_the_agent(line in proptest::collection::vec(any::<u8>(), 0..2000)) {
+        let _ = answer(&line, &caps(), Some(&key(1)));
+    }
+
+    #[test]
+    fn arbitrary_reply_bytes_never_panic_the_client(line in proptest::collection::vec(any::<u8>(), 0..2000)) {
+        let n = Nonce::from_bytes([5; 32]);
+        let _ = check_reply(addr(), &line, &n, Some(&KeyRing::single(key(1))), Some("0123456789abcdef"));
+        let _ = check_reply(addr(), &line, &n, None, None);
+    }
+
+    #[test]
+    fn json_shaped_replies_never_panic_the_client(
+        v in 0u64..4, rlx in "caps|error|x", nonce in "[0-9a-f]{0,70}", proof in "[0-9a-fA-F]{0,70}",
+        caps in "\\{(\"[a-z_]{1,10}\":(-?[0-9]{1,20}|\"[^\"]{0,10}\"|\\[\\]),?){0,6}\\}",
+    ) {
+        let line = format!("{{\"rlx\":\"{rlx}\",\"v\":{v},\"nonce\":\"{nonce}\",\"caps\":{caps},\"proof\":\"{proof}\"}}");
+        let n = Nonce::from_bytes([5; 32]);
+        let _ = check_reply(addr(), line.as_bytes(), &n, Some(&KeyRing::single(key(1))), None);
+        let _ = check_reply(addr(), line.as_bytes(), &n, None, Some("x"));
+    }
+}

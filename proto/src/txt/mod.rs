@@ -1,0 +1,65 @@
+//! **TXT schema v1** — how an agent's caps ride in its `_rlx._tcp` DNS-SD TXT
+//! record, and how a coordinator reads them back. One encoder, one decoder,
+//! tested against each other and against hand-written bytes.
+//!
+//! ```text
+//! txtvers=1  id=5f0c1d2e3a4b5c6d  os=linux  arch=x86_64  cores=32
+//! ram=137438953472  ramfree=120000000000  disk=900000000000
+//! ckpt=/data/models  gflops=410.5  io=1800
+//! dev0=cuda,25769803776,0,1,0,NVIDIA GeForce RTX 4090  ver=0.1.0
+//! ```
+//!
+//! The full table, and how to announce a node by hand with `avahi-publish`, is
+//! in `docs/protocol.md`. The rules this module enforces:
+//!
+//! - `txtvers=1` comes first (RFC 6763 §6.7); a record without it, or with
+//!   another version, is refused.
+//! - Each string is at most 255 bytes (RFC 6763 §6.1) and the whole record at
+//!   most [`MAX_RECORD_BYTES`], so it fits one Ethernet frame. When it would
+//!   not, [`encode`] gives up detail in a fixed order (see [`encode`]).
+//! - Keys are case-insensitive and only the first of a repeated key counts
+//!   (RFC 6763 §6.4); unknown keys are ignored so newer agents keep working.
+//! - A value that does not parse, or that [`NodeCaps::validate`](crate::caps::NodeCaps::validate) finds absurd,
+//!   refuses the whole announcement with a [`TxtError`] naming the key. The
+//!   caller adds the host name when it reports it.
+//!
+//! # Layout
+//! - `encoding`: [`encode`] and the wire forms of its pairs ([`to_rdata`],
+//!   [`to_strings`], [`wire_len`], [`TxtPairs`]).
+//! - `decoding`: [`decode`] and its front ends for wire bytes
+//!   ([`decode_rdata`], [`split_rdata`]) and for mdns-sd
+//!   ([`decode_properties`], [`strings_of`]).
+//! - `error`: [`TxtError`], shared by both directions.
+
+mod decoding;
+mod encoding;
+mod error;
+#[cfg(test)]
+mod tests;
+
+pub use decoding::{decode, decode_properties, decode_rdata, split_rdata, strings_of};
+pub use encoding::{encode, to_rdata, to_strings, wire_len, TxtPairs};
+pub use error::TxtError;
+
+/// The schema version this build writes and reads (`txtvers`).
+pub const TXT_VERSION: &str = "1";
+
+/// RFC 6763 §6.1: each TXT string is preceded by a one-byte length, so it
+/// holds at most 255 bytes of `key=value`.
+pub const MAX_STRING_BYTES: usize = 255;
+
+/// Largest record [`encode`] produces, counting each string's length byte
+/// (the TXT RDATA size). 1300 bytes leaves room in a 1500-byte Ethernet frame
+/// for the IP/UDP/DNS headers and the PTR, SRV and A records that travel with
+/// it; measured: a 1.5 KB TXT went out IP-fragmented, which lossy Wi-Fi drops.
+pub const MAX_RECORD_BYTES: usize = 1300;
+
+/// Largest record [`decode`] reads. RFC 6762 §17 caps an mDNS packet at 9000
+/// bytes, so no real TXT is larger; past this the input is not a record but
+/// an attack on the decoder's memory.
+pub const MAX_DECODE_BYTES: usize = 9000;
+
+/// First step when device names crowd the record: each name is cut to this
+/// many bytes. Enough for "NVIDIA GeForce RTX 4090" and "AMD Radeon PRO
+/// W7900"; the handshake carries the full names anyway.
+pub const SHORT_NAME_BYTES: usize = 24;
