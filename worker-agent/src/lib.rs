@@ -13,15 +13,26 @@
 //! # Layout
 //! - [`cli`]: the command line ([`cli::AgentArgs`]), shared by `main` and run mode.
 //! - [`probe`]: what this machine has (cores, RAM, disk, every accelerator, node id).
+//! - [`run`]: run mode, which starts the parts below and hands each the [`shutdown`].
+//! - [`shutdown`]: the process-wide stop (SIGINT, SIGTERM), passed to every part as an argument.
+//! - [`naming`]: the host label and the instance name, the same for mDNS and DNS.
+//! - [`change`]: when changed caps are re-announced (the material-change rule and the pacer).
 //! - [`announce`]: `_rlx._tcp` over mDNS, re-announced when the caps change, goodbye on exit.
 //! - [`links`]: the kernel's notifications of interfaces coming and going, so that nothing polls.
 //! - [`server`]: the handshake on the advertised port.
-//! - [`register`]: the same records in a unicast DNS zone (`--register`), by TSIG-signed DNS UPDATE, for coordinators beyond the LAN.
+//! - [`register`]: the same records in a unicast DNS zone (`--register`), by TSIG-signed DNS UPDATE, for coordinators beyond the LAN ([`register::tsig`]: its key file).
+//!
+//! The modules depend one way: `run` on everything; `announce` and
+//! `register` on `change`, `naming` and `shutdown`; `cli` on `probe` and on
+//! the lease settings of `register`; nothing back.
 
 pub mod announce;
+pub mod change;
 pub mod cli;
 pub mod links;
+pub mod naming;
 pub mod probe;
 pub mod register;
 pub mod run;
 pub mod server;
+pub mod shutdown;

@@ -10,13 +10,15 @@
 //! packets (TTL 0) and waits until they are out, the DNS records are
 //! deleted, the server stops, and the process exits 0.
 
-use crate::announce::{AnnounceOptions, Announcer, Shutdown, Update};
+use crate::announce::{AnnounceOptions, Announcer};
 use crate::cli::AgentArgs;
 use crate::register::{maintain, RegisterOptions, Registration};
 use crate::server::serve;
+use crate::shutdown::Shutdown;
 use anyhow::{Context, Result};
 use rlx_proto::caps::NodeCaps;
 use rlx_proto::keys::KeyRing;
+use std::future::Future;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,6 +98,7 @@ pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
     let server = tokio::spawn(serve(listener, caps_rx.clone(), key, async move {
         stop.wait().await;
     }));
+    let announced_caps = caps_rx.clone();
     let registrar = registration.map(|reg| {
         let stop = shutdown.clone();
         tokio::spawn(maintain(reg, caps_rx, async move { stop.wait().await }))
@@ -126,39 +129,43 @@ pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
         trim_resident_memory(true);
     });
 
-    let sig = if args.caps_file.is_some() {
+    let reprobe = async {
         // Simulated or overridden caps do not change by themselves.
-        shutdown.wait().await
-    } else {
-        reprobe_until_stopped(args, &caps, &shutdown, &caps_tx, &announcer).await
-    };
-    tracing::info!("{sig}: saying goodbye");
-    let goodbye = announcer.shutdown();
-    // The DNS deletion runs alongside the mDNS goodbyes.
-    let (said, _) = tokio::join!(goodbye, async {
-        if let Some(r) = registrar {
-            let _ = r.await;
+        if args.caps_file.is_none() {
+            reprobe_until_stopped(args, &caps, &caps_tx, shutdown.wait()).await;
         }
-    });
+    };
+    // On a stop request the DNS deletion runs alongside the mDNS goodbyes.
+    let (said, (), ()) = tokio::join!(
+        announcer.run(announced_caps, shutdown.wait()),
+        reprobe,
+        async {
+            if let Some(r) = registrar {
+                let _ = r.await;
+            }
+        }
+    );
     said.context("sending mDNS goodbyes")?;
     let _ = server.await;
     Ok(())
 }
 
-/// Re-probes every [`REPROBE_INTERVAL`]: the handshake always serves the
-/// latest caps; the announcer re-announces only material changes.
+/// Re-probes every [`REPROBE_INTERVAL`] until `shutdown` resolves: the
+/// handshake always serves the latest caps; the announcer
+/// ([`Announcer::run`]) and the DNS registration re-announce only material
+/// changes.
 async fn reprobe_until_stopped(
     args: &AgentArgs,
     first: &NodeCaps,
-    shutdown: &Shutdown,
     caps_tx: &watch::Sender<Arc<NodeCaps>>,
-    announcer: &Announcer,
-) -> crate::announce::StopSignal {
+    shutdown: impl Future,
+) {
     let mut tick = tokio::time::interval(REPROBE_INTERVAL);
     tick.tick().await; // the first tick is immediate; we just probed
+    tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            sig = shutdown.wait() => return sig,
+            _ = &mut shutdown => return,
             _ = tick.tick() => {}
         }
         // Re-probes skip the measurements (GFLOP/s and checkpoint reads) and
@@ -171,15 +178,7 @@ async fn reprobe_until_stopped(
             Ok(mut c) => {
                 c.gflops = first.gflops;
                 c.io_mbps = first.io_mbps;
-                caps_tx.send_replace(Arc::new(c.clone()));
-                match announcer.update(&c) {
-                    Ok(Update::Announced(why)) => tracing::info!("re-announced: {why}"),
-                    Ok(Update::Deferred { reason, .. }) => {
-                        tracing::debug!("change deferred by the rate limit: {reason}")
-                    }
-                    Ok(Update::Unchanged) => {}
-                    Err(e) => tracing::warn!("could not re-announce: {e:#}"),
-                }
+                caps_tx.send_replace(Arc::new(c));
             }
             Err(e) => tracing::warn!("re-probe failed; keeping the last caps: {e:#}"),
         }

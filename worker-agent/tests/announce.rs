@@ -13,7 +13,8 @@
 
 mod support;
 
-use rlx_agent::announce::{AnnounceOptions, Announcer, Shutdown, SERVICE_TYPE};
+use rlx_agent::announce::{AnnounceOptions, Announcer, SERVICE_TYPE};
+use rlx_agent::shutdown::Shutdown;
 use rlx_lab::{Lab, LabOptions};
 use rlx_proto::caps::{DeviceInfo, NodeCaps};
 use rlx_proto::txt;

@@ -65,8 +65,8 @@ pub fn available_bytes(page_size: u64, pages: &[Option<u64>]) -> u64 {
 /// The `sysctl` calls themselves, macOS only.
 #[cfg(target_os = "macos")]
 pub mod sysctl {
-    use super::{available_bytes, parse_c_string, parse_int};
-    use crate::probe::host::Memory;
+    use crate::probe::apple::{available_bytes, parse_c_string, parse_int};
+    use crate::probe::model::Memory;
     use std::ffi::CString;
 
     fn raw(name: &str) -> Option<Vec<u8>> {

@@ -182,8 +182,8 @@ pub fn cached_or_measure(state_dir: Option<&Path>, cpu: &str, cores: u32) -> f64
             gflops,
         };
         let json = serde_json::to_string(&entry).unwrap_or_default();
-        let saved =
-            std::fs::create_dir_all(dir).and_then(|()| super::write_atomically(f, json.as_bytes()));
+        let saved = std::fs::create_dir_all(dir)
+            .and_then(|()| super::state::write_atomically(f, json.as_bytes()));
         if let Err(e) = saved {
             tracing::warn!(path = %f.display(), error = %e, "cannot cache CPU GFLOP/s; every probe will measure again");
         }

@@ -2,16 +2,8 @@
 //! from `/proc` and `/sys` under the probe [`Root`] on Linux and from
 //! `sysctl` on macOS.
 
+pub use super::model::Memory;
 use super::root::Root;
-
-/// RAM as the kernel reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Memory {
-    /// Bytes of RAM.
-    pub total: u64,
-    /// Bytes a new process can allocate without swapping.
-    pub avail: u64,
-}
 
 /// Parses `/proc/meminfo` (values in KiB).
 ///
@@ -144,14 +136,14 @@ pub fn hostname(root: &Root) -> String {
 /// `None` and the Linux paths above are the only source.
 mod macos {
     #[cfg(target_os = "macos")]
-    pub use super::super::apple::sysctl::{cpu_brand, logical_cpus, memory};
+    pub use crate::probe::apple::sysctl::{cpu_brand, logical_cpus, memory};
 
     #[cfg(not(target_os = "macos"))]
     pub fn logical_cpus() -> Option<u32> {
         None
     }
     #[cfg(not(target_os = "macos"))]
-    pub fn memory() -> Option<super::Memory> {
+    pub fn memory() -> Option<crate::probe::model::Memory> {
         None
     }
     #[cfg(not(target_os = "macos"))]

@@ -22,6 +22,8 @@
 //! - [`pci`], [`nvidia`], [`amd`], [`vulkan`], [`apple`]: what each source of
 //!   device information sees; [`accel`] merges them into one list.
 //! - [`fixture`]: fake GPU libraries described by a fixture tree.
+//! - [`model`]: the plain data the parts hand each other ([`model::Memory`]).
+//! - [`state`]: files kept in the state directory, written atomically.
 
 pub mod accel;
 pub mod amd;
@@ -30,10 +32,12 @@ pub mod bench;
 pub mod disk;
 pub mod fixture;
 pub mod host;
+pub mod model;
 pub mod node_id;
 pub mod nvidia;
 pub mod pci;
 pub mod root;
+pub mod state;
 pub mod vulkan;
 
 pub use fixture::FixtureLibs;
@@ -44,7 +48,7 @@ use anyhow::{bail, Context};
 use rlx_proto::caps::{is_valid_id, limits, Device, DeviceInfo, NodeCaps};
 use root::Root;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What to probe and how.
 pub struct ProbeOptions {
@@ -310,16 +314,6 @@ pub fn clean(s: &str) -> String {
         out.truncate(end);
     }
     out
-}
-
-/// Writes a small file so that readers never see half of it: a temporary
-/// file beside it, then a rename.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 #[cfg(test)]

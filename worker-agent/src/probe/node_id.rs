@@ -161,7 +161,7 @@ fn persisted_random(state_dir: Option<&Path>) -> String {
     }
     let id = random_id();
     let saved = std::fs::create_dir_all(dir)
-        .and_then(|()| super::write_atomically(&file, format!("{id}\n").as_bytes()));
+        .and_then(|()| super::state::write_atomically(&file, format!("{id}\n").as_bytes()));
     if let Err(e) = saved {
         tracing::warn!(path = %file.display(), error = %e, "cannot save the node id: it will change on restart; fix the directory or pass --node-id");
     }
