@@ -4,7 +4,7 @@
 
 use super::messages::{cut_chars, hello_line_for, IdOnly, ReplyIn};
 use super::proof::{verify_any, Nonce};
-use super::{MAX_REPLY_BYTES, VERSION};
+use super::wire::{MAX_REPLY_BYTES, VERSION};
 use crate::caps::{CapsError, NodeCaps};
 use crate::keys::KeyRing;
 use std::fmt;

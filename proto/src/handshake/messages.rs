@@ -2,7 +2,7 @@
 //! error line, each built and parsed here so both ends agree byte for byte.
 
 use super::proof::{prove, Nonce};
-use super::VERSION;
+use super::wire::VERSION;
 use crate::caps::NodeCaps;
 use crate::keys::Key;
 use serde::{Deserialize, Serialize};

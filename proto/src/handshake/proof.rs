@@ -2,7 +2,7 @@
 //! HMAC-SHA256 an agent with a cluster key returns over it, its id and its
 //! caps bytes (the formula is in the module docs of [`super`]).
 
-use super::{NONCE_BYTES, PROOF_TAG};
+use super::wire::{NONCE_BYTES, PROOF_TAG};
 use crate::keys::{Key, KeyRing};
 use hmac::Mac;
 use std::fmt;

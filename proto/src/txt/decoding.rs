@@ -1,8 +1,9 @@
 //! **Decoding TXT schema v1 into caps**: [`decode`] and its front ends for
 //! wire bytes and for mdns-sd. The encoder is its sibling `encoding`.
 
+use super::error::TxtError;
 use super::error::{caps_error, quote};
-use super::{TxtError, MAX_DECODE_BYTES, TXT_VERSION};
+use super::schema::{MAX_DECODE_BYTES, TXT_VERSION};
 use crate::caps::{limits, DeviceInfo, NodeCaps};
 use std::collections::HashMap;
 

@@ -2,8 +2,9 @@
 //! pairs. The decoder is its sibling `decoding`; the tests (`tests.rs`) hold
 //! the two against each other.
 
+use super::error::TxtError;
 use super::error::{caps_error, quote};
-use super::{TxtError, MAX_RECORD_BYTES, MAX_STRING_BYTES, SHORT_NAME_BYTES, TXT_VERSION};
+use super::schema::{MAX_RECORD_BYTES, MAX_STRING_BYTES, SHORT_NAME_BYTES, TXT_VERSION};
 use crate::caps::{Device, DeviceInfo, NodeCaps};
 use std::fmt;
 
