@@ -11,6 +11,7 @@
 mod common;
 
 use common::{agent_bin, discover_bin, require_lab, spawn, Proc};
+use rlx_lab::peer::{self, Peer};
 use rlx_lab::{Lab, RoutedOptions};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
@@ -244,6 +245,12 @@ fn routed_lab(labs: common::Labs) -> Lab {
 
 #[test]
 fn agents_on_both_subnets_register_and_one_browse_finds_lan_and_wide_area_nodes_once_each() {
+    if !peer::require(
+        "agents_on_both_subnets_register_and_one_browse_finds_lan_and_wide_area_nodes_once_each",
+        &[Peer::Bind],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = routed_lab(labs);
     assert_ne!(lab.subnet_of(2), lab.subnet_of(3));
@@ -332,6 +339,12 @@ fn agents_on_both_subnets_register_and_one_browse_finds_lan_and_wide_area_nodes_
 /// (NOTAUTH, BADSIG); the agent says so in its log and keeps serving.
 #[test]
 fn an_update_with_a_wrong_tsig_key_is_refused_and_the_agent_reports_it_and_keeps_running() {
+    if !peer::require(
+        "an_update_with_a_wrong_tsig_key_is_refused_and_the_agent_reports_it_and_keeps_running",
+        &[Peer::Bind],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = routed_lab(labs);
     let named = start_named(&lab, 0);
@@ -372,6 +385,12 @@ fn an_update_with_a_wrong_tsig_key_is_refused_and_the_agent_reports_it_and_keeps
 /// deletes its records.
 #[test]
 fn clean_shutdown_deletes_the_records_and_a_crashed_agents_expire_with_the_lease() {
+    if !peer::require(
+        "clean_shutdown_deletes_the_records_and_a_crashed_agents_expire_with_the_lease",
+        &[Peer::Bind],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = routed_lab(labs);
     let named = start_named(&lab, 0);
@@ -451,6 +470,12 @@ fn clean_shutdown_deletes_the_records_and_a_crashed_agents_expire_with_the_lease
 /// a leave when the agent deletes its records on SIGTERM.
 #[test]
 fn watch_with_a_domain_reports_a_registered_agent_joining_and_leaving() {
+    if !peer::require(
+        "watch_with_a_domain_reports_a_registered_agent_joining_and_leaving",
+        &[Peer::Bind],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = routed_lab(labs);
     let named = start_named(&lab, 0);

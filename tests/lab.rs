@@ -7,6 +7,7 @@
 mod common;
 
 use common::{require_lab, spawn, Proc, PYTHON};
+use rlx_lab::peer::{self, Peer};
 use rlx_lab::{Lab, LabOptions};
 use std::process::Command;
 use std::time::Duration;
@@ -164,6 +165,9 @@ fn received(rx: &Proc) -> usize {
 
 #[test]
 fn hosts_reach_each_other_over_tcp() {
+    if !peer::require("hosts_reach_each_other_over_tcp", &[Peer::Python]) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(3);
     let _server = tcp_server(&lab, 1, "0.0.0.0", 7000);
@@ -207,6 +211,12 @@ fn hosts_get_distinct_addresses_in_the_lab_subnet_and_only_eth0_and_lo() {
 
 #[test]
 fn multicast_from_one_host_reaches_every_other_host() {
+    if !peer::require(
+        "multicast_from_one_host_reaches_every_other_host",
+        &[Peer::Python],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(4);
     let receivers: Vec<Proc> = (1..4)
@@ -226,6 +236,12 @@ fn multicast_from_one_host_reaches_every_other_host() {
 
 #[test]
 fn set_loss_drops_about_that_share_and_zero_removes_it() {
+    if !peer::require(
+        "set_loss_drops_about_that_share_and_zero_removes_it",
+        &[Peer::Nftables, Peer::Python],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(2);
     const SENT: u32 = 200;
@@ -252,6 +268,12 @@ fn set_loss_drops_about_that_share_and_zero_removes_it() {
 
 #[test]
 fn silence_tcp_makes_connect_wait_for_its_timeout_except_to_live_hosts() {
+    if !peer::require(
+        "silence_tcp_makes_connect_wait_for_its_timeout_except_to_live_hosts",
+        &[Peer::Nftables, Peer::Python],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(3);
     let _server = tcp_server(&lab, 1, "0.0.0.0", 7000);
@@ -278,6 +300,12 @@ fn silence_tcp_makes_connect_wait_for_its_timeout_except_to_live_hosts() {
 
 #[test]
 fn an_ipv6_lab_connects_hosts_over_their_ula_addresses() {
+    if !peer::require(
+        "an_ipv6_lab_connects_hosts_over_their_ula_addresses",
+        &[Peer::Python],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.with(LabOptions {
         hosts: 2,
@@ -297,6 +325,9 @@ fn an_ipv6_lab_connects_hosts_over_their_ula_addresses() {
 
 #[test]
 fn a_loopback_lab_carries_multicast_on_lo() {
+    if !peer::require("a_loopback_lab_carries_multicast_on_lo", &[Peer::Python]) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.loopback();
     assert_eq!(lab.host(0).iface, "lo");

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{agent_bin, discover_bin, require_lab, run_ok, spawn, Proc, PYTHON};
+use rlx_lab::peer::{self, Peer};
 use rlx_lab::Lab;
 use std::path::Path;
 use std::process::Command;
@@ -133,6 +134,12 @@ fn an_empty_discover_finds_five_agents_with_the_right_devices_twenty_times_in_a_
 /// once it sees loss.
 #[test]
 fn ten_percent_loss_on_the_coordinators_link_still_finds_every_agent() {
+    if !peer::require(
+        "ten_percent_loss_on_the_coordinators_link_still_finds_every_agent",
+        &[Peer::Nftables],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(6);
     let dir = tempfile::tempdir().unwrap();
@@ -159,6 +166,12 @@ fn ten_percent_loss_on_the_coordinators_link_still_finds_every_agent() {
 /// live agents per run were refused as unreachable.
 #[test]
 fn twenty_percent_loss_with_cold_arp_caches_still_admits_every_live_agent() {
+    if !peer::require(
+        "twenty_percent_loss_with_cold_arp_caches_still_admits_every_live_agent",
+        &[Peer::Nftables],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let n = 20;
     let lab = labs.hosts(n + 1);
@@ -187,6 +200,12 @@ fn twenty_percent_loss_with_cold_arp_caches_still_admits_every_live_agent() {
 /// its device chosen from its TXT record.
 #[test]
 fn a_node_announced_by_python_zeroconf_is_planned_from_its_txt() {
+    if !peer::require(
+        "a_node_announced_by_python_zeroconf_is_planned_from_its_txt",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(2);
     let ip = lab.host(1).ip;

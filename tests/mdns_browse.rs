@@ -13,6 +13,7 @@
 mod common;
 
 use common::{agent_bin, eventually, require_lab, run_ok, spawn, Proc, PYTHON};
+use rlx_lab::peer::{self, Peer};
 use rlx_lab::Lab;
 use rlx_proto::caps::{DeviceInfo, NodeCaps};
 use serde_json::Value;
@@ -260,6 +261,12 @@ fn responders(lab: &Lab, from: usize) -> Vec<Proc> {
 
 #[test]
 fn python_zeroconf_publishers_on_a_lan_are_all_found_with_their_caps_and_addresses() {
+    if !peer::require(
+        "python_zeroconf_publishers_on_a_lan_are_all_found_with_their_caps_and_addresses",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(4);
     let _pubs: Vec<Proc> = (1..4)
@@ -301,6 +308,12 @@ fn python_zeroconf_publishers_on_a_lan_are_all_found_with_their_caps_and_address
 
 #[test]
 fn a_malformed_announcement_is_reported_by_key_and_instance_while_the_others_are_found() {
+    if !peer::require(
+        "a_malformed_announcement_is_reported_by_key_and_instance_while_the_others_are_found",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.loopback();
     let lo = vec!["127.0.0.1".to_string()];
@@ -467,15 +480,13 @@ fn avahi_publish(lab: &Lab, i: usize, args: &[&str]) -> Vec<Proc> {
 /// `avahi-publish` (DESIGN.md) is found with the caps of its TXT record.
 #[test]
 fn a_node_announced_by_hand_with_avahi_publish_is_found_with_its_txt_caps() {
-    let Some(labs) = require_lab() else { return };
-    if Command::new("avahi-daemon")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP: avahi-daemon is not installed");
+    if !peer::require(
+        "a_node_announced_by_hand_with_avahi_publish_is_found_with_its_txt_caps",
+        &[Peer::Avahi],
+    ) {
         return;
     }
+    let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(2);
     let _avahi = avahi_publish(
         &lab,
@@ -511,6 +522,12 @@ fn a_node_announced_by_hand_with_avahi_publish_is_found_with_its_txt_caps() {
 /// so.
 #[test]
 fn with_ten_percent_loss_on_the_coordinators_link_every_agent_is_found_within_the_window() {
+    if !peer::require(
+        "with_ten_percent_loss_on_the_coordinators_link_every_agent_is_found_within_the_window",
+        &[Peer::Nftables],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(11);
     let _r = responders(&lab, 1);
@@ -541,6 +558,12 @@ fn with_ten_percent_loss_on_the_coordinators_link_every_agent_is_found_within_th
 
 #[test]
 fn an_ipv6_only_publisher_is_found_at_a_bracketed_ipv6_address() {
+    if !peer::require(
+        "an_ipv6_only_publisher_is_found_at_a_bracketed_ipv6_address",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.with(rlx_lab::LabOptions {
         hosts: 2,
@@ -618,6 +641,12 @@ fn the_browse_refuses_to_run_in_the_root_namespace_under_the_guard() {
 #[test]
 #[ignore]
 fn measure_fifty_responders_lossless_and_at_twenty_percent_loss() {
+    if !peer::require(
+        "measure_fifty_responders_lossless_and_at_twenty_percent_loss",
+        &[Peer::Nftables],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let runs: usize = std::env::var("RLX_MEASURE_RUNS")
         .ok()

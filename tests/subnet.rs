@@ -6,6 +6,7 @@
 mod common;
 
 use common::{discover_bin, require_lab, PYTHON};
+use rlx_lab::peer::{self, Peer};
 use rlx_lab::Lab;
 use std::net::Ipv4Addr;
 use std::process::{Command, Output};
@@ -76,6 +77,12 @@ fn block_of(ip: Ipv4Addr) -> ipnet::Ipv4Net {
 
 #[test]
 fn two_listeners_are_found_and_silent_hosts_cost_one_timeout_in_total() {
+    if !peer::require(
+        "two_listeners_are_found_and_silent_hosts_cost_one_timeout_in_total",
+        &[Peer::Nftables, Peer::Python],
+    ) {
+        return;
+    }
     let Some(lab) = lab(3) else { return };
     let (a, b) = (lab.host(1).ip, lab.host(2).ip);
     let _la = listener(&lab, 1, 9100);
@@ -108,6 +115,12 @@ fn two_listeners_are_found_and_silent_hosts_cost_one_timeout_in_total() {
 
 #[test]
 fn listeners_that_do_not_speak_the_handshake_become_default_nodes_with_a_warning() {
+    if !peer::require(
+        "listeners_that_do_not_speak_the_handshake_become_default_nodes_with_a_warning",
+        &[Peer::Nftables, Peer::Python],
+    ) {
+        return;
+    }
     let Some(lab) = lab(3) else { return };
     let (a, b) = (lab.host(1).ip, lab.host(2).ip);
     let _la = listener(&lab, 1, 9100);
@@ -161,6 +174,12 @@ const CUDA_BOX: &str = r#"{"id":"c0da000000000001","hostname":"gpu-a","os":"linu
 /// right device); a plain listener beside it still becomes a default node.
 #[test]
 fn an_agent_found_by_the_scan_is_planned_from_its_handshake_caps() {
+    if !peer::require(
+        "an_agent_found_by_the_scan_is_planned_from_its_handshake_caps",
+        &[Peer::Nftables, Peer::Python],
+    ) {
+        return;
+    }
     let Some(lab) = lab(3) else { return };
     let (a, b) = (lab.host(1).ip, lab.host(2).ip);
     let dir = tempfile::tempdir().unwrap();

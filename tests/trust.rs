@@ -20,6 +20,7 @@
 mod common;
 
 use common::{agent_bin, discover_bin, require_lab, spawn, Proc, PYTHON};
+use rlx_lab::peer::{self, Peer};
 use rlx_lab::Lab;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -359,6 +360,12 @@ fn assert_no_key_in(outputs: &[(String, String)], keys: &[&str]) {
 /// in is what `docs/security.md` says.
 #[test]
 fn with_a_key_only_the_real_agents_are_admitted_and_each_impostor_is_refused_for_its_reason() {
+    if !peer::require(
+        "with_a_key_only_the_real_agents_are_admitted_and_each_impostor_is_refused_for_its_reason",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     // h0 coordinator; h1-h3 real agents; h4 wrong key; h5-h10 python strangers.
     let lab = labs.hosts(11);
@@ -567,6 +574,12 @@ fn with_a_key_only_the_real_agents_are_admitted_and_each_impostor_is_refused_for
 /// `lab` or for no cluster with its caps.
 #[test]
 fn an_agent_in_a_cluster_refuses_a_hello_for_another_cluster_on_the_wire() {
+    if !peer::require(
+        "an_agent_in_a_cluster_refuses_a_hello_for_another_cluster_on_the_wire",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(2);
     let dir = tempfile::tempdir().unwrap();
@@ -874,6 +887,9 @@ fn real_agents_authenticated() -> BTreeMap<String, (String, String)> {
 #[test]
 fn a_flood_of_thousands_of_bogus_announcements_neither_hides_the_real_agents_nor_grows_the_coordinator(
 ) {
+    if !peer::require("a_flood_of_thousands_of_bogus_announcements_neither_hides_the_real_agents_nor_grows_the_coordinator", &[Peer::Nftables, Peer::PythonZeroconf]) {
+        return;
+    }
     let Some(run) = run_under_flood(FLOOD_INSTANCES, 0) else {
         return;
     };
@@ -900,6 +916,12 @@ fn a_flood_of_thousands_of_bogus_announcements_neither_hides_the_real_agents_nor
 /// address gets 64 slots, the rest stay for everyone else.
 #[test]
 fn a_flood_larger_than_the_instance_table_does_not_hide_the_real_agents() {
+    if !peer::require(
+        "a_flood_larger_than_the_instance_table_does_not_hide_the_real_agents",
+        &[Peer::Nftables, Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(run) = run_under_flood(BIG_FLOOD_INSTANCES, 0) else {
         return;
     };
@@ -921,6 +943,12 @@ fn a_flood_larger_than_the_instance_table_does_not_hide_the_real_agents() {
 /// take the slots the retried answers need.
 #[test]
 fn a_flood_does_not_hide_real_agents_whose_first_answers_are_lost() {
+    if !peer::require(
+        "a_flood_does_not_hide_real_agents_whose_first_answers_are_lost",
+        &[Peer::Nftables, Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(run) = run_under_flood(BIG_FLOOD_INSTANCES, 50) else {
         return;
     };

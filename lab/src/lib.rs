@@ -69,10 +69,14 @@
 //! - `cmd`: running the helper commands (`ip`, `nft`) with errors that name
 //!   them.
 //! - `error`: [`LabError`].
+//! - [`peer`]: the real peers the tests run against (python-zeroconf,
+//!   avahi, BIND, OpenSSH, nftables): present, or `SKIP` with the package to
+//!   install (never under `CI=true`).
 
 mod cmd;
 mod error;
 mod impair;
+pub mod peer;
 mod privilege;
 mod proc;
 mod process;

@@ -29,6 +29,9 @@ pub fn lab_support() -> Result<LabMode, String> {
 }
 
 fn probe_support() -> Result<LabMode, String> {
+    if !crate::peer::on_path("ip") {
+        return Err("the `ip` command is missing (sudo apt-get install iproute2)".into());
+    }
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { nix::libc::geteuid() } == 0 {
         prepare_netns_dir().map_err(|e| e.to_string())?;

@@ -15,6 +15,7 @@ mod support;
 
 use rlx_agent::announce::{AnnounceOptions, Announcer, SERVICE_TYPE};
 use rlx_agent::shutdown::Shutdown;
+use rlx_lab::peer::{self, Peer};
 use rlx_lab::{Lab, LabOptions};
 use rlx_proto::caps::{DeviceInfo, NodeCaps};
 use rlx_proto::txt;
@@ -197,6 +198,12 @@ fn resolved_as(name: &str) -> impl Fn(&Event) -> bool + '_ {
 
 #[test]
 fn python_zeroconf_sees_the_announced_node_with_its_exact_txt_schema_v1_record() {
+    if !peer::require(
+        "python_zeroconf_sees_the_announced_node_with_its_exact_txt_schema_v1_record",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(lab) = support::lab(None) else {
         return;
     };
@@ -247,6 +254,12 @@ fn python_zeroconf_sees_the_announced_node_with_its_exact_txt_schema_v1_record()
 
 #[test]
 fn sigterm_makes_the_service_disappear_from_python_zeroconf_within_two_seconds() {
+    if !peer::require(
+        "sigterm_makes_the_service_disappear_from_python_zeroconf_within_two_seconds",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(lab) = support::lab(None) else {
         return;
     };
@@ -286,6 +299,12 @@ fn sigterm_makes_the_service_disappear_from_python_zeroconf_within_two_seconds()
 
 #[test]
 fn two_agents_claiming_the_same_name_end_up_with_distinct_names_and_the_rename_is_logged() {
+    if !peer::require(
+        "two_agents_claiming_the_same_name_end_up_with_distinct_names_and_the_rename_is_logged",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(lab) = support::lab(None) else {
         return;
     };
@@ -345,6 +364,12 @@ fn two_agents_claiming_the_same_name_end_up_with_distinct_names_and_the_rename_i
 
 #[test]
 fn a_material_caps_change_is_reannounced_and_a_small_drift_is_not() {
+    if !peer::require(
+        "a_material_caps_change_is_reannounced_and_a_small_drift_is_not",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(lab) = support::lab(None) else {
         return;
     };
@@ -400,6 +425,12 @@ fn a_material_caps_change_is_reannounced_and_a_small_drift_is_not() {
 
 #[test]
 fn by_default_the_agent_announces_on_eth0_with_its_address_and_sigint_says_goodbye() {
+    if !peer::require(
+        "by_default_the_agent_announces_on_eth0_with_its_address_and_sigint_says_goodbye",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(lab) = support::lab(Some(LabOptions {
         hosts: 2,
         ipv6: false,
@@ -440,6 +471,12 @@ fn by_default_the_agent_announces_on_eth0_with_its_address_and_sigint_says_goodb
 
 #[test]
 fn an_interface_that_comes_up_after_start_is_announced_on_and_one_that_goes_down_is_dropped() {
+    if !peer::require(
+        "an_interface_that_comes_up_after_start_is_announced_on_and_one_that_goes_down_is_dropped",
+        &[Peer::PythonZeroconf],
+    ) {
+        return;
+    }
     let Some(lab) = support::lab(Some(LabOptions {
         hosts: 2,
         ipv6: false,
