@@ -627,8 +627,7 @@ impl ClusterConfig {
                 if let Err(why) = rlx_proto::service::parse_domain(&dns.domain) {
                     return Err((at("dns_sd"), format!("[discover] dns_sd.domain: {why}")));
                 }
-                if let Some(Err(why)) = dns.server.as_deref().map(crate::sources::dns::check_server)
-                {
+                if let Some(Err(why)) = dns.server.as_deref().map(rlx_proto::dnssd::check_server) {
                     return Err((at("dns_sd"), format!("[discover] dns_sd.server: {why}")));
                 }
             }

@@ -3,6 +3,7 @@
 //! chooses devices or merges (that is [`crate::pipeline`]'s job alone).
 
 pub mod dns;
+pub mod dnssd;
 pub mod mdns;
 pub mod ssh;
 pub mod subnet;
