@@ -388,3 +388,65 @@ pub fn registration(
         addrs,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::rr::rdata::{A, SRV, TXT};
+    use hickory_proto::rr::Record;
+
+    fn name(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    fn pool_of(records: &[(&str, RData)]) -> Pool {
+        let mut pool = Pool::default();
+        let rs: Vec<Record> = records
+            .iter()
+            .map(|(owner, rd)| Record::from_rdata(name(owner), 60, rd.clone()))
+            .collect();
+        pool.add_all(&rs);
+        pool
+    }
+
+    /// The agent's sweep deletes what this calls expired: a live
+    /// registration must never be.
+    #[test]
+    fn a_registration_is_live_until_its_lease_is_over_by_more_than_the_clock_skew() {
+        let now = 1_000_000;
+        let pool = pool_of(&[
+            (
+                "a._rlx._tcp.z.",
+                RData::SRV(SRV::new(0, 0, 9100, name("a.z."))),
+            ),
+            (
+                "a._rlx._tcp.z.",
+                RData::TXT(TXT::new(vec![
+                    "txtvers=1".into(),
+                    format!("expires={}", now - 5),
+                ])),
+            ),
+            ("a.z.", RData::A(A::new(10, 0, 0, 1))),
+            ("a.z.", RData::A(A::new(10, 0, 0, 1))),
+            (
+                "b._rlx._tcp.z.",
+                RData::SRV(SRV::new(0, 0, 9100, name("b.z."))),
+            ),
+            (
+                "b._rlx._tcp.z.",
+                RData::TXT(TXT::new(vec![
+                    "txtvers=1".into(),
+                    format!("expires={}", now - 60),
+                ])),
+            ),
+        ]);
+        let a = registration(&pool, &name("A._rlx._tcp.z."), now)
+            .unwrap()
+            .unwrap();
+        assert_eq!((a.port, a.addrs.len()), (9100, 1), "{a:?}");
+        assert_eq!(registration(&pool, &name("b._rlx._tcp.z."), now), Ok(None));
+        let e = registration(&pool, &name("c._rlx._tcp.z."), now).unwrap_err();
+        assert!(e.contains("no SRV"), "{e}");
+        assert_eq!(label_of(&name("a._rlx._tcp.z.")), "a");
+    }
+}

@@ -51,7 +51,7 @@ pub async fn discover(opts: &BrowseOptions, started: Instant) -> Discovery {
         }
     }
 }
-/// Browses `_rlx._tcp` once (see the module docs) and returns what it found.
+/// Browses `_rlx._tcp` once (see the [`mdns`](super) docs) and returns what it found.
 ///
 /// Checks the network-namespace guard before any socket exists. Fails only
 /// when nothing can be browsed at all; everything per node is a [`Problem`].
@@ -219,7 +219,7 @@ impl Run {
     }
 
     /// Whether a stop rule holds now (see "When it stops early" in the
-    /// module docs); records which one.
+    /// [`mdns`](super) docs); records which one.
     fn stop_early(&mut self, now: Instant) -> bool {
         if !(self.early_possible
             && self.stats.unparsed_replies == 0

@@ -14,7 +14,7 @@ pub fn discovery_json(d: &Discovery) -> serde_json::Value {
     })
 }
 
-/// [`discovery_json`] plus a `"stats"` object ([`BrowseStats`]).
+/// [`discovery_json`] plus a `"stats"` object ([`BrowseStats`](super::BrowseStats)).
 pub fn browse_json(b: &Browse) -> serde_json::Value {
     let mut v = discovery_json(&b.discovery);
     v["stats"] = serde_json::to_value(&b.stats).unwrap_or_default();

@@ -35,18 +35,18 @@
 //!
 //! # Schedule
 //!
-//! Legacy queries go out at [`LEGACY_BURST_MS`](schedule::LEGACY_BURST_MS) (ten in the first second: a
+//! Legacy queries go out at `LEGACY_BURST_MS` (ten in the first second: a
 //! bounded burst), then at intervals that start at one second and double (the
-//! RFC 6762 §5.2 schedule). The first [`EARLY_ROUNDS`](schedule::EARLY_ROUNDS) carry no known
+//! RFC 6762 §5.2 schedule). The first `EARLY_ROUNDS` carry no known
 //! answers; later ones list every instance already resolved (a `PTR` with a
-//! [`KNOWN_ANSWER_TTL`](wire::KNOWN_ANSWER_TTL) above half the record's, RFC 6762 §7.1), so resolved
+//! `KNOWN_ANSWER_TTL` above half the record's, RFC 6762 §7.1), so resolved
 //! responders stay silent and only the missing ones answer.
 //!
 //! Standard queries (answered by multicast, at most once a second per
-//! record) go out at [`EXTRA_QM_MS`](schedule::EXTRA_QM_MS), timed around the responders' rate
+//! record) go out at `EXTRA_QM_MS`, timed around the responders' rate
 //! limit, besides mdns-sd's own. A browse that did not stop early also
 //! re-announces this host's MAC address by gratuitous ARP at
-//! [`ARP_ANNOUNCE_MS`](schedule::ARP_ANNOUNCE_MS) when it may (`CAP_NET_RAW`), which releases unicast
+//! `ARP_ANNOUNCE_MS` when it may (`CAP_NET_RAW`), which releases unicast
 //! replies stuck behind a lost ARP exchange at the responders.
 //!
 //! Measured in a namespace lab, 50 mdns-sd responders (one per host) on one
@@ -64,14 +64,14 @@
 //! A browse listens for the whole `browse` window unless the network is
 //! clearly lossless: it stops as soon as
 //!
-//! 1. the first [`EARLY_ROUNDS`](schedule::EARLY_ROUNDS) legacy queries have been sent (without known
+//! 1. the first `EARLY_ROUNDS` legacy queries have been sent (without known
 //!    answers, so every responder must answer each),
 //! 2. every instance heard by either path answered every one of them and is
 //!    fully resolved (or rejected with a reason), at least one was heard,
-//! 3. nothing new arrived for [`QUIET`](schedule::QUIET),
-//! 4. and the floor has passed: [`EARLY_FLOOR_WITH_ARP`](schedule::EARLY_FLOOR_WITH_ARP) (250 ms) when this
+//! 3. nothing new arrived for `QUIET`,
+//! 4. and the floor has passed: `EARLY_FLOOR_WITH_ARP` (250 ms) when this
 //!    process can send gratuitous ARP (root, `CAP_NET_RAW`), else
-//!    [`EARLY_FLOOR_WITHOUT_ARP`](schedule::EARLY_FLOOR_WITHOUT_ARP) (1.1 s). A responder whose ARP exchange
+//!    `EARLY_FLOOR_WITHOUT_ARP` (1.1 s). A responder whose ARP exchange
 //!    was lost is invisible on the legacy path until its ARP is resolved, and
 //!    on a small network the others can all look clean meanwhile.
 //!
@@ -83,16 +83,16 @@
 //! early stop: an agent that was never heard must have missed every query
 //! so far that reached the network. A query lost on our own link is lost
 //! for every responder at once, so only queries that some agent answered
-//! count as chances; after the early rounds, [`SENTINELS`](schedule::SENTINELS) resolved agents
+//! count as chances; after the early rounds, `SENTINELS` resolved agents
 //! are left out of each query's known-answer list in rotation so that they
 //! answer and show it went out. The chance that one agent's answer gets
 //! through is measured on the early queries that went out, taken
-//! [`RATE_MARGIN`](schedule::RATE_MARGIN) standard deviations low (a Wilson lower bound, so that
+//! `RATE_MARGIN` standard deviations low (a Wilson lower bound, so that
 //! three agents with lucky answers do not look like a clean network). With
 //! `n` agents heard, answer rate `q` and `k` chances (queries that went out,
-//! answers due by [`ROUND_WAIT`](schedule::ROUND_WAIT)), the number still unheard is expected to
+//! answers due by `ROUND_WAIT`), the number still unheard is expected to
 //! be `n·(1-q)^k / (1-(1-q)^k)`, and the browse stops once that is below
-//! [`STOP_RISK`](schedule::STOP_RISK) (and conditions 2 for resolution, 3 and 4 hold). At 20%
+//! `STOP_RISK` (and conditions 2 for resolution, 3 and 4 hold). At 20%
 //! loss each way with 50 agents that is about 0.5-1 s instead of the whole
 //! window; with one or two agents heard the estimate is too uncertain and
 //! the browse listens to the end. Responders that ignore legacy queries

@@ -17,7 +17,7 @@ pub struct BrowseOptions {
     /// The most it listens (`browse_ms`).
     pub browse: Duration,
     /// Stop before `browse` ends when the network is clearly lossless (see
-    /// the module docs). `false` always listens the whole window.
+    /// the [`mdns`](super) docs). `false` always listens the whole window.
     pub early_stop: bool,
     /// Told of each instance as soon as it is resolved (and again if its
     /// address or port changes), before the browse ends.
@@ -47,7 +47,7 @@ impl BrowseOptions {
     }
 }
 
-/// Why a browse could not run at all (per-node failures are [`Problem`]s).
+/// Why a browse could not run at all (per-node failures are [`Problem`](crate::sighting::Problem)s).
 #[derive(Debug, thiserror::Error)]
 pub enum MdnsError {
     /// `RLX_NETNS_GUARD=1` and this is the machine's real network.

@@ -72,7 +72,7 @@ pub(crate) const EARLY_FLOOR_WITHOUT_ARP: Duration = Duration::from_millis(1100)
 pub(crate) const QUIET: Duration = Duration::from_millis(100);
 
 /// The most agents a browse may expect to have missed when it stops on a
-/// lossy network (see "When it stops early" in the module docs): one run in
+/// lossy network (see "When it stops early" in the [`mdns`](super) docs): one run in
 /// a hundred, at worst, would lack an agent that listening to the end of the
 /// window would have found.
 pub(crate) const STOP_RISK: f64 = 0.01;
@@ -108,7 +108,7 @@ pub(super) fn matured(elapsed: Duration, sent: usize) -> (usize, Option<Duration
 /// The number of responders expected to be still unheard after `chances`
 /// queries that reached the network, when `heard` were heard and answered
 /// `answered` of the `asked` such early queries put to them (see "When it
-/// stops early" in the module docs). Infinite when nothing can be
+/// stops early" in the [`mdns`](super) docs). Infinite when nothing can be
 /// inferred.
 pub fn expected_unheard(heard: usize, answered: usize, asked: usize, chances: u32) -> f64 {
     if heard == 0 || asked == 0 || chances == 0 {

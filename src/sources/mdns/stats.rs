@@ -49,7 +49,7 @@ pub struct BrowseStats {
     /// Extra standard (multicast-answered) query packets sent.
     pub standard_queries: usize,
     /// Gratuitous ARP announcements sent (needs `CAP_NET_RAW`; see
-    /// [`ARP_ANNOUNCE_MS`](super::schedule::ARP_ANNOUNCE_MS)).
+    /// `ARP_ANNOUNCE_MS`).
     pub arp_announcements: usize,
     /// Resolution events from the multicast path.
     pub multicast_events: usize,
@@ -63,13 +63,13 @@ pub struct BrowseStats {
 }
 
 /// Which rule let a browse stop before its window ended (see "When it
-/// stops early" in the module docs).
+/// stops early" in the [`mdns`](super) docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum StopRule {
     /// Every agent answered every early query.
     #[serde(rename = "clean")]
     Clean,
-    /// The measured loss left fewer than [`STOP_RISK`](super::schedule::STOP_RISK) agents expected to
+    /// The measured loss left fewer than `STOP_RISK` agents expected to
     /// be still unheard.
     #[serde(rename = "loss estimate")]
     LossEstimate,

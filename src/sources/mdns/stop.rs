@@ -30,7 +30,7 @@ impl Table {
             .collect()
     }
 
-    /// The early-stop test (see the module docs): at least one instance, and
+    /// The early-stop test (see the [`mdns`](super) docs): at least one instance, and
     /// every instance answered every early round and is resolved.
     pub(super) fn clean(&self) -> bool {
         let all_rounds = (1u32 << EARLY_ROUNDS) - 1;

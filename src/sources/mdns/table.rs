@@ -70,7 +70,7 @@ pub(super) struct Instance {
     pub(super) removed: bool,
 }
 
-/// Everything heard during one browse, bounded (see the module docs).
+/// Everything heard during one browse, bounded (see the [`mdns`](super) docs).
 pub(super) struct Table {
     pub(super) ifaces: Vec<Iface>,
     pub(super) instances: Vec<Instance>,
