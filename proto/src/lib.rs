@@ -15,10 +15,14 @@
 //! - [`txt`]: TXT schema v1, the capabilities as mDNS/DNS-SD TXT strings.
 //! - [`handshake`]: the hello/reply on the agent's port and its proof.
 //! - [`keys`]: cluster key files and the HMAC under them.
+//! - [`dnssd`]: DNS-SD over unicast DNS, the zone client (browse, leases,
+//!   the server to ask) that the coordinator's DNS source and the agent's
+//!   registration sweep share.
 //!
 //! `docs/protocol.md` is the prose version of these modules.
 
 pub mod caps;
+pub mod dnssd;
 pub mod handshake;
 pub mod keys;
 pub mod service;

@@ -73,7 +73,7 @@ pub fn apply_dns_flags(
     server: &Option<String>,
 ) -> Result<()> {
     use rlx_discover::config::DnsSdSection;
-    use rlx_discover::sources::dns::check_server;
+    use rlx_proto::dnssd::check_server;
     use rlx_proto::service::parse_domain;
     if let Some(dom) = domain {
         parse_domain(dom).map_err(|e| anyhow::anyhow!("--domain: {e}"))?;

@@ -11,7 +11,7 @@
 
 use super::keypath::{Invalid, KeyRef};
 use super::values::{DeviceList, Precision, Subnet};
-use crate::sources::dns::check_server;
+use rlx_proto::dnssd::check_server;
 use rlx_proto::service::DEFAULT_PORT;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

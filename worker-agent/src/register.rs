@@ -26,7 +26,7 @@
 //! carried twice:
 //!
 //! - in the TXT record as `expires=<unix seconds>` (now + the lease), which
-//!   coordinators honour ([`rlx_discover::sources::dns`] skips an instance
+//!   coordinators honour ([`rlx_proto::dnssd`] sets aside an instance
 //!   whose lease ran out), and which agents use to clean up: at each refresh
 //!   an agent sweeps the zone with probability 1/N (N = instances it saw
 //!   last), deleting the records of expired instances, so that the zone as a
@@ -51,8 +51,8 @@ use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode,
 use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::rdata::{A, AAAA, PTR, SRV, TXT};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
-use rlx_discover::sources::dns::{self as dnssd, DnsSdOptions};
 use rlx_proto::caps::NodeCaps;
+use rlx_proto::dnssd::{self, ZoneOptions};
 use rlx_proto::service::{parse_domain, service_name, unix_now, EXPIRES_KEY};
 use rlx_proto::txt;
 use std::fmt;
@@ -516,13 +516,13 @@ fn sweep_now(instances_seen: usize) -> bool {
 /// Browses the zone and deletes the registrations whose lease ran out.
 /// Returns how many instances the zone holds.
 async fn sweep(reg: &Registration) -> Option<usize> {
-    let opts = DnsSdOptions {
+    let opts = ZoneOptions {
         domain: reg.target.zone.clone(),
         server: Some(reg.server.to_string()),
         zone_transfer: false,
         deadline: Duration::from_secs(10),
     };
-    let b = match dnssd::browse(&opts, std::time::Instant::now()).await {
+    let b = match dnssd::browse(&opts).await {
         Ok(b) => b,
         Err(e) => {
             debug!("sweep: cannot browse {}: {e}", reg.target.zone);

@@ -1,0 +1,134 @@
+//! **DNS-SD records to a [`Sighting`]** — the one resolver behind both DNS-SD
+//! sources: the mDNS browse ([`super::mdns`]) and the unicast zone browse
+//! ([`super::dns`]) gather an instance's `SRV`, `TXT` and addresses their own
+//! way, then hand them here to be decoded and addressed by the same rules,
+//! with the limits defined once.
+//!
+//! ```text
+//! instance label + SRV port + TXT strings + chosen address + path  ->  Sighting
+//! ```
+//!
+//! The two paths differ in three details, each an explicit [`Path`]:
+//! a TXT error names the mDNS instance *and host* ("announcement ignored")
+//! or the DNS-SD instance name ("registration ignored"); an mDNS sighting
+//! names the interface it was heard on, writes a link-local IPv6 address
+//! with that interface's scope, and fills in the caps' `hostname` and `addr`
+//! from what was announced, while a zone's is taken as registered.
+
+use crate::pipeline::format_addr;
+use crate::sighting::{Evidence, Sighting, Source};
+use hickory_proto::rr::Name;
+use rlx_net::iface::Iface;
+use rlx_proto::caps::NodeCaps;
+use rlx_proto::txt;
+use std::net::IpAddr;
+
+pub use rlx_proto::dnssd::{
+    add_addr, instance_label, MAX_ADDRS_PER_HOST, MAX_INSTANCES, MAX_REGISTERED_TXT_BYTES,
+};
+
+/// Largest announced TXT record accepted, counting each string's length
+/// byte. The schema caps records at 1300 bytes (one Ethernet frame,
+/// [`txt::MAX_RECORD_BYTES`]); anything larger was not written by a schema
+/// v1 announcer. (A registration in a zone may be a little larger:
+/// [`MAX_REGISTERED_TXT_BYTES`] leaves room for its lease.)
+pub const MAX_TXT_BYTES: usize = txt::MAX_RECORD_BYTES;
+
+/// How an instance's records reached us.
+#[derive(Debug, Clone, Copy)]
+pub enum Path<'a> {
+    /// Multicast DNS, heard on `iface`; `host` is the SRV target as
+    /// announced (`box.local.`).
+    Link {
+        /// The interface it was heard on.
+        iface: &'a Iface,
+        /// The SRV target.
+        host: &'a str,
+    },
+    /// A unicast DNS zone; `instance` is the full instance name.
+    Zone {
+        /// `box._rlx._tcp.<domain>.`
+        instance: &'a Name,
+    },
+}
+
+/// One DNS-SD instance, as far as the sighting needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Records<'a> {
+    /// The instance label (`box`): the sighting's host.
+    pub label: &'a str,
+    /// The SRV port.
+    pub port: u16,
+    /// The TXT strings (already within the path's size limit).
+    pub txt: &'a [Vec<u8>],
+    /// Where they came from.
+    pub path: Path<'a>,
+}
+
+impl Records<'_> {
+    /// The capabilities the TXT record announces, or why it is malformed:
+    /// the TXT error (which names the key) plus the instance (and host), so
+    /// the user knows which machine to fix.
+    pub fn caps(&self) -> Result<NodeCaps, String> {
+        txt::decode(self.txt).map_err(|e| match self.path {
+            Path::Link { host, .. } => format!(
+                "{e} (instance `{}` on host {host}); announcement ignored",
+                self.label
+            ),
+            Path::Zone { instance } => {
+                format!("{e} (DNS-SD instance {instance}); registration ignored")
+            }
+        })
+    }
+
+    /// The sighting of the instance at `ip`, with `caps` from
+    /// [`Records::caps`], completed `found_ms` after discovery started.
+    pub fn sighting(&self, mut caps: NodeCaps, ip: IpAddr, found_ms: u64) -> Sighting {
+        let (source, addr, heard_on) = match self.path {
+            Path::Link { iface, host } => {
+                let addr = match ip {
+                    IpAddr::V6(v6) if v6.is_unicast_link_local() => {
+                        format!("[{v6}%{}]:{}", iface.name, self.port)
+                    }
+                    ip => format_addr(ip, self.port),
+                };
+                let host = host.trim_end_matches('.');
+                caps.hostname = host.strip_suffix(".local").unwrap_or(host).to_string();
+                caps.addr = addr.clone();
+                (Source::Mdns, addr, Some(iface.name.clone()))
+            }
+            Path::Zone { .. } => (Source::Dns, format_addr(ip, self.port), None),
+        };
+        Sighting {
+            source,
+            host: self.label.to_string(),
+            addr,
+            ip: Some(ip),
+            port: self.port,
+            ssh: None,
+            caps: Some(caps),
+            evidence: Evidence::Txt,
+            heard_on,
+            found_ms,
+        }
+    }
+}
+
+/// Whether a node can be dialled at `ip` from beyond its link: neither
+/// loopback nor link-local (nor unspecified).
+pub fn routable(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified(),
+        IpAddr::V6(v6) => !v6.is_loopback() && !v6.is_unicast_link_local() && !v6.is_unspecified(),
+    }
+}
+
+/// The address a wide-area coordinator dials among `addrs`: a routable
+/// IPv4 one, else a routable IPv6 one (the first of each, in record order).
+pub fn pick_routable(addrs: &[IpAddr]) -> Option<IpAddr> {
+    addrs
+        .iter()
+        .copied()
+        .filter(routable)
+        .min_by_key(|ip| ip.is_ipv6())
+}

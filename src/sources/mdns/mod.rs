@@ -1,0 +1,158 @@
+//! **mDNS source** — a one-shot browse of `_rlx._tcp` that finds every
+//! `rlx-agent` on the LAN in milliseconds on a clean network and within a few
+//! seconds on a lossy one, and hands each to the pipeline as a [`Sighting`](crate::sighting::Sighting).
+//!
+//! ```toml
+//! [discover]              # mdns = true is the default
+//! browse_ms  = 2000       # the most a one-shot browse listens
+//! interfaces = ["eth0"]   # default: every up, multicast-capable, non-virtual interface
+//! ```
+//!
+//! # Two paths, one table
+//!
+//! Standard mDNS browsing (RFC 6762 §5.2) queries at 0, 1, 3, 7 s, and a
+//! responder multicasts a record at most once a second (§6), so every lost
+//! packet costs a second or more: python-zeroconf needs 7.2 s to see 50 agents
+//! at 20% loss, and no standard browser finishes in 2 s (measured, see
+//! `../shared/NOTES-mdns-sd.md`). This source therefore runs two paths into
+//! one instance table:
+//!
+//! - **Legacy one-shot queries** (RFC 6762 §6.7), the fast path: a `PTR`
+//!   question sent to the mDNS group from an ephemeral port, one socket per
+//!   interface and address family. Responders answer each one by unicast,
+//!   with `PTR`, `SRV`, `TXT` and `A`/`AAAA` in one packet and without the
+//!   once-a-second limit, so one reply resolves an instance and a lost one is
+//!   retried by the next query. DNS messages are built and parsed with
+//!   `hickory-proto`.
+//! - **Standard browsing** through mdns-sd ([`MdnsBrowser`]), the robust path:
+//!   multicast answers need no ARP, which the unicast replies do (under loss
+//!   Linux retries ARP only once a second, which is what bounds the legacy
+//!   path's tail), and it resolves responders that ignore legacy queries.
+//!   The same wrapper serves a continuous `watch`.
+//!
+//! Each instance keeps the interface it was first heard on, and its address
+//! is chosen by [`iface::pick_address`](rlx_net::iface::pick_address) among the addresses heard there.
+//!
+//! # Schedule
+//!
+//! Legacy queries go out at `LEGACY_BURST_MS` (ten in the first second: a
+//! bounded burst), then at intervals that start at one second and double (the
+//! RFC 6762 §5.2 schedule). The first `EARLY_ROUNDS` carry no known
+//! answers; later ones list every instance already resolved (a `PTR` with a
+//! `KNOWN_ANSWER_TTL` above half the record's, RFC 6762 §7.1), so resolved
+//! responders stay silent and only the missing ones answer.
+//!
+//! Standard queries (answered by multicast, at most once a second per
+//! record) go out at `EXTRA_QM_MS`, timed around the responders' rate
+//! limit, besides mdns-sd's own. A browse that did not stop early also
+//! re-announces this host's MAC address by gratuitous ARP at
+//! `ARP_ANNOUNCE_MS` when it may (`CAP_NET_RAW`), which releases unicast
+//! replies stuck behind a lost ARP exchange at the responders.
+//!
+//! Measured in a namespace lab, 50 mdns-sd responders (one per host) on one
+//! bridge, ten runs each (`measure_fifty_responders_...` in
+//! `tests/mdns_browse.rs`): lossless, the last agent resolved 13-21 ms after
+//! the process started and the browse returned after 200 ms (early stop); at
+//! 20% loss on the coordinator's link with every ARP cache flushed before
+//! each run, 50/50 in 10 of 10 runs, the last at 253-616 ms; the same without
+//! `CAP_NET_RAW` (no ARP announcements), 50/50 in 10 of 10 runs, the last at
+//! 1.0-1.2 s in nine and 2.3 s in one: the responders' one-second ARP retries
+//! and the standard queries' one-second rate limit set that tail.
+//!
+//! # When it stops early
+//!
+//! A browse listens for the whole `browse` window unless the network is
+//! clearly lossless: it stops as soon as
+//!
+//! 1. the first `EARLY_ROUNDS` legacy queries have been sent (without known
+//!    answers, so every responder must answer each),
+//! 2. every instance heard by either path answered every one of them and is
+//!    fully resolved (or rejected with a reason), at least one was heard,
+//! 3. nothing new arrived for `QUIET`,
+//! 4. and the floor has passed: `EARLY_FLOOR_WITH_ARP` (250 ms) when this
+//!    process can send gratuitous ARP (root, `CAP_NET_RAW`), else
+//!    `EARLY_FLOOR_WITHOUT_ARP` (1.1 s). A responder whose ARP exchange
+//!    was lost is invisible on the legacy path until its ARP is resolved, and
+//!    on a small network the others can all look clean meanwhile.
+//!
+//! On a clean LAN that is about 250 ms after the start as root, 1.1 s
+//! otherwise.
+//!
+//! A missing answer means loss (or a responder that ignores legacy
+//! queries). Then the browse measures the loss instead of giving up on an
+//! early stop: an agent that was never heard must have missed every query
+//! so far that reached the network. A query lost on our own link is lost
+//! for every responder at once, so only queries that some agent answered
+//! count as chances; after the early rounds, `SENTINELS` resolved agents
+//! are left out of each query's known-answer list in rotation so that they
+//! answer and show it went out. The chance that one agent's answer gets
+//! through is measured on the early queries that went out, taken
+//! `RATE_MARGIN` standard deviations low (a Wilson lower bound, so that
+//! three agents with lucky answers do not look like a clean network). With
+//! `n` agents heard, answer rate `q` and `k` chances (queries that went out,
+//! answers due by `ROUND_WAIT`), the number still unheard is expected to
+//! be `n·(1-q)^k / (1-(1-q)^k)`, and the browse stops once that is below
+//! `STOP_RISK` (and conditions 2 for resolution, 3 and 4 hold). At 20%
+//! loss each way with 50 agents that is about 0.5-1 s instead of the whole
+//! window; with one or two agents heard the estimate is too uncertain and
+//! the browse listens to the end. Responders that ignore legacy queries
+//! (heard only by multicast) count as answering none, which keeps the
+//! estimate from stopping.
+//!
+//! The [`Attempt`](crate::sighting::Attempt) always says how long it listened, whether and why it
+//! stopped early, and how many instances answered *late*: after the point
+//! where a clean network would have let it stop. An empty result never
+//! stops early.
+//!
+//! # Bounds
+//!
+//! At most [`MAX_INSTANCES`] instances and as many host names are kept, at
+//! most [`MAX_INSTANCES_PER_SOURCE`] from any one source address and
+//! [`MAX_UNSOURCED`] whose sender is unknown (first heard on the multicast
+//! path), so a flood of bogus announcements from a stranger is counted, not
+//! stored, and cannot crowd out the real agents that answer after it; a TXT record over
+//! [`MAX_TXT_BYTES`] is refused; each host keeps at most
+//! [`MAX_ADDRS_PER_HOST`] addresses; datagrams over 9000 bytes (RFC 6762 §17)
+//! are dropped.
+//!
+//! # Layout
+//!
+//! - `wire`: names, the legacy query, the lenient reading of replies;
+//! - `sockets`: the legacy query sockets and their readers;
+//! - `browser`: the mdns-sd multicast path ([`MdnsBrowser`]);
+//! - `table`: the bounded instance table both paths fill;
+//! - `schedule`: when queries go out, the early-stop thresholds, the loss
+//!   estimate; `stop`: the stop rules read off the table;
+//! - `resolve`: the table read out as sightings, through the DNS-SD
+//!   resolver shared with the unicast source ([`crate::sources::dnssd`]);
+//! - `browse`: the one-shot browse loop, `stats`: how it went, `json`: its
+//!   JSON view; `continuous`: the continuous browse of `watch`.
+
+mod browse;
+mod browser;
+mod continuous;
+#[cfg(test)]
+mod fixtures;
+mod json;
+mod options;
+mod resolve;
+mod schedule;
+mod sockets;
+mod stats;
+mod stop;
+mod table;
+mod wire;
+
+/// The DNS-SD service type agents announce (the wire contract).
+pub use rlx_proto::service::MDNS_SERVICE_TYPE as SERVICE_TYPE;
+
+pub use crate::sources::dnssd::{MAX_ADDRS_PER_HOST, MAX_INSTANCES, MAX_TXT_BYTES};
+pub use browse::{browse, discover};
+pub use browser::{BrowserEvent, MdnsBrowser};
+pub use continuous::{Change, ContinuousBrowse};
+pub use json::{browse_json, discovery_json};
+pub use options::{BrowseOptions, MdnsError};
+pub use schedule::expected_unheard;
+pub use stats::{Browse, BrowseStats, StopRule};
+pub use table::{MAX_INSTANCES_PER_SOURCE, MAX_UNSOURCED};
+pub use wire::MDNS_PORT;

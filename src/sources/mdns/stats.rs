@@ -1,0 +1,139 @@
+//! **How a browse went** — the statistics of one run, the rule that let it
+//! stop early, and the one-line [`Attempt`](crate::sighting::Attempt)
+//! description the report prints.
+
+use crate::sighting::Discovery;
+use crate::sources::dnssd::MAX_INSTANCES;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// How a browse went, for the report, the JSON output and the benchmark.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BrowseStats {
+    /// The service type browsed.
+    pub service: String,
+    /// Interfaces browsed on.
+    pub interfaces: Vec<String>,
+    /// Legacy query sockets that could not be opened, with the reason.
+    pub socket_errors: Vec<String>,
+    /// Why the mdns-sd multicast path did not run (or stopped), if so.
+    pub multicast_error: Option<String>,
+    /// How long it listened, ms.
+    pub listened_ms: u64,
+    /// The most it would have listened (`browse`), ms.
+    pub window_ms: u64,
+    /// Whether it stopped before the window ended: on a clearly lossless
+    /// network, or once the measured loss made a missed agent unlikely.
+    pub stopped_early: bool,
+    /// Which rule stopped it early, if one did.
+    pub stop_rule: Option<StopRule>,
+    /// Share of the early queries the heard agents answered, as measured,
+    /// when any was heard.
+    pub answer_rate: Option<f64>,
+    /// Agents expected to be still unheard when it stopped (the loss
+    /// estimate; 0 when it stopped as clean), when any was heard.
+    pub expected_missing: Option<f64>,
+    /// Why it did not stop early, when it did not.
+    pub why_full_window: Option<String>,
+    /// Ms after the start of the browse at which an early stop was first
+    /// possible: an instance resolved after this answered *late*.
+    pub early_point_ms: u64,
+    /// Instances heard (resolved, rejected or incomplete).
+    pub answered: usize,
+    /// Instances first resolved after [`BrowseStats::early_point_ms`].
+    pub late: usize,
+    /// Legacy query packets sent (all sockets).
+    pub legacy_queries: usize,
+    /// Legacy replies accepted.
+    pub legacy_replies: usize,
+    /// Extra standard (multicast-answered) query packets sent.
+    pub standard_queries: usize,
+    /// Gratuitous ARP announcements sent (needs `CAP_NET_RAW`; see
+    /// `ARP_ANNOUNCE_MS`).
+    pub arp_announcements: usize,
+    /// Resolution events from the multicast path.
+    pub multicast_events: usize,
+    /// Instances and host names ignored because [`MAX_INSTANCES`] was reached.
+    pub over_limit: usize,
+    /// Datagrams dropped as not ours or malformed.
+    pub ignored_datagrams: usize,
+    /// Replies from responders (port 5353, on the link) that could not be
+    /// decoded at all; any one of them rules out an early stop.
+    pub unparsed_replies: usize,
+}
+
+/// Which rule let a browse stop before its window ended (see "When it
+/// stops early" in the [`mdns`](super) docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum StopRule {
+    /// Every agent answered every early query.
+    #[serde(rename = "clean")]
+    Clean,
+    /// The measured loss left fewer than `STOP_RISK` agents expected to
+    /// be still unheard.
+    #[serde(rename = "loss estimate")]
+    LossEstimate,
+}
+
+/// A browse: what it found and how it went.
+#[derive(Debug, Clone, Default)]
+pub struct Browse {
+    /// Sightings, problems and the attempt, for the pipeline.
+    pub discovery: Discovery,
+    /// Details of the run.
+    pub stats: BrowseStats,
+}
+
+/// One line for the report: what was tried, for how long, with what result.
+pub(super) fn describe_attempt(s: &BrowseStats) -> String {
+    let mut w = format!(
+        "mDNS browse of {} on {}: {} legacy queries{}; listened {} ms",
+        s.service,
+        s.interfaces.join(", "),
+        s.legacy_queries,
+        if s.multicast_error.is_none() {
+            " + standard multicast browsing"
+        } else {
+            " (multicast path unavailable)"
+        },
+        s.listened_ms
+    );
+    if s.stop_rule == Some(StopRule::Clean) {
+        let _ = write!(
+            w,
+            " (stopped early: every agent answered every early query)"
+        );
+    } else if s.stop_rule == Some(StopRule::LossEstimate) {
+        let _ = write!(
+            w,
+            " (stopped early on the loss estimate: agents answered {:.0}% of the early queries, \
+             so fewer than {:.3} agents are expected to be still unheard)",
+            s.answer_rate.unwrap_or(0.0) * 100.0,
+            s.expected_missing.unwrap_or(f64::NAN)
+        );
+    } else {
+        let _ = write!(w, " of {} ms", s.window_ms);
+        if let Some(why) = &s.why_full_window {
+            let _ = write!(w, " (full window: {why})");
+        }
+    }
+    if s.standard_queries > 0 {
+        let _ = write!(w, ", {} extra standard queries", s.standard_queries);
+    }
+    if s.arp_announcements > 0 {
+        let _ = write!(w, ", {} ARP announcements", s.arp_announcements);
+    }
+    let _ = write!(
+        w,
+        "; {} answered, {} late (after {} ms)",
+        s.answered, s.late, s.early_point_ms
+    );
+    if s.over_limit > 0 {
+        let _ = write!(
+            w,
+            "; {} more names ignored over the {MAX_INSTANCES}-instance limit",
+            s.over_limit
+        );
+    }
+    w
+}

@@ -1,0 +1,477 @@
+//! **The instance table** — everything one browse (or a `watch`) has
+//! heard, from either path, folded into one bounded table: instances by
+//! label with their SRV, TXT, the interface first heard on and the early
+//! rounds they answered; host names with their addresses. Records in; the
+//! stop rules ([`super::stop`]) and the sightings ([`super::resolve`]) read
+//! it out.
+
+use super::browser::BrowserEvent;
+use super::schedule::EARLY_ROUNDS;
+use super::wire::{host_key, name_text, service_name, strip_service};
+use crate::sources::dnssd::{self, instance_label, routable, MAX_INSTANCES, MAX_TXT_BYTES};
+use hickory_proto::op::Message;
+use hickory_proto::rr::rdata::PTR;
+use hickory_proto::rr::RData;
+use mdns_sd::{ResolvedService, ScopedIp};
+use rlx_net::iface::{self, Iface};
+use rlx_proto::txt;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::Instant;
+
+/// Most instances kept per source address. A host runs one agent, a few at
+/// most; a third-party stack announcing thousands of bogus instances from one
+/// address must not fill the table and crowd out the real agents that answer
+/// after it. 64 leaves room for a host that legitimately runs several.
+pub const MAX_INSTANCES_PER_SOURCE: usize = 64;
+
+/// Most instances kept whose sender is unknown: those first heard on the
+/// multicast path, which does not tell who sent an answer (mdns-sd reports
+/// what a record claims, and the address an announcement names is the
+/// announcer's claim, not its source). The per-source cap cannot apply to
+/// them, so a separate cap keeps a multicast flood from filling the table
+/// the same way. Real agents also answer the legacy queries, from their
+/// own address, and get a sourced slot there.
+pub const MAX_UNSOURCED: usize = 256;
+
+/// The SRV record of an instance.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Srv {
+    pub(super) port: u16,
+    /// The target host as announced (`box.local.`).
+    pub(super) host: String,
+}
+
+/// What is known of an instance's TXT record.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Txt {
+    /// The record's strings, within [`MAX_TXT_BYTES`].
+    Strings(Vec<Vec<u8>>),
+    /// A record of this many bytes, refused.
+    TooBig(usize),
+}
+
+/// One announced instance, as far as it is known.
+#[derive(Debug, Clone)]
+pub(super) struct Instance {
+    /// The instance name as announced.
+    pub(super) label: String,
+    pub(super) srv: Option<Srv>,
+    pub(super) txt: Option<Txt>,
+    /// Index of the interface it was first heard on.
+    pub(super) heard_on: Option<usize>,
+    /// Bit `r` set: answered early legacy round `r`.
+    pub(super) early: u32,
+    /// When it first had SRV, TXT and a usable address.
+    pub(super) complete_at: Option<Instant>,
+    /// When it first had SRV, TXT and a routable address.
+    pub(super) routable_at: Option<Instant>,
+    /// Said goodbye (TTL 0) during the browse.
+    pub(super) removed: bool,
+}
+
+/// Everything heard during one browse, bounded (see the [`mdns`](super) docs).
+pub(super) struct Table {
+    pub(super) ifaces: Vec<Iface>,
+    pub(super) instances: Vec<Instance>,
+    /// Lowercased instance label -> index in `instances`.
+    pub(super) index: HashMap<String, usize>,
+    /// Host key -> (address, interface index) as heard.
+    pub(super) hosts: HashMap<String, Vec<(IpAddr, usize)>>,
+    /// Names ignored because a limit was reached.
+    pub(super) over_limit: usize,
+    /// Instances created per source address ([`MAX_INSTANCES_PER_SOURCE`]).
+    pub(super) per_source: HashMap<IpAddr, usize>,
+    /// Instances created without a source address ([`MAX_UNSOURCED`]).
+    pub(super) unsourced: usize,
+    /// Host names created per source address.
+    pub(super) host_sources: HashMap<IpAddr, usize>,
+    /// Instances resolved since [`Table::take_resolved`] last ran.
+    pub(super) newly_resolved: Vec<usize>,
+    /// Bit `r` set: some instance answered legacy round `r`, so that query
+    /// reached the network.
+    pub(super) delivered: u64,
+    /// Whether instances first heard on the multicast path count the
+    /// address they announce as their source (see [`MAX_UNSOURCED`]).
+    pub(super) multicast_by_claim: bool,
+}
+
+impl Table {
+    pub(super) fn new(ifaces: Vec<Iface>) -> Self {
+        Table {
+            ifaces,
+            instances: Vec::new(),
+            index: HashMap::new(),
+            hosts: HashMap::new(),
+            over_limit: 0,
+            per_source: HashMap::new(),
+            unsourced: 0,
+            host_sources: HashMap::new(),
+            newly_resolved: Vec::new(),
+            delivered: 0,
+            multicast_by_claim: true,
+        }
+    }
+
+    /// The index of instance `label`, added if new and there is room: in the
+    /// table, for its source address (`None`: heard by name only).
+    pub(super) fn instance(&mut self, label: &str, source: Option<IpAddr>) -> Option<usize> {
+        let key = label.to_lowercase();
+        if let Some(&i) = self.index.get(&key) {
+            return Some(i);
+        }
+        let room = match source {
+            Some(ip) => self.per_source.get(&ip).copied().unwrap_or(0) < MAX_INSTANCES_PER_SOURCE,
+            None => self.unsourced < MAX_UNSOURCED,
+        };
+        if self.instances.len() >= MAX_INSTANCES || !room {
+            self.over_limit += 1;
+            return None;
+        }
+        match source {
+            Some(ip) => *self.per_source.entry(ip).or_insert(0) += 1,
+            None => self.unsourced += 1,
+        }
+        self.instances.push(Instance {
+            label: label.to_string(),
+            srv: None,
+            txt: None,
+            heard_on: None,
+            early: 0,
+            complete_at: None,
+            routable_at: None,
+            removed: false,
+        });
+        self.index.insert(key, self.instances.len() - 1);
+        Some(self.instances.len() - 1)
+    }
+
+    /// Records an address of `host`, heard from `source`. New host names
+    /// share the table like instances do: at most
+    /// [`MAX_INSTANCES_PER_SOURCE`] per source address, so a flood of bogus
+    /// host names cannot leave the real agents' hosts without an address.
+    fn add_addr(&mut self, host: &str, ip: IpAddr, iface: usize, source: Option<IpAddr>) {
+        let key = host_key(host);
+        if !self.hosts.contains_key(&key) {
+            let room = match source {
+                Some(src) => {
+                    self.host_sources.get(&src).copied().unwrap_or(0) < MAX_INSTANCES_PER_SOURCE
+                }
+                None => true,
+            };
+            if self.hosts.len() >= MAX_INSTANCES || !room {
+                self.over_limit += 1;
+                return;
+            }
+            if let Some(src) = source {
+                *self.host_sources.entry(src).or_insert(0) += 1;
+            }
+        }
+        let addrs = self.hosts.entry(key).or_default();
+        dnssd::add_addr(addrs, (ip, iface));
+    }
+
+    fn set_txt(&mut self, i: usize, strings: Vec<Vec<u8>>) {
+        let size: usize = strings.iter().map(|s| 1 + s.len()).sum();
+        self.instances[i].txt = Some(if size > MAX_TXT_BYTES {
+            Txt::TooBig(size)
+        } else {
+            Txt::Strings(strings)
+        });
+    }
+
+    /// Applies a legacy reply heard on interface `iface` to query `round`.
+    /// Returns true if something new was learnt (an instance appeared or
+    /// became resolved).
+    #[cfg(test)]
+    pub(super) fn apply_reply(
+        &mut self,
+        msg: &Message,
+        iface: usize,
+        round: usize,
+        now: Instant,
+    ) -> bool {
+        self.apply_reply_from(msg, None, iface, round, now)
+    }
+
+    /// Folds a legacy reply from `src` (its source address) into the table.
+    pub(super) fn apply_reply_from(
+        &mut self,
+        msg: &Message,
+        src: Option<IpAddr>,
+        iface: usize,
+        round: usize,
+        now: Instant,
+    ) -> bool {
+        let service = service_name();
+        let before = self.progress();
+        let mut answered: Vec<usize> = Vec::new();
+        for rec in msg.answers().iter().chain(msg.additionals()) {
+            let name = rec.name();
+            match rec.data() {
+                RData::PTR(PTR(target))
+                    if name.num_labels() == service.num_labels() && service.zone_of(name) =>
+                {
+                    let Some(label) = instance_label(target, &service) else {
+                        continue;
+                    };
+                    let Some(i) = self.instance(&String::from_utf8_lossy(&label), src) else {
+                        continue;
+                    };
+                    if rec.ttl() == 0 {
+                        self.instances[i].removed = true;
+                        continue;
+                    }
+                    answered.push(i);
+                }
+                RData::SRV(srv) => {
+                    let Some(label) = instance_label(name, &service) else {
+                        continue;
+                    };
+                    let Some(i) = self.instance(&String::from_utf8_lossy(&label), src) else {
+                        continue;
+                    };
+                    self.instances[i].srv = Some(Srv {
+                        port: srv.port(),
+                        host: name_text(srv.target()),
+                    });
+                    answered.push(i);
+                }
+                RData::TXT(t) => {
+                    let Some(label) = instance_label(name, &service) else {
+                        continue;
+                    };
+                    let Some(i) = self.instance(&String::from_utf8_lossy(&label), src) else {
+                        continue;
+                    };
+                    self.set_txt(i, t.txt_data().iter().map(|s| s.to_vec()).collect());
+                    answered.push(i);
+                }
+                RData::A(a) => self.add_addr(&name_text(name), IpAddr::V4(a.0), iface, src),
+                RData::AAAA(a) => self.add_addr(&name_text(name), IpAddr::V6(a.0), iface, src),
+                _ => {}
+            }
+        }
+        for &i in &answered {
+            let inst = &mut self.instances[i];
+            inst.heard_on.get_or_insert(iface);
+            if round < EARLY_ROUNDS {
+                inst.early |= 1 << round;
+            }
+        }
+        if !answered.is_empty() && round < 64 {
+            self.delivered |= 1 << round;
+        }
+        self.refresh(now);
+        self.progress() != before
+    }
+
+    /// Applies an event of the multicast path. Returns true if something
+    /// new was learnt.
+    pub(super) fn apply_event(&mut self, ev: &BrowserEvent, now: Instant) -> bool {
+        let before = self.progress();
+        match ev {
+            BrowserEvent::Found(fullname) => {
+                if let Some(label) = strip_service(fullname) {
+                    self.instance(label, None);
+                }
+            }
+            BrowserEvent::Removed(fullname) => {
+                if let Some(i) = strip_service(fullname).and_then(|l| self.lookup(l)) {
+                    self.instances[i].removed = true;
+                }
+            }
+            BrowserEvent::Resolved(r) => self.apply_resolved(r),
+        }
+        self.refresh(now);
+        self.progress() != before
+    }
+
+    fn lookup(&self, label: &str) -> Option<usize> {
+        self.index.get(&label.to_lowercase()).copied()
+    }
+
+    fn apply_resolved(&mut self, r: &ResolvedService) {
+        let Some(label) = strip_service(&r.fullname) else {
+            return;
+        };
+        // Who sent it is unknown here. With the legacy path running, every
+        // real agent is also heard there from its own address, so the
+        // multicast path shares the unsourced slots: otherwise a flood naming
+        // a different address per bogus instance would pass for thousands of
+        // sources (measured: a 10,000-instance flood kept 4096 instances and
+        // held the browse's admission for 147 s). A continuous browse has no
+        // legacy path and counts each announced address as a source.
+        let source = if self.multicast_by_claim {
+            r.addresses.iter().find_map(|a| match a {
+                ScopedIp::V4(v4) => Some(IpAddr::V4(*v4.addr())),
+                ScopedIp::V6(v6) => Some(IpAddr::V6(*v6.addr())),
+                _ => None,
+            })
+        } else {
+            None
+        };
+        let Some(i) = self.instance(label, source) else {
+            return;
+        };
+        // Back after a goodbye (an agent restarted): live again.
+        self.instances[i].removed = false;
+        if !r.host.is_empty() {
+            self.instances[i].srv = Some(Srv {
+                port: r.port,
+                host: r.host.clone(),
+            });
+        }
+        // mdns-sd resolves before the TXT record arrives, with empty
+        // properties: that is "not yet known", not an empty record.
+        let strings = txt::strings_of(&r.txt_properties);
+        if !strings.is_empty() {
+            self.set_txt(i, strings);
+        }
+        let mut first_iface = None;
+        for a in &r.addresses {
+            let (ip, names): (IpAddr, Vec<&str>) = match a {
+                ScopedIp::V4(v4) => (
+                    IpAddr::V4(*v4.addr()),
+                    v4.interface_ids()
+                        .iter()
+                        .map(|id| id.name.as_str())
+                        .collect(),
+                ),
+                ScopedIp::V6(v6) => (IpAddr::V6(*v6.addr()), vec![v6.scope_id().name.as_str()]),
+                _ => continue,
+            };
+            for name in names {
+                if let Some(k) = self.ifaces.iter().position(|i| i.name == name) {
+                    first_iface.get_or_insert(k);
+                    self.add_addr(&r.host, ip, k, source);
+                }
+            }
+        }
+        if let Some(k) = first_iface {
+            self.instances[i].heard_on.get_or_insert(k);
+        }
+    }
+
+    /// (instances heard, instances resolved): what "something new" means.
+    fn progress(&self) -> (usize, usize) {
+        let live = self.instances.iter().filter(|i| !i.removed);
+        let mut heard = 0;
+        let mut done = 0;
+        for i in live {
+            heard += 1;
+            done += usize::from(i.complete_at.is_some());
+        }
+        (heard, done)
+    }
+
+    /// The candidate addresses of instance `i` and the interface they were
+    /// heard on: those heard on its first interface, or all if none were.
+    fn candidates(&self, i: usize) -> Option<(Vec<IpAddr>, usize)> {
+        let inst = &self.instances[i];
+        let srv = inst.srv.as_ref()?;
+        let addrs = self.hosts.get(&host_key(&srv.host))?;
+        let on = inst.heard_on.unwrap_or(addrs.first()?.1);
+        let here: Vec<IpAddr> = addrs
+            .iter()
+            .filter(|(_, k)| *k == on)
+            .map(|(ip, _)| *ip)
+            .collect();
+        if here.is_empty() {
+            // Heard on one interface, addresses on another (multi-homed
+            // querier): take those of the interface the first came from.
+            let k0 = addrs[0].1;
+            let there = addrs.iter().filter(|(_, k)| *k == k0).map(|(ip, _)| *ip);
+            return Some((there.collect(), k0));
+        }
+        Some((here, on))
+    }
+
+    /// The address chosen for instance `i` and the interface it goes with.
+    pub(super) fn chosen(&self, i: usize) -> Option<(IpAddr, usize)> {
+        let (cands, on) = self.candidates(i)?;
+        iface::pick_address(&cands, &self.ifaces[on]).map(|ip| (ip, on))
+    }
+
+    /// Stamps instances that just became resolved.
+    fn refresh(&mut self, now: Instant) {
+        for i in 0..self.instances.len() {
+            let inst = &self.instances[i];
+            if inst.routable_at.is_some() || inst.srv.is_none() || inst.txt.is_none() {
+                continue;
+            }
+            let Some((ip, _)) = self.chosen(i) else {
+                continue;
+            };
+            let inst = &mut self.instances[i];
+            if inst.complete_at.is_none() {
+                inst.complete_at = Some(now);
+                self.newly_resolved.push(i);
+            }
+            if routable(&ip) {
+                inst.routable_at = Some(now);
+            }
+        }
+    }
+
+    /// Instances heard and not gone.
+    pub(super) fn heard(&self) -> usize {
+        self.instances.iter().filter(|i| !i.removed).count()
+    }
+
+    /// Instances first resolved after `point`.
+    pub(super) fn late(&self, point: Instant) -> usize {
+        self.instances
+            .iter()
+            .filter(|i| !i.removed && i.complete_at.is_some_and(|t| t > point))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::mdns::fixtures::eth0;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn the_table_stops_growing_at_its_limit_and_counts_the_rest() {
+        let mut t = Table::new(vec![eth0()]);
+        // Many sources, a few instances each: only the global cap applies.
+        for i in 0..MAX_INSTANCES + 10 {
+            let src = IpAddr::V4(Ipv4Addr::from(0x0a09_0000 + (i / 8) as u32));
+            t.instance(&format!("n{i}"), Some(src));
+        }
+        assert_eq!(t.instances.len(), MAX_INSTANCES);
+        assert_eq!(t.over_limit, 10);
+        assert!(
+            t.instance("n0", None).is_some(),
+            "known names still resolve"
+        );
+    }
+
+    /// A flood of bogus instances from one host must not crowd out the real
+    /// agents that answer after it.
+    #[test]
+    fn a_flood_from_one_address_cannot_fill_the_table() {
+        let mut t = Table::new(vec![eth0()]);
+        let flooder = IpAddr::V4(Ipv4Addr::new(10, 9, 1, 66));
+        for i in 0..10_000 {
+            t.instance(&format!("bogus{i}"), Some(flooder));
+        }
+        assert_eq!(t.instances.len(), MAX_INSTANCES_PER_SOURCE);
+        for i in 0..10_000 {
+            t.instance(&format!("named{i}"), None);
+        }
+        assert_eq!(t.instances.len(), MAX_INSTANCES_PER_SOURCE + MAX_UNSOURCED);
+        let real = IpAddr::V4(Ipv4Addr::new(10, 9, 1, 5));
+        assert!(
+            t.instance("real-agent", Some(real)).is_some(),
+            "room is left for real agents"
+        );
+        assert_eq!(
+            t.over_limit,
+            2 * 10_000 - MAX_INSTANCES_PER_SOURCE - MAX_UNSOURCED
+        );
+    }
+}
