@@ -383,13 +383,6 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
     }
 }
 
-/// Formats `ip:port` as a node address (`[v6]:port` for IPv6): kept for
-/// the mdns and dns sources, which are to call
-/// `NodeAddr::new(ip, port).to_string()` directly.
-pub fn format_addr(ip: IpAddr, port: u16) -> String {
-    NodeAddr::new(ip, port).to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@
 //! with that interface's scope, and fills in the caps' `hostname` and `addr`
 //! from what was announced, while a zone's is taken as registered.
 
-use crate::pipeline::format_addr;
+use crate::addr::NodeAddr;
 use crate::sighting::{Evidence, Sighting, Source};
 use hickory_proto::rr::Name;
 use rlx_net::iface::Iface;
@@ -90,14 +90,14 @@ impl Records<'_> {
                     IpAddr::V6(v6) if v6.is_unicast_link_local() => {
                         format!("[{v6}%{}]:{}", iface.name, self.port)
                     }
-                    ip => format_addr(ip, self.port),
+                    ip => NodeAddr::new(ip, self.port).to_string(),
                 };
                 let host = host.trim_end_matches('.');
                 caps.hostname = host.strip_suffix(".local").unwrap_or(host).to_string();
                 caps.addr = addr.clone();
                 (Source::Mdns, addr, Some(iface.name.clone()))
             }
-            Path::Zone { .. } => (Source::Dns, format_addr(ip, self.port), None),
+            Path::Zone { .. } => (Source::Dns, NodeAddr::new(ip, self.port).to_string(), None),
         };
         Sighting {
             source,
