@@ -17,26 +17,32 @@
 //! ```
 //!
 //! # Layout
-//! - [`caps`]: the capabilities model and its JSON (the `--probe` contract).
-//! - [`config`]: `cluster.toml`, `[discover]` and `[[node]]`, with line-numbered errors.
+//! The contracts shared with `rlx-agent` live in their own crates, re-exported
+//! here: [`proto`] (caps JSON, TXT schema v1, the handshake, cluster keys,
+//! the service's names, the unicast DNS-SD client) and [`net`] (interfaces,
+//! the network-namespace guard, ARP help). This crate is the coordinator:
+//!
+//! - [`config`]: `cluster.toml`, `[discover]` and `[[node]]`, each section
+//!   checked beside its type, errors with key and line.
+//! - [`addr`]: a node's address (`host:port`, `[v6]:port`), parsed once.
 //! - [`sighting`]: what a source saw; [`sources`]: ssh, subnet, mdns and dns
-//!   (unicast DNS-SD, `[discover] dns_sd`: nodes beyond the LAN).
+//!   (unicast DNS-SD, `[discover] dns_sd`: nodes beyond the LAN), and the
+//!   DNS-SD resolver the last two share.
 //! - [`discover`]: runs the configured sources concurrently, then [`admit`]:
 //!   the handshake check every network-found node passes (fresh caps, the
 //!   cluster key, the cluster filter).
 //! - [`pipeline`]: the one pipeline; [`select`]: device selection;
 //!   [`report`]: what was added, dropped, refused and why.
-//! - [`txt`], [`handshake`], [`keys`]: the wire contracts (TXT schema v1, the
-//!   handshake and its proof) and cluster key files, shared with `rlx-agent`.
-//! - [`iface`]: which interfaces mDNS uses and which address a node gets.
-//! - [`netguard`]: refuses multicast and scans from the host's own network
-//!   namespace under `RLX_NETNS_GUARD=1`; [`lab`]: private networks of
-//!   namespaces for tests, `demo` and the benchmarks.
 //! - [`render`], [`reconcile`], [`writeback`]: `expand --write` — the
 //!   user's text with found nodes appended, what changed or went missing,
 //!   and the atomic write that never clobbers a concurrent edit.
-//! - [`progress`]: progress bars on a terminal, and nowhere else.
-//! - [`cli`]: the `rlx-discover` command line, one module per subcommand.
+//! - [`watch`]: the live membership engine behind `rlx-discover watch`: joined,
+//!   updated and left events from the continuous browse and health checks.
+//! - [`progress`]: the hook slow sources report steps to (the CLI draws bars).
+//!
+//! The `rlx-discover` command line is the binary (`src/main.rs`,
+//! `src/cli/`), not part of this library; the namespace lab its `demo`, the
+//! tests and the benchmarks run on is the `rlx-lab` crate.
 
 pub use rlx_net as net;
 pub use rlx_proto as proto;

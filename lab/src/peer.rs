@@ -1,7 +1,7 @@
 //! **The real peers the tests run against** — python-zeroconf, avahi, BIND,
 //! OpenSSH, nftables: Debian packages a fresh machine may not have. A test
 //! that needs one asks [`require`] first: on a machine without it the test
-//! prints `SKIP <test>: needs <what> (apt-get install <package>)` and
+//! says `SKIP <test>: needs <what> (apt-get install <package>)` and
 //! passes, so `cargo test --workspace` typed on a fresh machine is green and
 //! says what it did not check; under `CI=true` a missing peer fails the test
 //! instead (`.ci/run` installs them all, and a skip there would hide a broken
@@ -95,8 +95,16 @@ pub fn require(test: &str, peers: &[Peer]) -> bool {
         pkgs.join(" ")
     );
     assert!(!in_ci(), "{msg}; CI must install it (see .ci/run)");
-    eprintln!("SKIP {msg}");
+    skip(&msg);
     false
+}
+
+/// Says `SKIP <what>` on stderr, past the test harness's output capture
+/// (which takes only `print!`/`eprint!`), so a skip shows in plain `cargo
+/// test` output instead of passing silently.
+pub fn skip(what: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIP {what}");
 }
 
 /// Whether this is a CI run (`CI` set to anything but empty, `0` or

@@ -78,7 +78,9 @@ pub fn require_lab() -> Option<Labs> {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("CI=true and {test} cannot build its private network: {why}");
     }
-    eprintln!("SKIP {test}: cannot build a private network here: {why}");
+    rlx_lab::peer::skip(&format!(
+        "{test}: cannot build a private network here: {why}"
+    ));
     None
 }
 

@@ -23,7 +23,9 @@ pub fn have_sshd() -> bool {
             std::env::var("CI").is_err(),
             "CI must install openssh-server and openssh-client (see .ci/run)"
         );
-        eprintln!("SKIP: OpenSSH server or client not installed (apt-get install openssh-server)");
+        rlx_lab::peer::skip(
+            "OpenSSH server or client not installed (sudo apt-get install openssh-server openssh-client)",
+        );
     }
     ok
 }
