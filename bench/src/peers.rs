@@ -18,7 +18,7 @@ use std::time::Duration;
 pub const PYTHON: &str = "/usr/bin/python3";
 
 /// The worker port every simulated agent listens on.
-pub const PORT: u16 = 9100;
+pub const PORT: u16 = rlx_proto::service::DEFAULT_PORT;
 
 /// How long a publisher or daemon may take to come up on a busy 2-core
 /// machine with 100 of them starting at once.
@@ -269,8 +269,9 @@ impl Avahi {
                 dir.join("services").join(format!("s{n}.service")),
                 format!(
                     "<?xml version=\"1.0\" standalone='no'?>\n<!DOCTYPE service-group SYSTEM \"avahi-service.dtd\">\n\
-                     <service-group>\n  <name>{}</name>\n  <service>\n    <type>_rlx._tcp</type>\n    <port>{port}</port>\n{txt}  </service>\n</service-group>\n",
-                    xml_escape(name)
+                     <service-group>\n  <name>{}</name>\n  <service>\n    <type>{service}</type>\n    <port>{port}</port>\n{txt}  </service>\n</service-group>\n",
+                    xml_escape(name),
+                    service = rlx_proto::service::SERVICE,
                 ),
             )?;
         }

@@ -17,6 +17,7 @@ use crate::peers::{self, Avahi, Publisher};
 use crate::proc::{run_streaming, run_timed, Timed};
 use anyhow::Result;
 use rlx_lab::{Lab, LabOptions, LabProcess};
+use rlx_proto::service::SERVICE;
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
@@ -86,9 +87,11 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     );
     ctx.command(
         AVAHI,
-        "avahi-browse -rp _rlx._tcp   # killed once N services are resolved or at the deadline",
+        format!(
+            "avahi-browse -rp {SERVICE}   # killed once N services are resolved or at the deadline"
+        ),
     );
-    ctx.command(AVAHI_T, "avahi-browse -rpt _rlx._tcp");
+    ctx.command(AVAHI_T, format!("avahi-browse -rpt {SERVICE}"));
     ctx.command(
         EXPAND,
         "rlx-discover expand --format json empty.toml   # the file holds only `[discover]`",
@@ -397,7 +400,7 @@ fn avahi_resolved(lines: impl Iterator<Item = String>) -> BTreeSet<String> {
 
 fn avahi_rp(avahi: &Avahi, lab: &Lab, n: usize, deadline: f64) -> Result<Measured> {
     let mut c = avahi.client(lab, "avahi-browse");
-    c.args(["-rp", "_rlx._tcp"]);
+    c.args(["-rp", SERVICE]);
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let (lines, t) = run_streaming(&mut c, Duration::from_secs_f64(deadline), |ls| {
         if let Some((_, l)) = ls.last() {
@@ -427,7 +430,7 @@ fn avahi_rp(avahi: &Avahi, lab: &Lab, n: usize, deadline: f64) -> Result<Measure
 
 fn avahi_rpt(avahi: &Avahi, lab: &Lab, n: usize) -> Result<Measured> {
     let mut c = avahi.client(lab, "avahi-browse");
-    c.args(["-rpt", "_rlx._tcp"]);
+    c.args(["-rpt", SERVICE]);
     let t = run_timed(&mut c, Duration::from_secs(60))?;
     let names = avahi_resolved(t.stdout.lines().map(str::to_string));
     let found = names.len() as u64;

@@ -17,8 +17,10 @@ use std::time::Duration;
 /// The per-connect timeout of the scenario (the seed's default `timeout_ms`).
 const TIMEOUT_MS: u64 = 300;
 
-/// A listener that accepts and closes: something alive on the port.
-const LISTENER: &str = "import socket\ns=socket.create_server(('0.0.0.0',9100),backlog=512)\n\
+/// A listener that accepts and closes: something alive on the port (its
+/// first argument).
+const LISTENER: &str =
+    "import socket,sys\ns=socket.create_server(('0.0.0.0',int(sys.argv[1])),backlog=512)\n\
                         while True:\n    c,_=s.accept(); c.close()\n";
 
 /// Tools of this scenario.
@@ -86,7 +88,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let _listeners = (1..4)
         .map(|i| {
             let mut c = lab.command(i, PYTHON);
-            c.args(["-c", LISTENER]);
+            c.args(["-c", LISTENER, &PORT.to_string()]);
             lab.spawn(i, c)
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -17,6 +17,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use rlx_lab::{lab_support, unshare_command, Lab, LabMode, LabOptions, LabProcess};
+use rlx_proto::service::DEFAULT_PORT;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -167,7 +168,7 @@ fn start_agent(
     let mut cmd = Command::new(agent);
     cmd.args(["--caps-file"])
         .arg(&caps)
-        .args(["--name", m.name, "--port", "9100"])
+        .args(["--name", m.name, "--port", &DEFAULT_PORT.to_string()])
         .env("RUST_LOG", "info");
     Ok(lab.spawn(host, cmd)?)
 }

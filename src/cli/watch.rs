@@ -98,7 +98,8 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
                 ));
             }
             eprintln!(
-                "watching _rlx._tcp: {} (health check every {} s; Ctrl-C to stop)",
+                "watching {}: {} (health check every {} s; Ctrl-C to stop)",
+                rlx_proto::service::SERVICE,
                 on.join("; "),
                 HEALTH_INTERVAL.as_secs()
             );

@@ -118,7 +118,8 @@ pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
         port,
         id = %caps.id,
         keyed = args.key_file.is_some(),
-        "announcing _rlx._tcp; answering the handshake"
+        "announcing {}; answering the handshake",
+        rlx_proto::service::SERVICE
     );
 
     // Start-up (argument parsing, the probe, the GPU libraries, mdns-sd's
