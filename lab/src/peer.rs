@@ -46,7 +46,7 @@ impl Peer {
     pub fn what(self) -> &'static str {
         match self {
             Peer::Python => "Debian's /usr/bin/python3",
-            Peer::PythonZeroconf => "python-zeroconf (/usr/bin/python3 -c 'import zeroconf')",
+            Peer::PythonZeroconf => "python-zeroconf (under /usr/bin/python3)",
             Peer::Avahi => "avahi-daemon, avahi-publish and dbus-daemon",
             Peer::Bind => "BIND (/usr/sbin/named, tsig-keygen)",
             Peer::OpenSsh => "OpenSSH (/usr/sbin/sshd, ssh, ssh-keygen)",
@@ -59,7 +59,10 @@ impl Peer {
         match self {
             Peer::Python => Path::new("/usr/bin/python3").exists(),
             Peer::PythonZeroconf => Command::new("/usr/bin/python3")
-                .args(["-c", "import zeroconf"])
+                .args([
+                    "-c",
+                    "from zeroconf import ServiceBrowser, ServiceInfo, Zeroconf",
+                ])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
