@@ -57,7 +57,7 @@ impl Peer {
     /// Whether this machine has the peer.
     pub fn present(self) -> bool {
         match self {
-            Peer::Python => Path::new("/usr/bin/python3").exists(),
+            Peer::Python => executable(Path::new("/usr/bin/python3")),
             Peer::PythonZeroconf => Command::new("/usr/bin/python3")
                 .args([
                     "-c",
@@ -68,14 +68,14 @@ impl Peer {
                 .status()
                 .is_ok_and(|s| s.success()),
             Peer::Avahi => {
-                Path::new("/usr/sbin/avahi-daemon").exists()
+                executable(Path::new("/usr/sbin/avahi-daemon"))
                     && on_path("avahi-publish")
                     && on_path("avahi-browse")
                     && on_path("dbus-daemon")
             }
-            Peer::Bind => Path::new("/usr/sbin/named").exists() && on_path("tsig-keygen"),
+            Peer::Bind => executable(Path::new("/usr/sbin/named")) && on_path("tsig-keygen"),
             Peer::OpenSsh => {
-                Path::new("/usr/sbin/sshd").exists() && on_path("ssh") && on_path("ssh-keygen")
+                executable(Path::new("/usr/sbin/sshd")) && on_path("ssh") && on_path("ssh-keygen")
             }
             Peer::Nftables => on_path("nft"),
         }
@@ -119,7 +119,13 @@ pub fn in_ci() -> bool {
 /// Whether `program` is an executable file in a directory of `PATH`.
 pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| executable(&d.join(program))))
+}
+
+/// Whether `path` is a regular file someone may execute.
+fn executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]

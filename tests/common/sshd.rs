@@ -11,23 +11,11 @@ pub const SSHD: &str = "/usr/sbin/sshd";
 /// Returns false (and says why) when this machine has no OpenSSH server or
 /// client; under CI that is a failure, since .ci/run installs them.
 pub fn have_sshd() -> bool {
-    let have = |p: &str| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {p}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let ok = Path::new(SSHD).exists() && have("ssh-keygen") && have("ssh");
-    if !ok {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must install openssh-server and openssh-client (see .ci/run)"
-        );
-        rlx_lab::peer::skip(
-            "OpenSSH server or client not installed (sudo apt-get install openssh-server openssh-client)",
-        );
-    }
-    ok
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_string();
+    rlx_lab::peer::require(&test, &[rlx_lab::peer::Peer::OpenSsh])
 }
 
 /// A new ed25519 key pair at `path` and `path.pub`.
