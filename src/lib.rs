@@ -38,6 +38,8 @@
 //!   and the atomic write that never clobbers a concurrent edit.
 //! - [`watch`]: the live membership engine behind `rlx-discover watch`: joined,
 //!   updated and left events from the continuous browse and health checks.
+//! - [`doctor`]: `rlx-discover doctor`'s checks of this box (interfaces,
+//!   multicast route, firewall, group joins, a test query, handshakes).
 //! - [`progress`]: the hook slow sources report steps to (the CLI draws bars).
 //!
 //! The `rlx-discover` command line is the binary (`src/main.rs`,
@@ -51,6 +53,7 @@ pub mod addr;
 pub mod admit;
 pub mod config;
 pub mod discover;
+pub mod doctor;
 pub mod pipeline;
 pub mod progress;
 pub mod reconcile;

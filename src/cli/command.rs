@@ -8,7 +8,7 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 use super::runtime::EXIT_CODES;
-use super::{browse, completions, demo, expand, keygen, man, scan, watch};
+use super::{browse, completions, demo, doctor, expand, keygen, man, scan, watch};
 use clap::{Parser, Subcommand};
 
 /// Find the machines of an RLX cluster and write their [[node]] list.
@@ -37,6 +37,9 @@ pub enum Command {
     /// Run the whole product on a private network of namespaces: simulated
     /// machines with rlx-agent, discovered from an empty [discover].
     Demo(demo::DemoArgs),
+    /// Check this box for what keeps agents from being found: interfaces,
+    /// multicast route, firewall, a test query, handshakes; each with a fix.
+    Doctor(doctor::DoctorArgs),
     /// TCP-scan a CIDR block for listeners on the worker port.
     Scan(scan::ScanArgs),
     /// Watch the LAN: joined / updated / left events as agents come and go.

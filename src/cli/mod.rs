@@ -11,6 +11,7 @@ pub mod browse;
 pub mod command;
 pub mod completions;
 pub mod demo;
+pub mod doctor;
 pub mod expand;
 pub mod keygen;
 pub mod lan;
@@ -31,6 +32,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Expand(a) => expand::run(a, quiet, &bars),
         Command::Browse(a) => browse::run(a, quiet, &bars),
         Command::Demo(a) => demo::run(a),
+        Command::Doctor(a) => doctor::run(a),
         Command::Scan(a) => scan::run(a, &bars),
         Command::Watch(a) => watch::run(a),
         Command::Keygen(a) => keygen::run(a),

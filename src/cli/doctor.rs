@@ -1,0 +1,71 @@
+//! `rlx-discover doctor`: checks this box for what keeps agents from being
+//! found, and prints each check with its fix.
+
+use anyhow::Result;
+use clap::Args;
+use rlx_discover::doctor::{diagnose, Status};
+use std::process::ExitCode;
+
+/// Arguments of `doctor`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    rlx-discover doctor                          # every check, on every interface the browse uses\n  \
+    rlx-discover doctor --interface eth1 --json  # one interface, for scripts\n  \
+    rlx-discover doctor --config cluster.toml    # with the file's port, cluster and key\n\n\
+Exit codes:\n  \
+  0  no check failed (warnings may be printed)\n  \
+  1  a check failed: its fix is printed beside it\n  \
+  2  error: bad flags or config")]
+pub struct DoctorArgs {
+    /// Where to look and whom to admit, as for browse.
+    #[command(flatten)]
+    pub lan: crate::cli::lan::LanArgs,
+    /// How long the test query listens, ms [default: 3000, or browse_ms].
+    #[arg(long, value_name = "MS")]
+    pub browse_ms: Option<u64>,
+    /// Print JSON: {"checks": [{"check", "status", "detail", "fix"}], "healthy"}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs the checks and prints them; exit 1 when one failed.
+pub fn run(a: DoctorArgs) -> Result<ExitCode> {
+    let d = a.lan.section(a.browse_ms, "doctor")?;
+    let diag = crate::cli::runtime::runtime()?.block_on(diagnose(&d));
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&diag)?);
+    } else {
+        for c in &diag.checks {
+            println!("{:<5} {:<16} {}", c.status.as_str(), c.check, c.detail);
+            if let Some(fix) = &c.fix {
+                println!("{:<5} {:<16} fix: {fix}", "", "");
+            }
+        }
+        let failed = diag
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Fail)
+            .count();
+        let warned = diag
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Warn)
+            .count();
+        let skipped = diag
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Skip)
+            .count();
+        let verdict = match (failed, warned) {
+            (0, 0) => "healthy: nothing found that would hide an agent".to_string(),
+            (0, w) => format!("healthy, with {w} warning(s)"),
+            (f, _) => format!("{f} check(s) failed: see the fixes above"),
+        };
+        println!("{verdict} ({skipped} not checked)");
+    }
+    Ok(if diag.healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
