@@ -597,6 +597,51 @@ fn an_ipv6_only_publisher_is_found_at_a_bracketed_ipv6_address() {
     );
 }
 
+/// Guards against an IPv6-only LAN waiting out the 1.1 s floor meant for
+/// hosts that cannot repair a lost neighbour exchange (issue 13, item 6):
+/// there the coordinator announces its address by unsolicited Neighbor
+/// Advertisements, as it does by gratuitous ARP on IPv4, so the same early
+/// stop applies with the same safety argument.
+#[test]
+fn on_an_ipv6_only_lan_the_browse_stops_as_early_as_on_ipv4() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.with(rlx_lab::LabOptions {
+        hosts: 2,
+        ipv6: true,
+    });
+    for i in 0..2 {
+        lab.exec(i, "ip", &["-4", "addr", "flush", "dev", "eth0"])
+            .unwrap();
+    }
+    let v6 = lab.host(1).ipv6.expect("lab host with IPv6").to_string();
+    let spec = serde_json::json!({
+        "iface": lab.host(1).iface, "ip": v6,
+        "services": [{"name": "six", "port": 9100, "caps": caps(6, 4, 1)}],
+    });
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "helper_mdns_responder", "--nocapture"])
+        .env(RESPONDER_ENV, spec.to_string());
+    let p = spawn(&lab, 1, cmd);
+    p.expect_output("RESPONDER-ANNOUNCED", READY);
+    let v = browse(&lab, 0, &["--interface", "eth0", "--browse-ms", "3000"]);
+    let s = sightings(&v)
+        .get("six")
+        .cloned()
+        .unwrap_or_else(|| panic!("not found: {v:#}"));
+    assert_eq!(s["addr"], format!("[{v6}]:9100"), "{s:#}");
+    let st = &v["stats"];
+    assert_eq!(st["stop_rule"], "clean", "a clean LAN stops early: {st:#}");
+    assert_eq!(
+        st["early_point_ms"], 250,
+        "the floor of a host that can announce itself, as on IPv4: {st:#}"
+    );
+    assert!(
+        st["na_announcements"].as_u64().unwrap() > 0,
+        "our address was advertised: {st:#}"
+    );
+    assert_eq!(st["arp_announcements"], 0, "no IPv4 here: {st:#}");
+}
+
 #[test]
 fn an_empty_network_is_browsed_for_the_whole_window_and_says_so() {
     let Some(labs) = require_lab() else { return };

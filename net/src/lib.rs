@@ -9,8 +9,10 @@
 //! - [`netguard`]: under `RLX_NETNS_GUARD=1`, refuses multicast and scans from
 //!   the machine's initial network namespace.
 //! - [`neighbour`]: gratuitous ARP and nudges, so a lost ARP packet does not
-//!   cost a handshake a second.
+//!   cost a handshake a second; [`ndp`]: the same announcement for IPv6
+//!   (unsolicited Neighbor Advertisements).
 
 pub mod iface;
+pub mod ndp;
 pub mod neighbour;
 pub mod netguard;

@@ -30,8 +30,9 @@
 //!   only our side nudged). Nothing is sent while handshakes complete
 //!   promptly, so a healthy LAN sees no extra frame.
 //!
-//! IPv6 neighbour discovery has the same one-second pace; it is not nudged
-//! (agents are found over IPv4 first wherever both exist).
+//! IPv6 neighbour discovery has the same one-second pace. The browse
+//! announces our IPv6 addresses too ([`crate::ndp`]); handshakes over IPv6
+//! are not nudged (agents are found over IPv4 first wherever both exist).
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;

@@ -18,7 +18,8 @@ use super::table::Table;
 use super::wire::{legacy_query, lenient_message, on_link, parse_reply, MDNS_PORT};
 use crate::sighting::{Attempt, Discovery, Problem, Source};
 use hickory_proto::op::Message;
-use rlx_net::iface;
+use rlx_net::iface::{self, Iface};
+use rlx_net::ndp::NdpSocket;
 use rlx_net::neighbour::ArpSocket;
 use rlx_net::netguard;
 use rlx_proto::service::MDNS_SERVICE_TYPE as SERVICE_TYPE;
@@ -68,8 +69,9 @@ struct Run {
     deadline: Instant,
     socks: Vec<LegacySocket>,
     browser: Option<MdnsBrowser>,
-    /// Gratuitous ARP senders, one per interface where this process may.
-    kickers: Vec<ArpSocket>,
+    /// Announcers of our own address (gratuitous ARP, unsolicited Neighbor
+    /// Advertisements), one per interface and family where this process may.
+    kickers: Vec<Kicker>,
     rx: mpsc::Receiver<Datagram>,
     readers: JoinSet<()>,
     table: Table,
@@ -146,15 +148,13 @@ impl Run {
         let _ = getrandom::fill(&mut id_bytes);
         let mut table = Table::new(ifaces);
         table.multicast_by_claim = socks.is_empty();
-        let kickers: Vec<ArpSocket> = table
-            .ifaces
-            .iter()
-            .filter_map(|i| ArpSocket::open(&i.name))
-            .collect();
-        let floor = if kickers.is_empty() {
-            EARLY_FLOOR_WITHOUT_ARP
-        } else {
+        let (kickers, every_iface) = Kicker::open_all(&table.ifaces);
+        // The short floor holds only where a lost neighbour exchange can be
+        // repaired on every interface: IPv4 by ARP, IPv6 by NDP.
+        let floor = if !kickers.is_empty() && every_iface {
             EARLY_FLOOR_WITH_ARP
+        } else {
+            EARLY_FLOOR_WITHOUT_ARP
         };
         let early_point =
             t0 + (Duration::from_millis(LEGACY_BURST_MS[EARLY_ROUNDS - 1]) + QUIET).max(floor);
@@ -298,7 +298,11 @@ impl Run {
             && self.t0 + Duration::from_millis(ARP_ANNOUNCE_MS[self.next_kick]) <= now
         {
             for k in &self.kickers {
-                self.stats.arp_announcements += usize::from(k.announce());
+                let sent = usize::from(k.announce());
+                match k {
+                    Kicker::Arp(_) => self.stats.arp_announcements += sent,
+                    Kicker::Ndp(_) => self.stats.na_announcements += sent,
+                }
             }
             self.next_kick += 1;
         }
@@ -437,5 +441,44 @@ async fn next_event(browser: &mut Option<MdnsBrowser>) -> Option<BrowserEvent> {
     match browser.as_mut() {
         Some(b) => b.next().await,
         None => std::future::pending().await,
+    }
+}
+
+/// Announces this host's own link-layer address on one interface, so that a
+/// responder's reply stuck behind a lost neighbour exchange is released:
+/// gratuitous ARP for IPv4, an unsolicited Neighbor Advertisement for IPv6.
+enum Kicker {
+    Arp(ArpSocket),
+    Ndp(NdpSocket),
+}
+
+impl Kicker {
+    /// One announcer per interface and family in use where this process may
+    /// send them, and whether every such interface and family got one.
+    fn open_all(ifaces: &[Iface]) -> (Vec<Kicker>, bool) {
+        let mut out = Vec::new();
+        let mut every = true;
+        for i in ifaces {
+            if i.addrs.iter().any(|a| a.addr().is_ipv4()) {
+                match ArpSocket::open(&i.name) {
+                    Some(k) => out.push(Kicker::Arp(k)),
+                    None => every = false,
+                }
+            }
+            if i.addrs.iter().any(|a| a.addr().is_ipv6()) {
+                match NdpSocket::open(&i.name) {
+                    Some(k) => out.push(Kicker::Ndp(k)),
+                    None => every = false,
+                }
+            }
+        }
+        (out, every)
+    }
+
+    fn announce(&self) -> bool {
+        match self {
+            Kicker::Arp(k) => k.announce(),
+            Kicker::Ndp(k) => k.announce(),
+        }
     }
 }

@@ -70,7 +70,9 @@
 //!    fully resolved (or rejected with a reason), at least one was heard,
 //! 3. nothing new arrived for `QUIET`,
 //! 4. and the floor has passed: `EARLY_FLOOR_WITH_ARP` (250 ms) when this
-//!    process can send gratuitous ARP (root, `CAP_NET_RAW`), else
+//!    process can announce its own address on every interface and family
+//!    it browses (root, `CAP_NET_RAW`: gratuitous ARP for IPv4, unsolicited
+//!    Neighbor Advertisements for IPv6, [`rlx_net::ndp`]), else
 //!    `EARLY_FLOOR_WITHOUT_ARP` (1.1 s). A responder whose ARP exchange
 //!    was lost is invisible on the legacy path until its ARP is resolved, and
 //!    on a small network the others can all look clean meanwhile.

@@ -51,6 +51,9 @@ pub struct BrowseStats {
     /// Gratuitous ARP announcements sent (needs `CAP_NET_RAW`; see
     /// `ARP_ANNOUNCE_MS`).
     pub arp_announcements: usize,
+    /// Unsolicited IPv6 Neighbor Advertisements sent, the same help for
+    /// IPv6 (needs `CAP_NET_RAW`; see `rlx_net::ndp`).
+    pub na_announcements: usize,
     /// Resolution events from the multicast path.
     pub multicast_events: usize,
     /// Instances and host names ignored because [`MAX_INSTANCES`] was reached.
@@ -122,6 +125,9 @@ pub(super) fn describe_attempt(s: &BrowseStats) -> String {
     }
     if s.arp_announcements > 0 {
         let _ = write!(w, ", {} ARP announcements", s.arp_announcements);
+    }
+    if s.na_announcements > 0 {
+        let _ = write!(w, ", {} neighbour advertisements", s.na_announcements);
     }
     let _ = write!(
         w,
