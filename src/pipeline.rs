@@ -16,7 +16,7 @@ use crate::addr::NodeAddr;
 use crate::config::{DiscoverSection, NodeConfig};
 use crate::report::{AddedNode, Clash, Duplicate, Report, SkippedDevice};
 use crate::select::best_device;
-use crate::sighting::{Discovery, Sighting, Source};
+use crate::sighting::{Discovery, Evidence, Problem, Sighting, Source};
 use rlx_proto::caps::NodeCaps;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -57,6 +57,9 @@ pub struct Expansion {
 #[derive(Debug, Clone)]
 struct Machine {
     sightings: Vec<Sighting>,
+    /// Why it is left out, when it is one side of an id clash under the
+    /// cluster key ([`settle_clashes`]).
+    refused: Option<String>,
 }
 
 impl Machine {
@@ -89,6 +92,17 @@ impl Machine {
         set.into_iter().collect()
     }
 
+    /// The addresses of its other sightings, besides `addr`.
+    fn also_at(&self, addr: &str) -> Vec<String> {
+        let set: BTreeSet<&str> = self
+            .sightings
+            .iter()
+            .map(|s| s.addr.as_str())
+            .filter(|a| *a != addr)
+            .collect();
+        set.into_iter().map(str::to_string).collect()
+    }
+
     fn first_found_ms(&self) -> u64 {
         self.sightings.iter().map(|s| s.found_ms).min().unwrap_or(0)
     }
@@ -114,6 +128,23 @@ enum Kinship {
     Unrelated,
 }
 
+/// The rule, for two sightings with one node id and port at different
+/// endpoints (see docs/security.md, "Same id at two endpoints"):
+///
+/// - an SSH sighting and another that report the same host name are the
+///   same box reached two ways (an ssh alias and an IP): SSH vouches for it;
+/// - two *announced* sightings (mDNS or DNS-SD) under different instance
+///   names are two agents: a real agent announces one instance, under one
+///   name, on every network it is on (its addresses there are addresses of
+///   that one instance, and the source picks one), and registers the same
+///   name in DNS;
+/// - otherwise (an mDNS sighting and a scan hit at another IP, or two scan
+///   hits) they are one agent on two networks when they report the same
+///   host name and, if both caps came fresh from a handshake, the same
+///   caps, apart from what changes from one probe to the next (free RAM,
+///   free disk, read speed) and the address. Two separately started agents
+///   that copy each other's caps exactly look the same here: with a shared
+///   key, nothing but a per-node key could tell them apart.
 fn kinship(a: &Sighting, b: &Sighting) -> Kinship {
     let same_endpoint = a.addr == b.addr
         || matches!((a.ip, b.ip), (Some(x), Some(y)) if x == y && a.port == b.port);
@@ -122,9 +153,6 @@ fn kinship(a: &Sighting, b: &Sighting) -> Kinship {
     }
     match (a.id(), b.id()) {
         (Some(x), Some(y)) if x == y && a.port == b.port => {
-            // Same id, different endpoints: the same box reached two ways
-            // (an ssh alias and an IP, or two NICs) reports the same host
-            // name; a cloned disk image running on two boxes does not.
             let host = |s: &Sighting| {
                 s.caps
                     .as_ref()
@@ -133,13 +161,39 @@ fn kinship(a: &Sighting, b: &Sighting) -> Kinship {
             };
             let (ha, hb) = (host(a), host(b));
             let ssh_involved = a.source == Source::Ssh || b.source == Source::Ssh;
-            if ha == hb && (!ha.is_empty() || ssh_involved) {
-                Kinship::Same
-            } else {
-                Kinship::Clash
+            if ssh_involved {
+                return if ha == hb {
+                    Kinship::Same
+                } else {
+                    Kinship::Clash
+                };
+            }
+            let announced = |s: &Sighting| matches!(s.source, Source::Mdns | Source::Dns);
+            if announced(a) && announced(b) && !a.host.eq_ignore_ascii_case(&b.host) {
+                return Kinship::Clash;
+            }
+            if ha.is_empty() || ha != hb {
+                return Kinship::Clash;
+            }
+            let fresh = a.evidence.is_fresh() && b.evidence.is_fresh();
+            match (&a.caps, &b.caps) {
+                (Some(ca), Some(cb)) if fresh && stable(ca) != stable(cb) => Kinship::Clash,
+                _ => Kinship::Same,
             }
         }
         _ => Kinship::Unrelated,
+    }
+}
+
+/// Caps without what differs between two handshakes of one agent a few
+/// seconds apart (a re-probe in between) or at two of its addresses.
+fn stable(c: &NodeCaps) -> NodeCaps {
+    NodeCaps {
+        addr: String::new(),
+        ram_avail: 0,
+        disk_free: 0,
+        io_mbps: 0.0,
+        ..c.clone()
     }
 }
 
@@ -152,8 +206,9 @@ pub fn same_machine(a: &Sighting, b: &Sighting) -> bool {
 }
 
 /// Groups sightings into machines (union-find over "same machine"), and
-/// collects id clashes.
-fn coalesce(sightings: Vec<Sighting>) -> (Vec<Machine>, Vec<Clash>) {
+/// collects id clashes: each id with the machines (indices into the first
+/// list) claiming it.
+fn coalesce(sightings: Vec<Sighting>) -> (Vec<Machine>, Vec<(String, Vec<usize>)>) {
     let n = sightings.len();
     let mut parent: Vec<usize> = (0..n).collect();
     fn find(p: &mut [usize], mut i: usize) -> usize {
@@ -183,36 +238,117 @@ fn coalesce(sightings: Vec<Sighting>) -> (Vec<Machine>, Vec<Clash>) {
         root_of[i] = r;
         match groups.iter_mut().find(|(root, _)| *root == r) {
             Some((_, m)) => m.sightings.push(s),
-            None => groups.push((r, Machine { sightings: vec![s] })),
+            None => groups.push((
+                r,
+                Machine {
+                    sightings: vec![s],
+                    refused: None,
+                },
+            )),
         }
     }
-    let mut clashes: Vec<Clash> = Vec::new();
+    // Clashes by id, each with the machines (indices into `groups`) that
+    // claim it.
+    let mut clashes: Vec<(String, Vec<usize>)> = Vec::new();
+    let index_of = |r: usize| groups.iter().position(|(g, _)| *g == r);
     for (i, j) in clash_pairs {
         if root_of[i] == root_of[j] {
             continue;
         }
-        let id = groups
-            .iter()
-            .find(|(r, _)| *r == root_of[i])
-            .and_then(|(_, m)| m.best().id().map(str::to_string))
-            .unwrap_or_default();
-        let addrs: Vec<String> = [root_of[i], root_of[j]]
-            .iter()
-            .filter_map(|r| groups.iter().find(|(g, _)| g == r))
-            .map(|(_, m)| m.addr_sighting().addr.clone())
-            .collect();
-        match clashes.iter_mut().find(|c| c.id == id) {
-            Some(c) => {
-                for a in addrs {
-                    if !c.addrs.contains(&a) {
-                        c.addrs.push(a);
+        let (Some(gi), Some(gj)) = (index_of(root_of[i]), index_of(root_of[j])) else {
+            continue;
+        };
+        let id = groups[gi].1.best().id().unwrap_or_default().to_string();
+        match clashes.iter_mut().find(|(c, _)| *c == id) {
+            Some((_, ms)) => {
+                for g in [gi, gj] {
+                    if !ms.contains(&g) {
+                        ms.push(g);
                     }
                 }
             }
-            None => clashes.push(Clash { id, addrs }),
+            None => clashes.push((id, vec![gi, gj])),
         }
     }
     (groups.into_iter().map(|(_, m)| m).collect(), clashes)
+}
+
+/// Turns the id clashes into report entries. Under the cluster key
+/// neither side of a clash is silently preferred: a claimant already in the
+/// file (matched by its address, ssh alias or IP and port, not merely by a
+/// host name any member could report) keeps its place, and every other
+/// claimant is marked refused, with the reason naming the other endpoints.
+/// Without a key an id proves nothing, and each claimant stays its own node.
+fn settle_clashes(
+    hand: &[NodeConfig],
+    machines: &mut [Machine],
+    clashes: Vec<(String, Vec<usize>)>,
+) -> Vec<Clash> {
+    let mut out = Vec::new();
+    for (id, claimants) in clashes {
+        let addr_of = |i: usize| machines[i].addr_sighting().addr.clone();
+        let addrs: Vec<String> = claimants.iter().map(|&i| addr_of(i)).collect();
+        let authenticated = claimants
+            .iter()
+            .any(|&i| machines[i].best().evidence == Evidence::Authenticated);
+        if !authenticated {
+            out.push(Clash {
+                id,
+                kept: addrs.clone(),
+                addrs,
+                authenticated,
+                refused: Vec::new(),
+            });
+            continue;
+        }
+        let in_file = |m: &Machine| {
+            hand.iter()
+                .any(|h| matches!(hand_match(h, m), Some(w) if w != "host name"))
+        };
+        let (kept, refused): (Vec<usize>, Vec<usize>) =
+            claimants.iter().partition(|&&i| in_file(&machines[i]));
+        let kept_addrs: Vec<String> = kept.iter().map(|&i| addr_of(i)).collect();
+        let refused_addrs: Vec<String> = refused.iter().map(|&i| addr_of(i)).collect();
+        let reasons: Vec<(usize, String)> = refused
+            .iter()
+            .map(|&i| {
+                let me = addr_of(i);
+                let reason = if kept.is_empty() {
+                    let others: Vec<&str> = addrs
+                        .iter()
+                        .filter(|a| **a != me)
+                        .map(String::as_str)
+                        .collect();
+                    format!(
+                        "refused: {me} proves the cluster key and claims node id {id}, and so \
+                         does {}: neither is preferred, so neither is added (a member holding \
+                         the shared key may be posing as another, or a cloned disk carried the \
+                         id along)",
+                        others.join(" and ")
+                    )
+                } else {
+                    format!(
+                        "refused: {me} proves the cluster key but claims node id {id}, which \
+                         {} in the file has; that node keeps its address (a member holding the \
+                         shared key may be posing as it, or a cloned disk carried the id along)",
+                        kept_addrs.join(" and ")
+                    )
+                };
+                (i, reason)
+            })
+            .collect();
+        for (i, reason) in reasons {
+            machines[i].refused = Some(reason);
+        }
+        out.push(Clash {
+            id,
+            addrs,
+            authenticated,
+            kept: kept_addrs,
+            refused: refused_addrs,
+        });
+    }
+    out
 }
 
 /// How a hand-written node matches a discovered machine, if it does.
@@ -283,7 +419,7 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
         ..Default::default()
     };
     let (mut machines, clashes) = coalesce(found.sightings);
-    report.clashes = clashes;
+    report.clashes = settle_clashes(hand, &mut machines, clashes);
     machines.sort_by_key(|m| (m.first_found_ms(), m.addr_sighting().addr.clone()));
 
     let mut nodes: Vec<NodeConfig> = hand.to_vec();
@@ -291,6 +427,14 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
     for m in machines {
         let addr_s = m.addr_sighting();
         let addr = addr_s.addr.clone();
+        if let Some(why) = &m.refused {
+            report.failed.push(Problem {
+                source: addr_s.source,
+                host: addr_s.host.clone(),
+                reason: why.clone(),
+            });
+            continue;
+        }
         if let Some((h, why)) = hand.iter().find_map(|h| hand_match(h, &m).map(|w| (h, w))) {
             if let Some(caps) = &m.best().caps {
                 report.warnings.extend(disagreement(h, caps));
@@ -343,7 +487,7 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
                     "{addr} ({}) accepted a connection but did not say what it has, so it was \
                      added as a CPU node with default settings; run rlx-agent there to have its \
                      devices found",
-                    best.host
+                    crate::report::untrusted(&best.host)
                 ));
                 (Default::default(), 0)
             }
@@ -372,6 +516,7 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
             cluster: caps.cluster.clone(),
             heard_on: m.sightings.iter().find_map(|s| s.heard_on.clone()),
             found_ms: m.first_found_ms(),
+            also_at: m.also_at(&addr),
         });
         nodes.push(node);
     }
@@ -384,221 +529,4 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sighting::Evidence;
-    use rlx_proto::caps::DeviceInfo;
-
-    fn caps(id: &str, hostname: &str, dev: &str, mem: u64) -> NodeCaps {
-        NodeCaps {
-            id: id.into(),
-            hostname: hostname.into(),
-            os: "linux".into(),
-            cores: 8,
-            ram_total: 64 << 30,
-            ram_avail: 32 << 30,
-            devices: vec![DeviceInfo {
-                device: dev.into(),
-                name: dev.into(),
-                mem_bytes: mem,
-                unified: false,
-                gflops: 0.0,
-                available: true,
-            }],
-            ..Default::default()
-        }
-    }
-
-    fn seen(source: Source, addr: &str, caps: Option<NodeCaps>, ms: u64) -> Sighting {
-        let (host, port) = NodeAddr::split(addr);
-        Sighting {
-            source,
-            host: host.into(),
-            addr: addr.into(),
-            ip: host.parse().ok(),
-            port: port.unwrap(),
-            ssh: (source == Source::Ssh).then(|| host.to_string()),
-            evidence: match (source, &caps) {
-                (_, None) => Evidence::TcpOnly,
-                (Source::Ssh, _) => Evidence::Ssh,
-                (Source::Mdns, _) => Evidence::Txt,
-                _ => Evidence::Handshake,
-            },
-            caps,
-            heard_on: None,
-            found_ms: ms,
-        }
-    }
-
-    fn discovery(s: Vec<Sighting>) -> Discovery {
-        Discovery {
-            sightings: s,
-            ..Default::default()
-        }
-    }
-
-    /// The predecessor's merge test: a pinned node survives untouched and a
-    /// discovered duplicate of it is dropped, not added twice.
-    #[test]
-    fn merge_keeps_hand_written_nodes_and_drops_duplicates_by_addr() {
-        let mut pinned = NodeConfig::new("a:9100");
-        pinned.ckpt_dir = "/pinned".into();
-        pinned.device = "cuda".parse().unwrap();
-        pinned.precision = "f16".parse().unwrap();
-        pinned.max_ram_gb = Some(40.0);
-        let found = discovery(vec![
-            seen(Source::Ssh, "a:9100", Some(caps("", "a", "cpu", 0)), 1),
-            seen(Source::Ssh, "b:9100", Some(caps("", "b", "metal", 0)), 2),
-        ]);
-        let defaults = NodeDefaults {
-            ckpt_dir: Some("/auto".into()),
-            ..Default::default()
-        };
-        let e = expand(std::slice::from_ref(&pinned), &defaults, found);
-        assert_eq!(e.nodes.len(), 2, "one added, one dropped");
-        assert_eq!(e.nodes[0], pinned, "the pinned entry survives untouched");
-        assert_eq!(e.nodes[1].addr, "b:9100");
-        assert_eq!(e.nodes[1].ckpt_dir, "/auto");
-        assert_eq!(e.report.duplicates.len(), 1);
-        assert_eq!(e.report.duplicates[0].same_as, "a:9100");
-    }
-
-    #[test]
-    fn the_same_box_seen_by_ssh_and_mdns_becomes_one_node_with_the_ssh_alias() {
-        let c = caps("00000000000000aa", "box", "cuda", 24 << 30);
-        let found = discovery(vec![
-            seen(Source::Mdns, "10.0.0.5:9100", Some(c.clone()), 5),
-            seen(Source::Ssh, "box:9100", Some(c), 900),
-        ]);
-        let e = expand(&[], &NodeDefaults::default(), found);
-        assert_eq!(e.nodes.len(), 1, "{:?}", e.nodes);
-        assert_eq!(e.nodes[0].addr, "box:9100");
-        assert_eq!(e.nodes[0].ssh.as_deref(), Some("box"));
-        assert_eq!(e.added[0].sources, vec![Source::Ssh, Source::Mdns]);
-        assert!(e.report.clashes.is_empty());
-    }
-
-    #[test]
-    fn a_scan_hit_and_an_mdns_sighting_of_one_ip_and_port_are_one_node() {
-        let found = discovery(vec![
-            seen(Source::Subnet, "10.0.0.5:9100", None, 300),
-            seen(
-                Source::Mdns,
-                "10.0.0.5:9100",
-                Some(caps("00000000000000bb", "x", "rocm", 16 << 30)),
-                40,
-            ),
-        ]);
-        let e = expand(&[], &NodeDefaults::default(), found);
-        assert_eq!(e.nodes.len(), 1);
-        assert_eq!(
-            e.nodes[0].device.as_str(),
-            "rocm",
-            "caps come from the source that had them"
-        );
-    }
-
-    #[test]
-    fn two_live_hosts_claiming_one_id_are_both_kept_and_the_clash_is_reported() {
-        let id = "00000000000000cc";
-        let found = discovery(vec![
-            seen(
-                Source::Mdns,
-                "10.0.0.5:9100",
-                Some(caps(id, "clone-a", "cuda", 8 << 30)),
-                1,
-            ),
-            seen(
-                Source::Mdns,
-                "10.0.0.6:9100",
-                Some(caps(id, "clone-b", "cuda", 8 << 30)),
-                2,
-            ),
-        ]);
-        let e = expand(&[], &NodeDefaults::default(), found);
-        assert_eq!(e.nodes.len(), 2);
-        assert_eq!(e.report.clashes.len(), 1);
-        assert_eq!(e.report.clashes[0].addrs.len(), 2);
-    }
-
-    #[test]
-    fn the_caps_with_the_strongest_evidence_win() {
-        let mut stale = caps("00000000000000dd", "n", "cuda", 8 << 30);
-        stale.ram_avail = 1;
-        let fresh = caps("00000000000000dd", "n", "cuda", 8 << 30);
-        let mut a = seen(Source::Mdns, "10.0.0.7:9100", Some(stale), 1);
-        a.evidence = Evidence::Txt;
-        let mut b = seen(Source::Mdns, "10.0.0.7:9100", Some(fresh.clone()), 2);
-        b.evidence = Evidence::Handshake;
-        let e = expand(&[], &NodeDefaults::default(), discovery(vec![b, a]));
-        assert_eq!(e.added[0].evidence, Evidence::Handshake);
-    }
-
-    #[test]
-    fn a_hand_written_node_that_claims_a_missing_gpu_is_kept_and_warned_about() {
-        let mut hand = NodeConfig::new("10.0.0.8:9100");
-        hand.device = "cuda".parse().unwrap();
-        let found = discovery(vec![seen(
-            Source::Mdns,
-            "10.0.0.8:9100",
-            Some(caps("00000000000000ee", "m", "metal", 0)),
-            3,
-        )]);
-        let e = expand(std::slice::from_ref(&hand), &NodeDefaults::default(), found);
-        assert_eq!(e.nodes, vec![hand]);
-        assert_eq!(e.report.warnings.len(), 1, "{:?}", e.report.warnings);
-        assert!(
-            e.report.warnings[0].contains("cuda"),
-            "{}",
-            e.report.warnings[0]
-        );
-    }
-
-    #[test]
-    fn a_listener_without_caps_becomes_a_default_node_with_a_warning() {
-        let found = discovery(vec![seen(Source::Subnet, "10.0.0.9:9100", None, 1)]);
-        let e = expand(&[], &NodeDefaults::default(), found);
-        assert_eq!(e.nodes[0].device.as_str(), "cpu");
-        assert!(e.report.warnings[0].contains("did not say what it has"));
-    }
-
-    #[test]
-    fn skipped_devices_are_reported_with_the_node_address() {
-        let mut c = caps("00000000000000ff", "q", "quantum-tpu", 80 << 30);
-        c.devices.push(DeviceInfo {
-            device: "cuda".into(),
-            name: "g".into(),
-            mem_bytes: 8 << 30,
-            unified: false,
-            gflops: 0.0,
-            available: true,
-        });
-        let e = expand(
-            &[],
-            &NodeDefaults::default(),
-            discovery(vec![seen(Source::Mdns, "10.0.0.10:9100", Some(c), 1)]),
-        );
-        assert_eq!(e.nodes[0].device.as_str(), "cuda");
-        assert_eq!(e.report.skipped_devices.len(), 1);
-        assert_eq!(e.report.skipped_devices[0].addr, "10.0.0.10:9100");
-    }
-
-    #[test]
-    fn a_forced_device_overrides_selection() {
-        let defaults = NodeDefaults {
-            device: Some("vulkan".parse().unwrap()),
-            ..Default::default()
-        };
-        let e = expand(
-            &[],
-            &defaults,
-            discovery(vec![seen(
-                Source::Ssh,
-                "h:9100",
-                Some(caps("", "h", "cuda", 8 << 30)),
-                1,
-            )]),
-        );
-        assert_eq!(e.nodes[0].device.as_str(), "vulkan");
-    }
-}
+mod tests;

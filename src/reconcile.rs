@@ -98,8 +98,16 @@ impl Plan {
             .any(|m| m.origin == Origin::Discovered && m.action == Action::Kept)
     }
 
-    /// The human-readable lines for the report on stderr.
+    /// The human-readable lines for the report on stderr, each through
+    /// [`crate::report::escape_line`] (a file's `addr` may hold anything).
     pub fn render_text(&self) -> String {
+        self.render_raw()
+            .lines()
+            .map(|l| format!("{}\n", crate::report::escape_line(l)))
+            .collect()
+    }
+
+    fn render_raw(&self) -> String {
         let mut s = String::new();
         for m in &self.missing {
             // The failure itself is already listed with `!` in the report.

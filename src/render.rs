@@ -28,7 +28,7 @@
 //! comment is how a user adopts a discovered node as their own.
 
 use crate::config::NodeConfig;
-use crate::report::{gib, AddedNode};
+use crate::report::{escape_line, gib, untrusted, AddedNode};
 use std::ops::Range;
 use toml_edit::{value, Array, ArrayOfTables, DocumentMut, ImDocument, InlineTable, Item, Table};
 
@@ -36,16 +36,11 @@ use toml_edit::{value, Array, ArrayOfTables, DocumentMut, ImDocument, InlineTabl
 /// line directly above it was appended by `rlx-discover`.
 pub const PROVENANCE_PREFIX: &str = "# found by ";
 
-/// Makes text safe for a one-line comment: an agent reports its own host
-/// name, and a name with a newline in it must not be able to write TOML
-/// into the user's file.
-fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
-/// The comment line written above a discovered node.
+/// The comment line written above a discovered node. The agent reports its
+/// own host name (and an mDNS stranger picks its instance label), so the
+/// name goes through [`untrusted`] and the whole line through
+/// [`escape_line`]: a newline in it must not be able to write TOML into the
+/// user's file, nor an escape sequence reach the terminal of whoever cats it.
 pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
     let sources: Vec<String> = a.sources.iter().map(|s| s.to_string()).collect();
     let name = if a.hostname.is_empty() {
@@ -54,9 +49,10 @@ pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
         &a.hostname
     };
     let mut c = format!(
-        "found by {} ({}) {when}: {name}, {} {}",
+        "found by {} ({}) {when}: {}, {} {}",
         sources.join("+"),
         a.evidence,
+        untrusted(name),
         a.device,
         gib(a.mem_bytes)
     );
@@ -69,7 +65,7 @@ pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
     if !a.id.is_empty() {
         c.push_str(&format!(", id {}", a.id));
     }
-    format!("# {}", one_line(&c))
+    format!("# {}", escape_line(&c))
 }
 
 /// Converts a node to a TOML table in the seed's key order.
@@ -333,6 +329,7 @@ mod tests {
             cluster: None,
             heard_on: Some("eth0".into()),
             found_ms: 40,
+            also_at: Vec::new(),
         }
     }
 
@@ -391,6 +388,31 @@ mod tests {
         let out = render_expanded("", &[(node(), p)], "t").unwrap();
         let c = crate::config::ClusterConfig::parse(std::path::Path::new("x"), &out).unwrap();
         assert_eq!(c.nodes.len(), 1, "{out}");
+    }
+
+    /// Guards against line and paragraph separators, C1 controls and bidi
+    /// overrides in a host name reaching the file raw (TOML allows them in
+    /// a comment, and an editor or terminal shows a line break or
+    /// reversed text there).
+    #[test]
+    fn a_found_by_comment_never_contains_a_raw_line_break_or_control() {
+        let mut p = prov();
+        p.hostname = "a\nb\r\u{85}c\u{2028}d\u{2029}e\u{202e}f\x1b[2J".into();
+        let c = provenance_comment(&p, "t");
+        assert!(
+            !c.chars()
+                .any(|ch| ch.is_control() || matches!(ch, '\u{2028}' | '\u{2029}' | '\u{202e}')),
+            "{c:?}"
+        );
+        assert!(
+            c.contains(r#""a\nb\r\u{85}c\u{2028}d\u{2029}e\u{202e}f\u{1b}[2J""#),
+            "{c}"
+        );
+        let out = render_expanded("", &[(node(), p)], "t").unwrap();
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with("# found by")).count(),
+            1
+        );
     }
 
     #[test]

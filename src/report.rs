@@ -10,6 +10,65 @@ use crate::sighting::{Attempt, Evidence, Problem, Source};
 use serde::Serialize;
 use std::fmt::Write as _;
 
+/// Network-supplied text (an mDNS instance label, an SRV host name, a host
+/// name or device name from caps), made safe to print on one terminal line:
+/// control characters (newlines, ESC, C1 controls), bidi overrides and
+/// other invisible format characters are escaped the way Rust escapes them
+/// (`\n`, `\u{1b}`, `\u{202e}`), so a stranger cannot start a fake report
+/// line or send the terminal an escape sequence. A name made only of the
+/// characters of host names and addresses is printed as it is; anything
+/// else (a space, a quote, an escaped character) is printed in double
+/// quotes, like `ls` quotes an odd file name, so the name's end is never in
+/// doubt. The one function every human printer uses (report, `browse`,
+/// `watch`, the `# found by` comments); JSON output stays raw, since serde
+/// escapes it.
+pub fn untrusted(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']' | '%' | '@')
+        });
+    if plain {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '\'' => out.push(c),
+            c => out.extend(c.escape_debug()),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A line of human output that may quote network text (a refusal reason,
+/// a warning), made safe to print as one line: the same characters as in
+/// [`untrusted`] are escaped, but nothing is quoted and quotes and
+/// backslashes stay as they are, so the text reads as written.
+pub fn escape_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' | '\'' | '\\' => out.push(c),
+            c => out.extend(c.escape_debug()),
+        }
+    }
+    out
+}
+
+/// A refused or failed host as a report line (without the leading `  ! `):
+/// `host (source): reason`, with the host through [`untrusted`] and the
+/// reason through [`escape_line`].
+pub fn problem_line(p: &Problem) -> String {
+    format!(
+        "{} ({}): {}",
+        untrusted(&p.host),
+        p.source,
+        escape_line(&p.reason)
+    )
+}
+
 /// A node discovery added, with where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AddedNode {
@@ -37,6 +96,12 @@ pub struct AddedNode {
     pub heard_on: Option<String>,
     /// Milliseconds after start when it was first found.
     pub found_ms: u64,
+    /// Other addresses the same machine answered at (one agent on two
+    /// networks, or an ssh alias and an IP), folded into this node. Shown so
+    /// that a member posing as this one with a perfect copy of its caps
+    /// (which a shared key cannot tell apart, see docs/security.md) is at
+    /// least visible.
+    pub also_at: Vec<String>,
 }
 
 /// A sighting dropped because the node was already in the list.
@@ -69,14 +134,24 @@ pub struct SkippedDevice {
     pub why: String,
 }
 
-/// Two live hosts claiming one node id (usually a cloned disk image that
-/// carried the agent's state along).
+/// Two live hosts claiming one node id: a cloned disk image that carried
+/// the agent's state along, or (with a cluster key) a member posing as
+/// another member.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Clash {
     /// The id both claim.
     pub id: String,
-    /// The addresses claiming it; each is kept as its own node.
+    /// Every address claiming it.
     pub addrs: Vec<String>,
+    /// True when a claimant proved the cluster key: then neither is
+    /// preferred (see `kept` and `refused`). Without a key an id proves
+    /// nothing, and each claimant is kept as its own node.
+    pub authenticated: bool,
+    /// The claimants that keep their place: with a key, the one already in
+    /// the file (none if neither is); without a key, all of them.
+    pub kept: Vec<String>,
+    /// The claimants refused (each also listed in `failed` with its reason).
+    pub refused: Vec<String>,
 }
 
 /// Everything one expansion did.
@@ -139,63 +214,128 @@ impl Report {
         s
     }
 
-    /// The human-readable report (stderr of `expand`).
+    /// The human-readable report (stderr of `expand`). Every line goes
+    /// through [`escape_line`] and every network-supplied name through
+    /// [`untrusted`], so each entry is exactly one line.
     pub fn render_text(&self) -> String {
         let mut s = String::new();
+        let mut line = |text: String| {
+            s.push_str(&escape_line(&text));
+            s.push('\n');
+        };
         for t in &self.tried {
-            let _ = writeln!(
-                s,
+            line(format!(
                 "tried {}: {} ({} answered, {} ms)",
                 t.source, t.what, t.answered, t.elapsed_ms
-            );
+            ));
         }
-        let _ = writeln!(
-            s,
+        line(format!(
             "{} node(s) added, {} hand-written kept, {} duplicate(s) dropped, {} host(s) failed",
             self.added.len(),
             self.kept,
             self.duplicates.len(),
             self.failed.len()
-        );
+        ));
         for a in &self.added {
             let srcs: Vec<String> = a.sources.iter().map(|s| s.to_string()).collect();
-            let _ = writeln!(
-                s,
-                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({})",
+            let also = if a.also_at.is_empty() {
+                String::new()
+            } else {
+                format!(", also at {}", a.also_at.join(", "))
+            };
+            line(format!(
+                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){also}",
                 a.addr,
                 a.device,
                 gib(a.mem_bytes),
                 a.cores,
                 srcs.join("+"),
                 a.evidence
-            );
+            ));
         }
         for d in &self.duplicates {
-            let _ = writeln!(
-                s,
+            line(format!(
                 "  = {} ({}) is already in the list as {} (same {})",
-                d.host, d.source, d.same_as, d.matched_by
-            );
+                untrusted(&d.host),
+                d.source,
+                d.same_as,
+                d.matched_by
+            ));
         }
         for f in &self.failed {
-            let _ = writeln!(s, "  ! {f}");
+            line(format!("  ! {}", problem_line(f)));
         }
         for d in &self.skipped_devices {
-            let _ = writeln!(s, "  - {}: skipped device {}", d.addr, d.why);
+            line(format!("  - {}: skipped device {}", d.addr, d.why));
         }
         for c in &self.clashes {
-            let _ = writeln!(
-                s,
-                "  ! node id {} is claimed by {}: each is kept by address; give the clones \
-                 their own identity (rlx-agent derives it from the hardware unless --node-id \
-                 pins it)",
-                c.id,
-                c.addrs.join(" and ")
-            );
+            line(format!("  ! {}", c.render_text()));
         }
         for w in &self.warnings {
-            let _ = writeln!(s, "  ? {w}");
+            line(format!("  ? {w}"));
         }
         s
+    }
+}
+
+impl Clash {
+    /// The report line for this clash (without the leading `  ! `).
+    pub fn render_text(&self) -> String {
+        let who = self.addrs.join(" and ");
+        if !self.authenticated {
+            return format!(
+                "node id {} is claimed by {who}: each is kept by address; give the clones \
+                 their own identity (rlx-agent derives it from the hardware unless --node-id \
+                 pins it)",
+                self.id
+            );
+        }
+        let outcome = if self.kept.is_empty() {
+            "neither is in the file, so neither was added".to_string()
+        } else {
+            format!(
+                "{} is in the file and keeps its address; {} was refused",
+                self.kept.join(" and "),
+                self.refused.join(" and ")
+            )
+        };
+        format!(
+            "node id {} is claimed by {who}, each proving the cluster key: {outcome}. A member \
+             holding the shared key can pose as another member (see docs/security.md); if these \
+             are clones, give each its own id (rlx-agent --node-id, or delete the node-id file \
+             in its state directory); if one box really answers at both, write its [[node]] by \
+             hand",
+            self.id
+        )
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_host_names_and_addresses_print_as_they_are() {
+        for s in [
+            "gpu-a",
+            "10.0.0.5:9100",
+            "[fe80::1%eth0]:9100",
+            "box_1.local",
+        ] {
+            assert_eq!(untrusted(s), s);
+        }
+    }
+
+    /// Guards against terminal escape sequences and bidi overrides in a
+    /// name reaching the terminal raw.
+    #[test]
+    fn control_and_bidi_characters_are_escaped_and_the_name_quoted() {
+        assert_eq!(untrusted("a\x1b[2Jb"), "\"a\\u{1b}[2Jb\"");
+        assert_eq!(untrusted("evil\u{202e}txt.exe"), "\"evil\\u{202e}txt.exe\"");
+        assert_eq!(untrusted("My Mac's \"GPU\""), "\"My Mac's \\\"GPU\\\"\"");
+        assert_eq!(untrusted(""), "\"\"");
+        assert_eq!(
+            escape_line("a \"b\"\n\u{85}c\u{2028}"),
+            "a \"b\"\\n\\u{85}c\\u{2028}"
+        );
     }
 }

@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use rlx_discover::discover::run_sources;
 use rlx_discover::pipeline::{expand, NodeDefaults};
-use rlx_discover::report::gib;
+use rlx_discover::report::{escape_line, gib, problem_line, untrusted};
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -50,14 +50,18 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
                 &n.hostname
             };
             let by: Vec<String> = n.sources.iter().map(|s| s.to_string()).collect();
+            // Host and cluster name are whatever the agent (or a stranger)
+            // said: one cell each, never a fake row or an escape sequence.
             println!(
                 "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}",
-                host,
-                n.addr,
+                untrusted(host),
+                escape_line(&n.addr),
                 n.device,
                 gib(n.mem_bytes),
                 n.cores,
-                n.cluster.as_deref().unwrap_or("-"),
+                n.cluster
+                    .as_deref()
+                    .map_or_else(|| "-".to_string(), untrusted),
                 format!("{} ({})", by.join("+"), n.evidence),
                 n.found_ms
             );
@@ -66,13 +70,19 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     if !quiet {
         let r = &exp.report;
         for f in &r.failed {
-            eprintln!("  ! {f}");
+            eprintln!("  ! {}", problem_line(f));
         }
         for d in &r.skipped_devices {
-            eprintln!("  - {}: skipped device {}", d.addr, d.why);
+            eprintln!(
+                "  - {}",
+                escape_line(&format!("{}: skipped device {}", d.addr, d.why))
+            );
+        }
+        for c in &r.clashes {
+            eprintln!("  ! {}", escape_line(&c.render_text()));
         }
         for w in &r.warnings {
-            eprintln!("  ? {w}");
+            eprintln!("  ? {}", escape_line(w));
         }
         for t in r.tried.iter().filter(|_| !exp.added.is_empty()) {
             eprintln!(

@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Args;
 use rlx_discover::discover::{browse_options, rules};
 use rlx_discover::pipeline::NodeDefaults;
-use rlx_discover::report::gib;
+use rlx_discover::report::{gib, untrusted};
 use rlx_discover::sources::dns::DnsSdOptions;
 use rlx_discover::sources::mdns::ContinuousBrowse;
 use rlx_discover::watch::{DnsZone, Event, Watch, DNS_POLL_INTERVAL, HEALTH_INTERVAL};
@@ -54,12 +54,14 @@ fn print(json: bool, e: &Event) {
             .reason
             .as_ref()
             .map_or_else(String::new, |r| format!(" ({r})"));
-        println!(
+        // The instance label is a stranger's choice: one escaped line.
+        let line = format!(
             "{:>8.3}s {:<8} {}{what}{why}",
             e.at_ms as f64 / 1000.0,
             e.event.as_str(),
-            e.instance
+            untrusted(&e.instance)
         );
+        println!("{}", rlx_discover::report::escape_line(&line));
     }
 }
 
