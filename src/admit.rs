@@ -271,11 +271,13 @@ enum Verdict {
 }
 
 fn refuse(s: &Sighting, reason: String) -> Verdict {
-    Verdict::Refuse(Problem {
-        source: s.source,
-        host: s.host.clone(),
-        reason,
-    })
+    // Every network source's refusals start as strangers'; the pipeline
+    // makes one the user's when it claims a node of the file.
+    let p = match s.source {
+        Source::Ssh => Problem::new(s.source, s.host.clone(), reason),
+        _ => Problem::stranger(s.source, s.host.clone(), reason),
+    };
+    Verdict::Refuse(p.claiming(Some(s.addr.clone()), s.id().map(str::to_string)))
 }
 
 /// Checks one sighting.

@@ -106,11 +106,11 @@ pub async fn run_sources(
             Some(s) => match dns::DnsSdOptions::from_section(s, d.browse_ms) {
                 Ok(opts) => dns::discover(&opts, started).await,
                 Err(why) => Discovery {
-                    problems: vec![crate::sighting::Problem {
-                        source: crate::sighting::Source::Dns,
-                        host: s.domain.clone(),
-                        reason: why,
-                    }],
+                    problems: vec![crate::sighting::Problem::new(
+                        crate::sighting::Source::Dns,
+                        s.domain.clone(),
+                        why,
+                    )],
                     ..Default::default()
                 },
             },

@@ -16,7 +16,7 @@ use crate::addr::NodeAddr;
 use crate::config::{DiscoverSection, NodeConfig};
 use crate::report::{AddedNode, Clash, Duplicate, Report, SkippedDevice};
 use crate::select::best_device;
-use crate::sighting::{Discovery, Evidence, Problem, Sighting, Source};
+use crate::sighting::{Concern, Discovery, Evidence, Problem, Sighting, Source};
 use rlx_proto::caps::NodeCaps;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -352,6 +352,22 @@ fn settle_clashes(
 }
 
 /// How a hand-written node matches a discovered machine, if it does.
+/// The `addr` of the file's node whose endpoint a stranger's refused
+/// announcement names, if any: then it is not a stranger's problem but an
+/// agent of the file that failed (or an impostor of one).
+fn claimed_node<'a>(hand: &'a [NodeConfig], p: &Problem) -> Option<&'a str> {
+    if p.concern != Concern::Stranger {
+        return None;
+    }
+    let (host, port) = NodeAddr::split(p.addr.as_deref()?);
+    hand.iter()
+        .find(|h| {
+            let (hh, hp) = NodeAddr::split(&h.addr);
+            hp == port && hh.eq_ignore_ascii_case(host)
+        })
+        .map(|h| h.addr.as_str())
+}
+
 fn hand_match(hand: &NodeConfig, m: &Machine) -> Option<&'static str> {
     // Leniently: a node built through the library API need not have passed
     // the config check.
@@ -412,10 +428,19 @@ fn disagreement(hand: &NodeConfig, caps: &NodeCaps) -> Option<String> {
 
 /// Runs the pipeline: hand-written nodes plus what the sources found.
 pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) -> Expansion {
+    let mut failed = found.problems;
+    for p in &mut failed {
+        if let Some(h) = claimed_node(hand, p) {
+            p.concern = Concern::Yours;
+            p.reason.push_str(&format!(
+                " (it claims the address of [[node]] {h} in the file)"
+            ));
+        }
+    }
     let mut report = Report {
         tried: found.attempts,
         kept: hand.len(),
-        failed: found.problems,
+        failed,
         ..Default::default()
     };
     let (mut machines, clashes) = coalesce(found.sightings);
@@ -428,11 +453,10 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
         let addr_s = m.addr_sighting();
         let addr = addr_s.addr.clone();
         if let Some(why) = &m.refused {
-            report.failed.push(Problem {
-                source: addr_s.source,
-                host: addr_s.host.clone(),
-                reason: why.clone(),
-            });
+            report.failed.push(
+                Problem::new(addr_s.source, addr_s.host.clone(), why.clone())
+                    .claiming(Some(addr.clone()), addr_s.id().map(str::to_string)),
+            );
             continue;
         }
         if let Some((h, why)) = hand.iter().find_map(|h| hand_match(h, &m).map(|w| (h, w))) {

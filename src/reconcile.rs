@@ -312,11 +312,7 @@ mod tests {
             sightings: hosts.iter().map(|h| ssh_seen(h)).collect(),
             problems: failed
                 .iter()
-                .map(|h| Problem {
-                    source: Source::Ssh,
-                    host: h.to_string(),
-                    reason: "unreachable: no route".into(),
-                })
+                .map(|h| Problem::new(Source::Ssh, *h, "unreachable: no route"))
                 .collect(),
             attempts: vec![],
         };

@@ -6,7 +6,7 @@
 //! (see README): add fields, never rename them.
 
 use crate::select::SkipReason;
-use crate::sighting::{Attempt, Evidence, Problem, Source};
+use crate::sighting::{Attempt, Concern, Evidence, Problem, Source};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -55,6 +55,15 @@ pub fn escape_line(s: &str) -> String {
         }
     }
     out
+}
+
+/// The mark a problem's report line starts with: `!` for the user's own
+/// (it fails the run), `~` for a stranger's (reported only).
+pub fn problem_mark(p: &Problem) -> char {
+    match p.concern {
+        Concern::Yours => '!',
+        Concern::Stranger => '~',
+    }
 }
 
 /// A refused or failed host as a report line (without the leading `  ! `):
@@ -187,6 +196,34 @@ impl Report {
         !self.failed.is_empty()
     }
 
+    /// True when a problem should fail the run (exit 1): one of the user's
+    /// (an `ssh_hosts` entry, a configured source, a node of the file or an
+    /// announcement claiming one), a clash, or with `strict` any refusal at
+    /// all. Strangers' announcements are reported but do not fail the run.
+    pub fn fails_run(&self, strict: bool) -> bool {
+        self.failed
+            .iter()
+            .any(|p| strict || p.concern == Concern::Yours)
+    }
+
+    /// True when a source the user configured by name (`subnet`, `dns_sd`)
+    /// found nothing: a scan of the wrong block or an empty zone is the
+    /// user's to look at, even when mDNS found machines.
+    pub fn configured_source_found_nothing(&self) -> bool {
+        self.tried
+            .iter()
+            .any(|t| matches!(t.source, Source::Subnet | Source::Dns) && t.answered == 0)
+    }
+
+    /// How many of [`Report::failed`] are strangers' (not in the file,
+    /// claiming nothing of it).
+    pub fn strangers(&self) -> usize {
+        self.failed
+            .iter()
+            .filter(|p| p.concern == Concern::Stranger)
+            .count()
+    }
+
     /// What to print when discovery found nothing: what was tried, for how
     /// long, the usual causes, and how to see more.
     pub fn empty_hint(&self) -> String {
@@ -229,12 +266,20 @@ impl Report {
                 t.source, t.what, t.answered, t.elapsed_ms
             ));
         }
+        let strangers = self.strangers();
         line(format!(
-            "{} node(s) added, {} hand-written kept, {} duplicate(s) dropped, {} host(s) failed",
+            "{} node(s) added, {} hand-written kept, {} duplicate(s) dropped, {} host(s) failed{}",
             self.added.len(),
             self.kept,
             self.duplicates.len(),
-            self.failed.len()
+            self.failed.len() - strangers,
+            if strangers > 0 {
+                format!(
+                    ", {strangers} stranger(s) refused (not in the file: they do not fail the run)"
+                )
+            } else {
+                String::new()
+            }
         ));
         for a in &self.added {
             let srcs: Vec<String> = a.sources.iter().map(|s| s.to_string()).collect();
@@ -263,7 +308,7 @@ impl Report {
             ));
         }
         for f in &self.failed {
-            line(format!("  ! {}", problem_line(f)));
+            line(format!("  {} {}", problem_mark(f), problem_line(f)));
         }
         for d in &self.skipped_devices {
             line(format!("  - {}: skipped device {}", d.addr, d.why));

@@ -129,6 +129,62 @@ pub struct Problem {
     pub host: String,
     /// What went wrong, in words a user can act on.
     pub reason: String,
+    /// Whose concern it is, which decides whether it fails the run.
+    pub concern: Concern,
+    /// The endpoint a refused announcement named, when it named one: how
+    /// an announcement claiming a node of the file is recognised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+    /// The node id a refused announcement claimed, when it claimed one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// Whose problem a [`Problem`] is. On a shared LAN, neighbours' broken
+/// `_rlx._tcp` records, agents of other clusters and plain announcers are
+/// seen on every run; if each failed the run, cron would mail every night
+/// and a real failure would hide among them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Concern {
+    /// Something the user configured or owns: an `ssh_hosts` entry, a
+    /// configured source, a node of the file (or an announcement claiming
+    /// one's address or id). Fails the run (exit 1).
+    Yours,
+    /// An announcement from a machine that is not in the file and claims
+    /// nothing of it: malformed TXT, no proof, another key or cluster,
+    /// nothing listening. Reported, but fails the run only with `--strict`.
+    Stranger,
+}
+
+impl Problem {
+    /// A problem of something the user configured or owns.
+    pub fn new(source: Source, host: impl Into<String>, reason: impl Into<String>) -> Problem {
+        Problem {
+            source,
+            host: host.into(),
+            reason: reason.into(),
+            concern: Concern::Yours,
+            addr: None,
+            id: None,
+        }
+    }
+
+    /// A refused or malformed announcement from the network: a stranger's,
+    /// until the pipeline finds it claims a node of the file.
+    pub fn stranger(source: Source, host: impl Into<String>, reason: impl Into<String>) -> Problem {
+        Problem {
+            concern: Concern::Stranger,
+            ..Problem::new(source, host, reason)
+        }
+    }
+
+    /// The endpoint and node id the announcement claimed.
+    pub fn claiming(mut self, addr: Option<String>, id: Option<String>) -> Problem {
+        self.addr = addr;
+        self.id = id;
+        self
+    }
 }
 
 impl fmt::Display for Problem {

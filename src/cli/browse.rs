@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use rlx_discover::discover::run_sources;
 use rlx_discover::pipeline::{expand, NodeDefaults};
-use rlx_discover::report::{escape_line, gib, problem_line, untrusted};
+use rlx_discover::report::{escape_line, gib, problem_line, problem_mark, untrusted};
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -27,6 +27,9 @@ pub struct BrowseArgs {
     /// Print JSON: {"nodes": [...], "report": {...}}.
     #[arg(long)]
     pub json: bool,
+    /// Exit 1 for every refused announcement, strangers' included.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Browses, admits, selects devices through the one pipeline, and prints.
@@ -70,7 +73,7 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     if !quiet {
         let r = &exp.report;
         for f in &r.failed {
-            eprintln!("  ! {}", problem_line(f));
+            eprintln!("  {} {}", problem_mark(f), problem_line(f));
         }
         for d in &r.skipped_devices {
             eprintln!(
@@ -94,7 +97,7 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             eprint!("{}", r.empty_hint());
         }
     }
-    Ok(if exp.added.is_empty() || exp.report.has_failures() {
+    Ok(if exp.added.is_empty() || exp.report.fails_run(a.strict) {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -78,6 +78,10 @@ pub struct ExpandArgs {
     /// Do not browse mDNS even when [discover] would.
     #[arg(long)]
     pub no_mdns: bool,
+    /// Exit 1 for every refused announcement too, strangers' included (a
+    /// neighbour's broken record, another cluster's agent).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// What `expand` did with the file (the `file` object of the JSON).
@@ -164,7 +168,10 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         }
     }
     Ok(
-        if exp.report.has_failures() || (discovering && found_nothing) || plan.has_vanished_nodes()
+        if exp.report.fails_run(a.strict)
+            || exp.report.configured_source_found_nothing()
+            || (discovering && found_nothing)
+            || plan.has_vanished_nodes()
         {
             ExitCode::from(1)
         } else {

@@ -6,10 +6,15 @@ use anyhow::{Context, Result};
 /// The exit codes, shown in `--help` and documented in the README.
 pub const EXIT_CODES: &str = "\
 Exit codes:
-  0  success: every configured source answered and the output is complete
-  1  output printed, but something needs a look: a host failed or was refused,
-     discovery found no node at all, or a node appended earlier is no longer
-     found (see the report on stderr); with --write the file was still written
+  0  success: every configured source answered and the output is complete;
+     refused announcements of strangers (not in the file, claiming nothing of
+     it) are reported on stderr but do not count
+  1  output printed, but something needs a look: an ssh_hosts entry failed, a
+     configured subnet or dns_sd found nothing, an announcement claims the
+     address of a node in the file, an id clash, discovery found no node at
+     all, or a node appended earlier is no longer found (see the report on
+     stderr); with --strict also any refused announcement; with --write the
+     file was still written
   2  error: bad config or flags, a refused operation (e.g. --write when the
      file changed during discovery), or an I/O failure";
 

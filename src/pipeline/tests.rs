@@ -349,16 +349,12 @@ fn untrusted_names_in_the_report_are_one_escaped_line_each() {
     let evil = "x\n+ 10.0.0.9:9100 via mdns (authenticated)";
     let found = Discovery {
         problems: vec![
-            Problem {
-                source: Source::Mdns,
-                host: evil.into(),
-                reason: format!("host {evil}.local announced no TXT record"),
-            },
-            Problem {
-                source: Source::Mdns,
-                host: "\x1b[2Jclear".into(),
-                reason: "no address \u{9b}31m".into(),
-            },
+            Problem::new(
+                Source::Mdns,
+                evil,
+                format!("host {evil}.local announced no TXT record"),
+            ),
+            Problem::new(Source::Mdns, "\x1b[2Jclear", "no address \u{9b}31m"),
         ],
         ..Default::default()
     };

@@ -124,11 +124,7 @@ pub async fn discover(opts: &DnsSdOptions, started: Instant) -> Discovery {
             let what = format!("DNS-SD browse of {}", service_name(&opts.domain));
             Discovery {
                 sightings: Vec::new(),
-                problems: vec![Problem {
-                    source: Source::Dns,
-                    host: what.clone(),
-                    reason: e.to_string(),
-                }],
+                problems: vec![Problem::new(Source::Dns, what.clone(), e.to_string())],
                 attempts: vec![Attempt {
                     source: Source::Dns,
                     what: format!("{what}: failed ({e})"),
@@ -164,11 +160,7 @@ fn browse_of(z: ZoneBrowse, started: Instant) -> Browse {
     } = z;
     let mut problems: Vec<Problem> = strays
         .into_iter()
-        .map(|s| Problem {
-            source: Source::Dns,
-            host: s.target.to_string(),
-            reason: s.reason,
-        })
+        .map(|s| Problem::stranger(Source::Dns, s.target.to_string(), s.reason))
         .collect();
     let mut sightings = Vec::new();
     for i in &instances {
@@ -179,11 +171,7 @@ fn browse_of(z: ZoneBrowse, started: Instant) -> Browse {
             .map_err(|reason| i.query_error.clone().unwrap_or(reason));
         match found {
             Ok(s) => sightings.push(s),
-            Err(reason) => problems.push(Problem {
-                source: Source::Dns,
-                host: label_of(&i.name),
-                reason,
-            }),
+            Err(reason) => problems.push(Problem::stranger(Source::Dns, label_of(&i.name), reason)),
         }
     }
     let mut what = format!(

@@ -323,11 +323,8 @@ pub async fn discover(opts: &SshOptions, started: Instant, progress: &dyn Progre
             }),
             Err(e) => {
                 tracing::debug!(%host, error = %e, "ssh probe failed");
-                d.problems.push(Problem {
-                    source: Source::Ssh,
-                    host,
-                    reason: e.to_string(),
-                });
+                d.problems
+                    .push(Problem::new(Source::Ssh, host, e.to_string()));
             }
         }
     }

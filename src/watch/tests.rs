@@ -54,11 +54,8 @@ impl Check for FakeCheck {
                             Death::Vanished => (whole_round(), "no answer within 1.5 s"),
                         };
                         wait = wait.max(delay);
-                        out.problems.push(Problem {
-                            source: s.source,
-                            host: s.host.clone(),
-                            reason: reason.into(),
-                        });
+                        out.problems
+                            .push(Problem::stranger(s.source, s.host.clone(), reason));
                     }
                     None => {
                         if let Some(c) = m.fresh.get(&s.host) {
@@ -348,11 +345,7 @@ async fn a_fresher_copy_of_the_same_caps_is_not_an_update() {
 #[tokio::test(start_paused = true)]
 async fn a_refusal_is_reported_once_per_host_and_reason() {
     let mut w = Running::start(false);
-    let bad = || Problem {
-        source: Source::Mdns,
-        host: "bad".into(),
-        reason: "TXT record: no caps".into(),
-    };
+    let bad = || Problem::stranger(Source::Mdns, "bad", "TXT record: no caps");
     w.announce(vec![], vec![bad()]);
     let e = w.next().await;
     assert_eq!(

@@ -35,11 +35,8 @@ pub async fn discover(opts: &BrowseOptions, started: Instant) -> Discovery {
         Ok(b) => b.discovery,
         Err(e) => {
             let mut d = Discovery::default();
-            d.problems.push(Problem {
-                source: Source::Mdns,
-                host: "mDNS browse".into(),
-                reason: e.to_string(),
-            });
+            d.problems
+                .push(Problem::new(Source::Mdns, "mDNS browse", e.to_string()));
             d.attempts.push(Attempt {
                 source: Source::Mdns,
                 what: format!("mDNS browse of {SERVICE_TYPE}: could not start ({e})"),

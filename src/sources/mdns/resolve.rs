@@ -78,11 +78,7 @@ impl Table {
             return Entry::Pending;
         }
         let problem = |reason: String| {
-            Entry::Problem(Problem {
-                source: Source::Mdns,
-                host: inst.label.clone(),
-                reason,
-            })
+            Entry::Problem(Problem::stranger(Source::Mdns, inst.label.clone(), reason))
         };
         let on = inst
             .heard_on

@@ -1,0 +1,125 @@
+//! **Strangers do not fail the run** (issue 13, item 5): on a shared LAN a
+//! neighbour's agent of another cluster is seen on every run. It is
+//! reported, on stderr and in the JSON (`concern: "stranger"`), but
+//! `expand` exits 0; `--strict` makes it exit 1. An announcement that claims
+//! the address of a node in the file is the user's concern and exits 1.
+//!
+//! Everything runs inside namespaces built by [`rlx_lab`].
+
+mod common;
+
+use common::{agent_bin, discover_bin, require_lab, spawn, Proc};
+use rlx_lab::Lab;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const UP: Duration = Duration::from_secs(30);
+
+/// An agent on `host` announcing cluster `cluster` as `name`.
+fn agent(lab: &Lab, host: usize, name: &str, cluster: &str, id: u32, dir: &Path) -> Proc {
+    let caps = dir.join(format!("{name}.json"));
+    std::fs::write(
+        &caps,
+        format!(
+            r#"{{"id":"{id:016x}","hostname":"{name}","os":"linux","arch":"x86_64","cores":8,
+               "ram_total":68719476736,"ram_avail":60000000000,
+               "devices":[{{"device":"cpu","name":"cpu","mem_bytes":0}}]}}"#
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(agent_bin());
+    cmd.arg("--caps-file")
+        .arg(&caps)
+        .args(["--name", name, "--cluster", cluster])
+        .env("RUST_LOG", "info");
+    let p = spawn(lab, host, cmd);
+    p.expect_output("mDNS: announced on", UP);
+    p
+}
+
+/// `rlx-discover expand --format json CFG` in host 0: exit code, JSON, stderr.
+fn expand(lab: &Lab, cfg: &Path, extra: &[&str]) -> (Option<i32>, Value, String) {
+    let out = lab
+        .command(0, discover_bin())
+        .args(["expand", "--format", "json"])
+        .args(extra)
+        .arg(cfg)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}); stdout:\n{stdout}\nstderr:\n{stderr}"));
+    (out.status.code(), json, stderr)
+}
+
+fn failed(v: &Value) -> Vec<Value> {
+    v["report"]["failed"].as_array().unwrap().clone()
+}
+
+#[test]
+fn an_agent_of_another_cluster_is_reported_but_does_not_fail_the_run_unless_strict() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(3);
+    let dir = tempfile::tempdir().unwrap();
+    let _ours = agent(&lab, 1, "ours", "lab", 1, dir.path());
+    let _theirs = agent(&lab, 2, "theirs", "other", 2, dir.path());
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(&cfg, "[discover]\ncluster = \"lab\"\n").unwrap();
+
+    let (code, v, err) = expand(&lab, &cfg, &[]);
+    let added: Vec<&str> = v["report"]["added"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(added, ["ours"], "{v:#}");
+    let f = failed(&v);
+    assert_eq!(f.len(), 1, "{v:#}");
+    assert_eq!(f[0]["host"], "theirs");
+    assert_eq!(f[0]["concern"], "stranger", "{v:#}");
+    assert!(
+        err.contains("~ theirs") && err.contains("1 stranger(s) refused"),
+        "the stranger is reported on a line of its own: {err}"
+    );
+    assert_eq!(code, Some(0), "a stranger does not fail the run:\n{err}");
+
+    let (code, _, err) = expand(&lab, &cfg, &["--strict"]);
+    assert_eq!(code, Some(1), "--strict counts every refusal:\n{err}");
+}
+
+#[test]
+fn an_announcement_claiming_the_address_of_a_node_in_the_file_fails_the_run() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(3);
+    let dir = tempfile::tempdir().unwrap();
+    let _ours = agent(&lab, 1, "ours", "lab", 1, dir.path());
+    // The file holds host 2's address as a hand-written node; what answers
+    // there now belongs to another cluster.
+    let _other = agent(&lab, 2, "theirs", "other", 2, dir.path());
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[discover]\ncluster = \"lab\"\n\n[[node]]\naddr = \"{}:9100\"\n",
+            lab.host(2).ip
+        ),
+    )
+    .unwrap();
+    let (code, v, err) = expand(&lab, &cfg, &[]);
+    let f = failed(&v);
+    assert_eq!(f.len(), 1, "{v:#}");
+    assert_eq!(f[0]["concern"], "yours", "{v:#}");
+    assert!(
+        f[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("claims the address of [[node]]"),
+        "{v:#}"
+    );
+    assert!(err.contains("! theirs"), "{err}");
+    assert_eq!(code, Some(1), "{err}");
+}
