@@ -194,6 +194,8 @@ mod dns_parser;
 mod error;
 mod service_daemon;
 mod service_info;
+// rlx patch: RFC 6762 §11 source address check, legacy reply limit (PATCHES.md).
+mod source_check;
 
 #[cfg(feature = "unstable-fuzz-api")]
 #[doc(hidden)]

@@ -1163,6 +1163,9 @@ struct Zeroconf {
     /// Query responses deferred per RFC 6762 §6.
     delayed_responses: Vec<DelayedResponse>,
 
+    // rlx patch: RFC 6762 §6.7 legacy unicast replies, limited per source.
+    legacy_reply_limit: crate::source_check::LegacyReplyLimit,
+
     counters: Metrics,
 
     /// Waits for incoming packets.
@@ -1412,6 +1415,7 @@ impl Zeroconf {
             service_queriers: HashMap::new(),
             retransmissions: Vec::new(),
             delayed_responses: Vec::new(),
+            legacy_reply_limit: Default::default(), // rlx patch: RFC 6762 §6.7
             counters: HashMap::new(),
             poller,
             monitors,
@@ -2847,6 +2851,25 @@ impl Zeroconf {
 
         match DnsIncoming::new(buf, my_intf.into()) {
             Ok(msg) => {
+                // rlx patch: RFC 6762 §11 / §5.5 source address check: nothing
+                // from an off-link source is answered by unicast or accepted
+                // from a unicast (see source_check.rs).
+                let to_group = match pktinfo.addr_dst {
+                    IpAddr::V4(dst) => dst == GROUP_ADDR_V4,
+                    IpAddr::V6(dst) => dst == GROUP_ADDR_V6,
+                };
+                if let Some(reason) = crate::source_check::off_link_drop_reason(
+                    crate::source_check::source_on_link(&pktinfo.addr_src.ip(), my_intf),
+                    to_group,
+                    msg.is_query(),
+                    self.is_legacy_querier(pktinfo.addr_src),
+                ) {
+                    debug!(
+                        "handle_read: dropping {} bytes from {} to {} on {}: {}",
+                        sz, pktinfo.addr_src, pktinfo.addr_dst, my_intf.name, reason
+                    );
+                    return true;
+                }
                 debug!(
                     "handle_read: {} bytes from {} on if_index {}: {} ({} questions {} answers {} authorities {} additionals)",
                     sz,
@@ -3668,6 +3691,21 @@ impl Zeroconf {
                 is_ipv4,
             });
             self.add_timer(next_time);
+            return;
+        }
+
+        // rlx patch: RFC 6762 §6.7 legacy unicast replies bypass the §6
+        // multicast rate limit: bound them per querier address instead.
+        if out.answers_count() > 0
+            && legacy_querier
+            && !self.legacy_reply_limit.allow(querier_ip, Instant::now())
+        {
+            debug!(
+                "handle_query: not answering legacy query from {}: over {} replies/s (burst {})",
+                querier_addr,
+                crate::source_check::LEGACY_REPLY_RATE,
+                crate::source_check::LEGACY_REPLY_BURST
+            );
             return;
         }
 
