@@ -190,7 +190,11 @@ mod tests {
     #[test]
     fn off_link_packets_are_dropped_except_multicast_queries_and_group_responses() {
         // On-link: always handled.
-        for (g, q, l) in [(true, true, true), (false, true, true), (false, false, false)] {
+        for (g, q, l) in [
+            (true, true, true),
+            (false, true, true),
+            (false, false, false),
+        ] {
             assert_eq!(off_link_drop_reason(true, g, q, l), None);
         }
         // Off-link, to the group: a multicast query or a response is handled.
