@@ -23,10 +23,11 @@ MAX_LINES = 800
 
 
 def crates():
-    """(name, src dir) of every crate of the workspace, the fuzz one too."""
+    """(name, src dir) of every crate of the workspace, the fuzz one too;
+    not vendor/ (patched copies of dependencies, kept as upstream wrote them)."""
     out = []
     for dirpath, dirnames, filenames in os.walk(ROOT):
-        dirnames[:] = [d for d in dirnames if d not in ("target", ".git", "tests", "node_modules")]
+        dirnames[:] = [d for d in dirnames if d not in ("target", ".git", "tests", "node_modules", "vendor")]
         if "Cargo.toml" in filenames and os.path.isdir(os.path.join(dirpath, "src")):
             out.append((os.path.relpath(dirpath, ROOT), os.path.join(dirpath, "src")))
     return out
