@@ -197,6 +197,7 @@ impl Admission {
             sightings,
             mut problems,
             attempts,
+            mdns_links,
         } = d;
         let verdicts: Vec<Verdict> = stream::iter(sightings)
             .map(|s| check(s, self))
@@ -220,6 +221,7 @@ impl Admission {
             sightings: admitted,
             problems,
             attempts,
+            mdns_links,
         }
     }
 }

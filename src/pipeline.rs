@@ -14,7 +14,7 @@
 
 use crate::addr::NodeAddr;
 use crate::config::{DiscoverSection, NodeConfig};
-use crate::report::{AddedNode, Clash, Duplicate, Report, SkippedDevice};
+use crate::report::{AddedNode, Clash, Duplicate, Report, SkippedDevice, Unheard};
 use crate::select::best_device;
 use crate::sighting::{Concern, Discovery, Evidence, Problem, Sighting, Source};
 use rlx_proto::caps::NodeCaps;
@@ -352,6 +352,28 @@ fn settle_clashes(
 }
 
 /// How a hand-written node matches a discovered machine, if it does.
+/// A running agent on a link the mDNS browse listened on that another
+/// source found but mDNS did not hear: multicast from it does not reach
+/// this host, which the user should know even though the node was found.
+fn unheard_by_mdns(m: &Machine, links: &[ipnet::IpNet]) -> Option<Unheard> {
+    if links.is_empty() || m.sightings.iter().any(|s| s.source == Source::Mdns) {
+        return None;
+    }
+    // Only a handshake proves an agent is running there (an SSH probe runs
+    // `rlx-agent --probe` whether or not one runs).
+    let s = m.sightings.iter().find(|s| {
+        matches!(s.evidence, Evidence::Handshake | Evidence::Authenticated)
+            && s.ip.is_some_and(|ip| links.iter().any(|n| n.contains(&ip)))
+    })?;
+    let mut found_by: Vec<Source> = m.sightings.iter().map(|s| s.source).collect();
+    found_by.dedup();
+    Some(Unheard {
+        addr: s.addr.clone(),
+        host: s.host.clone(),
+        found_by,
+    })
+}
+
 /// The `addr` of the file's node whose endpoint a stranger's refused
 /// announcement names, if any: then it is not a stranger's problem but an
 /// agent of the file that failed (or an impostor of one).
@@ -443,6 +465,7 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
         failed,
         ..Default::default()
     };
+    let mdns_links = found.mdns_links;
     let (mut machines, clashes) = coalesce(found.sightings);
     report.clashes = settle_clashes(hand, &mut machines, clashes);
     machines.sort_by_key(|m| (m.first_found_ms(), m.addr_sighting().addr.clone()));
@@ -458,6 +481,9 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
                     .claiming(Some(addr.clone()), addr_s.id().map(str::to_string)),
             );
             continue;
+        }
+        if let Some(u) = unheard_by_mdns(&m, &mdns_links) {
+            report.unheard_by_mdns.push(u);
         }
         if let Some((h, why)) = hand.iter().find_map(|h| hand_match(h, &m).map(|w| (h, w))) {
             if let Some(caps) = &m.best().caps {

@@ -315,6 +315,7 @@ mod tests {
                 .map(|h| Problem::new(Source::Ssh, *h, "unreachable: no route"))
                 .collect(),
             attempts: vec![],
+            mdns_links: Vec::new(),
         };
         let exp = expand(&cfg.nodes, &NodeDefaults::from(&d), found);
         plan(&cfg, &exp, prune, "T").unwrap()

@@ -183,6 +183,37 @@ pub struct Report {
     /// Things a user should look at (a hand-written node that disagrees with
     /// what its machine reports, a node with no caps).
     pub warnings: Vec<String>,
+    /// Running agents on a link the mDNS browse listened on, found by another
+    /// source but never heard over mDNS.
+    pub unheard_by_mdns: Vec<Unheard>,
+}
+
+/// A running agent another source found on a browsed link, that mDNS did
+/// not hear: multicast between it and this host does not get through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unheard {
+    /// Its address, as the source that found it has it.
+    pub addr: String,
+    /// The host as that source names it.
+    pub host: String,
+    /// The sources that found it.
+    pub found_by: Vec<Source>,
+}
+
+impl Unheard {
+    /// The report line (without the leading `  ? `).
+    pub fn render_text(&self) -> String {
+        let by: Vec<String> = self.found_by.iter().map(|s| s.to_string()).collect();
+        format!(
+            "{} ({}) was found by {} but not heard over mDNS, though it is on a link the browse \
+             listened on: multicast between it and this host does not get through (Wi-Fi client \
+             isolation, IGMP snooping, a firewall dropping UDP 5353 on either side); run \
+             `rlx-discover doctor` here and on it",
+            self.addr,
+            untrusted(&self.host),
+            by.join("+")
+        )
+    }
 }
 
 /// Formats bytes as GiB with one decimal, for humans.
@@ -318,6 +349,9 @@ impl Report {
         }
         for w in &self.warnings {
             line(format!("  ? {w}"));
+        }
+        for u in &self.unheard_by_mdns {
+            line(format!("  ? {}", u.render_text()));
         }
         s
     }

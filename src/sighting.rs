@@ -225,6 +225,9 @@ pub struct Discovery {
     pub problems: Vec<Problem>,
     /// What each source did.
     pub attempts: Vec<Attempt>,
+    /// The subnets the mDNS browse listened on (empty when it did not run):
+    /// an agent found there by another source should have been heard.
+    pub mdns_links: Vec<ipnet::IpNet>,
 }
 
 impl Discovery {
@@ -233,5 +236,6 @@ impl Discovery {
         self.sightings.extend(other.sightings);
         self.problems.extend(other.problems);
         self.attempts.extend(other.attempts);
+        self.mdns_links.extend(other.mdns_links);
     }
 }

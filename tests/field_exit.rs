@@ -123,3 +123,63 @@ fn an_announcement_claiming_the_address_of_a_node_in_the_file_fails_the_run() {
     assert!(err.contains("! theirs"), "{err}");
     assert_eq!(code, Some(1), "{err}");
 }
+
+/// Guards against the case of issue 13, item 4: an agent whose multicast is
+/// blocked, found by the subnet scan, used to be listed with no word that
+/// mDNS never heard it, and the browse still claimed every agent answered.
+#[test]
+fn an_agent_found_by_the_scan_but_not_heard_over_mdns_is_named_on_a_line_of_its_own() {
+    if !rlx_lab::peer::require(
+        "an_agent_found_by_the_scan_but_not_heard_over_mdns_is_named_on_a_line_of_its_own",
+        &[rlx_lab::peer::Peer::Nftables],
+    ) {
+        return;
+    }
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(3);
+    let dir = tempfile::tempdir().unwrap();
+    let _heard = agent(&lab, 1, "heard", "lab", 1, dir.path());
+    let _muted = agent(&lab, 2, "muted", "lab", 2, dir.path());
+    // Host 2's own firewall drops mDNS both ways; its handshake port is open.
+    lab.nft(
+        2,
+        "add table inet fw\n\
+         add chain inet fw input { type filter hook input priority 0; policy accept; }\n\
+         add chain inet fw output { type filter hook output priority 0; policy accept; }\n\
+         add rule inet fw input udp dport 5353 drop\n\
+         add rule inet fw input udp sport 5353 drop\n\
+         add rule inet fw output udp dport 5353 drop\n\
+         add rule inet fw output udp sport 5353 drop\n",
+    )
+    .unwrap();
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[discover]\ncluster = \"lab\"\nsubnet = \"{}/32\"\n",
+            lab.host(2).ip
+        ),
+    )
+    .unwrap();
+    let (code, v, err) = expand(&lab, &cfg, &[]);
+    let muted = format!("{}:9100", lab.host(2).ip);
+    let unheard = v["report"]["unheard_by_mdns"].as_array().unwrap();
+    assert_eq!(unheard.len(), 1, "{v:#}");
+    assert_eq!(unheard[0]["addr"], muted.as_str(), "{v:#}");
+    assert_eq!(
+        unheard[0]["found_by"],
+        serde_json::json!(["subnet"]),
+        "{v:#}"
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with("  ? ")
+            && l.contains(&muted)
+            && l.contains("not heard over mDNS")),
+        "a line of its own: {err}"
+    );
+    assert!(
+        !err.contains("every agent answered every early query"),
+        "no claim that every agent answered: {err}"
+    );
+    assert_eq!(code, Some(0), "both agents were found: {err}");
+}

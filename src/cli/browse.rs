@@ -75,6 +75,9 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         for f in &r.failed {
             eprintln!("  {} {}", problem_mark(f), problem_line(f));
         }
+        for u in &r.unheard_by_mdns {
+            eprintln!("  ? {}", escape_line(&u.render_text()));
+        }
         for d in &r.skipped_devices {
             eprintln!(
                 "  - {}",

@@ -133,6 +133,7 @@ pub async fn discover(opts: &DnsSdOptions, started: Instant) -> Discovery {
                     stopped_early: None,
                     late: None,
                 }],
+                mdns_links: Vec::new(),
             }
         }
     }
@@ -205,6 +206,7 @@ fn browse_of(z: ZoneBrowse, started: Instant) -> Browse {
             sightings,
             problems,
             attempts: vec![attempt],
+            mdns_links: Vec::new(),
         },
         stats,
         expired,

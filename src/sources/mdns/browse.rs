@@ -427,6 +427,12 @@ impl Run {
                 sightings,
                 problems,
                 attempts: vec![attempt],
+                mdns_links: self
+                    .table
+                    .ifaces
+                    .iter()
+                    .flat_map(|i| i.addrs.clone())
+                    .collect(),
             },
             stats: self.stats,
         }

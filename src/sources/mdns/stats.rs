@@ -104,7 +104,7 @@ pub(super) fn describe_attempt(s: &BrowseStats) -> String {
     if s.stop_rule == Some(StopRule::Clean) {
         let _ = write!(
             w,
-            " (stopped early: every agent answered every early query)"
+            " (stopped early: every agent heard answered every early query)"
         );
     } else if s.stop_rule == Some(StopRule::LossEstimate) {
         let _ = write!(
