@@ -434,14 +434,19 @@ mod tests {
         let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let seen = count.clone();
         tokio::spawn(async move {
-            while let Ok((s, _)) = l.accept().await {
+            while let Ok((s, peer)) = l.accept().await {
                 seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let caps = caps.clone();
                 tokio::spawn(async move {
+                    let on = rlx_proto::handshake::Binding {
+                        local: s.local_addr().unwrap(),
+                        peer,
+                        advertised: vec![],
+                    };
                     let (rd, mut wr) = s.into_split();
                     let mut line = Vec::new();
                     let _ = BufReader::new(rd).read_until(b'\n', &mut line).await;
-                    if let Ok(out) = rlx_proto::handshake::answer(&line, &caps, None) {
+                    if let Ok(out) = rlx_proto::handshake::answer(&line, &caps, None, &on) {
                         let _ = wr.write_all(out.as_bytes()).await;
                     }
                 });
