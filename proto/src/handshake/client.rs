@@ -546,7 +546,7 @@ fn relayed_reason(addr: &SocketAddr, path: &RelayedPath) -> String {
             .to_string()
     } else {
         format!(
-            "a relay or NAT is in between: refused (if it is a port-forward you set up, \
+            "a relay or NAT is in between (if it is a port-forward you set up, \
              declare it with rlx-agent --advertise {addr})"
         )
     };
