@@ -315,7 +315,8 @@ fn a_relay_of_a_keyed_agent_is_refused_and_the_agent_is_admitted_at_its_own_addr
 /// (authenticated), though the agent saw the forwarder as its peer.
 #[test]
 fn an_endpoint_the_agent_advertises_is_admitted_through_its_port_forward() {
-    let Some(lab) = require("an_endpoint_the_agent_advertises_is_admitted_through_its_port_forward")
+    let Some(lab) =
+        require("an_endpoint_the_agent_advertises_is_admitted_through_its_port_forward")
     else {
         return;
     };
