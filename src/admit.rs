@@ -12,7 +12,8 @@
 //! - **key**: only a node that proves the key over our fresh nonce is
 //!   admitted, with the caps from that authenticated reply, never from TXT.
 //!   Everything else is refused with the reason (no handshake, no proof,
-//!   wrong key, replay, id mismatch).
+//!   wrong key, replay, a proof bound to another connection (a relay or NAT
+//!   in between), an older agent whose proof binds none, id mismatch).
 //!
 //! SSH-found nodes are trusted by SSH itself and pass through untouched.
 //! `cluster` filtering is applied to every source; it is a filter for
