@@ -12,7 +12,8 @@
 //! - **key**: only a node that proves the key over our fresh nonce is
 //!   admitted, with the caps from that authenticated reply, never from TXT.
 //!   Everything else is refused with the reason (no handshake, no proof,
-//!   wrong key, replay, id mismatch).
+//!   wrong key, replay, a proof bound to another connection (a relay or NAT
+//!   in between), an older agent whose proof binds none, id mismatch).
 //!
 //! SSH-found nodes are trusted by SSH itself and pass through untouched.
 //! `cluster` filtering is applied to every source; it is a filter for
@@ -438,14 +439,19 @@ mod tests {
         let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let seen = count.clone();
         tokio::spawn(async move {
-            while let Ok((s, _)) = l.accept().await {
+            while let Ok((s, peer)) = l.accept().await {
                 seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let caps = caps.clone();
                 tokio::spawn(async move {
+                    let on = rlx_proto::handshake::Binding {
+                        local: s.local_addr().unwrap(),
+                        peer,
+                        advertised: vec![],
+                    };
                     let (rd, mut wr) = s.into_split();
                     let mut line = Vec::new();
                     let _ = BufReader::new(rd).read_until(b'\n', &mut line).await;
-                    if let Ok(out) = rlx_proto::handshake::answer(&line, &caps, None) {
+                    if let Ok(out) = rlx_proto::handshake::answer(&line, &caps, None, &on) {
                         let _ = wr.write_all(out.as_bytes()).await;
                     }
                 });

@@ -47,6 +47,20 @@ fn addr() -> SocketAddr {
     "10.0.0.1:9100".parse().unwrap()
 }
 
+/// The coordinator's end of the connection to [`addr`].
+fn from() -> SocketAddr {
+    "10.0.0.2:40312".parse().unwrap()
+}
+
+/// That connection as the agent sees it (what its proof binds).
+fn on() -> handshake::Binding {
+    handshake::Binding {
+        local: addr(),
+        peer: from(),
+        advertised: vec![],
+    }
+}
+
 fn key(b: u8) -> Key {
     Key::from_bytes([b; 32])
 }
@@ -471,7 +485,8 @@ fn hello_object() -> impl Strategy<Value = Value> {
         1 => prop_oneof![Just(json!("caps")), Just(json!("HELLO")), any_json()],
     ];
     let v = prop_oneof![
-        4 => Just(json!(1)),
+        2 => Just(json!(1)),
+        2 => Just(json!(2)),
         1 => any_number(),
         1 => any_json(),
     ];
@@ -529,20 +544,26 @@ proptest! {
             Ok(h) => {
                 prop_assert!(h.v >= 1);
                 prop_assert_eq!(h.nonce.to_hex().len(), 64);
-                match handshake::answer(line.as_bytes(), &caps, Some(&key(1))) {
+                match handshake::answer(line.as_bytes(), &caps, Some(&key(1)), &on()) {
                     Ok(reply) => {
                         // Every answer verifies at the coordinator that sent
-                        // this nonce, and carries our caps unchanged.
-                        let r = check_reply(addr(), reply.as_bytes(), &h.nonce,
+                        // this nonce, and carries our caps unchanged; a
+                        // version 1 hello gets the unbound version 1 proof,
+                        // which a keyed coordinator of ours refuses.
+                        let r = check_reply(addr(), from(), reply.as_bytes(), &h.nonce,
                                             Some(&KeyRing::single(key(1))), Some("0123456789abcdef"));
-                        prop_assert_eq!(r.map(|r| r.caps), Ok(caps));
+                        if h.v == 1 {
+                            prop_assert!(matches!(r, Err(HandshakeError::Unbound { .. })), "{:?}", r);
+                        } else {
+                            prop_assert_eq!(r.map(|r| r.caps), Ok(caps));
+                        }
                     }
                     Err(e) => {
                         // Only a cluster mismatch refuses a parsed hello.
                         prop_assert!(h.cluster.is_some() && agent_cluster.is_some()
                                      && h.cluster != agent_cluster, "{}", e);
                         check_error_line(&e.to_line())?;
-                        let err = check_reply(addr(), e.to_line().as_bytes(), &h.nonce, None, None);
+                        let err = check_reply(addr(), from(), e.to_line().as_bytes(), &h.nonce, None, None);
                         let is_other_cluster = matches!(err, Err(HandshakeError::OtherCluster { .. }));
                         prop_assert!(is_other_cluster, "{:?}", err);
                     }
@@ -550,7 +571,7 @@ proptest! {
             }
             Err(e) => {
                 check_error_line(&e.to_line())?;
-                prop_assert!(handshake::answer(line.as_bytes(), &caps, None).is_err());
+                prop_assert!(handshake::answer(line.as_bytes(), &caps, None, &on()).is_err());
             }
         }
     }
@@ -573,19 +594,23 @@ proptest! {
         let proved = if nonce_choice == 0 { sent } else { old };
         let caps_json = caps.to_string();
         let id = caps.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let bound = handshake::BoundTo { local: "10.0.0.1:9100", peer: "10.0.0.2:40312", advertised: &[] };
         let proof = match key_choice {
-            0 => Some(handshake::prove(&key(1), &proved, &id, caps_json.as_bytes())),
-            1 => Some(handshake::prove(&key(2), &proved, &id, caps_json.as_bytes())),
+            0 => Some(handshake::prove(&key(1), &proved, &id, caps_json.as_bytes(), Some(&bound))),
+            1 => Some(handshake::prove(&key(2), &proved, &id, caps_json.as_bytes(), Some(&bound))),
             _ => None,
         }
         .map(|p| if upper_proof { p.to_uppercase() } else { p });
-        let mut line = format!(r#"{{"rlx":"caps","v":1,"nonce":"{}","caps":{caps_json}"#, proved.to_hex());
+        let mut line = format!(
+            r#"{{"rlx":"caps","v":2,"nonce":"{}","caps":{caps_json},"local":"{}","peer":"{}""#,
+            proved.to_hex(), bound.local, bound.peer,
+        );
         if let Some(p) = &proof {
             line.push_str(&format!(r#","proof":"{p}""#));
         }
         line.push_str("}\n");
         let ring = KeyRing::single(key(1));
-        let r = check_reply(addr(), line.as_bytes(), &sent, Some(&ring), None);
+        let r = check_reply(addr(), from(), line.as_bytes(), &sent, Some(&ring), None);
         let caps_ok = NodeCaps::from_json(&caps_json).is_ok();
         let id_ok = caps.get("id").is_none_or(Value::is_string);
         match r {
@@ -628,12 +653,12 @@ proptest! {
     ) {
         let sent = Nonce::from_bytes([7; 32]);
         let caps = sample_caps();
-        let reply = reply_line(&sent, &caps, Some(&key(1)));
+        let reply = reply_line(&sent, &caps, Some(&key(1)), &on());
         let mut bytes = reply.into_bytes();
         let i = at.index(bytes.len());
         bytes[i] = to;
         let ring = KeyRing::single(key(1));
-        if let Ok(r) = check_reply(addr(), &bytes, &sent, Some(&ring), None) {
+        if let Ok(r) = check_reply(addr(), from(), &bytes, &sent, Some(&ring), None) {
             prop_assert_eq!(r.caps, caps);
         }
     }
@@ -643,10 +668,10 @@ proptest! {
         line in prop::collection::vec(any::<u8>(), 0..1500),
     ) {
         let _ = parse_hello(&line);
-        let _ = handshake::answer(&line, &sample_caps(), Some(&key(1)));
+        let _ = handshake::answer(&line, &sample_caps(), Some(&key(1)), &on());
         let n = Nonce::from_bytes([5; 32]);
-        let _ = check_reply(addr(), &line, &n, Some(&KeyRing::single(key(1))), Some("0123456789abcdef"));
-        let _ = check_reply(addr(), &line, &n, None, None);
+        let _ = check_reply(addr(), from(), &line, &n, Some(&KeyRing::single(key(1))), Some("0123456789abcdef"));
+        let _ = check_reply(addr(), from(), &line, &n, None, None);
     }
 }
 

@@ -52,6 +52,32 @@ def proof(k, nonce, caps_bytes):
     return hmac.new(k, msg, hashlib.sha256).hexdigest()
 
 
+def lp(b):
+    return struct.pack(">I", len(b)) + b
+
+
+def proof_v2(k, nonce, caps_bytes, local, peer):
+    """The version 2 proof, bound to the connection (docs/protocol.md)."""
+    msg = (b"rlx-handshake-v2" + nonce + lp(node_id.encode()) + lp(caps_bytes)
+           + lp(local.encode()) + lp(peer.encode()) + struct.pack(">I", 0))
+    return hmac.new(k, msg, hashlib.sha256).hexdigest()
+
+
+def endpoint(sockname):
+    host, port = sockname[0], sockname[1]
+    host = host.removeprefix("::ffff:")
+    return ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
+
+
+def right_reply(conn, nonce):
+    local, peer = endpoint(conn.getsockname()), endpoint(conn.getpeername())
+    r = '{"rlx":"caps","v":2,"nonce":"%s","caps":%s,"local":"%s","peer":"%s"' % (
+        nonce.hex(), caps, local, peer)
+    if key:
+        r += ',"proof":"%s"' % proof_v2(key, nonce, caps.encode(), local, peer)
+    return (r + "}\n").encode()
+
+
 def reply(nonce_hex, caps_text, prf=None, v=1):
     r = '{"rlx":"caps","v":%d,"nonce":"%s","caps":%s' % (v, nonce_hex, caps_text)
     if prf:
@@ -77,7 +103,7 @@ def answer(conn):
             return
         out = b""
         if mode == "right":
-            out = reply(nonce.hex(), caps, proof(key, nonce, caps.encode()) if key else None)
+            out = right_reply(conn, nonce)
         elif mode == "noproof":
             out = reply(nonce.hex(), caps)
         elif mode == "wrongkey":

@@ -32,23 +32,38 @@ fn caps() -> &'static NodeCaps {
 
 fuzz_target!(|data: &[u8]| {
     let addr: SocketAddr = "10.0.0.1:9100".parse().unwrap();
+    let from: SocketAddr = "10.0.0.2:40312".parse().unwrap();
+    let on = handshake::Binding {
+        local: addr,
+        peer: from,
+        advertised: vec![],
+    };
     let key = Key::from_bytes([0x42; 32]);
     let ring = KeyRing::single(key.clone());
 
     // Agent side.
     match (
         parse_hello(data),
-        handshake::answer(data, caps(), Some(&key)),
+        handshake::answer(data, caps(), Some(&key), &on),
     ) {
         (Ok(hello), Ok(reply)) => {
             let r = check_reply(
                 addr,
+                from,
                 reply.as_bytes(),
                 &hello.nonce,
                 Some(&ring),
                 Some("0123456789abcdef"),
             );
-            assert!(r.is_ok(), "our own answer verifies: {r:?}");
+            if hello.v == 1 {
+                // The version 1 proof binds no endpoint: refused with a key.
+                assert!(
+                    matches!(r, Err(HandshakeError::Unbound { .. })),
+                    "{r:?}"
+                );
+            } else {
+                assert!(r.is_ok(), "our own answer verifies: {r:?}");
+            }
         }
         (Ok(hello), Err(e)) => {
             assert!(
@@ -62,13 +77,13 @@ fuzz_target!(|data: &[u8]| {
 
     // Coordinator side.
     let sent = Nonce::from_bytes([0x11; 32]);
-    if check_reply(addr, data, &sent, Some(&ring), Some("0123456789abcdef")).is_ok() {
+    if check_reply(addr, from, data, &sent, Some(&ring), Some("0123456789abcdef")).is_ok() {
         // Only a reply proved under our key for `sent` gets here (the seeds
         // hold one). The same bytes must never pass for another nonce: a
         // replay when the reply echoes a well-formed nonce, a wrong key when
         // its echo is garbage (the echo is not covered by the proof).
         let other = Nonce::from_bytes([0x12; 32]);
-        let again = check_reply(addr, data, &other, Some(&ring), None);
+        let again = check_reply(addr, from, data, &other, Some(&ring), None);
         assert!(
             matches!(
                 again,
@@ -77,5 +92,5 @@ fuzz_target!(|data: &[u8]| {
             "a reply admitted for one nonce passed for another: {again:?}"
         );
     }
-    let _ = check_reply(addr, data, &sent, None, None);
+    let _ = check_reply(addr, from, data, &sent, None, None);
 });

@@ -70,6 +70,15 @@ pub struct AgentArgs {
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
 
+    /// An endpoint that reaches this agent through a port-forward or NAT
+    /// you set up (IP:PORT or [IPv6]:PORT; repeat for several). With a key,
+    /// every proof is bound to the endpoint it was accepted on, so a
+    /// coordinator that dialled another one refuses it as relayed; a
+    /// declared endpoint is bound too, and admitted. Declare only forwards
+    /// you control: whoever holds that address can then pass the proof on.
+    #[arg(long = "advertise", value_name = "ADDR:PORT", value_parser = parse_advertise)]
+    pub advertise: Vec<std::net::SocketAddr>,
+
     /// Device kinds this node's rlx build can target, comma-separated
     /// (cpu, cuda, rocm, vulkan, metal, ane). Devices of other kinds are
     /// still reported, marked unavailable, so the coordinator does not plan
@@ -140,6 +149,18 @@ fn parse_node_id(s: &str) -> Result<String, String> {
             "`{s}` is not a node id: expected 16 lowercase hex characters, e.g. 5f0c1d2e3a4b5c6d"
         ))
     }
+}
+
+fn parse_advertise(s: &str) -> Result<std::net::SocketAddr, String> {
+    let a: std::net::SocketAddr = s.parse().map_err(|_| {
+        format!("`{s}` is not an endpoint: expected IP:PORT, e.g. 203.0.113.7:9100 or [2001:db8::7]:9100")
+    })?;
+    if a.ip().is_unspecified() || a.port() == 0 {
+        return Err(format!(
+            "`{s}` is not an endpoint a coordinator can dial: give the forwarder's address and port"
+        ));
+    }
+    Ok(a)
 }
 
 impl AgentArgs {

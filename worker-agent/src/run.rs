@@ -71,6 +71,12 @@ pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
         ),
         None => None,
     };
+    anyhow::ensure!(
+        args.advertise.len() <= rlx_proto::handshake::MAX_ADVERTISED,
+        "--advertise given {} times; at most {} endpoints can be declared",
+        args.advertise.len(),
+        rlx_proto::handshake::MAX_ADVERTISED
+    );
     let listener = bind(args.port).await?;
     let port = listener.local_addr()?.port();
     let (caps_tx, caps_rx) = watch::channel(Arc::new(caps.clone()));
@@ -95,9 +101,15 @@ pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
         _ => None,
     };
     let stop = shutdown.clone();
-    let server = tokio::spawn(serve(listener, caps_rx.clone(), key, async move {
-        stop.wait().await;
-    }));
+    let server = tokio::spawn(serve(
+        listener,
+        caps_rx.clone(),
+        key,
+        args.advertise.clone(),
+        async move {
+            stop.wait().await;
+        },
+    ));
     let announced_caps = caps_rx.clone();
     let registrar = registration.map(|reg| {
         let stop = shutdown.clone();
@@ -118,6 +130,7 @@ pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
         port,
         id = %caps.id,
         keyed = args.key_file.is_some(),
+        advertised = ?args.advertise,
         "announcing {}; answering the handshake",
         rlx_proto::service::SERVICE
     );

@@ -3,9 +3,13 @@
 //! keeps answering whatever else connects.
 //!
 //! ```text
-//! $ printf '{"rlx":"hello","v":1,"nonce":"%064x"}\n' 1 | nc 127.0.0.1 9100
-//! {"rlx":"caps","v":1,"nonce":"00..01","caps":{"id":"5f0c...","cores":32,...}}
+//! $ printf '{"rlx":"hello","v":2,"nonce":"%064x"}\n' 1 | nc 127.0.0.1 9100
+//! {"rlx":"caps","v":2,"nonce":"00..01","caps":{"id":"5f0c...","cores":32,...},"local":"127.0.0.1:9100","peer":"127.0.0.1:51022"}
 //! ```
+//!
+//! With a key, the proof binds the connection: the endpoint it was accepted
+//! on, the peer, and the endpoints declared with `--advertise`, so that a
+//! relay cannot pass a live proof on (docs/protocol.md, "The proof").
 //!
 //! The messages and the proof are [`rlx_proto::handshake`], the same code
 //! the coordinator runs; so is the cluster filter (an agent started with
@@ -89,14 +93,17 @@ impl Default for Limits {
 /// `caps` is read when each connection arrives, so the agent can update it
 /// (RAM free, a device appearing) without restarting the server. `key` is the
 /// cluster key the agent proves (the first of its key file); `None` answers
-/// without a proof.
+/// without a proof. `advertised` are the endpoints `--advertise` declares
+/// (port-forwards to this agent): each proof binds them along with the
+/// connection it answers on.
 pub async fn serve(
     listener: TcpListener,
     caps: watch::Receiver<Arc<NodeCaps>>,
     key: Option<Key>,
+    advertised: Vec<SocketAddr>,
     shutdown: impl Future,
 ) {
-    serve_with(listener, caps, key, Limits::default(), shutdown).await
+    serve_with(listener, caps, key, advertised, Limits::default(), shutdown).await
 }
 
 /// [`serve`] with explicit limits.
@@ -108,9 +115,11 @@ pub async fn serve_with(
     listener: TcpListener,
     caps: watch::Receiver<Arc<NodeCaps>>,
     key: Option<Key>,
+    advertised: Vec<SocketAddr>,
     limits: Limits,
     shutdown: impl Future,
 ) {
+    let advertised: Arc<[SocketAddr]> = advertised.into();
     let max = limits.max_connections.max(1);
     let mut tasks = JoinSet::new();
     // Live connections, oldest first: who to evict at the limit.
@@ -150,7 +159,14 @@ pub async fn serve_with(
             }
         }
         let caps = caps.borrow().clone();
-        let handle = tasks.spawn(connection(stream, peer, caps, key.clone(), limits.timeout));
+        let handle = tasks.spawn(connection(
+            stream,
+            peer,
+            caps,
+            key.clone(),
+            Arc::clone(&advertised),
+            limits.timeout,
+        ));
         live.push_back(handle);
     }
     tracing::debug!(in_flight = live.len(), "handshake server stopping");
@@ -164,9 +180,24 @@ async fn connection(
     peer: SocketAddr,
     caps: Arc<NodeCaps>,
     key: Option<Key>,
+    advertised: Arc<[SocketAddr]>,
     timeout: Duration,
 ) {
-    match tokio::time::timeout(timeout, exchange(stream, &caps, key.as_ref())).await {
+    // What the proof binds: the endpoint this connection was accepted on
+    // and the peer it came from, so that the proof is worth nothing to a
+    // relay (its connection to us has other ends than its client's).
+    let on = match stream.local_addr() {
+        Ok(local) => handshake::Binding {
+            local,
+            peer,
+            advertised: advertised.to_vec(),
+        },
+        Err(e) => {
+            tracing::debug!(%peer, "handshake: no local address for the connection ({e}); closed");
+            return;
+        }
+    };
+    match tokio::time::timeout(timeout, exchange(stream, &caps, key.as_ref(), &on)).await {
         Err(_) => {
             tracing::debug!(%peer, "handshake: no complete exchange within {} ms; closed", timeout.as_millis())
         }
@@ -178,7 +209,12 @@ async fn connection(
 /// Reads one hello line (at most [`MAX_HELLO_BYTES`]) and writes the reply,
 /// or an error line for a malformed hello. Longer input is dropped without a
 /// word: whoever sends it is not a coordinator.
-async fn exchange(mut stream: TcpStream, caps: &NodeCaps, key: Option<&Key>) -> Result<(), String> {
+async fn exchange(
+    mut stream: TcpStream,
+    caps: &NodeCaps,
+    key: Option<&Key>,
+    on: &handshake::Binding,
+) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
     let (rd, mut wr) = stream.split();
     let mut line = Vec::new();
@@ -195,7 +231,7 @@ async fn exchange(mut stream: TcpStream, caps: &NodeCaps, key: Option<&Key>) -> 
             "hello longer than {MAX_HELLO_BYTES} bytes; dropped"
         ));
     }
-    let (out, refused) = match handshake::answer(&line, caps, key) {
+    let (out, refused) = match handshake::answer(&line, caps, key, on) {
         Ok(reply) => (reply, None),
         Err(e) => (e.to_line(), Some(e)),
     };
@@ -252,12 +288,28 @@ mod tests {
 
     async fn start(key: Option<Key>, limits: Limits) -> Agent {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        start_on(listener, key, vec![], limits)
+    }
+
+    fn start_on(
+        listener: TcpListener,
+        key: Option<Key>,
+        advertised: Vec<SocketAddr>,
+        limits: Limits,
+    ) -> Agent {
         let addr = listener.local_addr().unwrap();
         let (caps_tx, caps_rx) = watch::channel(Arc::new(caps(8)));
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_with(listener, caps_rx, key, limits, async {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(serve_with(
+            listener,
+            caps_rx,
+            key,
+            advertised,
+            limits,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Agent {
             addr,
             caps: caps_tx,
@@ -536,6 +588,60 @@ mod tests {
             .unwrap();
         let err = query(agent.addr, GOOD, None, None).await.unwrap_err();
         assert!(matches!(err, HandshakeError::Unreachable { .. }), "{err}");
+    }
+
+    /// A TCP relay on `listener` to `to`: what a stranger runs to pass a
+    /// real agent's live handshake on as its own.
+    fn relay(listener: TcpListener, to: SocketAddr) {
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    if let Ok(mut agent) = TcpStream::connect(to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut agent).await;
+                    }
+                });
+            }
+        });
+    }
+
+    /// The relay attack (issue 16, item 1): a keyed agent's live reply,
+    /// carried by a relay at another port, is refused as relayed; the same
+    /// relay declared by the agent's operator (`--advertise`) is a
+    /// port-forward, and the agent is admitted there.
+    #[tokio::test]
+    async fn a_relayed_proof_is_refused_unless_the_agent_declares_that_endpoint() {
+        let ring = KeyRing::single(key(1));
+        let agent = start(Some(key(1)), Limits::default()).await;
+        let stranger = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let relay_addr = stranger.local_addr().unwrap();
+        relay(stranger, agent.addr);
+        let err = query(relay_addr, GOOD, Some(&ring), Some("0123456789abcdef"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HandshakeError::Relayed { .. }), "{err}");
+        assert!(
+            err.to_string().contains(&agent.addr.to_string())
+                && err.to_string().contains(&relay_addr.to_string()),
+            "names both endpoints: {err}"
+        );
+        let direct = query(agent.addr, GOOD, Some(&ring), None).await.unwrap();
+        assert!(!direct.via_advertised);
+
+        // The operator's own forwarder, declared.
+        let forward = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let forward_addr = forward.local_addr().unwrap();
+        let declared = start_on(
+            TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            Some(key(1)),
+            vec![forward_addr],
+            Limits::default(),
+        );
+        relay(forward, declared.addr);
+        let r = query(forward_addr, GOOD, Some(&ring), Some("0123456789abcdef"))
+            .await
+            .unwrap();
+        assert!(r.via_advertised, "admitted at the declared endpoint");
+        assert!(query(declared.addr, GOOD, Some(&ring), None).await.is_ok());
     }
 
     async fn connect_many(addr: SocketAddr, n: usize) -> Vec<TcpStream> {

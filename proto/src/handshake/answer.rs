@@ -2,7 +2,7 @@
 //! or the refusal out. The agent reads the line (at most
 //! [`MAX_HELLO_BYTES`](super::MAX_HELLO_BYTES)) and writes the result.
 
-use super::messages::{parse_hello, reply_line, HelloError};
+use super::messages::{parse_hello, reply_line, reply_line_v1, Binding, HelloError};
 use crate::caps::NodeCaps;
 use crate::keys::Key;
 
@@ -15,12 +15,27 @@ use crate::keys::Key;
 /// and an agent without a cluster answers every hello: the coordinator
 /// applies its own filter to the caps it gets. This is a filter against
 /// mix-ups, not security: anyone can put any name in a hello.
-pub fn answer(hello: &[u8], caps: &NodeCaps, key: Option<&Key>) -> Result<String, HelloError> {
+///
+/// `on` is the connection the hello came on: a version 2 (or later) hello
+/// gets a version 2 reply whose proof binds it, so the proof is worth
+/// nothing on another connection (a relay's). A version 1 hello, from a
+/// coordinator that predates the binding, gets the version 1 reply it
+/// understands; a coordinator of this version holding a key refuses that.
+pub fn answer(
+    hello: &[u8],
+    caps: &NodeCaps,
+    key: Option<&Key>,
+    on: &Binding,
+) -> Result<String, HelloError> {
     let hello = parse_hello(hello)?;
     if let (Some(wanted), Some(mine)) = (&hello.cluster, &caps.cluster) {
         if wanted != mine {
             return Err(HelloError::other_cluster(mine, wanted));
         }
     }
-    Ok(reply_line(&hello.nonce, caps, key))
+    Ok(if hello.v == 1 {
+        reply_line_v1(&hello.nonce, caps, key)
+    } else {
+        reply_line(&hello.nonce, caps, key, on)
+    })
 }

@@ -3,7 +3,7 @@
 //! [`check_reply`] judges that line.
 
 use super::messages::{cut_chars, hello_line_for, IdOnly, ReplyIn};
-use super::proof::{verify_any, Nonce};
+use super::proof::{verify_any, BoundTo, Nonce};
 use super::wire::{MAX_REPLY_BYTES, VERSION};
 use crate::caps::{CapsError, NodeCaps};
 use crate::keys::KeyRing;
@@ -25,6 +25,9 @@ pub struct HandshakeReply {
     /// the current key; higher means the agent still proves an older one).
     /// `None` when no keys were given.
     pub key_index: Option<usize>,
+    /// With a key ring: the address we dialled is one the agent declares
+    /// with `--advertise` (a port-forward), not the one it accepted on.
+    pub via_advertised: bool,
 }
 
 /// Why a connect failed.
@@ -117,6 +120,25 @@ pub enum HandshakeError {
         /// The address dialled.
         addr: SocketAddr,
     },
+    /// The proof verifies but binds another connection than ours: the agent
+    /// accepted on an endpoint other than the one we dialled (and declares
+    /// none that matches), or saw the connection come from another address
+    /// than the one we sent it from. Something in between (a relay, a
+    /// proxy, a NAT) carried the handshake on.
+    #[error("{}", relayed_reason(.addr, .path))]
+    Relayed {
+        /// The address dialled.
+        addr: SocketAddr,
+        /// Both connections' ends (boxed: they would quadruple the error).
+        path: Box<RelayedPath>,
+    },
+    /// We hold a key and the reply is version 1: its proof (valid for our
+    /// nonce) binds no endpoint, so a relay could have passed it on.
+    #[error("{addr}: the agent answered in handshake version 1, whose proof is not bound to the connection (a relay could pass it on): upgrade rlx-agent on that machine (or something in between rewrote our hello)")]
+    Unbound {
+        /// The address dialled.
+        addr: SocketAddr,
+    },
     /// The (proved) caps name another node than the one expected (the id
     /// announced in TXT).
     #[error("{addr}: replied with id {got:?} but announced id {expected:?} (another machine answers on that address)")]
@@ -158,11 +180,27 @@ impl HandshakeError {
             | HandshakeError::NoProof { addr }
             | HandshakeError::WrongKey { addr, .. }
             | HandshakeError::Replay { addr }
+            | HandshakeError::Relayed { addr, .. }
+            | HandshakeError::Unbound { addr }
             | HandshakeError::IdMismatch { addr, .. }
             | HandshakeError::OtherCluster { addr, .. }
             | HandshakeError::Local { addr, .. } => *addr,
         }
     }
+}
+
+/// The two connections a [`HandshakeError::Relayed`] found: ours, and the
+/// one the agent's proof binds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayedPath {
+    /// Our end of the connection (the socket's local address).
+    pub from: SocketAddr,
+    /// Where the agent says it accepted the connection.
+    pub local: SocketAddr,
+    /// Where the agent says the connection came from.
+    pub peer: SocketAddr,
+    /// The endpoints the agent declares with `--advertise`.
+    pub advertised: Vec<SocketAddr>,
 }
 
 /// Runs the handshake with the agent at `addr`.
@@ -218,6 +256,12 @@ pub async fn query_in_cluster(
         Ok(Ok(s)) => s,
     };
     let _ = stream.set_nodelay(true);
+    // Our end of the connection: a version 2 proof must name it as the
+    // peer the agent saw.
+    let from = stream.local_addr().map_err(|e| HandshakeError::Local {
+        addr,
+        why: format!("no local address for the connection: {e}"),
+    })?;
     let (rd, mut wr) = stream.into_split();
 
     let hello = hello_line_for(&nonce, cluster);
@@ -267,17 +311,23 @@ pub async fn query_in_cluster(
         }
         Ok(Ok(_)) => {}
     }
-    check_reply(addr, &line, &nonce, keys, expect_id)
+    check_reply(addr, from, &line, &nonce, keys, expect_id)
 }
 
-/// Checks one reply line against the nonce we sent: the pure half of
-/// [`query`], separate so it can be tested and fuzzed without sockets.
+/// Checks one reply line against the nonce we sent, on the connection we
+/// made from `from` to `addr`: the pure half of [`query`], separate so it
+/// can be tested and fuzzed without sockets.
 ///
 /// Order matters for what a report says: with keys, the proof is checked
 /// before the caps are validated, so a stranger is refused as a stranger
-/// (no proof, wrong key, replay) whatever its caps say.
+/// (no proof, wrong key, replay) whatever its caps say; then the endpoints
+/// the proof binds (a relay is refused as one); then the caps.
+///
+/// Without keys nothing is proved, so the endpoints a reply names are not
+/// checked either: a relay or NAT could rewrite them at will.
 pub fn check_reply(
     addr: SocketAddr,
+    from: SocketAddr,
     line: &[u8],
     sent: &Nonce,
     keys: Option<&KeyRing>,
@@ -322,11 +372,11 @@ pub fn check_reply(
             )))
         }
     }
-    if msg.v != VERSION {
+    if !(1..=VERSION).contains(&msg.v) {
         return Err(HandshakeError::Incompatible {
             addr,
             why: format!(
-                "it speaks handshake version {}, this build speaks {VERSION}",
+                "it speaks handshake version {}, this build speaks 1 to {VERSION}",
                 msg.v
             ),
         });
@@ -336,6 +386,7 @@ pub fn check_reply(
         .ok_or_else(|| not_rlx("a caps message without \"caps\"".into()))?;
     let caps_json = raw.get();
 
+    let mut via_advertised = false;
     let key_index = match keys {
         None => None,
         Some(ring) => {
@@ -349,13 +400,32 @@ pub fn check_reply(
                 .proof
                 .as_deref()
                 .ok_or(HandshakeError::NoProof { addr })?;
-            match verify_any(ring, sent, &id, caps_json.as_bytes(), proof) {
-                Some(i) => Some(i),
+            let missing = |field: &str| HandshakeError::Incompatible {
+                addr,
+                why: format!("a version {} reply without {field:?}", msg.v),
+            };
+            let bound = match msg.v {
+                1 => None,
+                _ => Some(BoundTo {
+                    local: msg.local.as_deref().ok_or_else(|| missing("local"))?,
+                    peer: msg.peer.as_deref().ok_or_else(|| missing("peer"))?,
+                    advertised: &msg.advertised,
+                }),
+            };
+            let caps_bytes = caps_json.as_bytes();
+            match verify_any(ring, sent, &id, caps_bytes, bound.as_ref(), proof) {
+                Some(_) if bound.is_none() => return Err(HandshakeError::Unbound { addr }),
+                Some(i) => {
+                    let b = bound.as_ref().expect("version 2 has a binding");
+                    via_advertised = check_binding(addr, from, b)?;
+                    Some(i)
+                }
                 None => {
                     let echoed = msg.nonce.as_deref().and_then(Nonce::from_hex);
                     let replayed = echoed.is_some_and(|old| {
                         old != *sent
-                            && verify_any(ring, &old, &id, caps_json.as_bytes(), proof).is_some()
+                            && verify_any(ring, &old, &id, caps_bytes, bound.as_ref(), proof)
+                                .is_some()
                     });
                     return Err(if replayed {
                         HandshakeError::Replay { addr }
@@ -385,7 +455,105 @@ pub fn check_reply(
         caps,
         caps_json: caps_json.to_string(),
         key_index,
+        via_advertised,
     })
+}
+
+/// Whether two endpoints are the same address and port. An IPv4-mapped IPv6
+/// address is its IPv4 address, and the IPv6 scope is ignored (interface
+/// numbers differ between the two machines).
+fn same_endpoint(a: SocketAddr, b: SocketAddr) -> bool {
+    a.ip().to_canonical() == b.ip().to_canonical() && a.port() == b.port()
+}
+
+/// Checks the endpoints a verified version 2 proof binds against the
+/// connection we made from `from` to `addr`. `Ok(true)`: we dialled an
+/// endpoint the agent declares (`--advertise`).
+///
+/// - We dialled the address the agent accepted on: it must also have seen
+///   our connection come from our own address and port. Otherwise
+///   something between us terminated the connection and opened another
+///   (a proxy on the path, or a source NAT in front of us).
+/// - We dialled an endpoint the agent declares: its operator says a
+///   port-forward leads there. The peer it saw is then not checked: behind
+///   a DNAT it is our address, behind a relay or a masquerading router it
+///   is the forwarder's, and the agent cannot know which. This still
+///   defeats a stranger's relay: the declared list is under the MAC, so a
+///   relay at an address the operator did not declare is refused.
+/// - Anything else is a relay (or an undeclared port-forward): refused.
+fn check_binding(
+    addr: SocketAddr,
+    from: SocketAddr,
+    b: &BoundTo<'_>,
+) -> Result<bool, HandshakeError> {
+    let parse = |what: &str, s: &str| {
+        s.parse::<SocketAddr>()
+            .map_err(|_| HandshakeError::Incompatible {
+                addr,
+                why: format!(
+                    "its {what} endpoint {} is not IP:PORT",
+                    preview(s.as_bytes())
+                ),
+            })
+    };
+    let local = parse("local", b.local)?;
+    let peer = parse("peer", b.peer)?;
+    let advertised = b
+        .advertised
+        .iter()
+        .map(|a| parse("advertised", a))
+        .collect::<Result<Vec<_>, _>>()?;
+    if same_endpoint(local, addr) && same_endpoint(peer, from) {
+        return Ok(false);
+    }
+    if !same_endpoint(local, addr) && advertised.iter().any(|a| same_endpoint(*a, addr)) {
+        return Ok(true);
+    }
+    Err(HandshakeError::Relayed {
+        addr,
+        path: Box::new(RelayedPath {
+            from,
+            local,
+            peer,
+            advertised,
+        }),
+    })
+}
+
+/// The reason of [`HandshakeError::Relayed`]: both ends of both
+/// connections, and what to do about it.
+fn relayed_reason(addr: &SocketAddr, path: &RelayedPath) -> String {
+    let RelayedPath {
+        from,
+        local,
+        peer,
+        advertised,
+    } = path;
+    let declared = match advertised.as_slice() {
+        [] => String::new(),
+        a => format!(
+            " (it declares {})",
+            a.iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let what = if same_endpoint(*local, *addr) {
+        "a proxy or a source NAT is in between: the agent saw another peer than our address \
+         (a coordinator behind NAT, e.g. in a container without host networking, cannot \
+         check keyed agents: run it on the agents' network)"
+            .to_string()
+    } else {
+        format!(
+            "a relay or NAT is in between (if it is a port-forward you set up, \
+             declare it with rlx-agent --advertise {addr})"
+        )
+    };
+    format!(
+        "{addr}: the proof is bound to another connection: we dialled {addr} from {from}, \
+         the agent accepted {local} from {peer}{declared}; {what}"
+    )
 }
 
 /// The start of what a peer sent, quoted and cut, so a report can say what

@@ -1,12 +1,13 @@
 //! **The handshake's messages**: the hello line, the agent's reply, and its
 //! error line, each built and parsed here so both ends agree byte for byte.
 
-use super::proof::{prove, Nonce};
+use super::proof::{prove, BoundTo, Nonce};
 use super::wire::VERSION;
 use crate::caps::NodeCaps;
 use crate::keys::Key;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use std::net::SocketAddr;
 
 #[derive(Serialize, Deserialize)]
 struct HelloWire {
@@ -67,9 +68,9 @@ pub fn parse_hello(line: &[u8]) -> Result<Hello, HelloError> {
         )));
     }
     if msg.v == 0 {
-        return Err(HelloError::new(
-            "handshake version 0 does not exist; this agent speaks 1",
-        ));
+        return Err(HelloError::new(format!(
+            "handshake version 0 does not exist; this agent speaks 1 to {VERSION}"
+        )));
     }
     let nonce = Nonce::from_hex(&msg.nonce)
         .ok_or_else(|| HelloError::new("nonce must be 64 hex characters (32 random bytes)"))?;
@@ -136,6 +137,30 @@ impl HelloError {
     }
 }
 
+/// The connection an agent answers on, which its version 2 proof binds:
+/// where it accepted the connection, who connected, and the endpoints it
+/// declares for port-forwards and NATs in front of it (`--advertise`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    /// The address and port the connection was accepted on
+    /// (`TcpStream::local_addr`).
+    pub local: SocketAddr,
+    /// The address the connection came from (`TcpStream::peer_addr`).
+    pub peer: SocketAddr,
+    /// Endpoints that reach this agent through a port-forward, declared by
+    /// its operator; a coordinator that dialled one of them admits the
+    /// agent there.
+    pub advertised: Vec<SocketAddr>,
+}
+
+/// How an endpoint is written in a reply: `IP:PORT`, `[IPv6]:PORT`, an
+/// IPv4-mapped IPv6 address as plain IPv4 (what a dual-stack listener
+/// reports for an IPv4 client), and no IPv6 scope (interface numbers mean
+/// nothing on the other machine).
+pub fn endpoint_text(a: SocketAddr) -> String {
+    SocketAddr::new(a.ip().to_canonical(), a.port()).to_string()
+}
+
 #[derive(Serialize)]
 struct ReplyOut<'a> {
     rlx: &'static str,
@@ -143,21 +168,60 @@ struct ReplyOut<'a> {
     nonce: String,
     caps: &'a RawValue,
     #[serde(skip_serializing_if = "Option::is_none")]
+    local: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer: Option<&'a str>,
+    #[serde(skip_serializing_if = "declares_none")]
+    advertised: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
     proof: Option<String>,
 }
 
-/// The agent's reply line for `nonce`, newline included: the caps JSON,
-/// and the proof when the agent has a key.
-pub fn reply_line(nonce: &Nonce, caps: &NodeCaps, key: Option<&Key>) -> String {
+fn declares_none(a: &&[String]) -> bool {
+    a.is_empty()
+}
+
+/// The agent's version 2 reply line for `nonce`, newline included: the caps
+/// JSON, the connection it answers on, and the proof over all of it when
+/// the agent has a key.
+pub fn reply_line(nonce: &Nonce, caps: &NodeCaps, key: Option<&Key>, on: &Binding) -> String {
+    let local = endpoint_text(on.local);
+    let peer = endpoint_text(on.peer);
+    let advertised: Vec<String> = on.advertised.iter().map(|a| endpoint_text(*a)).collect();
+    let bound = BoundTo {
+        local: &local,
+        peer: &peer,
+        advertised: &advertised,
+    };
+    reply_of(VERSION, nonce, caps, key, Some(&bound))
+}
+
+/// The version 1 reply line, for a coordinator that said `"v":1`: no
+/// endpoint, and a proof that binds none. A coordinator holding a key of
+/// this version accepts it; ours refuses it as unbound.
+pub fn reply_line_v1(nonce: &Nonce, caps: &NodeCaps, key: Option<&Key>) -> String {
+    reply_of(1, nonce, caps, key, None)
+}
+
+fn reply_of(
+    v: u64,
+    nonce: &Nonce,
+    caps: &NodeCaps,
+    key: Option<&Key>,
+    bound: Option<&BoundTo<'_>>,
+) -> String {
     let caps_json = caps.to_json();
-    let proof = key.map(|k| prove(k, nonce, &caps.id, caps_json.as_bytes()));
+    let proof = key.map(|k| prove(k, nonce, &caps.id, caps_json.as_bytes(), bound));
     // to_json output is valid JSON, so it is a valid RawValue.
     let raw: &RawValue = serde_json::from_str(&caps_json).expect("caps JSON is JSON");
     let msg = ReplyOut {
         rlx: "caps",
-        v: VERSION,
+        v,
         nonce: nonce.to_hex(),
         caps: raw,
+        local: bound.map(|b| b.local),
+        peer: bound.map(|b| b.peer),
+        advertised: bound.map_or(&[], |b| b.advertised),
         proof,
     };
     format!(
@@ -179,6 +243,15 @@ pub(super) struct ReplyIn<'a> {
     pub(super) nonce: Option<String>,
     #[serde(default, borrow)]
     pub(super) caps: Option<&'a RawValue>,
+    /// Version 2: where the agent accepted the connection.
+    #[serde(default)]
+    pub(super) local: Option<String>,
+    /// Version 2: where the agent saw it come from.
+    #[serde(default)]
+    pub(super) peer: Option<String>,
+    /// Version 2: the endpoints the agent declares (absent: none).
+    #[serde(default)]
+    pub(super) advertised: Vec<String>,
     #[serde(default)]
     pub(super) proof: Option<String>,
     #[serde(default)]

@@ -3,25 +3,43 @@
 //! source.
 //!
 //! ```text
-//! coordinator -> agent   {"rlx":"hello","v":1,"nonce":"<64 hex: 32 random bytes>"}\n
-//! agent -> coordinator   {"rlx":"caps","v":1,"nonce":"<echo>","caps":{...},"proof":"<64 hex>"}\n
+//! coordinator -> agent   {"rlx":"hello","v":2,"nonce":"<64 hex: 32 random bytes>"}\n
+//! agent -> coordinator   {"rlx":"caps","v":2,"nonce":"<echo>","caps":{...},
+//!                         "local":"10.0.0.2:9100","peer":"10.0.0.1:40312",
+//!                         "advertised":["198.51.100.7:9100"],"proof":"<64 hex>"}\n
 //! ```
 //!
 //! One line each way, then the agent closes. The hello may also carry the
 //! coordinator's `"cluster"` name: an agent started with another `--cluster`
 //! then answers with an error line naming its own cluster instead of its caps
 //! (a filter against mix-ups between neighbouring clusters, not security:
-//! anyone can claim any name). `proof` is present only when the agent has a
-//! cluster key:
+//! anyone can claim any name). `local` is where the agent accepted the
+//! connection, `peer` where it came from, `advertised` the endpoints its
+//! operator declared with `--advertise` (absent when none). `proof` is
+//! present only when the agent has a cluster key:
 //!
 //! ```text
-//! proof = HMAC-SHA256(key, "rlx-handshake-v1" || nonce (32 raw bytes)
-//!                          || u32be(len id)   || id
-//!                          || u32be(len caps) || caps JSON bytes exactly as sent)
+//! proof = HMAC-SHA256(key, "rlx-handshake-v2" || nonce (32 raw bytes)
+//!                          || u32be(len id)    || id
+//!                          || u32be(len caps)  || caps JSON bytes exactly as sent
+//!                          || u32be(len local) || local || u32be(len peer) || peer
+//!                          || u32be(count advertised) || (u32be(len a) || a)...)
 //! ```
 //!
-//! The verifier MACs the caps bytes it received (a [`RawValue`](serde_json::value::RawValue)), never a
-//! re-serialization, so the two ends cannot disagree about formatting. The
+//! A coordinator holding a key admits a reply only if the proof binds the
+//! connection it made: `local` is the address it dialled (or the dialled
+//! address is in `advertised`, a declared port-forward) and `peer` its own
+//! end of the connection. A relay's connection to the agent has other ends,
+//! so its proof is refused as [`HandshakeError::Relayed`]. A version 1
+//! hello still gets the version 1 reply (no endpoints, tag
+//! `"rlx-handshake-v1"`, the fields up to caps) for coordinators that
+//! predate the binding; a coordinator of this version holding a key refuses
+//! it ([`HandshakeError::Unbound`]).
+//!
+//! The verifier MACs the caps bytes and endpoint strings it received (a
+//! [`RawValue`](serde_json::value::RawValue)), never a re-serialization, so
+//! the two ends cannot disagree about formatting; it compares the endpoints
+//! as parsed addresses. The
 //! agent echoes the nonce it proved: a reply replayed from an earlier
 //! handshake carries the old nonce, verifies under it, and is reported as
 //! [`HandshakeError::Replay`] rather than as a wrong key. `docs/protocol.md`
@@ -39,6 +57,8 @@
 //!   node was not admitted ([`HandshakeError`]).
 
 mod answer;
+#[cfg(test)]
+mod binding_tests;
 mod client;
 mod messages;
 mod proof;
@@ -49,7 +69,13 @@ mod wire;
 pub use answer::answer;
 pub use client::{
     check_reply, query, query_in_cluster, ConnectFailure, HandshakeError, HandshakeReply,
+    RelayedPath,
 };
-pub use messages::{hello_line, hello_line_for, parse_hello, reply_line, Hello, HelloError};
-pub use proof::{prove, verify, verify_any, Nonce};
-pub use wire::{MAX_HELLO_BYTES, MAX_REPLY_BYTES, NONCE_BYTES, PROOF_TAG, VERSION};
+pub use messages::{
+    endpoint_text, hello_line, hello_line_for, parse_hello, reply_line, reply_line_v1, Binding,
+    Hello, HelloError,
+};
+pub use proof::{prove, verify, verify_any, BoundTo, Nonce};
+pub use wire::{
+    MAX_ADVERTISED, MAX_HELLO_BYTES, MAX_REPLY_BYTES, NONCE_BYTES, PROOF_TAG, PROOF_TAG_V1, VERSION,
+};

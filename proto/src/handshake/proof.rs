@@ -1,8 +1,9 @@
 //! **The handshake's proof**: the [`Nonce`] a coordinator sends and the
-//! HMAC-SHA256 an agent with a cluster key returns over it, its id and its
-//! caps bytes (the formula is in the module docs of [`super`]).
+//! HMAC-SHA256 an agent with a cluster key returns over it, its id, its
+//! caps bytes and the connection it answers on (the formula is in the
+//! module docs of [`super`]).
 
-use super::wire::{NONCE_BYTES, PROOF_TAG};
+use super::wire::{NONCE_BYTES, PROOF_TAG, PROOF_TAG_V1};
 use crate::keys::{Key, KeyRing};
 use hmac::Mac;
 use std::fmt;
@@ -52,34 +53,92 @@ impl fmt::Debug for Nonce {
 
 // ---------------------------------------------------------------- proof
 
-fn mac_input(mac: &mut impl Mac, nonce: &Nonce, id: &str, caps_json: &[u8]) {
-    mac.update(PROOF_TAG);
-    mac.update(&nonce.0);
-    // Length prefixes keep (id, caps) boundaries unambiguous. Both are far
-    // below 4 GiB (id is 16 bytes, caps at most MAX_JSON_BYTES).
-    mac.update(&(id.len() as u32).to_be_bytes());
-    mac.update(id.as_bytes());
-    mac.update(&(caps_json.len() as u32).to_be_bytes());
-    mac.update(caps_json);
+/// The connection a version 2 proof is bound to, as the agent wrote it in
+/// its reply: the address and port it accepted the connection on, the peer
+/// address it saw, and the endpoints it declares with `--advertise`.
+///
+/// These are the strings exactly as sent, like the caps bytes: the verifier
+/// MACs what it received and compares the parsed addresses separately, so
+/// the two ends never have to agree on how to write an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoundTo<'a> {
+    /// `"local"`: where the agent accepted the connection.
+    pub local: &'a str,
+    /// `"peer"`: where the agent saw the connection come from.
+    pub peer: &'a str,
+    /// `"advertised"`: the endpoints the agent declares (port-forwards).
+    pub advertised: &'a [String],
 }
 
-/// The proof an agent with `key` sends for `nonce`, its node `id` and the
-/// exact `caps_json` bytes it sends: 64 lowercase hex characters.
-pub fn prove(key: &Key, nonce: &Nonce, id: &str, caps_json: &[u8]) -> String {
+/// Feeds one length-prefixed field. Every field is far below 4 GiB (the id
+/// is 16 bytes, caps at most MAX_JSON_BYTES, an endpoint under 50 bytes).
+fn field(mac: &mut impl Mac, b: &[u8]) {
+    mac.update(&(b.len() as u32).to_be_bytes());
+    mac.update(b);
+}
+
+fn mac_input(
+    mac: &mut impl Mac,
+    nonce: &Nonce,
+    id: &str,
+    caps_json: &[u8],
+    bound: Option<&BoundTo<'_>>,
+) {
+    // The tag says which layout follows, so a version 1 input can never be
+    // read as a version 2 one or the other way round.
+    mac.update(if bound.is_some() {
+        PROOF_TAG
+    } else {
+        PROOF_TAG_V1
+    });
+    mac.update(&nonce.0);
+    // Length prefixes keep the field boundaries unambiguous.
+    field(mac, id.as_bytes());
+    field(mac, caps_json);
+    if let Some(b) = bound {
+        field(mac, b.local.as_bytes());
+        field(mac, b.peer.as_bytes());
+        // A count, then each declared endpoint: no list can be read as
+        // another by moving a boundary.
+        mac.update(&(b.advertised.len() as u32).to_be_bytes());
+        for a in b.advertised {
+            field(mac, a.as_bytes());
+        }
+    }
+}
+
+/// The proof an agent with `key` sends for `nonce`, its node `id`, the
+/// exact `caps_json` bytes it sends and, in version 2, the connection it
+/// answers on (`bound`; `None` makes the version 1 proof): 64 lowercase
+/// hex characters.
+pub fn prove(
+    key: &Key,
+    nonce: &Nonce,
+    id: &str,
+    caps_json: &[u8],
+    bound: Option<&BoundTo<'_>>,
+) -> String {
     let mut mac = key.mac();
-    mac_input(&mut mac, nonce, id, caps_json);
+    mac_input(&mut mac, nonce, id, caps_json, bound);
     hex::encode(mac.finalize().into_bytes())
 }
 
 /// Whether `proof` (hex, either case) is the proof under `key` for these
 /// inputs. Compares in constant time.
-pub fn verify(key: &Key, nonce: &Nonce, id: &str, caps_json: &[u8], proof: &str) -> bool {
+pub fn verify(
+    key: &Key,
+    nonce: &Nonce,
+    id: &str,
+    caps_json: &[u8],
+    bound: Option<&BoundTo<'_>>,
+    proof: &str,
+) -> bool {
     let mut tag = [0u8; 32];
     if proof.len() != 64 || hex::decode_to_slice(proof, &mut tag).is_err() {
         return false;
     }
     let mut mac = key.mac();
-    mac_input(&mut mac, nonce, id, caps_json);
+    mac_input(&mut mac, nonce, id, caps_json, bound);
     mac.verify_slice(&tag).is_ok()
 }
 
@@ -89,9 +148,10 @@ pub fn verify_any(
     nonce: &Nonce,
     id: &str,
     caps_json: &[u8],
+    bound: Option<&BoundTo<'_>>,
     proof: &str,
 ) -> Option<usize> {
     ring.keys()
         .iter()
-        .position(|k| verify(k, nonce, id, caps_json, proof))
+        .position(|k| verify(k, nonce, id, caps_json, bound, proof))
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
-fn caps() -> NodeCaps {
+pub(super) fn caps() -> NodeCaps {
     NodeCaps {
         id: "0123456789abcdef".into(),
         hostname: "gpu-a".into(),
@@ -27,12 +27,27 @@ fn caps() -> NodeCaps {
     }
 }
 
-fn key(b: u8) -> Key {
+pub(super) fn key(b: u8) -> Key {
     Key::from_bytes([b; 32])
 }
 
-fn addr() -> SocketAddr {
-    "127.0.0.1:9100".parse().unwrap()
+/// The agent's address, as the coordinator dials it.
+pub(super) fn addr() -> SocketAddr {
+    "10.0.0.2:9100".parse().unwrap()
+}
+
+/// The coordinator's end of the connection.
+pub(super) fn from() -> SocketAddr {
+    "10.0.0.1:40312".parse().unwrap()
+}
+
+/// The connection as the agent sees it when nothing is in between.
+pub(super) fn on() -> Binding {
+    Binding {
+        local: addr(),
+        peer: from(),
+        advertised: vec![],
+    }
 }
 
 /// A fixed vector, also computed independently with Python's hmac module
@@ -40,7 +55,13 @@ fn addr() -> SocketAddr {
 #[test]
 fn the_proof_matches_the_documented_test_vector() {
     let nonce = Nonce::from_bytes([0x11; 32]);
-    let proof = prove(&key(0x42), &nonce, "0123456789abcdef", br#"{"cores":1}"#);
+    let proof = prove(
+        &key(0x42),
+        &nonce,
+        "0123456789abcdef",
+        br#"{"cores":1}"#,
+        None,
+    );
     assert_eq!(
         proof,
         "02457afea2a9eaa4ea2edf1995a4c039f10afccb85334d859c67972ab1c2750f"
@@ -50,17 +71,18 @@ fn the_proof_matches_the_documented_test_vector() {
 #[test]
 fn a_proof_verifies_only_for_its_own_inputs() {
     let n = Nonce::from_bytes([1; 32]);
-    let p = prove(&key(1), &n, "0123456789abcdef", b"{}");
-    assert!(verify(&key(1), &n, "0123456789abcdef", b"{}", &p));
+    let p = prove(&key(1), &n, "0123456789abcdef", b"{}", None);
+    assert!(verify(&key(1), &n, "0123456789abcdef", b"{}", None, &p));
     assert!(verify(
         &key(1),
         &n,
         "0123456789abcdef",
         b"{}",
+        None,
         &p.to_uppercase()
     ));
     assert!(
-        !verify(&key(2), &n, "0123456789abcdef", b"{}", &p),
+        !verify(&key(2), &n, "0123456789abcdef", b"{}", None, &p),
         "other key"
     );
     assert!(
@@ -69,24 +91,25 @@ fn a_proof_verifies_only_for_its_own_inputs() {
             &Nonce::from_bytes([2; 32]),
             "0123456789abcdef",
             b"{}",
+            None,
             &p
         ),
         "other nonce"
     );
     assert!(
-        !verify(&key(1), &n, "0123456789abcdee", b"{}", &p),
+        !verify(&key(1), &n, "0123456789abcdee", b"{}", None, &p),
         "other id"
     );
     assert!(
-        !verify(&key(1), &n, "0123456789abcdef", b"{ }", &p),
+        !verify(&key(1), &n, "0123456789abcdef", b"{ }", None, &p),
         "other caps bytes"
     );
     assert!(
-        !verify(&key(1), &n, "", b"0123456789abcdef{}", &p),
+        !verify(&key(1), &n, "", b"0123456789abcdef{}", None, &p),
         "length prefixes separate id and caps"
     );
     assert!(
-        !verify(&key(1), &n, "0123456789abcdef", b"{}", "zz"),
+        !verify(&key(1), &n, "0123456789abcdef", b"{}", None, "zz"),
         "malformed proof"
     );
 }
@@ -94,12 +117,20 @@ fn a_proof_verifies_only_for_its_own_inputs() {
 #[test]
 fn the_agent_answer_round_trips_through_the_client_check() {
     let n = Nonce::random().unwrap();
-    let reply = answer(hello_line(&n).as_bytes(), &caps(), None).unwrap();
+    let reply = answer(hello_line(&n).as_bytes(), &caps(), None, &on()).unwrap();
     assert!(
         reply.ends_with('\n') && !reply.trim_end().contains('\n'),
         "one line"
     );
-    let r = check_reply(addr(), reply.as_bytes(), &n, None, Some("0123456789abcdef")).unwrap();
+    let r = check_reply(
+        addr(),
+        from(),
+        reply.as_bytes(),
+        &n,
+        None,
+        Some("0123456789abcdef"),
+    )
+    .unwrap();
     assert_eq!(r.caps, caps());
     assert_eq!(r.key_index, None);
     assert!(!reply.contains("proof"), "no key, no proof");
@@ -108,9 +139,9 @@ fn the_agent_answer_round_trips_through_the_client_check() {
 #[test]
 fn a_keyed_answer_proves_and_rotation_accepts_an_older_key() {
     let n = Nonce::random().unwrap();
-    let reply = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(7))).unwrap();
+    let reply = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(7)), &on()).unwrap();
     let ring = KeyRing::new(vec![key(8), key(7)]).unwrap();
-    let r = check_reply(addr(), reply.as_bytes(), &n, Some(&ring), None).unwrap();
+    let r = check_reply(addr(), from(), reply.as_bytes(), &n, Some(&ring), None).unwrap();
     assert_eq!(r.key_index, Some(1), "proved with the second (older) key");
 }
 
@@ -118,25 +149,26 @@ fn a_keyed_answer_proves_and_rotation_accepts_an_older_key() {
 fn each_refusal_has_its_own_reason() {
     let n = Nonce::random().unwrap();
     let ring = KeyRing::single(key(1));
-    let plain = answer(hello_line(&n).as_bytes(), &caps(), None).unwrap();
-    let err = check_reply(addr(), plain.as_bytes(), &n, Some(&ring), None).unwrap_err();
+    let plain = answer(hello_line(&n).as_bytes(), &caps(), None, &on()).unwrap();
+    let err = check_reply(addr(), from(), plain.as_bytes(), &n, Some(&ring), None).unwrap_err();
     assert!(matches!(err, HandshakeError::NoProof { .. }), "{err}");
 
-    let other = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(2))).unwrap();
-    let err = check_reply(addr(), other.as_bytes(), &n, Some(&ring), None).unwrap_err();
+    let other = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(2)), &on()).unwrap();
+    let err = check_reply(addr(), from(), other.as_bytes(), &n, Some(&ring), None).unwrap_err();
     assert!(
         matches!(err, HandshakeError::WrongKey { keys: 1, .. }),
         "{err}"
     );
 
     let old = Nonce::random().unwrap();
-    let captured = answer(hello_line(&old).as_bytes(), &caps(), Some(&key(1))).unwrap();
-    let err = check_reply(addr(), captured.as_bytes(), &n, Some(&ring), None).unwrap_err();
+    let captured = answer(hello_line(&old).as_bytes(), &caps(), Some(&key(1)), &on()).unwrap();
+    let err = check_reply(addr(), from(), captured.as_bytes(), &n, Some(&ring), None).unwrap_err();
     assert!(matches!(err, HandshakeError::Replay { .. }), "{err}");
 
-    let mine = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(1))).unwrap();
+    let mine = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(1)), &on()).unwrap();
     let err = check_reply(
         addr(),
+        from(),
         mine.as_bytes(),
         &n,
         Some(&ring),
@@ -147,17 +179,18 @@ fn each_refusal_has_its_own_reason() {
 
     // A replayer that rewrites the echo to our nonce only gets "wrong key".
     let forged = captured.replace(&old.to_hex(), &n.to_hex());
-    let err = check_reply(addr(), forged.as_bytes(), &n, Some(&ring), None).unwrap_err();
+    let err = check_reply(addr(), from(), forged.as_bytes(), &n, Some(&ring), None).unwrap_err();
     assert!(matches!(err, HandshakeError::WrongKey { .. }), "{err}");
 }
 
 #[test]
 fn tampered_caps_do_not_verify() {
     let n = Nonce::random().unwrap();
-    let reply = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(1))).unwrap();
+    let reply = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(1)), &on()).unwrap();
     let tampered = reply.replace("\"cores\":8", "\"cores\":80");
     let err = check_reply(
         addr(),
+        from(),
         tampered.as_bytes(),
         &n,
         Some(&KeyRing::single(key(1))),
@@ -171,7 +204,7 @@ fn tampered_caps_do_not_verify() {
 fn absurd_caps_are_bad_caps_naming_the_field() {
     let n = Nonce::random().unwrap();
     let line = r#"{"rlx":"caps","v":1,"caps":{"os":"linux","cores":1000000,"ram_total":1}}"#;
-    let err = check_reply(addr(), line.as_bytes(), &n, None, None).unwrap_err();
+    let err = check_reply(addr(), from(), line.as_bytes(), &n, None, None).unwrap_err();
     assert!(
         matches!(err, HandshakeError::BadCaps { .. }) && err.to_string().contains("cores"),
         "{err}"
@@ -187,10 +220,11 @@ fn garbage_and_foreign_protocols_are_not_rlx() {
         b"{}",
         b"{\"rlx\":\"caps\",\"v\":1}",
     ] {
-        let err = check_reply(addr(), line, &n, None, None).unwrap_err();
+        let err = check_reply(addr(), from(), line, &n, None, None).unwrap_err();
         assert!(matches!(err, HandshakeError::NotRlx { .. }), "{err}");
     }
-    let err = check_reply(addr(), b"SSH-2.0-OpenSSH_9.2p1\r\n", &n, None, None).unwrap_err();
+    let err =
+        check_reply(addr(), from(), b"SSH-2.0-OpenSSH_9.2p1\r\n", &n, None, None).unwrap_err();
     assert!(
         err.to_string().contains("SSH-2.0"),
         "the report shows what answered: {err}"
@@ -200,11 +234,11 @@ fn garbage_and_foreign_protocols_are_not_rlx() {
 #[test]
 fn another_version_or_an_error_line_is_incompatible() {
     let n = Nonce::random().unwrap();
-    let v2 = format!("{{\"rlx\":\"caps\",\"v\":2,\"caps\":{}}}", caps().to_json());
-    let err = check_reply(addr(), v2.as_bytes(), &n, None, None).unwrap_err();
+    let v3 = format!("{{\"rlx\":\"caps\",\"v\":3,\"caps\":{}}}", caps().to_json());
+    let err = check_reply(addr(), from(), v3.as_bytes(), &n, None, None).unwrap_err();
     assert!(matches!(err, HandshakeError::Incompatible { .. }), "{err}");
     let refused = HelloError::new("nonce must be 64 hex characters").to_line();
-    let err = check_reply(addr(), refused.as_bytes(), &n, None, None).unwrap_err();
+    let err = check_reply(addr(), from(), refused.as_bytes(), &n, None, None).unwrap_err();
     assert!(err.to_string().contains("nonce must be"), "{err}");
 }
 
@@ -217,7 +251,7 @@ fn malformed_hellos_are_refused_with_a_reason() {
         (b"{\"rlx\":\"hello\",\"v\":1,\"nonce\":\"00\"}", "64 hex"),
         (b"\xff", "UTF-8"),
     ] {
-        let err = answer(hello, &caps(), None).unwrap_err();
+        let err = answer(hello, &caps(), None, &on()).unwrap_err();
         assert!(err.to_string().contains(why), "{err}");
         assert!(
             err.to_line().starts_with("{\"rlx\":\"error\""),
@@ -231,7 +265,7 @@ fn malformed_hellos_are_refused_with_a_reason() {
         "{{\"rlx\":\"hello\",\"v\":3,\"nonce\":\"{}\",\"want\":\"more\"}}\r\n",
         n.to_hex()
     );
-    assert!(answer(future.as_bytes(), &caps(), None).is_ok());
+    assert!(answer(future.as_bytes(), &caps(), None, &on()).is_ok());
 }
 
 fn in_cluster(name: &str) -> NodeCaps {
@@ -242,25 +276,25 @@ fn in_cluster(name: &str) -> NodeCaps {
 }
 
 #[test]
-fn a_hello_without_a_cluster_is_the_version_1_line_byte_for_byte() {
+fn a_hello_without_a_cluster_is_the_plain_hello_line_byte_for_byte() {
     let n = Nonce::from_bytes([0xab; 32]);
     assert_eq!(
         hello_line(&n),
         format!(
-            "{{\"rlx\":\"hello\",\"v\":1,\"nonce\":\"{}\"}}\n",
+            "{{\"rlx\":\"hello\",\"v\":2,\"nonce\":\"{}\"}}\n",
             n.to_hex()
         ),
-        "coordinators without a cluster send exactly what older agents expect"
+        "coordinators without a cluster send the three fields older agents expect"
     );
     assert_eq!(
         hello_line_for(&n, Some("lab")),
         format!(
-            "{{\"rlx\":\"hello\",\"v\":1,\"nonce\":\"{}\",\"cluster\":\"lab\"}}\n",
+            "{{\"rlx\":\"hello\",\"v\":2,\"nonce\":\"{}\",\"cluster\":\"lab\"}}\n",
             n.to_hex()
         )
     );
     let h = parse_hello(hello_line_for(&n, Some("lab")).as_bytes()).unwrap();
-    assert_eq!((h.v, h.nonce, h.cluster.as_deref()), (1, n, Some("lab")));
+    assert_eq!((h.v, h.nonce, h.cluster.as_deref()), (2, n, Some("lab")));
 }
 
 #[test]
@@ -270,6 +304,7 @@ fn an_agent_in_a_cluster_refuses_a_hello_for_another_and_the_client_says_so() {
         hello_line_for(&n, Some("prod")).as_bytes(),
         &in_cluster("lab"),
         Some(&key(1)),
+        &on(),
     )
     .unwrap_err();
     let line = err.to_line();
@@ -281,7 +316,7 @@ fn an_agent_in_a_cluster_refuses_a_hello_for_another_and_the_client_says_so() {
         !line.contains("caps"),
         "no caps for another cluster: {line}"
     );
-    let err = check_reply(addr(), line.as_bytes(), &n, None, None).unwrap_err();
+    let err = check_reply(addr(), from(), line.as_bytes(), &n, None, None).unwrap_err();
     assert_eq!(
         err,
         HandshakeError::OtherCluster {
@@ -300,13 +335,14 @@ fn hellos_without_a_cluster_or_for_the_same_one_are_answered_and_agents_without_
         (hello_line_for(&n, Some("lab")), in_cluster("lab")),
         (hello_line_for(&n, Some("prod")), caps()),
     ] {
-        let reply = answer(hello.as_bytes(), &agent, None)
+        let reply = answer(hello.as_bytes(), &agent, None, &on())
             .unwrap_or_else(|e| panic!("{hello} to {:?}: {e}", agent.cluster));
-        assert!(check_reply(addr(), reply.as_bytes(), &n, None, None).is_ok());
+        assert!(check_reply(addr(), from(), reply.as_bytes(), &n, None, None).is_ok());
     }
     // An ordinary error line (no "cluster") is still "incompatible".
     let err = check_reply(
         addr(),
+        from(),
         HelloError::new("x").to_line().as_bytes(),
         &n,
         None,
@@ -318,8 +354,8 @@ fn hellos_without_a_cluster_or_for_the_same_one_are_answered_and_agents_without_
 
 #[tokio::test]
 async fn query_in_cluster_names_the_cluster_and_reports_the_agents() {
-    let a = fake_agent(|hello| {
-        Some(match answer(&hello, &in_cluster("lab"), None) {
+    let a = fake_agent(|hello, on| {
+        Some(match answer(&hello, &in_cluster("lab"), None, &on) {
             Ok(r) => r.into_bytes(),
             Err(e) => e.to_line().into_bytes(),
         })
@@ -341,10 +377,11 @@ fn errors_and_debug_output_never_show_the_key() {
     let k = key(0xab);
     let secret = hex::encode([0xabu8; 32]);
     let n = Nonce::random().unwrap();
-    let reply = answer(hello_line(&n).as_bytes(), &caps(), Some(&k)).unwrap();
+    let reply = answer(hello_line(&n).as_bytes(), &caps(), Some(&k), &on()).unwrap();
     assert!(!reply.contains(&secret));
     let err = check_reply(
         addr(),
+        from(),
         reply.as_bytes(),
         &Nonce::random().unwrap(),
         Some(&KeyRing::single(k)),
@@ -354,21 +391,27 @@ fn errors_and_debug_output_never_show_the_key() {
     assert!(!format!("{err} {err:?}").contains(&secret[..16]));
 }
 
-/// Serves `reply(hello)` to every connection on a loopback port.
+/// Serves `reply(hello, connection)` to every connection on a loopback
+/// port; `connection` is what a real agent would bind its proof to.
 async fn fake_agent(
-    reply: impl Fn(Vec<u8>) -> Option<Vec<u8>> + Send + Sync + 'static,
+    reply: impl Fn(Vec<u8>, Binding) -> Option<Vec<u8>> + Send + Sync + 'static,
 ) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let a = l.local_addr().unwrap();
     let reply = std::sync::Arc::new(reply);
     tokio::spawn(async move {
-        while let Ok((s, _)) = l.accept().await {
+        while let Ok((s, peer)) = l.accept().await {
             let reply = reply.clone();
             tokio::spawn(async move {
+                let on = Binding {
+                    local: s.local_addr().unwrap(),
+                    peer,
+                    advertised: vec![],
+                };
                 let (rd, mut wr) = s.into_split();
                 let mut line = Vec::new();
                 let _ = BufReader::new(rd).read_until(b'\n', &mut line).await;
-                match reply(line) {
+                match reply(line, on) {
                     Some(out) => {
                         let _ = wr.write_all(&out).await;
                     }
@@ -382,8 +425,8 @@ async fn fake_agent(
 
 #[tokio::test]
 async fn query_gets_verified_caps_from_an_agent() {
-    let a = fake_agent(|hello| {
-        answer(&hello, &caps(), Some(&key(3)))
+    let a = fake_agent(|hello, on| {
+        answer(&hello, &caps(), Some(&key(3)), &on)
             .ok()
             .map(String::into_bytes)
     })
@@ -404,8 +447,8 @@ async fn query_gets_verified_caps_from_an_agent() {
 #[tokio::test]
 async fn query_detects_a_replayed_reply() {
     let old = Nonce::random().unwrap();
-    let captured = reply_line(&old, &caps(), Some(&key(3)));
-    let a = fake_agent(move |_| Some(captured.clone().into_bytes())).await;
+    let captured = reply_line(&old, &caps(), Some(&key(3)), &on());
+    let a = fake_agent(move |_, _| Some(captured.clone().into_bytes())).await;
     let err = query(
         a,
         Duration::from_secs(2),
@@ -437,7 +480,7 @@ async fn a_closed_port_is_unreachable_refused() {
 
 #[tokio::test]
 async fn a_silent_peer_is_not_rlx_and_cannot_hold_us_past_the_timeout() {
-    let a = fake_agent(|_| None).await;
+    let a = fake_agent(|_, _| None).await;
     let t = std::time::Instant::now();
     let err = query(a, Duration::from_millis(300), None, None)
         .await
@@ -495,7 +538,7 @@ async fn an_endless_reply_is_cut_at_the_size_bound() {
 
 #[tokio::test]
 async fn a_peer_that_closes_at_once_is_not_rlx() {
-    let a = fake_agent(|_| Some(Vec::new())).await;
+    let a = fake_agent(|_, _| Some(Vec::new())).await;
     let err = query(a, Duration::from_secs(2), None, None)
         .await
         .unwrap_err();
@@ -538,14 +581,14 @@ async fn a_full_accept_queue_times_out_as_unreachable() {
 proptest! {
     #[test]
     fn arbitrary_hello_bytes_never_panic_the_agent(line in proptest::collection::vec(any::<u8>(), 0..2000)) {
-        let _ = answer(&line, &caps(), Some(&key(1)));
+        let _ = answer(&line, &caps(), Some(&key(1)), &on());
     }
 
     #[test]
     fn arbitrary_reply_bytes_never_panic_the_client(line in proptest::collection::vec(any::<u8>(), 0..2000)) {
         let n = Nonce::from_bytes([5; 32]);
-        let _ = check_reply(addr(), &line, &n, Some(&KeyRing::single(key(1))), Some("0123456789abcdef"));
-        let _ = check_reply(addr(), &line, &n, None, None);
+        let _ = check_reply(addr(), from(), &line, &n, Some(&KeyRing::single(key(1))), Some("0123456789abcdef"));
+        let _ = check_reply(addr(), from(), &line, &n, None, None);
     }
 
     #[test]
@@ -555,7 +598,7 @@ proptest! {
     ) {
         let line = format!("{{\"rlx\":\"{rlx}\",\"v\":{v},\"nonce\":\"{nonce}\",\"caps\":{caps},\"proof\":\"{proof}\"}}");
         let n = Nonce::from_bytes([5; 32]);
-        let _ = check_reply(addr(), line.as_bytes(), &n, Some(&KeyRing::single(key(1))), None);
-        let _ = check_reply(addr(), line.as_bytes(), &n, None, Some("x"));
+        let _ = check_reply(addr(), from(), line.as_bytes(), &n, Some(&KeyRing::single(key(1))), None);
+        let _ = check_reply(addr(), from(), line.as_bytes(), &n, None, Some("x"));
     }
 }

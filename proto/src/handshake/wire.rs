@@ -4,12 +4,27 @@
 use crate::caps::limits;
 
 /// The handshake version this build speaks (`"v"` in both messages).
-pub const VERSION: u64 = 1;
+///
+/// Version 2 binds the proof to the connection it was made on (the
+/// agent's accepted and declared endpoints, and the peer it saw), so that a
+/// relay cannot pass a live proof on. An agent still answers a version 1
+/// hello in version 1, for coordinators that predate it; a coordinator
+/// holding a key refuses a version 1 reply (its proof is not bound).
+pub const VERSION: u64 = 2;
 
-/// Domain-separation tag at the start of every MAC input, so a proof can
-/// never be mistaken for a MAC computed by another protocol under the same
-/// key, and a future version can change the input without ambiguity.
-pub const PROOF_TAG: &[u8] = b"rlx-handshake-v1";
+/// Domain-separation tag at the start of every version 2 MAC input, so a
+/// proof can never be mistaken for a MAC computed by another protocol (or
+/// another version of this one) under the same key.
+pub const PROOF_TAG: &[u8] = b"rlx-handshake-v2";
+
+/// The tag of the version 1 proof, which covers no endpoint. Still made
+/// for version 1 hellos and checked to tell a replay from an old agent.
+pub const PROOF_TAG_V1: &[u8] = b"rlx-handshake-v1";
+
+/// Most endpoints an agent declares with `--advertise`. A handful covers
+/// every port-forward in front of one machine; the bound keeps a reply's
+/// endpoint list (and its MAC input) small.
+pub const MAX_ADVERTISED: usize = 16;
 
 /// Bytes of randomness in a nonce. 32 bytes (256 bits) make a repeat, and so
 /// a successful replay, practically impossible across every coordinator
