@@ -8,6 +8,10 @@
 //!
 //! # Records (zone `Z`, instance `I`, host label `H`, TTL [`RECORD_TTL`])
 //!
+//! `H` is [`unique_host_label`]: the host name's first label and 6 hex
+//! digits of the node id, so that two machines with one short host name do
+//! not replace each other's address records.
+//!
 //! ```text
 //! _rlx._tcp.Z.       PTR  I._rlx._tcp.Z.          one per agent in a shared RRset
 //! I._rlx._tcp.Z.     SRV  0 0 <port> H.Z.
@@ -29,8 +33,11 @@
 //!   coordinators honour ([`rlx_proto::dnssd`] sets aside an instance
 //!   whose lease ran out), and which agents use to clean up: at each refresh
 //!   an agent sweeps the zone with probability 1/N (N = instances it saw
-//!   last), deleting the records of expired instances, so that the zone as a
-//!   whole is swept about once per refresh interval whatever its size;
+//!   last), deleting the records of instances expired for more than
+//!   [`SWEEP_GRACE`] (clocks differ), each on the condition that its TXT
+//!   record is still the expired one ([`Registration::sweep_message`]), so
+//!   that the zone as a whole is swept about once per refresh interval
+//!   whatever its size and a racing re-registration is never deleted;
 //! - as the EDNS(0) Update Lease option (RFC 9664, option code 2) on every
 //!   update, for servers that implement it and expire records on their own.
 //!   BIND 9.18 ignores it.

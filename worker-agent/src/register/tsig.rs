@@ -14,7 +14,7 @@ use std::path::Path;
 
 /// Allowed clock difference between agent and server for TSIG: the server
 /// refuses (BADTIME) an update signed further than this from its clock
-/// (RFC 8945 §5.2.3; BIND checks against the fudge the message carries).
+/// (RFC 8945 §5.2.3: the window is the Fudge field of the request itself).
 ///
 /// 60 s, not the 300 s RFC 8945 §10 suggests, for two reasons:
 ///
