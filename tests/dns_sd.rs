@@ -10,108 +10,19 @@
 
 mod common;
 
+use common::bind::{start_named, Named, UP, ZONE};
 use common::{agent_bin, discover_bin, require_lab, spawn, Proc};
 use rlx_lab::peer::{self, Peer};
 use rlx_lab::{Lab, RoutedOptions};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// The dynamic zone agents register in.
-const ZONE: &str = "lab.test";
 
 /// Lease the test agents ask for: short, so that expiry is seen within
 /// seconds (the coordinator adds [`rlx_proto::service::CLOCK_SKEW`]).
 const LEASE_SECS: u64 = 3;
-
-/// How long start-up may take on a loaded 2-core box.
-const UP: Duration = Duration::from_secs(30);
-
-/// BIND's `named` running in one lab host; killed with the lab process.
-struct Named {
-    proc: Proc,
-    ip: String,
-    key: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-/// Starts `named` in host `host` of `lab`, authoritative for [`ZONE`] with
-/// updates allowed to a fresh `tsig-keygen` key.
-fn start_named(lab: &Lab, host: usize) -> Named {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let ip = lab.host(host).ip.to_string();
-    let keygen = Command::new("tsig-keygen")
-        .args(["-a", "hmac-sha256", "rlx-update"])
-        .output()
-        .expect("tsig-keygen (bind9-utils) is needed for the DNS-SD tests");
-    assert!(keygen.status.success(), "tsig-keygen failed");
-    let key = d.join("update.key");
-    std::fs::write(&key, &keygen.stdout).unwrap();
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::fs::write(d.join("bind.keys"), "").unwrap();
-    std::fs::write(
-        d.join(format!("{ZONE}.db")),
-        format!(
-            "$TTL 60\n@ IN SOA ns.{ZONE}. hostmaster.{ZONE}. 1 60 60 600 60\n@ IN NS ns.{ZONE}.\nns IN A {ip}\n"
-        ),
-    )
-    .unwrap();
-    let p = d.display();
-    std::fs::write(
-        d.join("named.conf"),
-        format!(
-            r#"include "{p}/update.key";
-options {{
-  directory "{p}";
-  pid-file "{p}/named.pid";
-  session-keyfile "{p}/session.key";
-  managed-keys-directory "{p}";
-  bindkeys-file "{p}/bind.keys";
-  dump-file "{p}/dump.db";
-  statistics-file "{p}/stats";
-  listen-on port 53 {{ {ip}; }};
-  listen-on-v6 {{ none; }};
-  recursion no;
-  dnssec-validation no;
-  minimal-responses no;
-  notify no;
-}};
-controls {{ }};
-zone "{ZONE}" {{
-  type primary;
-  file "{p}/{ZONE}.db";
-  allow-update {{ key "rlx-update"; }};
-}};
-"#
-        ),
-    )
-    .unwrap();
-    let mut cmd = Command::new("/usr/sbin/named");
-    cmd.args(["-g", "-n", "1", "-c"]).arg(d.join("named.conf"));
-    let proc = spawn(lab, host, cmd);
-    proc.expect_output("running", UP);
-    // The configure line quotes /etc/bind; every file named opens must be ours.
-    let log = proc.stderr();
-    let touched: Vec<&str> = log
-        .lines()
-        .filter(|l| {
-            !l.contains("built with") && (l.contains("/etc/bind") || l.contains("/var/cache/bind"))
-        })
-        .collect();
-    assert!(
-        touched.is_empty(),
-        "named must not use the host's files: {touched:?}"
-    );
-    Named {
-        proc,
-        ip,
-        key,
-        _dir: dir,
-    }
-}
 
 /// Caps of simulated machine `i`.
 fn caps_json(i: usize) -> String {
@@ -433,10 +344,11 @@ fn clean_shutdown_deletes_the_records_and_a_crashed_agents_expire_with_the_lease
     );
 
     // After the lease (plus the allowed clock skew) the coordinator skips it
-    // without dialling, and box4's sweep deletes its records.
-    let lease_over = Duration::from_secs(LEASE_SECS) + rlx_proto::service::CLOCK_SKEW;
+    // without dialling, and box4's sweep deletes its records once the lease
+    // is over by the sweep's grace (twice the TSIG fudge, for clocks).
+    let swept = Duration::from_secs(LEASE_SECS) + rlx_agent::register::SWEEP_GRACE;
     within(
-        lease_over + Duration::from_secs(60),
+        swept + Duration::from_secs(60),
         "box3's records deleted by a sweep",
         || {
             let v = browse(&lab, 1, &named, false);

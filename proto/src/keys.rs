@@ -21,7 +21,6 @@
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::fmt;
-use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -137,45 +136,12 @@ impl KeyRing {
 
     /// Loads a key file.
     ///
-    /// Refuses a file that group or others can read or write (a key others
-    /// can read is no secret; one others can write lets them choose it),
-    /// names the line of a malformed key, and refuses a file with no key.
+    /// The file must be private to this user ([`read_private`]: no symbolic
+    /// link, owned by this user or root, mode 0600 or stricter, in a
+    /// directory only they can change). Names the line of a malformed key,
+    /// and refuses a file with no key.
     pub fn load(path: &Path) -> Result<KeyRing, KeyError> {
-        let io = |e: std::io::Error| KeyError::Io {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        };
-        let file = File::open(path).map_err(io)?;
-        // Check the permissions of the file we opened, not of the path, so a
-        // swap between the check and the read cannot slip past.
-        let meta = file.metadata().map_err(io)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = meta.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                return Err(KeyError::Permissions {
-                    path: path.to_path_buf(),
-                    mode,
-                });
-            }
-        }
-        if !meta.is_file() {
-            return Err(KeyError::Io {
-                path: path.to_path_buf(),
-                reason: "not a regular file".into(),
-            });
-        }
-        if meta.len() > MAX_KEY_FILE_BYTES {
-            return Err(KeyError::TooLarge {
-                path: path.to_path_buf(),
-                bytes: meta.len(),
-            });
-        }
-        let mut text = String::new();
-        file.take(MAX_KEY_FILE_BYTES + 1)
-            .read_to_string(&mut text)
-            .map_err(io)?;
+        let text = read_private(path, MAX_KEY_FILE_BYTES)?;
         Self::parse(&text).map_err(|e| match e {
             ParseError::Line { line, reason } => KeyError::Malformed {
                 path: path.to_path_buf(),
@@ -205,6 +171,121 @@ impl KeyRing {
         }
         KeyRing::new(keys).ok_or(ParseError::Empty)
     }
+}
+
+/// Reads a secret file that must be private to this user, at most `limit`
+/// bytes: the cluster key file, and `rlx-agent`'s TSIG key file.
+///
+/// A key file is trusted for what it says, so whoever can write it (or
+/// swap it) chooses the key. Refused, each with the fix in the error:
+///
+/// - a **symbolic link** as the last component (opened with `O_NOFOLLOW`):
+///   a link in a directory others can write could be re-pointed at a file
+///   of theirs between two runs;
+/// - a file **owned by another user** than this one or root: a root
+///   coordinator would otherwise accept a 0600 file that user placed;
+/// - a file **group or others can read or write** (a key others can read is
+///   no secret; one they can write lets them choose it);
+/// - a **parent directory** group or others can write, or owned by another
+///   user: they could replace the file. A sticky directory owned by this
+///   user or root (`/tmp`) is accepted: there only a file's owner may
+///   rename or remove it, and a file others put there fails the owner
+///   check;
+/// - anything but a regular file, and a file over `limit` bytes.
+///
+/// Owner, mode, type and size are checked on the opened descriptor, not
+/// the path, so a swap between the check and the read cannot slip past.
+/// The directory is checked by path (its replacement would need write
+/// access to the grandparent, which is not checked: one level is the
+/// common mistake, `/etc/rlx` made group-writable).
+pub fn read_private(path: &Path, limit: u64) -> Result<String, KeyError> {
+    let io = |e: std::io::Error| KeyError::Io {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use nix::fcntl::OFlag;
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NONBLOCK: opening a FIFO must not hang; the type check below
+        // refuses it.
+        opts.custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits());
+    }
+    let file = opts.open(path).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) {
+            return KeyError::Symlink {
+                path: path.to_path_buf(),
+            };
+        }
+        io(e)
+    })?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(KeyError::Io {
+            path: path.to_path_buf(),
+            reason: "not a regular file".into(),
+        });
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let me = nix::unistd::geteuid().as_raw();
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(KeyError::Owner {
+                path: path.to_path_buf(),
+                owner: meta.uid(),
+                me,
+            });
+        }
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(KeyError::Permissions {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let dmeta = std::fs::metadata(&dir).map_err(|e| KeyError::Io {
+            path: path.to_path_buf(),
+            reason: format!("cannot check its directory {}: {e}", dir.display()),
+        })?;
+        let dmode = dmeta.permissions().mode() & 0o7777;
+        let owned = dmeta.uid() == me || dmeta.uid() == 0;
+        let sticky = dmode & 0o1000 != 0;
+        if !owned || (dmode & 0o022 != 0 && !sticky) {
+            return Err(KeyError::Directory {
+                path: path.to_path_buf(),
+                dir,
+                mode: dmode,
+                owner: dmeta.uid(),
+                me,
+            });
+        }
+    }
+    if meta.len() > limit {
+        return Err(KeyError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: meta.len(),
+            limit,
+        });
+    }
+    let mut text = String::new();
+    file.take(limit + 1).read_to_string(&mut text).map_err(io)?;
+    if text.len() as u64 > limit {
+        // Grew between the check and the read.
+        return Err(KeyError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: text.len() as u64,
+            limit,
+        });
+    }
+    Ok(text)
 }
 
 enum ParseError {
@@ -264,6 +345,48 @@ pub enum KeyError {
         /// The OS error.
         reason: String,
     },
+    /// The path is a symbolic link.
+    #[error(
+        "key file {path} is a symbolic link; refusing to follow it (whoever can re-point the link chooses the key): name the file itself, which `readlink -f {path}` prints",
+        path = path.display()
+    )]
+    Symlink {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// Owned by a user other than this one or root.
+    #[error(
+        "key file {path} belongs to uid {owner}, not to this user (uid {me}) or root; whoever owns it chooses the key: check its content, then run `chown {me} {path}`",
+        path = path.display()
+    )]
+    Owner {
+        /// The key file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// This process's effective uid.
+        me: u32,
+    },
+    /// Its directory lets others replace it.
+    #[error(
+        "key file {path} is in {dir}, which {}; they could replace the key: run `chmod go-w {dir}`{}, or move the key to a private directory",
+        if *owner != *me && *owner != 0 { format!("belongs to uid {owner}, not to this user (uid {me}) or root") } else { format!("group or others can write (mode {mode:04o})") },
+        if *owner != *me && *owner != 0 { format!(" and `chown {me} {}`", dir.display()) } else { String::new() },
+        path = path.display(),
+        dir = dir.display()
+    )]
+    Directory {
+        /// The key file.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+        /// The directory's mode bits (with the sticky bit).
+        mode: u32,
+        /// The directory's owner.
+        owner: u32,
+        /// This process's effective uid.
+        me: u32,
+    },
     /// Group or others may read or write the key.
     #[error(
         "key file {path} is accessible by group or others (mode {mode:04o}); a shared key must be private: run `chmod 600 {path}`",
@@ -291,13 +414,15 @@ pub enum KeyError {
         /// The key file.
         path: PathBuf,
     },
-    /// Bigger than [`MAX_KEY_FILE_BYTES`].
-    #[error("key file {} is {bytes} bytes; a key file is a few lines of hex (limit {MAX_KEY_FILE_BYTES} bytes)", path.display())]
+    /// Bigger than the limit ([`MAX_KEY_FILE_BYTES`] for a cluster key).
+    #[error("key file {} is {bytes} bytes, over the limit of {limit}: a key file is a few lines; is this the right file?", path.display())]
     TooLarge {
         /// The key file.
         path: PathBuf,
         /// Its size.
         bytes: u64,
+        /// The limit.
+        limit: u64,
     },
     /// `generate` found the path taken.
     #[error("{} already exists; refusing to overwrite a key (remove it first, or choose another path)", path.display())]
@@ -428,6 +553,91 @@ mod tests {
         let huge = "#".repeat(MAX_KEY_FILE_BYTES as usize + 10);
         let p = write(dir.path(), "huge", &huge, 0o600);
         assert!(matches!(KeyRing::load(&p), Err(KeyError::TooLarge { .. })));
+    }
+
+    /// Guards against following a link: a key path that is a symbolic link
+    /// (re-pointable by whoever can write its directory) was read through.
+    #[test]
+    fn a_key_file_that_is_a_symbolic_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = write(dir.path(), "real", &format!("{K1}\n"), 0o600);
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let err = KeyRing::load(&link).unwrap_err();
+        assert!(matches!(err, KeyError::Symlink { .. }), "{err}");
+        let err = err.to_string();
+        assert!(
+            err.contains(&link.display().to_string()) && err.contains("readlink -f"),
+            "{err}"
+        );
+        KeyRing::load(&real).unwrap();
+    }
+
+    /// Guards against a key others could replace: a 0600 file in a
+    /// directory that group or others can write was accepted.
+    #[test]
+    fn a_key_file_in_a_directory_others_can_write_is_refused_unless_it_is_sticky() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "k", &format!("{K1}\n"), 0o600);
+        for mode in [0o770, 0o707, 0o777] {
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = KeyRing::load(&p).unwrap_err();
+            assert!(matches!(err, KeyError::Directory { .. }), "{mode:o}: {err}");
+            let err = err.to_string();
+            assert!(
+                err.contains(&format!("chmod go-w {}", dir.path().display()))
+                    && err.contains(&p.display().to_string())
+                    && err.contains(&format!("{mode:04o}")),
+                "{err}"
+            );
+        }
+        // Sticky, like /tmp: only the file's owner may rename or remove it.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        KeyRing::load(&p).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        KeyRing::load(&p).unwrap();
+    }
+
+    /// Guards against a root coordinator taking a key another user chose:
+    /// a 0600 file owned by another user (or in their directory) was
+    /// accepted. Needs root to `chown`; without it the test says SKIP.
+    #[test]
+    fn a_key_file_or_directory_owned_by_another_user_is_refused() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!(
+                "SKIP a_key_file_or_directory_owned_by_another_user_is_refused: needs root to chown a file to another user"
+            );
+            return;
+        }
+        let nobody = Some(nix::unistd::Uid::from_raw(65534));
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "k", &format!("{K1}\n"), 0o600);
+        nix::unistd::chown(&p, nobody, None).unwrap();
+        let err = KeyRing::load(&p).unwrap_err();
+        assert!(matches!(err, KeyError::Owner { owner: 65534, .. }), "{err}");
+        let err = err.to_string();
+        assert!(
+            err.contains(&format!("chown 0 {}", p.display())) && err.contains("uid 65534"),
+            "{err}"
+        );
+        nix::unistd::chown(&p, Some(nix::unistd::Uid::from_raw(0)), None).unwrap();
+        KeyRing::load(&p).unwrap();
+        nix::unistd::chown(dir.path(), nobody, None).unwrap();
+        let err = KeyRing::load(&p).unwrap_err();
+        assert!(
+            matches!(err, KeyError::Directory { owner: 65534, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("chown 0"), "{err}");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("fifo");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = KeyRing::load(&p).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //!
 //! # Records (zone `Z`, instance `I`, host label `H`, TTL [`RECORD_TTL`])
 //!
+//! `H` is [`unique_host_label`]: the host name's first label and 6 hex
+//! digits of the node id, so that two machines with one short host name do
+//! not replace each other's address records.
+//!
 //! ```text
 //! _rlx._tcp.Z.       PTR  I._rlx._tcp.Z.          one per agent in a shared RRset
 //! I._rlx._tcp.Z.     SRV  0 0 <port> H.Z.
@@ -29,8 +33,11 @@
 //!   coordinators honour ([`rlx_proto::dnssd`] sets aside an instance
 //!   whose lease ran out), and which agents use to clean up: at each refresh
 //!   an agent sweeps the zone with probability 1/N (N = instances it saw
-//!   last), deleting the records of expired instances, so that the zone as a
-//!   whole is swept about once per refresh interval whatever its size;
+//!   last), deleting the records of instances expired for more than
+//!   [`SWEEP_GRACE`] (clocks differ), each on the condition that its TXT
+//!   record is still the expired one ([`Registration::sweep_message`]), so
+//!   that the zone as a whole is swept about once per refresh interval
+//!   whatever its size and a racing re-registration is never deleted;
 //! - as the EDNS(0) Update Lease option (RFC 9664, option code 2) on every
 //!   update, for servers that implement it and expire records on their own.
 //!   BIND 9.18 ignores it.
@@ -43,7 +50,7 @@
 //! refresh; it never stops the agent.
 
 use crate::change::material_change;
-use crate::naming::NodeNames;
+use crate::naming::{unique_host_label, NodeNames};
 use crate::shutdown::StopSignal;
 use anyhow::Context;
 use hickory_proto::dnssec::rdata::DNSSECRData;
@@ -52,9 +59,10 @@ use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::rdata::{A, AAAA, PTR, SRV, TXT};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use rlx_proto::caps::NodeCaps;
-use rlx_proto::dnssd::{self, ZoneOptions};
-use rlx_proto::service::{parse_domain, service_name, unix_now, EXPIRES_KEY};
+use rlx_proto::dnssd::{self, Expired, ZoneBrowse, ZoneOptions};
+use rlx_proto::service::{parse_domain, service_name, unix_now, CLOCK_SKEW, EXPIRES_KEY};
 use rlx_proto::txt;
+use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -87,6 +95,27 @@ pub const MIN_LEASE: Duration = Duration::from_secs(3);
 
 /// The EDNS(0) option code of Update Lease (RFC 9664 §4; IANA "UL", 2).
 pub const UPDATE_LEASE_OPTION: u16 = 2;
+
+/// How long past its lease's end a registration must be before a sweep
+/// deletes it: twice [`TSIG_FUDGE`] plus [`CLOCK_SKEW`] (130 s).
+///
+/// A sweeping agent judges another's `expires=` (written by that agent's
+/// clock) by its own clock. The server accepts updates only from agents
+/// within the fudge of its clock, so any two agents that can write the zone
+/// disagree by at most twice the fudge: waiting that long (plus the skew
+/// coordinators allow) means a fast sweeper never deletes a live agent's
+/// records, even one whose last refresh is almost a lease old and whose
+/// clock is as slow as the server allows. Coordinators already skip an
+/// expired instance [`CLOCK_SKEW`] after its lease, so the grace only delays
+/// the clean-up, not what coordinators see.
+pub const SWEEP_GRACE: Duration = Duration::from_secs(2 * TSIG_FUDGE as u64 + CLOCK_SKEW.as_secs());
+
+/// Whether a sweep at `now` (this host's clock) may delete a registration
+/// whose lease ends at `expires` (its agent's clock): more than
+/// [`SWEEP_GRACE`] ago.
+pub fn sweep_due(expires: u64, now: u64) -> bool {
+    expires.saturating_add(SWEEP_GRACE.as_secs()) < now
+}
 
 /// Deadline for one update exchange (connect, send, reply).
 pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -183,7 +212,7 @@ fn refusal_hint(rcode: ResponseCode, tsig: Option<u16>, key: &TsigKey, zone: &Na
             "the signature does not verify: the secret of key \"{}\" differs from the server's (wrong or old --tsig-key file)",
             key.name
         ),
-        (_, Some(18)) => "the clocks of this host and the server differ by more than 5 minutes: run NTP".into(),
+        (_, Some(18)) => format!("the clocks of this host and the server differ by more than {TSIG_FUDGE} s: run NTP"),
         (ResponseCode::NotAuth, _) => format!("the server is not authoritative for {zone}, or did not accept key \"{}\"", key.name),
         (ResponseCode::Refused, _) => format!(
             "zone {zone} does not let key \"{}\" update it: add `allow-update {{ key \"{}\"; }};` (or an update-policy) to the zone",
@@ -196,10 +225,9 @@ fn refusal_hint(rcode: ResponseCode, tsig: Option<u16>, key: &TsigKey, zone: &Na
 }
 
 impl Registration {
-    /// The records for `caps`, with `expires` = now + lease.
-    fn txt(&self, caps: &NodeCaps) -> anyhow::Result<TXT> {
+    /// The TXT record for `caps`, with `expires` (unix seconds).
+    fn txt(&self, caps: &NodeCaps, expires: u64) -> anyhow::Result<TXT> {
         let mut strings = txt::to_strings(&txt::encode(caps)?);
-        let expires = unix_now() + self.lease.as_secs();
         strings.push(format!("{EXPIRES_KEY}={expires}"));
         Ok(TXT::new(strings))
     }
@@ -231,8 +259,15 @@ impl Registration {
     }
 
     /// The UPDATE that (re)registers: SRV, TXT and addresses replaced, PTR
-    /// added, with the Update Lease option.
+    /// added, with the Update Lease option; `expires` = now + the lease.
     pub fn register_message(&self, caps: &NodeCaps) -> anyhow::Result<Message> {
+        self.register_message_until(caps, unix_now() + self.lease.as_secs())
+    }
+
+    /// [`Registration::register_message`] with the lease ending at
+    /// `expires` (unix seconds): for tools and tests that need a
+    /// registration expired already.
+    pub fn register_message_until(&self, caps: &NodeCaps, expires: u64) -> anyhow::Result<Message> {
         let mut m = self.message();
         let svc = service_name(&self.target.zone);
         Self::add(&mut m, &svc, RData::PTR(PTR(self.instance.clone())));
@@ -243,7 +278,7 @@ impl Registration {
             RData::SRV(SRV::new(0, 0, self.port, self.host.clone())),
         );
         Self::delete_rrset(&mut m, &self.instance, RecordType::TXT);
-        Self::add(&mut m, &self.instance, RData::TXT(self.txt(caps)?));
+        Self::add(&mut m, &self.instance, RData::TXT(self.txt(caps, expires)?));
         Self::delete_rrset(&mut m, &self.host, RecordType::A);
         Self::delete_rrset(&mut m, &self.host, RecordType::AAAA);
         for ip in &self.addrs {
@@ -273,6 +308,37 @@ impl Registration {
             &self.instance,
             std::slice::from_ref(&self.host),
         );
+        m
+    }
+
+    /// The UPDATE a sweep sends to delete `gone`, an expired registration
+    /// seen by a browse: its PTR, SRV and TXT, and the addresses of those of
+    /// its SRV targets that no live instance of the browse points to
+    /// (`live_targets`, lowercased).
+    ///
+    /// On a condition (RFC 2136 §2.4.2, "RRset exists, value dependent"):
+    /// the instance's TXT RRset is still exactly the expired one, `expires=`
+    /// included. An agent that re-registered between the browse and this
+    /// update has a new `expires=`, so the server applies none of it and
+    /// answers NXRRSET: a racing sweep never deletes fresh records.
+    pub fn sweep_message(&self, gone: &Expired, live_targets: &HashSet<Name>) -> Message {
+        let mut m = self.message();
+        let mut pre = Record::from_rdata(
+            gone.instance.clone(),
+            0,
+            RData::TXT(TXT::from_bytes(
+                gone.txt.iter().map(Vec::as_slice).collect(),
+            )),
+        );
+        pre.set_dns_class(DNSClass::IN);
+        m.add_pre_requisite(pre);
+        let targets: Vec<Name> = gone
+            .targets
+            .iter()
+            .filter(|t| !live_targets.contains(&t.to_lowercase()))
+            .cloned()
+            .collect();
+        delete_instance(&mut m, &self.target.zone, &gone.instance, &targets);
         m
     }
 
@@ -406,6 +472,9 @@ impl Registration {
             .with_context(|| {
                 format!("instance name {instance_label:?} is not a DNS label (at most 63 bytes)")
             })?;
+        // Unique by construction (the node id), so that two machines with
+        // one short host name do not replace each other's addresses.
+        let label = unique_host_label(&label, &caps.id);
         let host = opts
             .target
             .zone
@@ -513,8 +582,10 @@ fn sweep_now(instances_seen: usize) -> bool {
     (u32::from_be_bytes(b) as u64) % n == 0
 }
 
-/// Browses the zone and deletes the registrations whose lease ran out.
-/// Returns how many instances the zone holds.
+/// Browses the zone and deletes the registrations whose lease ran out more
+/// than [`SWEEP_GRACE`] ago, each on the condition that it is unchanged
+/// ([`Registration::sweep_message`]). Returns how many instances the zone
+/// holds.
 async fn sweep(reg: &Registration) -> Option<usize> {
     let opts = ZoneOptions {
         domain: reg.target.zone.clone(),
@@ -529,15 +600,30 @@ async fn sweep(reg: &Registration) -> Option<usize> {
             return None;
         }
     };
+    let live = live_targets(&b);
+    let now = unix_now();
     for gone in &b.expired {
         if gone.instance == reg.instance {
             continue;
         }
-        let mut m = reg.message();
-        delete_instance(&mut m, &reg.target.zone, &gone.instance, &gone.targets);
-        match reg.send(m).await {
+        if !sweep_due(gone.expires, now) {
+            debug!(
+                instance = %gone.instance,
+                "lease over {} s ago; left for a later sweep (deleted {} s after the lease, for clock differences)",
+                now.saturating_sub(gone.expires),
+                SWEEP_GRACE.as_secs()
+            );
+            continue;
+        }
+        match reg.send(reg.sweep_message(gone, &live)).await {
             Ok(()) => {
                 info!(instance = %gone.instance, "deleted an expired DNS registration (a crashed agent's)")
+            }
+            Err(UpdateError::Refused {
+                rcode: ResponseCode::NXRRSet,
+                ..
+            }) => {
+                info!(instance = %gone.instance, "an expired DNS registration was renewed meanwhile; left as it is")
             }
             Err(e) => {
                 debug!(instance = %gone.instance, "could not delete an expired registration: {e}")
@@ -545,6 +631,16 @@ async fn sweep(reg: &Registration) -> Option<usize> {
         }
     }
     Some(b.stats.instances)
+}
+
+/// The SRV targets of the live instances of a browse, lowercased: address
+/// records a sweep must keep even when an expired instance points there too.
+pub fn live_targets(b: &ZoneBrowse) -> HashSet<Name> {
+    b.instances
+        .iter()
+        .filter_map(|i| i.registration.as_ref().ok())
+        .map(|r| r.target.to_lowercase())
+        .collect()
 }
 
 async fn deregister(reg: &Registration, sig: StopSignal) {
@@ -557,100 +653,4 @@ async fn deregister(reg: &Registration, sig: StopSignal) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::tsig::tests::KEYGEN;
-    use super::*;
-
-    #[test]
-    fn registration_urls_name_a_server_and_a_zone() {
-        let t: RegisterTarget = "dns://10.0.0.53:5300/rlx.example.org".parse().unwrap();
-        assert_eq!(
-            (t.server.as_str(), t.zone.to_string().as_str()),
-            ("10.0.0.53:5300", "rlx.example.org.")
-        );
-        let t: RegisterTarget = "dns://[fd00::53]:53/lab.test.".parse().unwrap();
-        assert_eq!(t.server, "[fd00::53]:53");
-        assert!("http://x/y"
-            .parse::<RegisterTarget>()
-            .unwrap_err()
-            .contains("dns://SERVER/ZONE"));
-        assert!("dns://10.0.0.53"
-            .parse::<RegisterTarget>()
-            .unwrap_err()
-            .contains("no zone"));
-        assert!("dns://10.0.0.53/".parse::<RegisterTarget>().is_err());
-    }
-
-    fn reg() -> Registration {
-        let zone = parse_domain("lab.test").unwrap();
-        Registration {
-            target: RegisterTarget {
-                server: "10.0.0.53".into(),
-                zone: zone.clone(),
-            },
-            server: "10.0.0.53:53".parse().unwrap(),
-            key: parse_key_file(KEYGEN).unwrap(),
-            instance: service_name(&zone)
-                .prepend_label("box 1".as_bytes())
-                .unwrap(),
-            host: zone.prepend_label("box-1").unwrap(),
-            port: 9100,
-            addrs: vec!["10.1.0.5".parse().unwrap()],
-            lease: Duration::from_secs(180),
-        }
-    }
-
-    #[test]
-    fn a_registration_replaces_srv_txt_and_addresses_adds_the_ptr_and_asks_for_a_lease() {
-        let caps = NodeCaps {
-            cores: 4,
-            ram_total: 1000,
-            ..Default::default()
-        };
-        let m = reg().register_message(&caps).unwrap();
-        let ups: Vec<(String, RecordType, DNSClass)> = m
-            .updates()
-            .iter()
-            .map(|r| (r.name().to_string(), r.record_type(), r.dns_class()))
-            .collect();
-        assert!(ups.contains(&("_rlx._tcp.lab.test.".into(), RecordType::PTR, DNSClass::IN)));
-        assert!(
-            ups.contains(&(
-                "box\\0401._rlx._tcp.lab.test.".into(),
-                RecordType::SRV,
-                DNSClass::ANY
-            )),
-            "{ups:?}"
-        );
-        assert!(ups.contains(&("box-1.lab.test.".into(), RecordType::A, DNSClass::IN)));
-        let txt = m.updates().iter().find_map(|r| match r.data() {
-            RData::TXT(t) => Some(t.to_string()),
-            _ => None,
-        });
-        assert!(txt.unwrap().contains("expires="));
-        let opt = m.extensions().as_ref().unwrap().options();
-        assert!(opt
-            .as_ref()
-            .iter()
-            .any(|(c, _)| u16::from(*c) == UPDATE_LEASE_OPTION));
-        assert!(m
-            .updates()
-            .iter()
-            .all(|r| r.ttl() == RECORD_TTL || r.dns_class() == DNSClass::ANY));
-    }
-
-    #[test]
-    fn a_deletion_removes_only_this_instances_ptr() {
-        let m = reg().delete_message();
-        let ptr = m
-            .updates()
-            .iter()
-            .find(|r| r.record_type() == RecordType::PTR)
-            .unwrap();
-        assert_eq!(
-            ptr.dns_class(),
-            DNSClass::NONE,
-            "delete one PTR rdata, not the shared RRset"
-        );
-    }
-}
+mod tests;

@@ -55,6 +55,13 @@ pub struct Expired {
     pub instance: Name,
     /// Its SRV targets (host names holding its addresses).
     pub targets: Vec<Name>,
+    /// Its TXT strings as the server holds them, `expires=` included: a
+    /// sweep deletes the instance only on the condition that its TXT RRset
+    /// is still exactly this (RFC 2136 §2.4.2), so that an agent that
+    /// re-registered meanwhile keeps its fresh records.
+    pub txt: Vec<Vec<u8>>,
+    /// Its `expires=` value (unix seconds).
+    pub expires: u64,
 }
 
 /// A live registration's records, as the zone holds them.
@@ -165,9 +172,12 @@ async fn browse_at(opts: &ZoneOptions, server: SocketAddr) -> Result<ZoneBrowse,
         match registration(&pool, i, now) {
             Ok(None) => {
                 stats.expired += 1;
+                let txt = txt_strings(&pool, i).unwrap_or_default();
                 expired.push(Expired {
                     instance: i.clone(),
                     targets: srv_targets(&pool, i),
+                    expires: expires_of(&txt).unwrap_or_default(),
+                    txt,
                 });
             }
             Ok(Some(r)) => instances.push(ZoneInstance {
@@ -316,6 +326,17 @@ fn srv_targets(pool: &Pool, instance: &Name) -> Vec<Name> {
         .collect()
 }
 
+/// The strings of the instance's (first) TXT record in the pool.
+fn txt_strings(pool: &Pool, instance: &Name) -> Option<Vec<Vec<u8>>> {
+    pool.get(instance, RecordType::TXT)
+        .unwrap_or_default()
+        .iter()
+        .find_map(|r| match r {
+            RData::TXT(t) => Some(t.txt_data().iter().map(|s| s.to_vec()).collect()),
+            _ => None,
+        })
+}
+
 /// `box._rlx._tcp.example.org.` -> `box`: the first label, as text.
 pub fn label_of(instance: &Name) -> String {
     instance
@@ -346,17 +367,9 @@ pub fn registration(
     if srv.port() == 0 {
         return Err(format!("SRV record of {instance} has port 0"));
     }
-    let strings: Vec<Vec<u8>> = pool
-        .get(instance, RecordType::TXT)
-        .unwrap_or_default()
-        .iter()
-        .find_map(|r| match r {
-            RData::TXT(t) => Some(t.txt_data().iter().map(|s| s.to_vec()).collect()),
-            _ => None,
-        })
-        .ok_or_else(|| {
-            format!("no TXT record at {instance}: registration incomplete or deleted")
-        })?;
+    let strings = txt_strings(pool, instance).ok_or_else(|| {
+        format!("no TXT record at {instance}: registration incomplete or deleted")
+    })?;
     let size: usize = strings.iter().map(|s| 1 + s.len()).sum();
     if size > MAX_REGISTERED_TXT_BYTES {
         return Err(format!(

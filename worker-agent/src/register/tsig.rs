@@ -3,7 +3,6 @@
 //! the registration's DNS UPDATE messages; plus the TSIG error codes a
 //! server sends back, so that a refusal can say which check failed.
 
-use anyhow::Context;
 use hickory_proto::dnssec::rdata::tsig::TsigAlgorithm;
 use hickory_proto::dnssec::rdata::TSIG;
 use hickory_proto::dnssec::tsig::TSigner;
@@ -13,12 +12,29 @@ use rlx_proto::service::parse_domain;
 use std::fmt;
 use std::path::Path;
 
-/// Allowed clock difference between agent and server for TSIG (RFC 8945
-/// §10 recommends 300 s).
-pub const TSIG_FUDGE: u16 = 300;
+/// Allowed clock difference between agent and server for TSIG: the server
+/// refuses (BADTIME) an update signed further than this from its clock
+/// (RFC 8945 §5.2.3: the window is the Fudge field of the request itself).
+///
+/// 60 s, not the 300 s RFC 8945 §10 suggests, for two reasons:
+///
+/// - **The sweep.** Every agent that can write the zone is within the fudge
+///   of the server, so two of them disagree by up to twice the fudge, and an
+///   agent sweeping expired registrations must wait that long past a
+///   lease's end ([`super::SWEEP_GRACE`]) before it may delete: with 300 s a
+///   crashed agent's records would stay over ten minutes; with 60 s, just
+///   over two.
+/// - **Replays.** TSIG has no replay cache: a captured update verifies for
+///   as long as its time is within the fudge, so a smaller fudge is a
+///   smaller window for replaying a deletion or an old registration.
+///
+/// NTP keeps hosts within milliseconds; an agent a minute off is told
+/// BADTIME with "run NTP".
+pub const TSIG_FUDGE: u16 = 60;
 
-/// Largest TSIG key file read: a `tsig-keygen` file is about 100 bytes.
-const MAX_KEY_FILE_BYTES: u64 = 16 * 1024;
+/// Largest TSIG key file read: a `tsig-keygen` file is about 100 bytes, so
+/// a bigger one is the wrong file (a whole `named.conf`, a log).
+pub const MAX_KEY_FILE_BYTES: u64 = 16 * 1024;
 
 /// A TSIG key: its name, algorithm and secret.
 #[derive(Clone)]
@@ -48,27 +64,15 @@ impl TsigKey {
     /// };
     /// ```
     ///
-    /// Refuses a file group or others can read or write (the key lets anyone
-    /// rewrite the zone's rlx records), and names the line of what is wrong.
+    /// The file must be private ([`rlx_proto::keys::read_private`]: no
+    /// symbolic link, owned by this user or root, mode 0600, in a directory
+    /// others cannot write): the key lets anyone rewrite the zone's rlx
+    /// records. A file over [`MAX_KEY_FILE_BYTES`] is refused, not cut: a
+    /// cut file would fail to parse with a misleading line number, or parse
+    /// the wrong thing. Errors name the line of what is wrong.
     pub fn load(path: &Path) -> anyhow::Result<TsigKey> {
-        use std::io::Read;
-        use std::os::unix::fs::PermissionsExt;
-        let f = std::fs::File::open(path)
-            .with_context(|| format!("cannot open TSIG key file {}", path.display()))?;
-        let meta = f.metadata()?;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            anyhow::bail!(
-                "TSIG key file {p} is accessible by group or others (mode {mode:04o}); the key can rewrite the zone: run `chmod 600 {p}`",
-                p = path.display()
-            );
-        }
-        let mut text = String::new();
-        f.take(MAX_KEY_FILE_BYTES)
-            .read_to_string(&mut text)
-            .with_context(|| {
-                format!("cannot read TSIG key file {} (is it text?)", path.display())
-            })?;
+        let text = rlx_proto::keys::read_private(path, MAX_KEY_FILE_BYTES)
+            .map_err(|e| anyhow::anyhow!("TSIG {e}"))?;
         parse_key_file(&text).map_err(|e| anyhow::anyhow!("TSIG key file {}: {e}", path.display()))
     }
 
@@ -311,5 +315,38 @@ pub(crate) mod tests {
         assert!(e.contains("chmod 600"), "{e}");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         TsigKey::load(&p).unwrap();
+    }
+
+    /// Guards against silent truncation: a key file over 16 KiB was read up
+    /// to 16 KiB and parsed as if that were all of it.
+    #[test]
+    fn a_key_file_over_16_kib_is_refused_naming_the_file_and_its_size() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("k.conf");
+        // A valid key first, then padding: cut at 16 KiB it still parses.
+        let text = format!("{KEYGEN}{}", "#".repeat(MAX_KEY_FILE_BYTES as usize));
+        std::fs::write(&p, &text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let e = TsigKey::load(&p).unwrap_err().to_string();
+        assert!(
+            e.contains(&p.display().to_string())
+                && e.contains(&format!("{} bytes", text.len()))
+                && e.contains("TSIG"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_symbolic_link_to_a_key_file_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("k.conf");
+        std::fs::write(&p, KEYGEN).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = d.path().join("link.conf");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        let e = TsigKey::load(&link).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
     }
 }
