@@ -149,7 +149,7 @@ pub use rlx_proto::service::MDNS_SERVICE_TYPE as SERVICE_TYPE;
 pub use crate::sources::dnssd::{MAX_ADDRS_PER_HOST, MAX_INSTANCES, MAX_TXT_BYTES};
 pub use browse::{browse, discover};
 pub use browser::{BrowserEvent, MdnsBrowser};
-pub use continuous::{Change, ContinuousBrowse};
+pub use continuous::{Change, ContinuousBrowse, DialPolicy, PRUNE_EVERY, STALE_AFTER};
 pub use json::{browse_json, discovery_json};
 pub use options::{BrowseOptions, MdnsError};
 pub use schedule::expected_unheard;
