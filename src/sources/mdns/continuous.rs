@@ -36,8 +36,8 @@
 //! [`PRUNE_EVERY`], and their shares given back: the bounds hold for what
 //! is announced now.
 //!
-//! [`MAX_INSTANCES_PER_SOURCE`]: super::MAX_INSTANCES_PER_SOURCE
-//! [`MAX_UNSOURCED`]: super::MAX_UNSOURCED
+//! [`MAX_INSTANCES_PER_SOURCE`]: super::table::MAX_INSTANCES_PER_SOURCE
+//! [`MAX_UNSOURCED`]: super::table::MAX_UNSOURCED
 
 use super::browser::{BrowserEvent, MdnsBrowser};
 use super::options::{BrowseOptions, MdnsError};
@@ -147,7 +147,7 @@ impl ContinuousBrowse {
                 tracing::warn!(
                     "cannot read mDNS answers with their source (port 5353: {e}); \
                      every instance shares the {} unsourced slots",
-                    super::MAX_UNSOURCED
+                    super::table::MAX_UNSOURCED
                 );
                 (None, None)
             }
