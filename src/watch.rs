@@ -28,6 +28,21 @@
 //! (dns)`; a LAN node listed both ways is one member (by
 //! [`crate::pipeline::same_machine`]).
 //!
+//! # Under a flood
+//!
+//! Candidates wait in a queue and are admitted at most [`ADMIT_BURST`] at
+//! once and one per [`ADMIT_EVERY`] after that, at most [`MAX_IN_FLIGHT`]
+//! new or retried ones at a time (members' changes and candidates whose
+//! address sent the announcement itself go first, with
+//! [`RESERVED_IN_FLIGHT`] more slots). Checks run in their own tasks, never
+//! inline: a slow admission does not delay other members' events. A refusal
+//! is remembered per (address, id, TXT) and that candidate is not dialled
+//! again for [`RETRY_FIRST`], doubling up to [`RETRY_CAP`]; at most
+//! [`MAX_REMEMBERED`] refusals and queued candidates are kept. The
+//! browse's own bounds (shares by real source, pruning, the on-link rule
+//! with a key) are in [`ContinuousBrowse`]; docs/security.md has the
+//! figures.
+//!
 //! A member whose caps change materially (the device chosen, its memory, the
 //! core count, or its address) is reported `updated`.
 //!

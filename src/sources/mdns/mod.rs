@@ -126,7 +126,8 @@
 //! - `resolve`: the table read out as sightings, through the DNS-SD
 //!   resolver shared with the unicast source ([`crate::sources::dnssd`]);
 //! - `browse`: the one-shot browse loop, `stats`: how it went, `json`: its
-//!   JSON view; `continuous`: the continuous browse of `watch`.
+//!   JSON view; `continuous`: the continuous browse of `watch` (with its
+//!   own port-5353 reader, which knows who sent each answer).
 
 mod browse;
 mod browser;
