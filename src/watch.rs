@@ -28,6 +28,21 @@
 //! (dns)`; a LAN node listed both ways is one member (by
 //! [`crate::pipeline::same_machine`]).
 //!
+//! # Under a flood
+//!
+//! Candidates wait in a queue and are admitted at most [`ADMIT_BURST`] at
+//! once and one per [`ADMIT_EVERY`] after that, at most [`MAX_IN_FLIGHT`]
+//! new or retried ones at a time (members' changes and candidates whose
+//! address sent the announcement itself go first, with
+//! [`RESERVED_IN_FLIGHT`] more slots). Checks run in their own tasks, never
+//! inline: a slow admission does not delay other members' events. A refusal
+//! is remembered per (address, id, TXT) and that candidate is not dialled
+//! again for [`RETRY_FIRST`], doubling up to [`RETRY_CAP`]; at most
+//! [`MAX_REMEMBERED`] refusals and queued candidates are kept. The
+//! browse's own bounds (shares by real source, pruning, the on-link rule
+//! with a key) are in [`ContinuousBrowse`]; docs/security.md has the
+//! figures.
+//!
 //! A member whose caps change materially (the device chosen, its memory, the
 //! core count, or its address) is reported `updated`.
 //!
@@ -41,6 +56,11 @@ use crate::report::{gib, AddedNode};
 use crate::sighting::{Discovery, Problem, Sighting};
 use crate::sources::dns::{self, DnsSdOptions};
 use crate::sources::mdns::{Change, ContinuousBrowse};
+use admission::{Bucket, Priority, Queue, Refusals};
+pub use admission::{
+    ADMIT_BURST, ADMIT_EVERY, MAX_IN_FLIGHT, MAX_REMEMBERED, RESERVED_IN_FLIGHT, RETRY_CAP,
+    RETRY_FIRST,
+};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -48,6 +68,7 @@ use std::future::Future;
 use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
 
+mod admission;
 #[cfg(test)]
 mod tests;
 
@@ -171,11 +192,12 @@ impl Zone for DnsZone {
 /// reports is not.
 pub trait Check {
     /// The sightings that passed (with their fresh caps) and the problems.
-    fn check(&self, d: Discovery) -> impl Future<Output = Discovery>;
+    /// `Send`: checks run in their own tasks, beside the event loop.
+    fn check(&self, d: Discovery) -> impl Future<Output = Discovery> + Send;
 }
 
 impl Check for Rules {
-    fn check(&self, d: Discovery) -> impl Future<Output = Discovery> {
+    fn check(&self, d: Discovery) -> impl Future<Output = Discovery> + Send {
         admit(d, self)
     }
 }
@@ -225,17 +247,41 @@ impl<E: FnMut(Event)> Out<E> {
     }
 }
 
-/// The membership engine: members, the refusals already reported, and how
-/// candidates are checked and turned into nodes.
+/// A check under way, off the event loop: candidates (with what each
+/// announced, and its refusal key) or a health round.
+enum Job {
+    Admit(BTreeMap<String, (Option<String>, admission::Key)>),
+    Health(BTreeSet<String>),
+}
+
+/// Runs one check: the future the event loop polls beside its other inputs.
+async fn run_job<C: Check>(check: C, job: Job, d: Discovery) -> (Job, Discovery) {
+    let checked = check.check(d).await;
+    (job, checked)
+}
+
+/// Most refusals remembered as already reported (then the oldest is
+/// forgotten, and may be reported again).
+const MAX_REPORTED: usize = admission::MAX_REMEMBERED;
+
+/// The membership engine: members, the refusals already reported, the
+/// candidates waiting for admission and how they are checked and turned
+/// into nodes.
 pub struct Watch<C> {
     check: C,
     defaults: NodeDefaults,
     started: Instant,
     members: BTreeMap<String, Member>,
     refused: BTreeSet<(String, String)>,
+    queue: Queue,
+    bucket: Bucket,
+    refusals: Refusals,
+    /// Labels in admission now.
+    admitting: BTreeSet<String>,
+    health_running: bool,
 }
 
-impl<C: Check> Watch<C> {
+impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
     /// A watch with no members yet. `started` is the origin of the events'
     /// `at_ms` (a tokio instant, so paused time in tests moves it too).
     pub fn new(check: C, defaults: NodeDefaults, started: Instant) -> Self {
@@ -245,6 +291,11 @@ impl<C: Check> Watch<C> {
             started,
             members: BTreeMap::new(),
             refused: BTreeSet::new(),
+            queue: Queue::default(),
+            bucket: Bucket::new(started),
+            refusals: Refusals::default(),
+            admitting: BTreeSet::new(),
+            health_running: false,
         }
     }
 
@@ -256,8 +307,13 @@ impl<C: Check> Watch<C> {
     /// Runs until `shutdown` completes, handing every event to `emit` as it
     /// happens: changes from `mdns` as they come, a browse of `dns` at once
     /// and every [`DNS_POLL_INTERVAL`], a health check of every member every
-    /// [`HEALTH_INTERVAL`]. A check under way finishes before the shutdown
-    /// is looked at. Fails only when `mdns` stops for good.
+    /// [`HEALTH_INTERVAL`]. Handshakes (admissions and health checks) run
+    /// beside the loop, never inline: a slow or flooded admission does not
+    /// delay other members' goodbyes. Candidates are admitted at most
+    /// [`ADMIT_BURST`] at once and one per [`ADMIT_EVERY`] after that; a
+    /// refused one waits [`RETRY_FIRST`], doubling up to [`RETRY_CAP`],
+    /// before it is dialled again. Checks under way are dropped at shutdown.
+    /// Fails only when `mdns` stops for good.
     pub async fn run<A: Announcements, Z: Zone>(
         &mut self,
         mut mdns: Option<&mut A>,
@@ -274,8 +330,16 @@ impl<C: Check> Watch<C> {
         let mut health = tokio::time::interval(HEALTH_INTERVAL);
         health.set_missed_tick_behavior(MissedTickBehavior::Delay);
         health.tick().await;
+        // Checks run in their own tasks: however slow a handshake (or a
+        // flood of them), this loop goes on reading events. Dropped (and
+        // so aborted) at shutdown.
+        let mut jobs = tokio::task::JoinSet::new();
         tokio::pin!(shutdown);
         loop {
+            if let Some((job, d)) = self.take_admissions(Instant::now()) {
+                jobs.spawn(run_job(self.check.clone(), job, d));
+            }
+            let wake = self.next_admission();
             tokio::select! {
                 _ = &mut shutdown => break,
                 change = async {
@@ -286,20 +350,41 @@ impl<C: Check> Watch<C> {
                 } => match change {
                     None => return Err(WatchError::BrowseStopped),
                     Some(Change::Removed(label)) => {
+                        self.queue.remove(&label);
                         if let Some(m) = self.members.remove(&label) {
                             out.emit(Kind::Left, &label, Some(&m.node), Some("goodbye".into()));
                         }
                     }
-                    Some(Change::Snapshot { sightings, problems }) => {
+                    Some(Change::Snapshot { sightings, problems, vouched }) => {
                         self.report_refusals(&mut out, &problems);
-                        self.consider(&mut out, sightings).await;
+                        self.consider(sightings, &vouched);
                     }
                 },
                 _ = dns_tick.tick(), if dns.is_some() => {
                     let zone = dns.as_mut().expect("guarded");
                     self.poll_dns(&mut out, &mut **zone).await;
                 }
-                _ = health.tick() => self.check_health(&mut out).await,
+                _ = health.tick() => {
+                    if let Some((job, d)) = self.health_round() {
+                        jobs.spawn(run_job(self.check.clone(), job, d));
+                    }
+                }
+                Some(done) = jobs.join_next(), if !jobs.is_empty() => match done {
+                    Ok((Job::Admit(announced), checked)) => {
+                        self.admitted(&mut out, announced, checked)
+                    }
+                    Ok((Job::Health(asked), checked)) => {
+                        self.check_health(&mut out, asked, checked)
+                    }
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(e) => tracing::warn!("a watch check was cancelled: {e}"),
+                },
+                _ = async {
+                    match wake {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
             }
         }
         Ok(())
@@ -350,51 +435,149 @@ impl<C: Check> Watch<C> {
             }
         }
         self.report_refusals(out, &problems);
-        self.consider(out, sightings).await;
+        self.consider(sightings, &BTreeSet::new());
     }
 
     /// Reports each refusal once per host and reason: a malformed
-    /// announcement repeats in every snapshot.
+    /// announcement repeats in every snapshot. At most [`MAX_REPORTED`]
+    /// are remembered.
     fn report_refusals(&mut self, out: &mut Out<impl FnMut(Event)>, problems: &[Problem]) {
         for pr in problems {
-            if self.refused.insert((pr.host.clone(), pr.reason.clone())) {
-                out.emit(Kind::Refused, &pr.host, None, Some(pr.reason.clone()));
+            let key = (pr.host.clone(), pr.reason.clone());
+            if self.refused.contains(&key) {
+                continue;
+            }
+            if self.refused.len() >= MAX_REPORTED {
+                self.refused.pop_first();
+            }
+            self.refused.insert(key);
+            out.emit(Kind::Refused, &pr.host, None, Some(pr.reason.clone()));
+        }
+    }
+
+    /// Queues the sightings that are new or whose announcement changed,
+    /// unless the same (address, id, TXT) was refused and its back-off has
+    /// not run out.
+    fn consider(&mut self, sightings: Vec<Sighting>, vouched: &BTreeSet<String>) {
+        let now = Instant::now();
+        for s in sightings {
+            let announced = s.caps.as_ref().map(|c| c.to_json());
+            let member = self.members.get(&s.host);
+            if member.is_some_and(|m| m.announced == announced && m.sighting.addr == s.addr) {
+                continue;
+            }
+            let key = admission::key_of(&s);
+            if self.refusals.blocked(&key, now) {
+                continue;
+            }
+            let prio = if member.is_some() {
+                Priority::Member
+            } else if vouched.contains(&s.host) {
+                Priority::Vouched
+            } else if self.refusals.known(&key) {
+                Priority::Retry
+            } else {
+                Priority::New
+            };
+            if !self.queue.push(s, prio) {
+                tracing::debug!("admission queue full; a candidate waits for the next snapshot");
             }
         }
     }
 
-    /// Admits the sightings that are new or whose announcement changed.
-    async fn consider(&mut self, out: &mut Out<impl FnMut(Event)>, sightings: Vec<Sighting>) {
-        let fresh: Vec<Sighting> = sightings
-            .into_iter()
-            .filter(|s| {
-                let announced = s.caps.as_ref().map(|c| c.to_json());
-                self.members
-                    .get(&s.host)
-                    .is_none_or(|m| m.announced != announced || m.sighting.addr != s.addr)
+    /// The candidates the bucket lets through now, as one admission.
+    fn take_admissions(&mut self, now: Instant) -> Option<(Job, Discovery)> {
+        let busy = |l: &str| self.admitting.contains(l);
+        let (room, low) = self.rooms();
+        let want = self.queue.ready(low, busy).min(room);
+        if want == 0 {
+            return None;
+        }
+        let n = self.bucket.take(want, now);
+        if n == 0 {
+            return None;
+        }
+        let admitting = &self.admitting;
+        let fresh = self.queue.take(n, low, |l| admitting.contains(l));
+        let announced: BTreeMap<String, (Option<String>, admission::Key)> = fresh
+            .iter()
+            .map(|s| {
+                (
+                    s.host.clone(),
+                    (s.caps.as_ref().map(|c| c.to_json()), admission::key_of(s)),
+                )
             })
             .collect();
-        if fresh.is_empty() {
-            return;
-        }
-        let announced: BTreeMap<String, Option<String>> = fresh
-            .iter()
-            .map(|s| (s.host.clone(), s.caps.as_ref().map(|c| c.to_json())))
-            .collect();
-        let checked = self
-            .check
-            .check(Discovery {
+        self.admitting.extend(announced.keys().cloned());
+        tracing::debug!(
+            "admitting {:?}; {} in admission, {} queued",
+            announced.keys().collect::<Vec<_>>(),
+            self.admitting.len(),
+            self.queue.len()
+        );
+        Some((
+            Job::Admit(announced),
+            Discovery {
                 sightings: fresh,
                 ..Default::default()
-            })
-            .await;
+            },
+        ))
+    }
+
+    /// When the next candidate may go: `None` when none waits or the most
+    /// are already in admission (then a finished check wakes the loop).
+    fn next_admission(&self) -> Option<Instant> {
+        let busy = |l: &str| self.admitting.contains(l);
+        let (room, low) = self.rooms();
+        (room > 0 && self.queue.ready(low, busy) > 0).then(|| self.bucket.next_at())
+    }
+
+    /// Room in admission: for any candidate, and for new or retried ones
+    /// ([`MAX_IN_FLIGHT`], with [`RESERVED_IN_FLIGHT`] more kept for the
+    /// others).
+    fn rooms(&self) -> (usize, usize) {
+        let n = self.admitting.len();
+        (
+            (MAX_IN_FLIGHT + RESERVED_IN_FLIGHT).saturating_sub(n),
+            MAX_IN_FLIGHT.saturating_sub(n),
+        )
+    }
+
+    /// The end of an admission: refusals reported and remembered with
+    /// their back-off, the others joined (or updated).
+    fn admitted(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        announced: BTreeMap<String, (Option<String>, admission::Key)>,
+        checked: Discovery,
+    ) {
+        let now = Instant::now();
+        for label in announced.keys() {
+            self.admitting.remove(label);
+        }
+        for pr in &checked.problems {
+            if let Some((_, key)) = announced.get(&pr.host) {
+                let wait = self.refusals.refused(key.clone(), now);
+                // A snapshot that came while it was being checked queued
+                // it again: that copy waits out the back-off too.
+                self.queue.remove_if(&pr.host, key);
+                tracing::debug!(
+                    "{} refused ({}); not dialled again for {wait:?}",
+                    pr.host,
+                    pr.reason
+                );
+            }
+        }
         self.report_refusals(out, &checked.problems);
         for s in checked.sightings {
+            let label = s.host.clone();
+            let Some((ann, key)) = announced.get(&label).cloned() else {
+                continue;
+            };
+            self.refusals.forget(&key);
             let Some(node) = node_of(&s, &self.defaults) else {
                 continue;
             };
-            let label = s.host.clone();
-            let ann = announced.get(&label).cloned().flatten();
             // The same machine already a member through the other source (mDNS
             // and DNS both list a LAN agent): one node, by the rule `expand`
             // merges with. If that source loses it first, the next browse of
@@ -432,19 +615,32 @@ impl<C: Check> Watch<C> {
         }
     }
 
-    /// Asks every member for its caps; the silent ones have left.
-    async fn check_health(&mut self, out: &mut Out<impl FnMut(Event)>) {
-        if self.members.is_empty() {
-            return;
+    /// A health round of every member, unless one is under way.
+    fn health_round(&mut self) -> Option<(Job, Discovery)> {
+        if self.members.is_empty() || self.health_running {
+            return None;
         }
+        self.health_running = true;
         let sightings: Vec<Sighting> = self.members.values().map(|m| m.sighting.clone()).collect();
-        let checked = self
-            .check
-            .check(Discovery {
+        let asked = self.members.keys().cloned().collect();
+        Some((
+            Job::Health(asked),
+            Discovery {
                 sightings,
                 ..Default::default()
-            })
-            .await;
+            },
+        ))
+    }
+
+    /// The end of a health round: the members asked that did not answer
+    /// have left; fresh caps may be an update.
+    fn check_health(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        asked: BTreeSet<String>,
+        checked: Discovery,
+    ) {
+        self.health_running = false;
         let alive: BTreeSet<String> = checked.sightings.iter().map(|s| s.host.clone()).collect();
         for pr in &checked.problems {
             if let Some(m) = self.members.remove(&pr.host) {
@@ -467,7 +663,10 @@ impl<C: Check> Watch<C> {
                 m.sighting = s;
             }
         }
-        self.members.retain(|k, _| alive.contains(k));
+        // Asked and neither alive nor refused (a check that lost them):
+        // gone. Members that joined during the round were not asked.
+        self.members
+            .retain(|k, _| !asked.contains(k) || alive.contains(k));
     }
 }
 

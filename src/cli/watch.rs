@@ -11,7 +11,7 @@ use rlx_discover::discover::{browse_options, rules};
 use rlx_discover::pipeline::NodeDefaults;
 use rlx_discover::report::{gib, untrusted};
 use rlx_discover::sources::dns::DnsSdOptions;
-use rlx_discover::sources::mdns::ContinuousBrowse;
+use rlx_discover::sources::mdns::{ContinuousBrowse, DialPolicy};
 use rlx_discover::watch::{DnsZone, Event, Watch, DNS_POLL_INTERVAL, HEALTH_INTERVAL};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -33,6 +33,12 @@ pub struct WatchArgs {
     /// Stop after this many milliseconds (default: until interrupted).
     #[arg(long, value_name = "MS")]
     pub for_ms: Option<u64>,
+    /// With a cluster key, also dial announced addresses that are off the
+    /// browsed interfaces' subnets and did not send the announcement
+    /// themselves (a routed network between coordinator and agents; by
+    /// default those are refused: see docs/security.md).
+    #[arg(long)]
+    pub dial_off_link: bool,
 }
 
 /// Prints one event: a JSON object per line with `--json`, else an aligned
@@ -75,7 +81,11 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
         let started = Instant::now();
         let clock = tokio::time::Instant::from_std(started);
         let mut browse = if d.mdns || d.dns_sd.is_none() {
-            Some(ContinuousBrowse::start(&browse_options(&d), started)?)
+            let mut b = ContinuousBrowse::start(&browse_options(&d), started)?;
+            if rules.keys.is_some() && !a.dial_off_link {
+                b.set_dial_policy(DialPolicy::OnLinkOrSource);
+            }
+            Some(b)
         } else {
             None
         };

@@ -1,16 +1,94 @@
-//! **The continuous browse of `watch`** — the multicast path alone, kept
-//! running, each event folded into the same instance table as a one-shot
-//! browse so that a watched node is decoded, addressed and bounded exactly
-//! like a browsed one.
+//! **The continuous browse of `watch`** — the multicast path kept running,
+//! each event folded into the same instance table as a one-shot browse so
+//! that a watched node is decoded, addressed and bounded exactly like a
+//! browsed one.
+//!
+//! # Who sent it
+//!
+//! mdns-sd ([`MdnsBrowser`]) reports what a record claims, never who sent
+//! the packet; counted by the address an announcement names, a stranger
+//! announcing one instance per made-up address gets one share per
+//! instance and fills the table (measured before this: a 10,000-instance
+//! flood kept 4096 instances, and agents started later never joined). So
+//! a continuous browse also reads the multicast answers itself, from its
+//! own socket on port 5353 ([`listen`]: shared with mdns-sd, as every mDNS
+//! stack on a host shares it, and the kernel hands each socket a copy),
+//! where `recvfrom` gives the real source: an instance first heard there is
+//! counted in its sender's share ([`MAX_INSTANCES_PER_SOURCE`]); one first
+//! heard through mdns-sd shares the unsourced slots ([`MAX_UNSOURCED`]).
+//! A flooder thus holds at most 64 + 256 instances, and a real agent, heard
+//! from its own address, always finds room. Answers from a source that is
+//! not on the link of the interface they came in on, or not from port
+//! 5353, are ignored (RFC 6762 §11). IPv6 answers are left to mdns-sd.
+//!
+//! # What is dialled
+//!
+//! With [`DialPolicy::OnLinkOrSource`] (the default of `watch` with a
+//! cluster key) a complete instance whose address is neither on the subnet
+//! of a browsed interface nor the real source of a packet that announced it
+//! is refused with that reason, before any handshake: a stranger cannot make
+//! the coordinator dial addresses of its choosing elsewhere.
+//!
+//! # Pruning
+//!
+//! Instances that said goodbye (or that mdns-sd expired) and those not heard
+//! for [`STALE_AFTER`] are dropped from the table at most every
+//! [`PRUNE_EVERY`], and their shares given back: the bounds hold for what
+//! is announced now.
+//!
+//! [`MAX_INSTANCES_PER_SOURCE`]: super::table::MAX_INSTANCES_PER_SOURCE
+//! [`MAX_UNSOURCED`]: super::table::MAX_UNSOURCED
 
 use super::browser::{BrowserEvent, MdnsBrowser};
 use super::options::{BrowseOptions, MdnsError};
+use super::sockets::{Datagram, READ_QUEUE};
 use super::table::Table;
-use super::wire::strip_service;
+use super::wire::{lenient_message, on_link, strip_service, MAX_PACKET, MDNS_PORT, MDNS_V4};
 use crate::sighting::{Problem, Sighting};
-use rlx_net::iface;
+use hickory_proto::op::{Message, MessageType, OpCode};
+use rlx_net::iface::{self, Iface};
 use rlx_net::netguard;
-use std::time::Instant;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::{Duration, Instant};
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// How long an instance may go unheard before it is pruned. mdns-sd
+/// responders re-announce and answer every query; ten minutes is well past
+/// the 120 s TTL of their SRV and address records, so only what is gone is
+/// dropped. A member pruned from the table stays a member (leaves come from
+/// goodbyes and health checks); it comes back with its next announcement.
+pub const STALE_AFTER: Duration = Duration::from_secs(600);
+
+/// Most multicast answers read a second from any one source address
+/// (with a burst of as many): a responder sends a few a second, a flood
+/// thousands. Beyond it the answers are dropped before they are decoded,
+/// so one stranger cannot take the loop's time nor fill the queue that
+/// the real agents' answers wait in (measured before this: at 2,500
+/// packets a second from one flooder, 65,536 answers were dropped in 40 s,
+/// the real agents' among them, and none joined).
+pub const MAX_ANSWERS_PER_SOURCE: u32 = 20;
+
+/// Sources whose answer rate is tracked at once; when more send, the
+/// tracking starts over (each source gets a fresh burst).
+const TRACKED_SOURCES: usize = 4096;
+
+/// How often the table is pruned at most (each prune is one pass over it).
+pub const PRUNE_EVERY: Duration = Duration::from_secs(1);
+
+/// Which addresses a continuous browse lets through to admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DialPolicy {
+    /// Every complete instance, wherever its address is.
+    #[default]
+    Any,
+    /// Only addresses on the subnet of a browsed interface, or the real
+    /// source of a packet that announced the instance.
+    OnLinkOrSource,
+}
 
 /// What changed in a [`ContinuousBrowse`].
 #[derive(Debug, Clone)]
@@ -22,6 +100,9 @@ pub enum Change {
         sightings: Vec<Sighting>,
         /// Malformed announcements, with reasons.
         problems: Vec<Problem>,
+        /// The labels whose address is the real source of a packet that
+        /// announced them (admission takes them first).
+        vouched: BTreeSet<String>,
     },
     /// An instance said goodbye (or expired): its label.
     Removed(String),
@@ -36,6 +117,17 @@ pub struct ContinuousBrowse {
     table: Table,
     opts: BrowseOptions,
     started: Instant,
+    policy: DialPolicy,
+    /// Multicast answers with their real source ([`listen`]).
+    heard: Option<mpsc::Receiver<Datagram>>,
+    reader: Option<JoinHandle<()>>,
+    last_prune: Instant,
+}
+
+/// What woke [`ContinuousBrowse::next`].
+enum Wake {
+    Event(Option<BrowserEvent>),
+    Datagram(Option<Datagram>),
 }
 
 impl ContinuousBrowse {
@@ -49,12 +141,34 @@ impl ContinuousBrowse {
             });
         }
         let browser = MdnsBrowser::start(&ifaces)?;
+        let (heard, reader) = match listen(ifaces.clone()) {
+            Ok((rx, task)) => (Some(rx), Some(task)),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot read mDNS answers with their source (port 5353: {e}); \
+                     every instance shares the {} unsourced slots",
+                    super::table::MAX_UNSOURCED
+                );
+                (None, None)
+            }
+        };
+        let mut table = Table::new(ifaces);
+        table.multicast_by_claim = false;
         Ok(ContinuousBrowse {
             browser,
-            table: Table::new(ifaces),
+            table,
             opts: opts.clone(),
             started,
+            policy: DialPolicy::default(),
+            heard,
+            reader,
+            last_prune: Instant::now(),
         })
+    }
+
+    /// Sets which addresses go on to admission (default [`DialPolicy::Any`]).
+    pub fn set_dial_policy(&mut self, policy: DialPolicy) {
+        self.policy = policy;
     }
 
     /// The names of the interfaces browsed.
@@ -63,30 +177,337 @@ impl ContinuousBrowse {
     }
 
     /// Waits for the next event and says what changed; `None` when the
-    /// mDNS daemon is gone for good.
+    /// mDNS daemon is gone for good. Cancel-safe: nothing is lost when the
+    /// future is dropped between events.
     pub async fn next(&mut self) -> Option<Change> {
-        let ev = self.browser.next().await?;
-        let now = Instant::now();
-        if let BrowserEvent::Removed(fullname) = &ev {
-            let label = strip_service(fullname).map(str::to_string);
-            self.table.apply_event(&ev, now);
-            if let Some(l) = label {
+        loop {
+            // Yield to the runtime now and then: mdns-sd's channel does not
+            // take part in tokio's cooperative budget, and under a flood
+            // it is always ready, which would keep this loop (and whatever
+            // polls it) from ever giving the other tasks their turn.
+            tokio::task::consume_budget().await;
+            let woke = tokio::select! {
+                ev = self.browser.next() => Wake::Event(ev),
+                d = next_datagram(&mut self.heard) => Wake::Datagram(d),
+            };
+            let now = Instant::now();
+            let removed = match woke {
+                Wake::Event(None) => return None,
+                Wake::Event(Some(ev)) => {
+                    let (label, removed) = match &ev {
+                        BrowserEvent::Removed(full) => (strip_service(full), true),
+                        BrowserEvent::Resolved(r) => (strip_service(&r.fullname), false),
+                        // Nothing is complete on a PTR alone.
+                        BrowserEvent::Found(_) => (None, false),
+                    };
+                    let label = label.map(str::to_string);
+                    self.table.apply_event(&ev, now);
+                    self.maybe_prune(now);
+                    // An instance the table has no room for changes nothing:
+                    // no snapshot (a flood would make one per bogus record).
+                    match label {
+                        Some(l) if removed => Some(l),
+                        Some(l) if self.table.lookup(&l).is_some() => None,
+                        _ => continue,
+                    }
+                }
+                Wake::Datagram(None) => {
+                    tracing::warn!("the mDNS answer reader stopped; going on with mdns-sd alone");
+                    self.heard = None;
+                    continue;
+                }
+                Wake::Datagram(Some(d)) => {
+                    let new = self.on_datagram(&d, now);
+                    self.maybe_prune(now);
+                    if !new {
+                        continue;
+                    }
+                    None
+                }
+            };
+            if let Some(l) = removed {
                 return Some(Change::Removed(l));
             }
-        } else {
-            self.table.apply_event(&ev, now);
+            // Every snapshot carries every resolved instance; nothing to pass on.
+            self.table.newly_resolved.clear();
+            return Some(self.snapshot(now));
         }
-        // Every snapshot carries every resolved instance; nothing to pass on.
-        self.table.newly_resolved.clear();
-        let (sightings, problems) = self.table.snapshot(&self.opts, self.started, now, false);
-        Some(Change::Snapshot {
-            sightings,
-            problems,
-        })
     }
 
-    /// Stops the daemon.
+    /// Prunes the table if [`PRUNE_EVERY`] has passed since the last time.
+    fn maybe_prune(&mut self, now: Instant) {
+        if now < self.last_prune + PRUNE_EVERY {
+            return;
+        }
+        self.last_prune = now;
+        let stale = now.checked_sub(STALE_AFTER).unwrap_or(self.started);
+        let n = self.table.prune(stale);
+        if n > 0 {
+            tracing::debug!("pruned {n} instance(s) gone or unheard");
+        }
+    }
+
+    /// A multicast answer into the table, counted in its sender's share.
+    /// Returns whether something new was learnt (only then is a snapshot
+    /// worth making: a flood repeats itself many times a second).
+    fn on_datagram(&mut self, d: &Datagram, now: Instant) -> bool {
+        if d.src.port() != MDNS_PORT {
+            return false;
+        }
+        let ip = d.src.ip();
+        let Some(k) = self.table.ifaces.iter().position(|i| on_link(&ip, i)) else {
+            return false;
+        };
+        let Some(msg) = Message::from_vec(&d.bytes)
+            .ok()
+            .or_else(|| lenient_message(&d.bytes))
+        else {
+            return false;
+        };
+        if msg.message_type() != MessageType::Response || msg.op_code() != OpCode::Query {
+            return false;
+        }
+        // No legacy round: the early-round bookkeeping is the one-shot's.
+        self.table
+            .apply_reply_from(&msg, Some(ip), k, usize::MAX, now)
+    }
+
+    /// The table read out, with the dial policy applied.
+    fn snapshot(&self, now: Instant) -> Change {
+        let (found, mut problems) = self.table.snapshot(&self.opts, self.started, now, false);
+        let vouched: BTreeSet<String> = (0..self.table.instances.len())
+            .filter(|&i| self.table.vouched(i))
+            .map(|i| self.table.instances[i].label.clone())
+            .collect();
+        let mut sightings = Vec::with_capacity(found.len());
+        for s in found {
+            match dial_refusal(self.policy, &s, &self.table.ifaces, &vouched) {
+                Some(reason) => problems.push(Problem {
+                    source: s.source,
+                    host: s.host.clone(),
+                    reason,
+                }),
+                None => sightings.push(s),
+            }
+        }
+        Change::Snapshot {
+            sightings,
+            problems,
+            vouched,
+        }
+    }
+
+    /// Stops the daemon and the reader.
     pub fn shutdown(self) {
+        if let Some(r) = self.reader {
+            r.abort();
+        }
         self.browser.shutdown();
+    }
+}
+
+/// Why `s` is not dialled under `policy`, or `None` when it may be.
+pub(super) fn dial_refusal(
+    policy: DialPolicy,
+    s: &Sighting,
+    ifaces: &[Iface],
+    vouched: &BTreeSet<String>,
+) -> Option<String> {
+    if policy == DialPolicy::Any || vouched.contains(&s.host) {
+        return None;
+    }
+    let ip = s.ip?;
+    if ifaces.iter().any(|i| on_link(&ip, i)) {
+        return None;
+    }
+    Some(format!(
+        "announced address {ip} is not on the subnet of a browsed interface and did not send \
+         the announcement; with a cluster key watch dials only those (a relay or a stranger \
+         may be pointing it elsewhere; `--dial-off-link` allows it)"
+    ))
+}
+
+/// The next multicast answer, or never when there is no reader.
+async fn next_datagram(rx: &mut Option<mpsc::Receiver<Datagram>>) -> Option<Datagram> {
+    match rx.as_mut() {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Opens a socket on port 5353 (`SO_REUSEADDR`/`SO_REUSEPORT`, as mdns-sd
+/// and other stacks set) joined to the IPv4 mDNS group on each interface,
+/// and a reader that passes on each datagram with its source: only those
+/// from port 5353 on the link of a browsed interface, at most
+/// [`MAX_ANSWERS_PER_SOURCE`] a second from each source. When the loop
+/// still falls behind, datagrams are dropped (and counted in the log)
+/// rather than queued without bound: a flood must not grow memory.
+fn listen(ifaces: Vec<Iface>) -> std::io::Result<(mpsc::Receiver<Datagram>, JoinHandle<()>)> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, MDNS_PORT)).into())?;
+    let mut joined = 0;
+    for i in &ifaces {
+        for a in &i.addrs {
+            if let IpAddr::V4(v4) = a.addr() {
+                match s.join_multicast_v4(&MDNS_V4, &v4) {
+                    Ok(()) => joined += 1,
+                    Err(e) => tracing::debug!("joining the mDNS group on {}: {e}", i.name),
+                }
+                break;
+            }
+        }
+    }
+    if joined == 0 {
+        return Err(std::io::Error::other(
+            "no IPv4 interface to join the group on",
+        ));
+    }
+    let sock = UdpSocket::from_std(s.into())?;
+    let (tx, rx) = mpsc::channel(READ_QUEUE);
+    let task = tokio::spawn(async move {
+        let mut buf = vec![0u8; MAX_PACKET + 1];
+        let mut dropped: u64 = 0;
+        let mut limited: u64 = 0;
+        let mut rates = SourceRates::default();
+        loop {
+            match sock.recv_from(&mut buf).await {
+                Ok((n, _)) if n > MAX_PACKET => continue,
+                Ok((_, src))
+                    if src.port() != MDNS_PORT || !ifaces.iter().any(|i| on_link(&src.ip(), i)) =>
+                {
+                    continue
+                }
+                Ok((_, src)) if !rates.admit(src.ip(), Instant::now()) => {
+                    limited += 1;
+                    if limited.is_power_of_two() {
+                        tracing::warn!(
+                            "{limited} mDNS answer(s) ignored from sources sending more than \
+                             {MAX_ANSWERS_PER_SOURCE} a second (last: {}; a flood?)",
+                            src.ip()
+                        );
+                    }
+                }
+                Ok((n, src)) => {
+                    let d = Datagram {
+                        sock: 0,
+                        src,
+                        bytes: buf[..n].to_vec(),
+                    };
+                    match tx.try_send(d) {
+                        Ok(()) => {}
+                        Err(mpsc::error::TrySendError::Full(_)) => {
+                            dropped += 1;
+                            if dropped.is_power_of_two() {
+                                tracing::warn!(
+                                    "{dropped} mDNS answer(s) dropped: more than {READ_QUEUE} \
+                                     waiting (a flood?)"
+                                );
+                            }
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => return,
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!("mDNS answer socket: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    });
+    Ok((rx, task))
+}
+
+/// Per-source token buckets for [`MAX_ANSWERS_PER_SOURCE`].
+#[derive(Default)]
+struct SourceRates {
+    /// Source -> (tokens, when last refilled).
+    buckets: std::collections::HashMap<IpAddr, (f64, Instant)>,
+}
+
+impl SourceRates {
+    /// Whether an answer from `ip` at `now` is within its rate; takes a
+    /// token if so.
+    fn admit(&mut self, ip: IpAddr, now: Instant) -> bool {
+        if self.buckets.len() >= TRACKED_SOURCES && !self.buckets.contains_key(&ip) {
+            self.buckets.clear();
+        }
+        let cap = f64::from(MAX_ANSWERS_PER_SOURCE);
+        let (tokens, last) = self.buckets.entry(ip).or_insert((cap, now));
+        let earned = now.saturating_duration_since(*last).as_secs_f64() * cap;
+        *tokens = (*tokens + earned).min(cap);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sighting::{Evidence, Source};
+    use crate::sources::mdns::fixtures::eth0;
+
+    fn at(ip: &str) -> Sighting {
+        Sighting {
+            source: Source::Mdns,
+            host: "box".into(),
+            addr: format!("{ip}:9100"),
+            ip: ip.parse().ok(),
+            port: 9100,
+            ssh: None,
+            caps: None,
+            evidence: Evidence::Txt,
+            heard_on: None,
+            found_ms: 0,
+        }
+    }
+
+    /// Guards against a stranger making a keyed watch dial addresses of
+    /// its choosing anywhere: only on-link addresses, or the packet's real
+    /// source, pass.
+    #[test]
+    fn with_the_on_link_policy_only_on_link_or_self_announced_addresses_are_dialled() {
+        let ifaces = [eth0()];
+        let none = BTreeSet::new();
+        let on = DialPolicy::OnLinkOrSource;
+        assert_eq!(dial_refusal(on, &at("10.9.7.7"), &ifaces, &none), None);
+        assert_eq!(dial_refusal(on, &at("fe80::7"), &ifaces, &none), None);
+        let why = dial_refusal(on, &at("203.0.113.5"), &ifaces, &none).expect("refused");
+        assert!(
+            why.contains("203.0.113.5") && why.contains("--dial-off-link"),
+            "{why}"
+        );
+        let vouched: BTreeSet<String> = ["box".to_string()].into();
+        assert_eq!(
+            dial_refusal(on, &at("203.0.113.5"), &ifaces, &vouched),
+            None
+        );
+        let any = DialPolicy::Any;
+        assert_eq!(dial_refusal(any, &at("203.0.113.5"), &ifaces, &none), None);
+    }
+
+    #[test]
+    fn a_source_sending_more_than_its_rate_is_cut_off_and_others_are_not() {
+        let mut r = SourceRates::default();
+        let t = Instant::now();
+        let flooder: IpAddr = "10.9.1.66".parse().unwrap();
+        let agent: IpAddr = "10.9.1.5".parse().unwrap();
+        let passed = (0..1000).filter(|_| r.admit(flooder, t)).count();
+        assert_eq!(
+            passed, MAX_ANSWERS_PER_SOURCE as usize,
+            "a burst, then nothing"
+        );
+        assert!(r.admit(agent, t), "another source has its own share");
+        assert!(
+            r.admit(flooder, t + Duration::from_secs(1)),
+            "refilled in time"
+        );
     }
 }

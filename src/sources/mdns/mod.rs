@@ -128,7 +128,8 @@
 //! - `resolve`: the table read out as sightings, through the DNS-SD
 //!   resolver shared with the unicast source ([`crate::sources::dnssd`]);
 //! - `browse`: the one-shot browse loop, `stats`: how it went, `json`: its
-//!   JSON view; `continuous`: the continuous browse of `watch`.
+//!   JSON view; `continuous`: the continuous browse of `watch` (with its
+//!   own port-5353 reader, which knows who sent each answer).
 
 mod browse;
 mod browser;
@@ -151,7 +152,7 @@ pub use rlx_proto::service::MDNS_SERVICE_TYPE as SERVICE_TYPE;
 pub use crate::sources::dnssd::{MAX_ADDRS_PER_HOST, MAX_INSTANCES, MAX_TXT_BYTES};
 pub use browse::{browse, discover};
 pub use browser::{BrowserEvent, MdnsBrowser};
-pub use continuous::{Change, ContinuousBrowse};
+pub use continuous::{Change, ContinuousBrowse, DialPolicy, PRUNE_EVERY, STALE_AFTER};
 pub use json::{browse_json, discovery_json};
 pub use options::{BrowseOptions, MdnsError};
 pub use schedule::expected_unheard;

@@ -34,6 +34,11 @@ pub const MAX_INSTANCES_PER_SOURCE: usize = 64;
 /// own address, and get a sourced slot there.
 pub const MAX_UNSOURCED: usize = 256;
 
+/// Most packet sources remembered per instance (to tell whether the address
+/// dialled is one that sent the announcement itself: see
+/// [`Table::vouched`]). A real agent is heard from one or two addresses.
+const MAX_SOURCES_PER_INSTANCE: usize = 4;
+
 /// The SRV record of an instance.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Srv {
@@ -68,6 +73,14 @@ pub(super) struct Instance {
     pub(super) routable_at: Option<Instant>,
     /// Said goodbye (TTL 0) during the browse.
     pub(super) removed: bool,
+    /// The source address whose share it was counted in (`None`: the
+    /// unsourced share), given back when it is pruned.
+    pub(super) slot: Option<IpAddr>,
+    /// When a record of it was last heard (for [`Table::prune`]).
+    pub(super) last_heard: Option<Instant>,
+    /// The real sources of the packets that carried its records (at most
+    /// [`MAX_SOURCES_PER_INSTANCE`]).
+    pub(super) sources: Vec<IpAddr>,
 }
 
 /// Everything heard during one browse, bounded (see the [`mdns`](super) docs).
@@ -86,6 +99,8 @@ pub(super) struct Table {
     pub(super) unsourced: usize,
     /// Host names created per source address.
     pub(super) host_sources: HashMap<IpAddr, usize>,
+    /// Host key -> the source address whose share it was counted in.
+    pub(super) host_owner: HashMap<String, IpAddr>,
     /// Instances resolved since [`Table::take_resolved`] last ran.
     pub(super) newly_resolved: Vec<usize>,
     /// Bit `r` set: some instance answered legacy round `r`, so that query
@@ -107,6 +122,7 @@ impl Table {
             per_source: HashMap::new(),
             unsourced: 0,
             host_sources: HashMap::new(),
+            host_owner: HashMap::new(),
             newly_resolved: Vec::new(),
             delivered: 0,
             multicast_by_claim: true,
@@ -141,6 +157,9 @@ impl Table {
             complete_at: None,
             routable_at: None,
             removed: false,
+            slot: source,
+            last_heard: None,
+            sources: Vec::new(),
         });
         self.index.insert(key, self.instances.len() - 1);
         Some(self.instances.len() - 1)
@@ -165,6 +184,7 @@ impl Table {
             }
             if let Some(src) = source {
                 *self.host_sources.entry(src).or_insert(0) += 1;
+                self.host_owner.insert(key.clone(), src);
             }
         }
         let addrs = self.hosts.entry(key).or_default();
@@ -254,6 +274,12 @@ impl Table {
         }
         for &i in &answered {
             let inst = &mut self.instances[i];
+            inst.last_heard = Some(now);
+            if let Some(ip) = src {
+                if !inst.sources.contains(&ip) && inst.sources.len() < MAX_SOURCES_PER_INSTANCE {
+                    inst.sources.push(ip);
+                }
+            }
             inst.heard_on.get_or_insert(iface);
             if round < EARLY_ROUNDS {
                 inst.early |= 1 << round;
@@ -272,8 +298,8 @@ impl Table {
         let before = self.progress();
         match ev {
             BrowserEvent::Found(fullname) => {
-                if let Some(label) = strip_service(fullname) {
-                    self.instance(label, None);
+                if let Some(i) = strip_service(fullname).and_then(|l| self.instance(l, None)) {
+                    self.instances[i].last_heard = Some(now);
                 }
             }
             BrowserEvent::Removed(fullname) => {
@@ -281,17 +307,17 @@ impl Table {
                     self.instances[i].removed = true;
                 }
             }
-            BrowserEvent::Resolved(r) => self.apply_resolved(r),
+            BrowserEvent::Resolved(r) => self.apply_resolved(r, now),
         }
         self.refresh(now);
         self.progress() != before
     }
 
-    fn lookup(&self, label: &str) -> Option<usize> {
+    pub(super) fn lookup(&self, label: &str) -> Option<usize> {
         self.index.get(&label.to_lowercase()).copied()
     }
 
-    fn apply_resolved(&mut self, r: &ResolvedService) {
+    fn apply_resolved(&mut self, r: &ResolvedService, now: Instant) {
         let Some(label) = strip_service(&r.fullname) else {
             return;
         };
@@ -316,6 +342,7 @@ impl Table {
         };
         // Back after a goodbye (an agent restarted): live again.
         self.instances[i].removed = false;
+        self.instances[i].last_heard = Some(now);
         if !r.host.is_empty() {
             self.instances[i].srv = Some(Srv {
                 port: r.port,
@@ -414,6 +441,57 @@ impl Table {
         }
     }
 
+    /// Whether the address chosen for instance `i` is the real source of a
+    /// packet that carried its records: the machine there spoke for itself,
+    /// so dialling it is no favour to whoever announced it.
+    pub(super) fn vouched(&self, i: usize) -> bool {
+        self.chosen(i)
+            .is_some_and(|(ip, _)| self.instances[i].sources.contains(&ip))
+    }
+
+    /// Drops the instances that said goodbye or were last heard before
+    /// `stale_before`, and the host names no remaining instance points
+    /// at, giving their shares back to their sources: a continuous browse
+    /// keeps only what is alive, so the bounds above hold for what is
+    /// announced now, not for everything ever heard. Returns how many
+    /// instances were dropped. O(table); run it at most every second or so.
+    pub(super) fn prune(&mut self, stale_before: Instant) -> usize {
+        let before = self.instances.len();
+        self.instances
+            .retain(|i| !i.removed && i.last_heard.is_none_or(|t| t >= stale_before));
+        let dropped = before - self.instances.len();
+        if dropped == 0 {
+            return 0;
+        }
+        self.index = self
+            .instances
+            .iter()
+            .enumerate()
+            .map(|(k, i)| (i.label.to_lowercase(), k))
+            .collect();
+        self.newly_resolved.clear();
+        self.per_source.clear();
+        self.unsourced = 0;
+        for i in &self.instances {
+            match i.slot {
+                Some(ip) => *self.per_source.entry(ip).or_insert(0) += 1,
+                None => self.unsourced += 1,
+            }
+        }
+        let wanted: std::collections::HashSet<String> = self
+            .instances
+            .iter()
+            .filter_map(|i| i.srv.as_ref().map(|s| host_key(&s.host)))
+            .collect();
+        self.hosts.retain(|k, _| wanted.contains(k));
+        self.host_owner.retain(|k, _| wanted.contains(k));
+        self.host_sources.clear();
+        for src in self.host_owner.values() {
+            *self.host_sources.entry(*src).or_insert(0) += 1;
+        }
+        dropped
+    }
+
     /// Instances heard and not gone.
     pub(super) fn heard(&self) -> usize {
         self.instances.iter().filter(|i| !i.removed).count()
@@ -433,6 +511,7 @@ mod tests {
     use super::*;
     use crate::sources::mdns::fixtures::eth0;
     use std::net::Ipv4Addr;
+    use std::time::Duration;
 
     #[test]
     fn the_table_stops_growing_at_its_limit_and_counts_the_rest() {
@@ -473,5 +552,39 @@ mod tests {
             t.over_limit,
             2 * 10_000 - MAX_INSTANCES_PER_SOURCE - MAX_UNSOURCED
         );
+    }
+
+    /// Guards against a continuous browse's table never dropping entries:
+    /// instances that said goodbye or went unheard are pruned, and their
+    /// source's share is given back.
+    #[test]
+    fn pruning_drops_the_gone_and_the_stale_and_gives_their_shares_back() {
+        let mut t = Table::new(vec![eth0()]);
+        let src = IpAddr::V4(Ipv4Addr::new(10, 9, 1, 66));
+        let t0 = Instant::now();
+        for i in 0..MAX_INSTANCES_PER_SOURCE {
+            let k = t.instance(&format!("n{i}"), Some(src)).unwrap();
+            t.instances[k].last_heard = Some(t0);
+        }
+        assert!(t.instance("one-more", Some(src)).is_none(), "share used up");
+        t.instances[0].removed = true;
+        let later = t0 + Duration::from_secs(1);
+        t.instances[1].last_heard = Some(later);
+        assert_eq!(
+            t.prune(t0),
+            1,
+            "the goodbye only: the others are not stale yet"
+        );
+        assert!(
+            t.instance("one-more", Some(src)).is_some(),
+            "its slot is free"
+        );
+        assert_eq!(
+            t.prune(later),
+            MAX_INSTANCES_PER_SOURCE - 2,
+            "all unheard since"
+        );
+        assert_eq!(t.per_source.get(&src), Some(&2), "n1 and one-more");
+        assert_eq!(t.lookup("n1"), Some(0), "the index follows");
     }
 }

@@ -1,0 +1,279 @@
+//! **`watch` under a flood**: a stranger announcing 10,000 bogus
+//! `_rlx._tcp` instances (the flood generator of `tests/trust.rs`) must
+//! neither keep real agents started after it from joining nor grow the
+//! coordinator without bound.
+//!
+//! Guards against the continuous browse counting the address an
+//! announcement names as its source (one share per made-up address: the
+//! flood filled the 4096-slot table and later agents never joined), the
+//! table never dropping entries, and refused sightings being handed to
+//! admission inline on every snapshot (the loop stuck dialling the flood).
+//!
+//! Everything runs inside namespaces built by [`rlx_lab`]; the test skips
+//! (or fails under `CI=true`) where no lab or python-zeroconf is there.
+
+mod common;
+
+use common::{agent_bin, discover_bin, require_lab, spawn, Proc, PYTHON};
+use rlx_lab::peer::{self, Peer};
+use rlx_lab::Lab;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How long an agent or the flooder may take to start announcing.
+const UP: Duration = Duration::from_secs(30);
+
+/// Bogus instances in the flood (the issue's "flood of 10,000").
+const FLOOD_INSTANCES: usize = 10_000;
+
+/// How long after its start each real agent must have joined. Measured:
+/// see docs/security.md ("watch under a flood"); the bound leaves room for
+/// a loaded 2-core CI box running the flooder.
+const JOIN_BOUND: Duration = Duration::from_secs(20);
+
+/// Peak RSS `watch` may reach under the flood (documented in
+/// docs/security.md): the same bound as the one-shot browse's.
+const RSS_BOUND_KB: u64 = 96 * 1024;
+
+/// Most bogus instances `watch` may refuse: one flooding source holds at
+/// most `MAX_INSTANCES_PER_SOURCE` (64) slots heard from itself and the
+/// `MAX_UNSOURCED` (256) slots heard through mdns-sd, each refused once per
+/// reason. Before the fix it refused thousands.
+const MAX_BOGUS_REFUSALS: usize = 2 * (64 + 256);
+
+/// The flood generator of `tests/trust.rs` (copied: test binaries share
+/// no code but `common`). See there.
+const FLOOD_PY: &str = r#"
+import select, socket, sys, time
+from zeroconf import DNSAddress, DNSOutgoing, DNSPointer, DNSService, DNSText, const
+ip, n, duration, prefix = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+T = "_rlx._tcp.local."
+def txt(i):
+    pairs = [b"txtvers=1", b"id=%016x" % (0xF100D00000000000 + i), b"cores=64",
+             b"ram=1099511627776", b"dev0=cuda,85899345920,0,1,0,Bogus H100"]
+    return b"".join(bytes([len(p)]) + p for p in pairs)
+packets = []
+for start in range(0, n, 8):
+    out = DNSOutgoing(const._FLAGS_QR_RESPONSE | const._FLAGS_AA)
+    for i in range(start, min(n, start + 8)):
+        name, host = "bogus-%d.%s" % (i, T), "bogus-%d.local." % i
+        addr = "%s.%d.%d" % (prefix, 200 + (i // 250) % 50, 1 + i % 250)
+        out.add_answer_at_time(DNSPointer(T, const._TYPE_PTR, const._CLASS_IN, 4500, name), 0)
+        out.add_answer_at_time(DNSService(name, const._TYPE_SRV, const._CLASS_IN | const._CLASS_UNIQUE, 120, 0, 0, 9100, host), 0)
+        out.add_answer_at_time(DNSText(name, const._TYPE_TXT, const._CLASS_IN | const._CLASS_UNIQUE, 4500, txt(i)), 0)
+        out.add_answer_at_time(DNSAddress(host, const._TYPE_A, const._CLASS_IN | const._CLASS_UNIQUE, 120, socket.inet_aton(addr)), 0)
+    packets.extend(out.packets())
+# One socket on port 5353 for both directions: receivers ignore mDNS
+# responses from any other source port (RFC 6762 section 11).
+rx = tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tx.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+tx.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(ip))
+tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+tx.bind(("0.0.0.0", 5353))
+tx.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton("224.0.0.251") + socket.inet_aton(ip))
+sent = 0
+def send_all(to=("224.0.0.251", 5353), qid=b"\0\0"):
+    global sent
+    for p in packets:
+        tx.sendto(qid + p[2:], to)
+        sent += 1
+send_all()
+print("flooding %d instances in %d packets" % (n, len(packets)), flush=True)
+end = time.monotonic() + duration
+last, nextp, rounds = 0.0, time.monotonic() + 0.5, 0
+while time.monotonic() < end:
+    r, _, _ = select.select([rx], [], [], max(0.0, min(nextp, end) - time.monotonic()))
+    now = time.monotonic()
+    if r:
+        data, src = rx.recvfrom(9000)
+        if len(data) > 12 and not data[2] & 0x80 and b"\x04_rlx\x04_tcp" in data and now - last >= 0.1:
+            if src[1] != 5353:
+                # A legacy one-shot query (RFC 6762 6.7): unicast, echoing its id.
+                send_all(src, data[:2])
+            else:
+                send_all()
+            last = now
+    if now >= nextp:
+        send_all()
+        last, nextp, rounds = now, now + 0.5, rounds + 1
+        print("round", rounds, flush=True)
+print("sent %d packets" % sent, flush=True)
+"#;
+
+/// `rlx-discover keygen PATH`.
+fn keygen(path: &Path) {
+    common::run_ok(Command::new(discover_bin()).arg("keygen").arg(path));
+}
+
+/// A real agent `box{i}` on host `i` with the cluster key.
+fn agent(lab: &Lab, i: usize, key: &Path, dir: &Path) -> Proc {
+    let caps = format!(
+        r#"{{"id":"a{i:015x}","hostname":"box{i}","os":"linux","arch":"x86_64","cores":8,
+           "ram_total":68719476736,"ram_avail":60000000000,
+           "devices":[{{"device":"cpu","name":"cpu","mem_bytes":0}}]}}"#
+    );
+    let caps_file = dir.join(format!("box{i}.json"));
+    std::fs::write(&caps_file, caps).unwrap();
+    let mut cmd = Command::new(agent_bin());
+    cmd.arg("--caps-file")
+        .arg(&caps_file)
+        .args(["--name", &format!("box{i}")])
+        .arg("--key-file")
+        .arg(key);
+    spawn(lab, i, cmd)
+}
+
+fn write_script(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The events `watch --json` printed so far.
+fn events(w: &Proc) -> Vec<Value> {
+    w.0.stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+fn count(evs: &[Value], kind: &str) -> usize {
+    evs.iter().filter(|e| e["event"] == kind).count()
+}
+
+/// The peak RSS of process `pid` so far, KiB (`VmHWM` in /proc), if it is
+/// `rlx-discover` itself and still running.
+fn peak_rss_kb(pid: u32) -> Option<u64> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    assert_eq!(
+        comm.trim(),
+        "rlx-discover",
+        "the lab runs the program itself"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// 10,000 bogus instances from one stranger, `watch` with a cluster key
+/// started under the flood, then three real agents: each joins within
+/// [`JOIN_BOUND`] of its start, nothing bogus joins, the flood is refused
+/// a bounded number of times, and watch's peak RSS stays under
+/// [`RSS_BOUND_KB`].
+#[test]
+fn real_agents_started_after_a_flood_of_ten_thousand_bogus_instances_still_join_watch_and_its_memory_stays_bounded(
+) {
+    let name = "real_agents_started_after_a_flood_of_ten_thousand_bogus_instances_still_join_watch_and_its_memory_stays_bounded";
+    if !peer::require(name, &[Peer::PythonZeroconf]) {
+        return;
+    }
+    let Some(labs) = require_lab() else {
+        return;
+    };
+    let lab = labs.hosts(5);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("cluster.key");
+    keygen(&key);
+
+    let flood = write_script(d, "flood.py", FLOOD_PY);
+    let ip = lab.host(4).ip;
+    let prefix = format!("{}.{}", ip.octets()[0], ip.octets()[1]);
+    let mut cmd = Command::new(PYTHON);
+    cmd.arg(&flood).args([
+        &ip.to_string(),
+        &FLOOD_INSTANCES.to_string(),
+        "120",
+        &prefix,
+    ]);
+    let flooder = spawn(&lab, 4, cmd);
+    flooder.expect_output("round 2", UP);
+
+    let cfg = d.join("cluster.toml");
+    std::fs::write(
+        &cfg,
+        format!("[discover]\nkey_file = {:?}\n", key.display().to_string()),
+    )
+    .unwrap();
+    let mut cmd = Command::new(discover_bin());
+    cmd.args(["watch", "--json", "--for-ms", "90000", "--config"])
+        .arg(&cfg)
+        .env(
+            "RUST_LOG",
+            std::env::var("WATCH_LOG").unwrap_or("warn".into()),
+        );
+    let t0 = Instant::now();
+    let w = spawn(&lab, 0, cmd);
+    let pid = w.0.pid();
+
+    // The flood is heard and being refused before any real agent starts.
+    common::eventually(Duration::from_secs(30), "watch refusing the flood", || {
+        let n = count(&events(&w), "refused");
+        if n >= 10 {
+            Ok(())
+        } else {
+            Err(format!("{n} refusals so far; {}", w.0.dump()))
+        }
+    });
+
+    let started_ms = t0.elapsed().as_millis() as u64;
+    let agents: Vec<Proc> = (1..=3).map(|i| agent(&lab, i, &key, d)).collect();
+    let mut peak = 0;
+    let joined = common::eventually(JOIN_BOUND + UP, "the real agents joining", || {
+        peak = peak.max(peak_rss_kb(pid).unwrap_or(0));
+        let evs = events(&w);
+        let at: Vec<u64> = (1..=3)
+            .filter_map(|i| {
+                let box_i = format!("box{i}");
+                evs.iter()
+                    .find(|e| e["event"] == "joined" && e["instance"] == box_i.as_str())
+                    .and_then(|e| e["at_ms"].as_u64())
+            })
+            .collect();
+        if at.len() == 3 {
+            Ok(at)
+        } else {
+            Err(format!(
+                "{} of 3 joined; {} events ({} refused)",
+                at.len(),
+                evs.len(),
+                count(&evs, "refused")
+            ))
+        }
+    });
+    let _ = &agents;
+    peak = peak.max(peak_rss_kb(pid).unwrap_or(0));
+    let evs = events(&w);
+    let last = joined.iter().max().copied().unwrap_or(0);
+    eprintln!(
+        "watch under a flood of {FLOOD_INSTANCES}: agents started at {started_ms} ms, joined at \
+         {joined:?} ms (the last {} ms after its start); {} refused, {} joined in all; peak RSS \
+         {peak} KiB",
+        last.saturating_sub(started_ms),
+        count(&evs, "refused"),
+        count(&evs, "joined"),
+    );
+    assert!(
+        last <= started_ms + JOIN_BOUND.as_millis() as u64,
+        "the last real agent joined {} ms after its start, over {JOIN_BOUND:?}",
+        last - started_ms
+    );
+    assert_eq!(count(&evs, "joined"), 3, "only the real agents: {evs:?}");
+    assert!(
+        count(&evs, "refused") <= MAX_BOGUS_REFUSALS,
+        "{} refusals: the flood got more than its sources' shares",
+        count(&evs, "refused")
+    );
+    assert!(peak > 0, "peak RSS read from /proc/{pid}/status");
+    assert!(
+        peak <= RSS_BOUND_KB,
+        "watch's peak RSS {peak} KiB over the documented bound {RSS_BOUND_KB} KiB"
+    );
+    drop(flooder);
+}
