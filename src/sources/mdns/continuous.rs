@@ -282,11 +282,10 @@ impl ContinuousBrowse {
         let mut sightings = Vec::with_capacity(found.len());
         for s in found {
             match dial_refusal(self.policy, &s, &self.table.ifaces, &vouched) {
-                Some(reason) => problems.push(Problem {
-                    source: s.source,
-                    host: s.host.clone(),
-                    reason,
-                }),
+                Some(reason) => problems.push(
+                    Problem::stranger(s.source, s.host.clone(), reason)
+                        .claiming(Some(s.addr.clone()), s.id().map(str::to_string)),
+                ),
                 None => sightings.push(s),
             }
         }
