@@ -118,6 +118,96 @@ pub fn lease_over(expires: u64, now: u64) -> bool {
     expires.saturating_add(CLOCK_SKEW.as_secs()) < now
 }
 
+/// RFC 1035 §2.3.4: a DNS label (the `<host>` of `<host>.local.`) is at most
+/// 63 bytes.
+const MAX_LABEL_BYTES: usize = 63;
+
+/// The `<host>` of `<host>.local.`: the first label of the host name, with
+/// anything but letters, digits and `-` turned into `-` (RFC 1123 §2.1 host
+/// names), cut to 63 bytes. `rlx-agent` when nothing is left.
+pub fn host_label(hostname: &str) -> String {
+    let first = hostname.split('.').next().unwrap_or_default();
+    let mut label: String = first
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    label.truncate(MAX_LABEL_BYTES);
+    let label = label.trim_matches('-');
+    if label.is_empty() {
+        "rlx-agent".to_string()
+    } else {
+        label.to_string()
+    }
+}
+
+/// Hex digits of the node id appended by [`unique_host_label`]: 24 bits, so
+/// that among 100 machines sharing one host name the chance that two also
+/// share the suffix is about 3 in 10,000 (birthday bound, n²/2²⁵).
+pub const HOST_ID_HEX: usize = 6;
+
+/// A host label no other node has: [`host_label`] of `hostname`, a `-`, and
+/// the first [`HOST_ID_HEX`] hex digits of `node_id` (`gpu-a-5f0c1d`), the
+/// host part cut so that the whole stays within 63 bytes.
+///
+/// Why: the host label names the owner of the node's address records
+/// (`<label>.<zone>.` in a DNS registration), and two machines with the
+/// same short host name (`gpu-a.site1` and `gpu-a.site2`, or two clones of
+/// one image) would each replace the other's `A`/`AAAA` records there. The
+/// node id is unique per machine (`rlx-agent`'s `probe::node_id`), so the label
+/// is unique by construction, without asking the zone first; it is also
+/// stable across restarts, so a restarted agent replaces its own records.
+/// The label is for machines; people read the instance name, which keeps
+/// the host name as it is.
+///
+/// An id without hex digits (never the case for a valid id) leaves the
+/// plain [`host_label`].
+///
+/// ```
+/// use rlx_proto::service::unique_host_label;
+/// assert_eq!(unique_host_label("gpu-a.lab", "5f0c1d2e3a4b5c6d"), "gpu-a-5f0c1d");
+/// ```
+pub fn unique_host_label(hostname: &str, node_id: &str) -> String {
+    let base = host_label(hostname);
+    let suffix: String = node_id
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .take(HOST_ID_HEX)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if suffix.is_empty() {
+        return base;
+    }
+    let mut head = base;
+    head.truncate(MAX_LABEL_BYTES - 1 - suffix.len());
+    format!("{}-{suffix}", head.trim_end_matches('-'))
+}
+
+/// The host name a [`unique_host_label`] was made from: `label` without its
+/// `-<id digits>` suffix when the suffix is the start of `node_id`, else
+/// `label` as it is (an announcer that does not follow the scheme: avahi,
+/// a hand-written record, an older agent).
+///
+/// ```
+/// use rlx_proto::service::host_of_label;
+/// assert_eq!(host_of_label("gpu-a-5f0c1d", "5f0c1d2e3a4b5c6d"), "gpu-a");
+/// assert_eq!(host_of_label("gpu-a", "5f0c1d2e3a4b5c6d"), "gpu-a");
+/// ```
+pub fn host_of_label<'a>(label: &'a str, node_id: &str) -> &'a str {
+    let Some((head, tail)) = label.rsplit_once('-') else {
+        return label;
+    };
+    let id = node_id.to_ascii_lowercase();
+    if !head.is_empty()
+        && tail.len() == HOST_ID_HEX.min(id.len())
+        && !tail.is_empty()
+        && id.starts_with(&tail.to_ascii_lowercase())
+    {
+        head
+    } else {
+        label
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +248,51 @@ mod tests {
         assert_eq!(expires_of(&["txtvers=1"]), None);
         assert!(!lease_over(1000, 1000 + CLOCK_SKEW.as_secs()));
         assert!(lease_over(1000, 1001 + CLOCK_SKEW.as_secs()));
+    }
+
+    #[test]
+    fn host_labels_are_the_first_dns_label_made_safe() {
+        assert_eq!(host_label("gpu-a.lab.example.com"), "gpu-a");
+        assert_eq!(host_label("my box_1"), "my-box-1");
+        assert_eq!(host_label(""), "rlx-agent");
+        assert_eq!(host_label("---"), "rlx-agent");
+        assert_eq!(host_label(&"x".repeat(80)).len(), 63);
+    }
+
+    /// Guards against two machines with one short host name replacing each
+    /// other's address records: the DNS host label was the host name alone.
+    #[test]
+    fn unique_host_labels_differ_for_one_host_name_and_two_node_ids() {
+        let a = unique_host_label("gpu-a.site1.example", "5f0c1d2e3a4b5c6d");
+        let b = unique_host_label("gpu-a.site2.example", "77be00112233aabb");
+        assert_eq!((a.as_str(), b.as_str()), ("gpu-a-5f0c1d", "gpu-a-77be00"));
+        assert_eq!(
+            unique_host_label("gpu-a", "5f0c1d2e3a4b5c6d"),
+            a,
+            "stable for one machine"
+        );
+        let long = unique_host_label(&format!("{}-", "x".repeat(60)), "ABCDEF0123456789");
+        assert_eq!(long.len(), 63, "{long}");
+        assert!(long.ends_with("x-abcdef"), "{long}");
+        assert_eq!(
+            unique_host_label("", "0011223344556677"),
+            "rlx-agent-001122"
+        );
+        assert_eq!(unique_host_label("box", ""), "box");
+    }
+
+    #[test]
+    fn the_host_name_is_read_back_from_a_unique_label_and_only_from_one() {
+        let id = "5f0c1d2e3a4b5c6d";
+        for host in ["gpu-a", "ubuntu", "my-box-1", "rlx-agent"] {
+            assert_eq!(host_of_label(&unique_host_label(host, id), id), host);
+        }
+        assert_eq!(
+            host_of_label("gpu-a-77be00", id),
+            "gpu-a-77be00",
+            "another id's suffix"
+        );
+        assert_eq!(host_of_label("web-01", id), "web-01");
+        assert_eq!(host_of_label("-5f0c1d", id), "-5f0c1d");
     }
 }

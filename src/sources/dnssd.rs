@@ -93,7 +93,10 @@ impl Records<'_> {
                     ip => NodeAddr::new(ip, self.port).to_string(),
                 };
                 let host = host.trim_end_matches('.');
-                caps.hostname = host.strip_suffix(".local").unwrap_or(host).to_string();
+                let label = host.strip_suffix(".local").unwrap_or(host);
+                // Agents announce `<host>-<id digits>.local.`: the host name
+                // is the label without the suffix of its own id.
+                caps.hostname = rlx_proto::service::host_of_label(label, &caps.id).to_string();
                 caps.addr = addr.clone();
                 (Source::Mdns, addr, Some(iface.name.clone()))
             }

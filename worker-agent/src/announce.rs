@@ -95,7 +95,7 @@
 //!   goodbye), and no wake-ups once the start-up checks are over.
 
 use crate::change::Pacer;
-use crate::naming::{check_instance_name, NameError, NodeNames};
+use crate::naming::{check_instance_name, unique_host_label, NameError, NodeNames};
 use crate::shutdown::StopSignal;
 use mdns_sd::{DaemonEvent, DaemonStatus, IfKind, IfPredicate, ServiceDaemon, ServiceInfo};
 use rlx_net::iface::{self, IfaceError};
@@ -283,6 +283,10 @@ impl Announcer {
             tokio::runtime::Handle::try_current().map_err(|_| AnnounceError::NoRuntime)?;
         let NodeNames { label, instance } = NodeNames::of(&caps.hostname, opts.name.as_deref());
         check_instance_name(&instance)?;
+        // The mDNS host name is unique by construction (`<host>-<id>`), so
+        // clones of one image never claim one `<host>.local.` and nothing
+        // needs renaming (see docs/protocol.md, "Names").
+        let label = unique_host_label(&label, &caps.id);
         let base = Registration {
             instance,
             host: format!("{label}.local."),

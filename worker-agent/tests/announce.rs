@@ -241,8 +241,8 @@ fn python_zeroconf_sees_the_announced_node_with_its_exact_txt_schema_v1_record()
     assert_eq!(seen.port(), u64::from(PORT), "SRV port = the worker port");
     assert_eq!(
         seen.server(),
-        "itest-host.local.",
-        "SRV target <host>.local."
+        "itest-host-5f0c1d.local.",
+        "SRV target <host>-<first 6 hex of the id>.local.: unique by construction"
     );
     assert_eq!(
         seen.addrs(),
@@ -344,7 +344,11 @@ fn two_agents_claiming_the_same_name_end_up_with_distinct_names_and_the_rename_i
         !first.stderr().contains("name conflict"),
         "the first agent kept its name and has nothing to log"
     );
-    assert_eq!(other.server(), "host-b.local.", "the renamed one is host-b");
+    assert_eq!(
+        other.server(),
+        "host-b-5f0c1d.local.",
+        "the renamed one is host-b"
+    );
     assert!(
         !browser.saw(|e| e.kind() == "removed"),
         "both stay announced"
