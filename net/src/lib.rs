@@ -10,7 +10,20 @@
 //!   the machine's initial network namespace.
 //! - [`neighbour`]: gratuitous ARP and nudges, so a lost ARP packet does not
 //!   cost a handshake a second.
+//! - [`links`]: the kernel's notifications that an interface or address
+//!   changed, so the agent need not poll for them.
+//!
+//! # Platforms
+//! Each module says what it does where:
+//!
+//! | module | Linux | macOS |
+//! | --- | --- | --- |
+//! | [`iface`] | `getifaddrs` | `getifaddrs` (the same) |
+//! | [`netguard`] | network-namespace evidence from `/proc` | `RLX_NETNS_GUARD=1` refuses outright (no namespaces) |
+//! | [`neighbour`] | packet sockets, `/proc/net/arp` | not available (debug log once) |
+//! | [`links`] | netlink route socket | `PF_ROUTE` route socket |
 
 pub mod iface;
+pub mod links;
 pub mod neighbour;
 pub mod netguard;
