@@ -25,27 +25,47 @@
 //! suite creates, and the labs are torn down (processes killed by PID,
 //! namespaces deleted) when each scenario ends, even on error.
 
+#[cfg(target_os = "linux")]
 mod ctx;
+#[cfg(target_os = "linux")]
 mod machine;
+#[cfg(target_os = "linux")]
 mod peers;
+#[cfg(target_os = "linux")]
 mod plot;
+#[cfg(target_os = "linux")]
 mod proc;
+#[cfg(target_os = "linux")]
 mod report;
+#[cfg(target_os = "linux")]
 mod results;
+#[cfg(target_os = "linux")]
 mod sc_footprint;
+#[cfg(target_os = "linux")]
 mod sc_mdns;
+#[cfg(target_os = "linux")]
 mod sc_scan;
+#[cfg(target_os = "linux")]
 mod sc_ssh;
+#[cfg(target_os = "linux")]
 mod sc_trust;
 
+#[cfg(target_os = "linux")]
 use anyhow::{bail, Context, Result};
+#[cfg(target_os = "linux")]
 use clap::{Parser, Subcommand};
+#[cfg(target_os = "linux")]
 use ctx::{Bins, Ctx, Features};
+#[cfg(target_os = "linux")]
 use results::Results;
+#[cfg(target_os = "linux")]
 use std::collections::BTreeMap;
+#[cfg(target_os = "linux")]
 use std::path::{Path, PathBuf};
+#[cfg(target_os = "linux")]
 use std::time::Instant;
 
+#[cfg(target_os = "linux")]
 /// Benchmark rlx-discover and rlx-agent against avahi, python-zeroconf,
 /// nmap and serial ssh inside private network namespaces.
 #[derive(Debug, Parser)]
@@ -55,6 +75,7 @@ struct Cli {
     cmd: Cmd,
 }
 
+#[cfg(target_os = "linux")]
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run the scenarios and write results, BENCHMARKS.md and plots.
@@ -63,6 +84,7 @@ enum Cmd {
     Report(ReportArgs),
 }
 
+#[cfg(target_os = "linux")]
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     /// Small sizes, one repetition, short windows: under 3 minutes, proves
@@ -100,6 +122,7 @@ struct RunArgs {
     plots: PathBuf,
 }
 
+#[cfg(target_os = "linux")]
 #[derive(Debug, clap::Args)]
 struct ReportArgs {
     /// The results JSON written by `run`.
@@ -113,6 +136,7 @@ struct ReportArgs {
     plots: PathBuf,
 }
 
+#[cfg(target_os = "linux")]
 fn detect_features(bins: &Bins, work: &Path) -> Features {
     let help = std::process::Command::new(&bins.discover)
         .args(["browse", "--help"])
@@ -131,6 +155,7 @@ fn detect_features(bins: &Bins, work: &Path) -> Features {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn run(a: RunArgs) -> Result<()> {
     let started = Instant::now();
     let started_utc = utc_now();
@@ -250,6 +275,7 @@ fn run(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
+#[cfg(target_os = "linux")]
 /// The results in `path` with the samples, notes and gaps of `scenarios`
 /// replaced by those of `new` (a re-run of just those scenarios).
 fn merge(path: &Path, scenarios: &[String], new: Results) -> Result<Results> {
@@ -303,6 +329,7 @@ fn merge(path: &Path, scenarios: &[String], new: Results) -> Result<Results> {
     Ok(old)
 }
 
+#[cfg(target_os = "linux")]
 fn write_csv(r: &Results, path: &Path) -> Result<()> {
     let mut s =
         String::from("scenario,case,tool,metric,rep,value,found,expected,computed,load1,note\n");
@@ -326,6 +353,7 @@ fn write_csv(r: &Results, path: &Path) -> Result<()> {
     std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
 }
 
+#[cfg(target_os = "linux")]
 fn render(r: &Results, results_path: &Path, markdown: &Path, plots: &Path) -> Result<()> {
     let pngs = match plot::plot_all(r, plots) {
         Ok(p) => p,
@@ -343,6 +371,7 @@ fn render(r: &Results, results_path: &Path, markdown: &Path, plots: &Path) -> Re
     std::fs::write(markdown, md).with_context(|| format!("writing {}", markdown.display()))
 }
 
+#[cfg(target_os = "linux")]
 /// The current UTC time, RFC 3339, from `date` (no time crate needed).
 fn utc_now() -> String {
     std::process::Command::new("date")
@@ -352,6 +381,7 @@ fn utc_now() -> String {
         .unwrap_or_default()
 }
 
+#[cfg(target_os = "linux")]
 /// On SIGINT, SIGTERM or SIGHUP, kill what runs in this run's namespaces
 /// (`rlx-<our pid>-*`, the labs' naming) and delete them, then exit 130:
 /// labs are otherwise torn down by `Drop`, which a signal would skip.
@@ -402,6 +432,7 @@ fn clean_up_on_signal() {
     });
 }
 
+#[cfg(target_os = "linux")]
 fn main() -> std::process::ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -430,4 +461,12 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(1)
         }
     }
+}
+
+/// Elsewhere the suite has nothing to run on: its labs are Linux network
+/// namespaces (`setns`, `CLONE_NEWNET`), so this binary only says so.
+#[cfg(not(target_os = "linux"))]
+fn main() -> std::process::ExitCode {
+    eprintln!("rlx-bench runs on Linux only: its private networks are Linux network namespaces");
+    std::process::ExitCode::FAILURE
 }

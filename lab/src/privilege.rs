@@ -29,6 +29,13 @@ pub fn lab_support() -> Result<LabMode, String> {
 }
 
 fn probe_support() -> Result<LabMode, String> {
+    if cfg!(not(target_os = "linux")) {
+        return Err(format!(
+            "a lab is made of Linux network namespaces, which {} does not have \
+             (the demo and the network tests run on Linux only)",
+            std::env::consts::OS
+        ));
+    }
     if !crate::peer::on_path("ip") {
         return Err("the `ip` command is missing (sudo apt-get install iproute2)".into());
     }

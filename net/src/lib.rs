@@ -11,8 +11,22 @@
 //! - [`neighbour`]: gratuitous ARP and nudges, so a lost ARP packet does not
 //!   cost a handshake a second; [`ndp`]: the same announcement for IPv6
 //!   (unsolicited Neighbor Advertisements).
+//! - [`links`]: the kernel's notifications that an interface or address
+//!   changed, so the agent need not poll for them.
+//!
+//! # Platforms
+//! Each module says what it does where:
+//!
+//! | module | Linux | macOS |
+//! | --- | --- | --- |
+//! | [`iface`] | `getifaddrs` | `getifaddrs` (the same) |
+//! | [`netguard`] | network-namespace evidence from `/proc` | `RLX_NETNS_GUARD=1` refuses outright (no namespaces) |
+//! | [`neighbour`] | packet sockets, `/proc/net/arp` | not available (debug log once) |
+//! | [`ndp`] | raw ICMPv6 socket (`CAP_NET_RAW`) | raw ICMPv6 socket (root) |
+//! | [`links`] | netlink route socket | `PF_ROUTE` route socket |
 
 pub mod iface;
+pub mod links;
 pub mod ndp;
 pub mod neighbour;
 pub mod netguard;

@@ -33,10 +33,19 @@
 //! IPv6 neighbour discovery has the same one-second pace. The browse
 //! announces our IPv6 addresses too ([`crate::ndp`]); handshakes over IPv6
 //! are not nudged (agents are found over IPv4 first wherever both exist).
+//!
+//! # Platforms
+//! Linux only: packet sockets (`AF_PACKET`) and `/proc/net/arp` have no
+//! macOS counterpart short of BPF devices (`/dev/bpf*`, root only, one
+//! device per interface), which would not earn their place for a
+//! coordinator that macOS runs unprivileged anyway. Elsewhere
+//! [`ArpSocket::open`] returns `None` and [`Nudger::watch`] sends nothing,
+//! each saying so once at debug level; discovery and admission work as
+//! before, at the kernel's own ARP pace (what that costs under loss:
+//! `BENCHMARKS.md`).
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -65,16 +74,38 @@ pub const ANNOUNCE_EVERY: Duration = Duration::from_millis(300);
 
 /// A packet socket that sends ARP frames from one interface.
 pub struct ArpSocket {
-    fd: OwnedFd,
+    #[cfg(target_os = "linux")]
+    fd: std::os::fd::OwnedFd,
+    #[cfg(target_os = "linux")]
     dest: nix::sys::socket::LinkAddr,
     mac: [u8; 6],
     ip: Ipv4Addr,
 }
 
+/// Says once, at debug level, that this system has no ARP help.
+#[cfg(not(target_os = "linux"))]
+fn say_unavailable() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        tracing::debug!(
+            "ARP help is not available on this system (it needs Linux packet sockets): \
+             a lost ARP packet waits for the kernel's own retry"
+        )
+    });
+}
+
 impl ArpSocket {
+    /// Not available on this system: always `None` (see the module docs).
+    #[cfg(not(target_os = "linux"))]
+    pub fn open(_name: &str) -> Option<ArpSocket> {
+        say_unavailable();
+        None
+    }
+
     /// Opens one for interface `name`, sending as its first IPv4 address.
     /// `None` where ARP does not apply (loopback, no IPv4 address, no MAC)
     /// or a packet socket is not allowed (no `CAP_NET_RAW`).
+    #[cfg(target_os = "linux")]
     pub fn open(name: &str) -> Option<ArpSocket> {
         use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType, SockaddrLike};
         let addrs: Vec<_> = nix::ifaddrs::getifaddrs()
@@ -140,9 +171,17 @@ impl ArpSocket {
         self.send(&arp_request(self.mac, self.ip, target))
     }
 
+    #[cfg(target_os = "linux")]
     fn send(&self, frame: &[u8; 28]) -> bool {
         use nix::sys::socket::{sendto, MsgFlags};
+        use std::os::fd::AsRawFd;
         sendto(self.fd.as_raw_fd(), frame, &self.dest, MsgFlags::empty()).is_ok()
+    }
+
+    /// Never called: no `ArpSocket` exists on this system.
+    #[cfg(not(target_os = "linux"))]
+    fn send(&self, _frame: &[u8; 28]) -> bool {
+        false
     }
 }
 
@@ -281,7 +320,12 @@ impl Nudger {
                 since: Instant::now(),
             })
             .registrations += 1;
-        if !st.running {
+        // Elsewhere there is no neighbour table to read nor socket to send
+        // from: the registration is kept (so `Target` means the same
+        // everywhere) but nothing runs.
+        #[cfg(not(target_os = "linux"))]
+        say_unavailable();
+        if !st.running && cfg!(target_os = "linux") {
             st.running = true;
             tokio::spawn(Self::run(Arc::downgrade(self)));
         }

@@ -32,9 +32,20 @@
 //!    namespace. This covers `unshare --user --net` on kernels before 6.18.
 //! 5. The kernel is 6.18 or newer: pass (rule 2 would have caught it).
 //! 6. Otherwise: refuse, saying the namespace could not be identified.
+//!
+//! # Other systems (macOS)
+//! Network namespaces are a Linux mechanism; a Mac has nothing a test could
+//! make a private network of (a `utun` or `feth` pair still reaches the
+//! LAN's multicast through the same stack). So on any system but Linux,
+//! `RLX_NETNS_GUARD=1` refuses outright ([`Refusal::NoNamespaces`]): the
+//! network tests cannot run there, and saying so beats multicasting onto
+//! the developer's LAN. Without the variable the guard does nothing, as on
+//! Linux: the agent and the coordinator run normally on a Mac.
 
 use std::fmt;
+#[cfg(target_os = "linux")]
 use std::fs;
+#[cfg(target_os = "linux")]
 use std::os::unix::fs::MetadataExt;
 
 /// The environment variable that turns the guard on (value `1`).
@@ -77,6 +88,8 @@ pub enum Refusal {
     SameAsInit(u64),
     /// Nothing could prove the namespace is a private one.
     Undecidable(u64),
+    /// This system has no network namespaces (anything but Linux).
+    NoNamespaces(&'static str),
 }
 
 impl fmt::Display for Refusal {
@@ -97,12 +110,25 @@ impl fmt::Display for Refusal {
                 "net:[{ino}] could not be proven private (pid 1's namespace is \
                  unreadable and this kernel predates the fixed initial inode)"
             ),
+            Refusal::NoNamespaces(os) => write!(
+                f,
+                "{os} has no network namespaces, so nothing here can be a private \
+                 test network (the network tests run on Linux only)"
+            ),
         }
     }
 }
 
 impl fmt::Display for GuardError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Refusal::NoNamespaces(_) = self.reason {
+            return write!(
+                f,
+                "refusing to run {}: {GUARD_ENV}=1 and {}. It would send multicast or \
+                 scan on the real network. Unset {GUARD_ENV} to run it for real",
+                self.what, self.reason
+            );
+        }
         write!(
             f,
             "refusing to run {}: {GUARD_ENV}=1 and {}. It would send multicast or \
@@ -138,6 +164,18 @@ pub fn ensure_private_netns(what: &str) -> Result<(), GuardError> {
     if std::env::var_os(GUARD_ENV).is_none_or(|v| v != "1") {
         return Ok(());
     }
+    #[cfg(not(target_os = "linux"))]
+    return Err(GuardError {
+        what: what.to_string(),
+        reason: Refusal::NoNamespaces(std::env::consts::OS),
+    });
+    #[cfg(target_os = "linux")]
+    linux_evidence(what)
+}
+
+/// Gathers the evidence (Linux only) and decides.
+#[cfg(target_os = "linux")]
+fn linux_evidence(what: &str) -> Result<(), GuardError> {
     let own = fs::metadata("/proc/self/ns/net").map(|m| m.ino());
     let evidence = match own {
         Err(e) => {
@@ -188,6 +226,7 @@ pub fn decide(e: &Evidence) -> Result<(), Refusal> {
 /// `NS_GET_USERNS` (Linux 4.9) returns a descriptor for it; it fails with
 /// `EPERM` when the owner lies outside our own user namespace, which tells us
 /// nothing, hence `None`.
+#[cfg(target_os = "linux")]
 fn owner_userns_inode() -> Option<u64> {
     use nix::libc;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -206,11 +245,13 @@ fn owner_userns_inode() -> Option<u64> {
 }
 
 /// Kernel (major, minor) from `/proc/sys/kernel/osrelease`.
+#[cfg(target_os = "linux")]
 fn kernel_version() -> Option<(u32, u32)> {
     parse_kernel_release(&fs::read_to_string("/proc/sys/kernel/osrelease").ok()?)
 }
 
 /// `"6.18.44-fc-v657"` -> `(6, 18)`.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn parse_kernel_release(release: &str) -> Option<(u32, u32)> {
     let mut parts = release.trim().split(['.', '-']);
     let major = parts.next()?.parse().ok()?;
@@ -324,6 +365,7 @@ mod tests {
     /// `cargo test` does), so the live evidence must refuse. Guarded by the
     /// inode so that running the suite inside a namespace does not fail it.
     #[test]
+    #[cfg(target_os = "linux")]
     fn the_live_evidence_of_the_root_namespace_is_refused() {
         let own = fs::metadata("/proc/self/ns/net").unwrap().ino();
         if own != NET_NS_INIT_INO {
@@ -343,6 +385,31 @@ mod tests {
         assert_eq!(owner_userns_inode(), Some(USER_NS_INIT_INO));
     }
 
+    #[test]
+    fn a_system_without_namespaces_is_refused_with_the_reason() {
+        let msg = GuardError {
+            what: "rlx-agent".into(),
+            reason: Refusal::NoNamespaces("macos"),
+        }
+        .to_string();
+        for needle in ["rlx-agent", "macos has no network namespaces", "Linux only"] {
+            assert!(msg.contains(needle), "{needle:?} missing from: {msg}");
+        }
+    }
+
+    /// On a Mac the guard refuses whatever the process is: there is no
+    /// private network a test could be in.
+    #[test]
+    #[cfg(not(target_os = "linux"))]
+    fn with_the_variable_set_a_system_without_namespaces_is_refused() {
+        let refused = run_probe(Some("1"));
+        assert!(
+            refused.contains("GUARD: refused") && refused.contains("no network namespaces"),
+            "{refused}"
+        );
+        assert!(run_probe(None).contains("GUARD: pass"), "{refused}");
+    }
+
     /// Environment variable that turns [`guard_probe_helper`] into a probe.
     const PROBE_ENV: &str = "RLX_NETGUARD_PROBE";
 
@@ -359,6 +426,7 @@ mod tests {
         }
     }
 
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     fn run_probe(guard: Option<&str>) -> String {
         let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
         cmd.args([
@@ -378,6 +446,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn with_the_variable_set_the_root_namespace_is_refused_and_without_it_nothing_happens() {
         let own = fs::metadata("/proc/self/ns/net").unwrap().ino();
         if own != NET_NS_INIT_INO {

@@ -235,7 +235,15 @@ async fn reprobe_until_stopped(
 ///   dirty for up to 30 s, and reclaim skips dirty pages) and
 ///   `POSIX_FADV_DONTNEED` drops the cached pages nobody maps any more, so
 ///   the memory is freed, not just unmapped, where the kernel allows.
+///
+/// Linux only. On macOS it does nothing: there is no `/proc/self/smaps` to
+/// find the executable's mappings by, and the kernel reclaims clean file
+/// pages of an idle process under memory pressure on its own (the agent's
+/// resident size there is what Activity Monitor's "Memory" shows, not a
+/// figure it can trim).
 pub fn trim_resident_memory(evict_cache: bool) {
+    #[cfg(not(target_os = "linux"))]
+    let _ = evict_cache;
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;

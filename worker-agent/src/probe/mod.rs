@@ -284,13 +284,15 @@ fn vulkan_pointless(root: &Root, pci_devices: &[pci::PciDevice]) -> Option<Strin
         .then(|| "no GPU kernel driver (no /sys/class/drm/card*): Vulkan not asked".to_string())
 }
 
-/// Metal and the Neural Engine, on Apple Silicon macOS probing itself.
+/// Metal GPUs and the Neural Engine, on macOS probing itself.
 fn apple_devices(root: &Root) -> Vec<DeviceInfo> {
     #[cfg(target_os = "macos")]
     if root.is_host() {
         return apple::devices(
             apple::sysctl::cpu_brand().as_deref(),
             apple::sysctl::is_arm64(),
+            &apple::sysctl::gpus(),
+            apple::wired_limit_bytes(apple::sysctl::wired_limit_mb()),
         );
     }
     let _ = root;

@@ -1,0 +1,153 @@
+//! The agent beside another mDNS responder on the same machine: the Linux
+//! analogue of rlx-agent beside mDNSResponder on a Mac (README, "On a Mac").
+//! Both bind UDP 5353 with `SO_REUSEPORT`; both must keep working.
+
+mod common;
+
+use common::{agent_bin, eventually, require_lab, run_ok, spawn, Proc};
+use rlx_lab::peer::{self, Peer};
+use rlx_lab::Lab;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+/// How long a responder may take to come up on a loaded 2-core box.
+const READY: Duration = Duration::from_secs(20);
+
+/// The example binary that runs one browse and prints its JSON.
+fn browse_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test binary lives in target/<profile>/deps");
+    let bin = dir.join("examples").join("browse_once");
+    assert!(
+        bin.is_file(),
+        "{} not found: build it first (`cargo build --example browse_once`, or `cargo test`)",
+        bin.display()
+    );
+    bin
+}
+
+/// avahi-daemon in host `i`, with a private D-Bus under the lab's log
+/// directory and a private `/run`. Returns the processes (stopped on drop)
+/// and the bus address for avahi's clients.
+fn avahi_daemon(lab: &Lab, i: usize) -> (Vec<Proc>, String) {
+    let dir = lab.log_dir().join(format!("avahi{i}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bus = dir.join("bus");
+    let bus_conf = dir.join("bus.conf");
+    std::fs::write(
+        &bus_conf,
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/> <allow own="*"/> <allow send_type="method_call"/>
+    <allow send_destination="*"/> <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+"#,
+            bus.display()
+        ),
+    )
+    .unwrap();
+    let avahi_conf = dir.join("avahi.conf");
+    std::fs::write(
+        &avahi_conf,
+        format!(
+            "[server]\nallow-interfaces={}\nuse-ipv6=no\nenable-dbus=yes\n\
+             [wide-area]\nenable-wide-area=no\n\
+             [publish]\npublish-hinfo=no\npublish-workstation=no\n",
+            lab.host(i).iface
+        ),
+    )
+    .unwrap();
+    let bus_env = format!("unix:path={}", bus.display());
+    let mut dbus = Command::new("dbus-daemon");
+    dbus.arg(format!("--config-file={}", bus_conf.display()))
+        .args(["--nofork", "--nopidfile", "--print-address"]);
+    let dbus = spawn(lab, i, dbus);
+    dbus.expect_output("unix:path", READY);
+    let mut daemon = Command::new("sh");
+    daemon
+        .arg("-c")
+        .arg(format!(
+            "mount -t tmpfs tmpfs /run && exec avahi-daemon --no-chroot --no-drop-root -f {}",
+            avahi_conf.display()
+        ))
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &bus_env);
+    let daemon = spawn(lab, i, daemon);
+    daemon.expect_output("Server startup complete", READY);
+    (vec![daemon, dbus], bus_env)
+}
+
+/// avahi-daemon and rlx-agent run in the same network namespace, both on
+/// UDP 5353: a coordinator on the LAN still finds the agent, avahi (asked
+/// through `avahi-browse` on the agent's own machine) resolves the agent's
+/// `_rlx._tcp` service while it keeps publishing one of its own: neither
+/// responder took the port from the other.
+#[test]
+fn an_agent_beside_avahi_daemon_is_found_and_avahi_keeps_working_on_the_same_machine() {
+    let test = "an_agent_beside_avahi_daemon_is_found_and_avahi_keeps_working_on_the_same_machine";
+    if !peer::require(test, &[Peer::Avahi]) {
+        return;
+    }
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(2);
+    let (_avahi, bus) = avahi_daemon(&lab, 1);
+    let mut publish = Command::new("avahi-publish");
+    publish
+        .args(["-s", "webbox", "_http._tcp", "8080"])
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &bus);
+    let publish = spawn(&lab, 1, publish);
+    publish.expect_output("Established under name", READY);
+
+    let mut agent = Command::new(agent_bin());
+    agent
+        .args(["--no-bench", "--name", "box1"])
+        .env("RUST_LOG", "info");
+    let agent = spawn(&lab, 1, agent);
+    agent.expect_output("mDNS: announced on", READY);
+
+    // The coordinator, on another machine of the LAN, finds the agent.
+    eventually(READY, "the agent found from host 0", || {
+        let out = run_ok(lab.command(0, browse_bin()).args(["--browse-ms", "1000"]));
+        let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+        let found = v["sightings"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["host"] == "box1"));
+        if found {
+            Ok(())
+        } else {
+            Err(format!("{v:#}"))
+        }
+    });
+
+    // avahi on the agent's machine hears the agent and resolves it.
+    eventually(READY, "avahi-browse resolving the agent beside it", || {
+        let out = run_ok(
+            lab.command(1, "avahi-browse")
+                .args(["-rpt", "_rlx._tcp"])
+                .env("DBUS_SYSTEM_BUS_ADDRESS", &bus),
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let resolved = text
+            .lines()
+            .any(|l| l.starts_with("=;") && l.contains(";box1;") && l.contains(";9100;"));
+        if resolved {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    });
+
+    drop(publish);
+    drop(agent);
+}
