@@ -7,11 +7,29 @@ use mdns_sd::{IfKind, ResolvedService, ServiceDaemon, ServiceEvent};
 use rlx_net::iface::Iface;
 use rlx_net::netguard;
 use rlx_proto::service::MDNS_SERVICE_TYPE as SERVICE_TYPE;
+use std::time::{Duration, Instant};
 
-/// How often [`MdnsBrowser`] re-subscribes after mdns-sd closed its event
-/// channel (it does so silently when the consumer falls 1000 events behind)
-/// before giving up on the multicast path.
-const MAX_REBROWSE: u32 = 8;
+/// mdns-sd's event channel capacity (`EVENT_CHANNEL_CAPACITY` in 0.21).
+const MDNS_SD_CHANNEL: usize = 1000;
+
+/// The first wait before [`MdnsBrowser`] subscribes again after mdns-sd
+/// closed its event channel (it does so silently when 1000 events wait).
+/// Each new subscription replays mdns-sd's whole cache into the new
+/// channel, two events per cached instance: under a flood of thousands of
+/// bogus instances the replay alone overflows it again at once, so
+/// re-subscribing in a tight loop only burns the tries (the old rule, eight
+/// tries and then give up, ended `watch` within a second of a 10,000
+/// instance flood). Waiting, doubling up to [`REBROWSE_MAX`], keeps the
+/// multicast path alive for when the flood ends, while the browse's own
+/// port-5353 reader goes on hearing the real agents meanwhile.
+const REBROWSE_FIRST: Duration = Duration::from_millis(100);
+
+/// The longest wait between two subscriptions.
+const REBROWSE_MAX: Duration = Duration::from_secs(5);
+
+/// A channel that has stayed open this long resets the wait: the overload
+/// that closed it is over.
+const REBROWSE_CALM: Duration = Duration::from_secs(60);
 
 /// What the standard browse reports.
 #[derive(Debug, Clone)]
@@ -30,11 +48,20 @@ pub enum BrowserEvent {
 ///
 /// Drain it promptly with [`MdnsBrowser::next`]: mdns-sd closes the event
 /// channel silently when 1000 events are waiting, and `next` then browses
-/// again (up to `MAX_REBROWSE` = 8 times) rather than going quiet.
+/// again after a wait that doubles while the overload lasts
+/// ([`REBROWSE_FIRST`] to [`REBROWSE_MAX`]), rather than going quiet.
 pub struct MdnsBrowser {
     daemon: ServiceDaemon,
     events: mdns_sd::Receiver<ServiceEvent>,
+    /// How many times the channel was closed on us.
     rebrowses: u32,
+    /// The wait before the next subscription.
+    backoff: Duration,
+    /// When to subscribe again, while the channel is closed (kept here so a
+    /// cancelled `next` resumes the same wait).
+    resubscribe_at: Option<Instant>,
+    /// When the channel was last closed.
+    last_close: Option<Instant>,
 }
 
 impl MdnsBrowser {
@@ -58,6 +85,9 @@ impl MdnsBrowser {
                 daemon,
                 events,
                 rebrowses: 0,
+                backoff: REBROWSE_FIRST,
+                resubscribe_at: None,
+                last_close: None,
             }),
             Err(e) => {
                 let _ = daemon.shutdown();
@@ -67,8 +97,20 @@ impl MdnsBrowser {
     }
 
     /// The next event, or `None` when the daemon is gone for good.
+    /// Cancel-safe: a wait to subscribe again resumes where it was.
     pub async fn next(&mut self) -> Option<BrowserEvent> {
         loop {
+            if let Some(at) = self.resubscribe_at {
+                tokio::time::sleep_until(at.into()).await;
+                self.resubscribe_at = None;
+                match self.daemon.browse(SERVICE_TYPE) {
+                    Ok(rx) => self.events = rx,
+                    Err(e) => {
+                        tracing::warn!("mdns-sd browse failed: {e}");
+                        return None;
+                    }
+                }
+            }
             match self.events.recv_async().await {
                 Ok(ServiceEvent::ServiceFound(_, fullname)) => {
                     return Some(BrowserEvent::Found(fullname))
@@ -79,20 +121,24 @@ impl MdnsBrowser {
                 }
                 Ok(_) => continue,
                 Err(_) => {
-                    if self.rebrowses >= MAX_REBROWSE {
-                        return None;
+                    let now = Instant::now();
+                    if self
+                        .last_close
+                        .is_some_and(|t| now.duration_since(t) >= REBROWSE_CALM)
+                    {
+                        self.backoff = REBROWSE_FIRST;
                     }
+                    self.last_close = Some(now);
                     self.rebrowses += 1;
                     tracing::warn!(
-                        "mdns-sd closed the browse channel (consumer too slow?); browsing again"
+                        "mdns-sd closed the browse channel ({} events waited: a flood, or a \
+                         slow consumer); browsing again in {} ms (closed {} times so far)",
+                        MDNS_SD_CHANNEL,
+                        self.backoff.as_millis(),
+                        self.rebrowses
                     );
-                    match self.daemon.browse(SERVICE_TYPE) {
-                        Ok(rx) => self.events = rx,
-                        Err(e) => {
-                            tracing::warn!("mdns-sd browse failed: {e}");
-                            return None;
-                        }
-                    }
+                    self.resubscribe_at = Some(now + self.backoff);
+                    self.backoff = (self.backoff * 2).min(REBROWSE_MAX);
                 }
             }
         }
