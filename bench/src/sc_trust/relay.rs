@@ -221,7 +221,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
          `{}` on h1, a stranger on h2 holding no key that relays its own :{PORT} to the agent and \
          announces the agent's TXT as `{RELAY}` at its own address (bench/py/relay.py), and \
          `expand` with `key_file` on h0: first with the agent's own mDNS dropped at h0 (nft), \
-         then with both heard; then the agent restarted with `--advertise {relay_at}` (the \
+         then with both heard; then the agent restarted with `--advertise RELAY_IP:{PORT}` (the \
          relay as a port-forward its operator declares), its mDNS dropped again. \
          `relays_admitted` must be 0, `refusal_says_relay` 1 (the reason says \"{WORDING}\" and \
          names both endpoints), `agent_admitted_at_own_address` and `forward_admitted` 1.",

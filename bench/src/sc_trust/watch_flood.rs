@@ -112,7 +112,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
          a cluster key started under it, and once it has printed {REFUSALS_FIRST} refusals, \
          {REAL} real keyed agents started. `join_ms_*`: from each agent's start to its `joined` \
          event (watch's `at_ms`, whose clock starts a few ms after its spawn); `vmhwm_kb`: \
-         watch's peak RSS; `bogus_joined` must be 0."
+         watch's peak RSS; `bogus_joined` and `watch_exited` must be 0."
     ));
     let case = format!("watch: {k} bogus instances, then {REAL} real agents");
     let reps = ctx.reps.min(3);
@@ -169,8 +169,13 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 at.as_millis(),
                 lines[lines.len().saturating_sub(12)..].join("\n")
             );
+            let rebrowses = lines
+                .iter()
+                .filter(|l| l.contains("closed the browse channel"))
+                .count();
             exits.push(format!(
-                "{} ms after its start, {s}: {last}",
+                "{} ms after its start, {s}, having logged \"mdns-sd closed the browse channel \
+                 (consumer too slow?); browsing again\" {rebrowses} times: {last}",
                 at.as_millis()
             ));
             format!(
@@ -247,6 +252,18 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             "bogus_joined",
             rep,
             Some(bogus as f64),
+            None,
+            None,
+            "",
+        );
+        // Must be 0: watch runs until stopped, a flood or not.
+        ctx.record(
+            "trust",
+            &case,
+            TOOL,
+            "watch_exited",
+            rep,
+            Some(f64::from(u8::from(exited.is_some()))),
             None,
             None,
             "",
