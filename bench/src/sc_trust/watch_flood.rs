@@ -33,6 +33,18 @@ const REFUSALS_FIRST: usize = 10;
 /// before the run is recorded as unfinished.
 const DEADLINE: Duration = Duration::from_secs(60);
 
+/// How a `watch` that exited by itself under the flood ended.
+struct Exit {
+    /// After its start.
+    after_ms: u64,
+    /// Its exit status.
+    status: String,
+    /// How many times it logged that mdns-sd closed the browse channel.
+    rebrowses: usize,
+    /// Its last line on stderr.
+    last: String,
+}
+
 /// The events `watch --json` printed so far.
 fn events(w: &LabProcess) -> Vec<Value> {
     w.stdout()
@@ -117,7 +129,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let case = format!("watch: {k} bogus instances, then {REAL} real agents");
     let reps = ctx.reps.min(3);
     // Runs in which watch exited by itself, with what it said last.
-    let mut exits: Vec<String> = Vec::new();
+    let mut exits: Vec<Exit> = Vec::new();
     for rep in 0..reps {
         let mut c = lab.command(0, &ctx.bins.discover);
         c.args(["watch", "--json", "--for-ms", "180000", "--config"])
@@ -173,11 +185,12 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 .iter()
                 .filter(|l| l.contains("closed the browse channel"))
                 .count();
-            exits.push(format!(
-                "{} ms after its start, {s}, having logged \"mdns-sd closed the browse channel \
-                 (consumer too slow?); browsing again\" {rebrowses} times: {last}",
-                at.as_millis()
-            ));
+            exits.push(Exit {
+                after_ms: at.as_millis() as u64,
+                status: s.to_string(),
+                rebrowses,
+                last: last.to_string(),
+            });
             format!(
                 "; watch exited ({s}) {} ms after its start: {last}",
                 at.as_millis()
@@ -294,12 +307,22 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     }
     drop(f);
     if !exits.is_empty() {
-        // The table says "unfinished"; this says why.
+        // The table says "unfinished"; this says what happened.
+        let list = |f: &dyn Fn(&Exit) -> String| {
+            let mut v: Vec<String> = exits.iter().map(f).collect();
+            v.dedup();
+            v.join(", ")
+        };
         ctx.notes.push(format!(
             "trust: watch under a flood: in {} of {reps} runs `watch` exited by itself under the \
-             flood of {k} ({}); its figures for those runs are unfinished.",
+             flood of {k}, {} ms after its start ({}), having logged \"mdns-sd closed the browse \
+             channel (consumer too slow?); browsing again\" {} times, then: {}. Its figures for \
+             those runs are unfinished.",
             exits.len(),
-            exits.join("; ")
+            list(&|e| e.after_ms.to_string()),
+            list(&|e| e.status.clone()),
+            list(&|e| e.rebrowses.to_string()),
+            list(&|e| format!("`{}`", e.last)),
         ));
     }
     Ok(())
