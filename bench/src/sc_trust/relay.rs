@@ -97,44 +97,50 @@ fn expand(ctx: &Ctx, lab: &Lab, cfg: &Path) -> Result<Expand> {
     c.args(["expand", "--format", "json"])
         .arg(cfg)
         .env("RUST_LOG", "warn");
-    let t = run_timed(&mut c, Duration::from_secs(120))?;
-    let v: Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
-    // The finished node list: an address here is what would be written.
-    let nodes = v["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|n| Some(n["addr"].as_str()?.to_string()))
-        .collect();
-    let admitted = v["report"]["added"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| {
-            let host = a["host"].as_str()?.to_string();
-            let addr = a["addr"].as_str().unwrap_or_default().to_string();
-            let evidence = a["evidence"].as_str().unwrap_or_default().to_string();
-            Some((host, (addr, evidence)))
+    Expand::read(run_timed(&mut c, Duration::from_secs(120))?)
+}
+
+impl Expand {
+    /// Reads what `expand --format json` printed.
+    fn read(t: Timed) -> Result<Expand> {
+        let v: Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
+        // The finished node list: an address here is what would be written.
+        let nodes = v["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| Some(n["addr"].as_str()?.to_string()))
+            .collect();
+        let admitted = v["report"]["added"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| {
+                let host = a["host"].as_str()?.to_string();
+                let addr = a["addr"].as_str().unwrap_or_default().to_string();
+                let evidence = a["evidence"].as_str().unwrap_or_default().to_string();
+                Some((host, (addr, evidence)))
+            })
+            .collect();
+        let refused = v["report"]["failed"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| Some((f["host"].as_str()?.into(), f["reason"].as_str()?.into())))
+            .collect();
+        anyhow::ensure!(
+            !v.is_null(),
+            "expand printed no JSON ({}): {}",
+            t.describe_status(),
+            t.stderr_tail(3)
+        );
+        Ok(Expand {
+            t,
+            nodes,
+            admitted,
+            refused,
         })
-        .collect();
-    let refused = v["report"]["failed"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| Some((f["host"].as_str()?.into(), f["reason"].as_str()?.into())))
-        .collect();
-    anyhow::ensure!(
-        !v.is_null(),
-        "expand printed no JSON ({}): {}",
-        t.describe_status(),
-        t.stderr_tail(3)
-    );
-    Ok(Expand {
-        t,
-        nodes,
-        admitted,
-        refused,
-    })
+    }
 }
 
 /// The keyed agent `node-1` on h1, with `extra` flags, once it announced.
@@ -371,4 +377,78 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn printed(json: &str) -> Expand {
+        Expand::read(Timed {
+            status: None,
+            stdout: json.into(),
+            stderr: String::new(),
+            wall: Duration::ZERO,
+            cpu: Duration::ZERO,
+            maxrss_kb: 0,
+        })
+        .unwrap()
+    }
+
+    const AGENT: &str = "10.9.1.2:9100";
+    const AT: &str = "10.9.1.3:9100";
+
+    #[test]
+    fn a_relay_refused_for_a_relay_with_both_endpoints_named_counts_as_such() {
+        let e = printed(&format!(
+            r#"{{"nodes": [{{"addr": "{AGENT}"}}], "report": {{
+                "added": [{{"host": "node-1", "addr": "{AGENT}", "evidence": "authenticated"}}],
+                "failed": [{{"host": "imp-relay",
+                  "reason": "{AT}: the agent accepted {AGENT}; a relay or NAT is in between"}}]}}}}"#
+        ));
+        assert_eq!(e.relays_admitted(AT), 0);
+        assert_eq!(e.refusal_says_relay(AT, AGENT), 1);
+        assert_eq!(e.admitted["node-1"], (AGENT.into(), "authenticated".into()));
+    }
+
+    #[test]
+    fn a_refusal_for_another_reason_or_naming_one_endpoint_does_not_count() {
+        let e = printed(&format!(
+            r#"{{"nodes": [], "report": {{"added": [], "failed": [
+                {{"host": "imp-relay", "reason": "refused: {AT}: a relay or NAT is in between"}}]}}}}"#
+        ));
+        assert_eq!(e.refusal_says_relay(AT, AGENT), 0);
+        let e = printed(&format!(
+            r#"{{"nodes": [], "report": {{"added": [], "failed": [
+                {{"host": "imp-relay", "reason": "{AT} {AGENT}: no proof of the cluster key"}}]}}}}"#
+        ));
+        assert_eq!(e.refusal_says_relay(AT, AGENT), 0);
+    }
+
+    #[test]
+    fn a_relay_is_counted_admitted_by_its_instance_or_by_its_address_in_the_node_list() {
+        let by_name = printed(&format!(
+            r#"{{"nodes": [], "report": {{"added": [
+                {{"host": "imp-relay", "addr": "{AT}", "evidence": "authenticated"}}], "failed": []}}}}"#
+        ));
+        assert_eq!(by_name.relays_admitted(AT), 1);
+        let by_addr = printed(&format!(
+            r#"{{"nodes": [{{"addr": "{AT}"}}], "report": {{"added": [], "failed": []}}}}"#
+        ));
+        assert_eq!(by_addr.relays_admitted(AT), 1);
+    }
+
+    #[test]
+    fn an_expand_that_printed_no_json_is_an_error_naming_its_status() {
+        let e = Expand::read(Timed {
+            status: None,
+            stdout: "not json".into(),
+            stderr: "rlx-discover: error: boom".into(),
+            wall: Duration::ZERO,
+            cpu: Duration::ZERO,
+            maxrss_kb: 0,
+        });
+        let msg = format!("{:#}", e.err().unwrap());
+        assert!(msg.contains("no JSON") && msg.contains("boom"), "{msg}");
+    }
 }

@@ -327,3 +327,29 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn evs(lines: &[&str]) -> Vec<Value> {
+        lines
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn each_real_agent_s_first_join_is_found_and_the_others_are_not() {
+        let e = evs(&[
+            r#"{"event": "refused", "at_ms": 10, "instance": "bogus-1"}"#,
+            r#"{"event": "joined", "at_ms": 2500, "instance": "node-2"}"#,
+            r#"{"event": "joined", "at_ms": 2100, "instance": "node-1"}"#,
+            r#"{"event": "joined", "at_ms": 2900, "instance": "node-1"}"#,
+            r#"{"event": "joined", "at_ms": 3000, "instance": "bogus-7"}"#,
+        ]);
+        assert_eq!(joined_at(&e), vec![Some(2100), Some(2500), None]);
+        assert_eq!(count(&e, "refused"), 1);
+        assert_eq!(count(&e, "joined"), 4);
+    }
+}
