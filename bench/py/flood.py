@@ -5,11 +5,20 @@ nothing listens, sent to the mDNS group (224.0.0.251:5353) in packets of a
 few instances: every PERIOD_S seconds, and at once (at most every 100 ms)
 whenever someone on the segment asks for _rlx._tcp. Runs until killed.
 
-usage: flood.py IP K PERIOD_S BOGUS_PREFIX
+usage: flood.py IP K PERIOD_S BOGUS_PREFIX [SOURCE_PORT]
 
 BOGUS_PREFIX is the first two octets of the addresses claimed (e.g. 10.7),
 spread over BOGUS_PREFIX.200.0 - BOGUS_PREFIX.239.255. Prints "ready" after
 the first full round. Runs only inside a lab namespace.
+
+SOURCE_PORT 0 (the default) sends from an ephemeral port: only a listener
+that takes answers from any port (mdns-sd, which does not say who sent
+what) hears the flood. 5353 sends from the mDNS port, as a responder does,
+so a listener that reads answers with their source (the continuous browse
+of `watch`) hears it too and counts it against the flooder's own address;
+legacy one-shot queries (from another port) are then answered by unicast
+to the asker, echoing its query id (RFC 6762 section 6.7), as
+tests/watch_flood.rs's generator does.
 """
 import select
 import socket
@@ -19,13 +28,9 @@ import time
 from zeroconf import DNSAddress, DNSOutgoing, DNSPointer, DNSService, DNSText, const
 
 ip, k, period, prefix = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+sport = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 TYPE = "_rlx._tcp.local."
 PER_PACKET = 8
-
-sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
-sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(ip))
-sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
-sock.bind((ip, 0))
 
 
 def txt(i):
@@ -57,11 +62,21 @@ rx.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
 rx.bind(("0.0.0.0", 5353))
 rx.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
               socket.inet_aton("224.0.0.251") + socket.inet_aton(ip))
+if sport == 5353:
+    # One socket on port 5353 for both directions; its own packets are not
+    # looped back to it.
+    sock = rx
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+else:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    sock.bind((ip, sport))
+sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(ip))
+sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
 
 
-def send_all():
+def send_all(to=("224.0.0.251", 5353), qid=b"\0\0"):
     for p in packets:
-        sock.sendto(p, ("224.0.0.251", 5353))
+        sock.sendto(qid + p[2:], to)
 
 
 send_all()
@@ -72,11 +87,14 @@ while True:
     r, _, _ = select.select([rx], [], [], max(0.0, next_periodic - time.monotonic()))
     now = time.monotonic()
     if r:
-        data, _ = rx.recvfrom(9000)
+        data, src = rx.recvfrom(9000)
         # A query (QR bit clear) that mentions _rlx._tcp.
         is_query = len(data) > 12 and not data[2] & 0x80
         if is_query and b"\x04_rlx\x04_tcp" in data and now - last >= 0.1:
-            send_all()
+            if sport == 5353 and src[1] != 5353:
+                send_all(src, data[:2])
+            else:
+                send_all()
             last = now
     if now >= next_periodic:
         send_all()

@@ -12,18 +12,29 @@
 //! - Flood: a hostile announcer sends thousands of bogus instances while
 //!   real agents run; `rlx-discover browse` must still find every real agent
 //!   and keep its memory bounded (peak RSS from `wait4`). Needs `browse`.
+//! - Relay ([`relay`], issue 16 item 1): a stranger relaying its worker
+//!   port to a real keyed agent and announcing its TXT; no relay may be
+//!   admitted, and a port-forward declared with `rlx-agent --advertise` is.
+//! - `watch` under a flood ([`watch_flood`], issue 16 item 3): real agents
+//!   started after 10,000 bogus instances still join, none of the bogus
+//!   ones does, watch's memory stays bounded.
 //! - Fuzzing and property-test counts belong to the trust work (`fuzz/`);
 //!   they are not re-measured here.
 
 use crate::ctx::Ctx;
 use crate::peers::{self, Publisher, PORT, PYTHON};
 use crate::proc::run_timed;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
-use std::process::Command;
 use std::time::Duration;
+
+mod key;
+mod relay;
+mod watch_flood;
+
+use key::keygen;
 
 /// Strangers that must never be admitted when the coordinator has a key.
 const IMPOSTORS: [&str; 5] = ["plain", "noproof", "wrongkey", "replay", "replayfix"];
@@ -52,24 +63,22 @@ const TOOL_NOKEY: &str = "rlx-discover expand (subnet, no key)";
 pub fn run(ctx: &mut Ctx) -> Result<()> {
     handshake_strangers(ctx)?;
     flood(ctx)?;
+    // Each case builds its own lab: one that fails is reported and the
+    // other still runs.
+    type Case = fn(&mut Ctx) -> Result<()>;
+    let cases: [(&str, Case); 2] = [
+        ("trust: relay of a keyed agent", relay::run),
+        ("trust: watch under a flood", watch_flood::run),
+    ];
+    for (what, case) in cases {
+        if let Err(e) = case(ctx) {
+            eprintln!("  {what} FAILED: {e:#}");
+            ctx.not_measured(what, format!("failed: {e:#}"));
+        }
+    }
     ctx.not_measured(
         "trust: fuzzing / property-test execution counts",
         "recorded by the trust work (issue 5) with its fuzz targets, not re-run by this suite",
-    );
-    Ok(())
-}
-
-fn keygen(ctx: &Ctx, path: &std::path::Path) -> Result<()> {
-    let out = Command::new(&ctx.bins.discover)
-        .arg("keygen")
-        .arg(path)
-        .output()
-        .context("rlx-discover keygen")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "rlx-discover keygen {} failed: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
 }
