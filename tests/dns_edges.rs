@@ -12,6 +12,8 @@
 //! the re-registration and the delete happen in the racing order on demand.
 //!
 //! Needs `named` and `tsig-keygen` (Debian: bind9, bind9-utils).
+// Joins a lab namespace with setns(2): Linux only, like the lab itself.
+#![cfg(target_os = "linux")]
 
 mod common;
 

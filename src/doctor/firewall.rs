@@ -60,6 +60,15 @@ pub struct Findings {
 /// collects what blocks `needs`.
 pub fn read(needs: Needs) -> Findings {
     let mut f = Findings::default();
+    if cfg!(target_os = "macos") {
+        // Not parsed here: say what to look at instead of a bare "no nft".
+        f.unreadable.push(
+            "macOS: pf and the application firewall are not read; check `sudo pfctl -sr` \
+             and `/usr/libexec/ApplicationFirewall/socketfilterfw --listapps`"
+                .into(),
+        );
+        return f;
+    }
     match run("nft", &["-j", "list", "ruleset"]) {
         Ok(text) => match nft_blockers(&text, needs) {
             Ok(b) => {
