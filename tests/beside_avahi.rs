@@ -4,9 +4,8 @@
 
 mod common;
 
-use common::{agent_bin, eventually, require_lab, run_ok, spawn, Proc};
+use common::{agent_bin, eventually, require_lab, run_ok, spawn};
 use rlx_lab::peer::{self, Peer};
-use rlx_lab::Lab;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -31,63 +30,6 @@ fn browse_bin() -> PathBuf {
     bin
 }
 
-/// avahi-daemon in host `i`, with a private D-Bus under the lab's log
-/// directory and a private `/run`. Returns the processes (stopped on drop)
-/// and the bus address for avahi's clients.
-fn avahi_daemon(lab: &Lab, i: usize) -> (Vec<Proc>, String) {
-    let dir = lab.log_dir().join(format!("avahi{i}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let bus = dir.join("bus");
-    let bus_conf = dir.join("bus.conf");
-    std::fs::write(
-        &bus_conf,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path={}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/> <allow own="*"/> <allow send_type="method_call"/>
-    <allow send_destination="*"/> <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-"#,
-            bus.display()
-        ),
-    )
-    .unwrap();
-    let avahi_conf = dir.join("avahi.conf");
-    std::fs::write(
-        &avahi_conf,
-        format!(
-            "[server]\nallow-interfaces={}\nuse-ipv6=no\nenable-dbus=yes\n\
-             [wide-area]\nenable-wide-area=no\n\
-             [publish]\npublish-hinfo=no\npublish-workstation=no\n",
-            lab.host(i).iface
-        ),
-    )
-    .unwrap();
-    let bus_env = format!("unix:path={}", bus.display());
-    let mut dbus = Command::new("dbus-daemon");
-    dbus.arg(format!("--config-file={}", bus_conf.display()))
-        .args(["--nofork", "--nopidfile", "--print-address"]);
-    let dbus = spawn(lab, i, dbus);
-    dbus.expect_output("unix:path", READY);
-    let mut daemon = Command::new("sh");
-    daemon
-        .arg("-c")
-        .arg(format!(
-            "mount -t tmpfs tmpfs /run && exec avahi-daemon --no-chroot --no-drop-root -f {}",
-            avahi_conf.display()
-        ))
-        .env("DBUS_SYSTEM_BUS_ADDRESS", &bus_env);
-    let daemon = spawn(lab, i, daemon);
-    daemon.expect_output("Server startup complete", READY);
-    (vec![daemon, dbus], bus_env)
-}
-
 /// avahi-daemon and rlx-agent run in the same network namespace, both on
 /// UDP 5353: a coordinator on the LAN still finds the agent, avahi (asked
 /// through `avahi-browse` on the agent's own machine) resolves the agent's
@@ -101,7 +43,7 @@ fn an_agent_beside_avahi_daemon_is_found_and_avahi_keeps_working_on_the_same_mac
     }
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(2);
-    let (_avahi, bus) = avahi_daemon(&lab, 1);
+    let (_avahi, bus) = common::avahi::avahi_daemon(&lab, 1);
     let mut publish = Command::new("avahi-publish");
     publish
         .args(["-s", "webbox", "_http._tcp", "8080"])

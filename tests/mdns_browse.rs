@@ -415,57 +415,7 @@ fn real_rlx_agents_are_found_with_the_devices_of_their_caps_files() {
 /// directory and a private `/run`) publishing `args` with `avahi-publish
 /// -s`. Returns the processes, which are stopped on drop.
 fn avahi_publish(lab: &Lab, i: usize, args: &[&str]) -> Vec<Proc> {
-    let dir = lab.log_dir().join(format!("avahi{i}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let bus = dir.join("bus");
-    let bus_conf = dir.join("bus.conf");
-    std::fs::write(
-        &bus_conf,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path={}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/> <allow own="*"/> <allow send_type="method_call"/>
-    <allow send_destination="*"/> <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-"#,
-            bus.display()
-        ),
-    )
-    .unwrap();
-    let avahi_conf = dir.join("avahi.conf");
-    std::fs::write(
-        &avahi_conf,
-        format!(
-            "[server]\nallow-interfaces={}\nuse-ipv6=no\nenable-dbus=yes\n\
-             [wide-area]\nenable-wide-area=no\n\
-             [publish]\npublish-hinfo=no\npublish-workstation=no\n",
-            lab.host(i).iface
-        ),
-    )
-    .unwrap();
-    let bus_env = format!("unix:path={}", bus.display());
-    let mut dbus = Command::new("dbus-daemon");
-    dbus.arg(format!("--config-file={}", bus_conf.display()))
-        .args(["--nofork", "--nopidfile", "--print-address"]);
-    let dbus = spawn(lab, i, dbus);
-    dbus.expect_output("unix:path", READY);
-    // A private /run: avahi-daemon keeps its pid file and socket there.
-    let mut daemon = Command::new("sh");
-    daemon
-        .arg("-c")
-        .arg(format!(
-            "mount -t tmpfs tmpfs /run && exec avahi-daemon --no-chroot --no-drop-root -f {}",
-            avahi_conf.display()
-        ))
-        .env("DBUS_SYSTEM_BUS_ADDRESS", &bus_env);
-    let daemon = spawn(lab, i, daemon);
-    daemon.expect_output("Server startup complete", READY);
+    let (mut procs, bus_env) = common::avahi::avahi_daemon(lab, i);
     let mut publish = Command::new("avahi-publish");
     publish
         .arg("-s")
@@ -473,7 +423,9 @@ fn avahi_publish(lab: &Lab, i: usize, args: &[&str]) -> Vec<Proc> {
         .env("DBUS_SYSTEM_BUS_ADDRESS", &bus_env);
     let publish = spawn(lab, i, publish);
     publish.expect_output("Established under name", READY);
-    vec![publish, daemon, dbus]
+    // Stopped in this order on drop: the publisher, avahi, its bus.
+    procs.insert(0, publish);
+    procs
 }
 
 /// The wire contract's own example: a node announced by hand with

@@ -20,6 +20,7 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
+pub mod avahi;
 pub mod bind;
 pub mod sshd;
 
