@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{agent_bin, discover_bin, require_lab, spawn, Proc};
+use common::{agent_bin, require_lab, spawn, Proc};
 use rlx_lab::Lab;
 use serde_json::Value;
 use std::path::Path;
@@ -39,20 +39,10 @@ fn agent(lab: &Lab, host: usize, name: &str, cluster: &str, id: u32, dir: &Path)
     p
 }
 
-/// `rlx-discover expand --format json CFG` in host 0: exit code, JSON, stderr.
+/// [`common::expand`], as (exit code, JSON, stderr).
 fn expand(lab: &Lab, cfg: &Path, extra: &[&str]) -> (Option<i32>, Value, String) {
-    let out = lab
-        .command(0, discover_bin())
-        .args(["expand", "--format", "json"])
-        .args(extra)
-        .arg(cfg)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("no JSON ({e}); stdout:\n{stdout}\nstderr:\n{stderr}"));
-    (out.status.code(), json, stderr)
+    let e = common::expand(lab, cfg, extra);
+    (e.code, e.json, e.stderr)
 }
 
 fn failed(v: &Value) -> Vec<Value> {

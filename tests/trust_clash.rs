@@ -54,22 +54,10 @@ fn agent(lab: &Lab, host: usize, name: &str, key: &Path, dir: &Path) -> Proc {
     p
 }
 
-/// One `rlx-discover expand --format json` in host 0: exit code, JSON,
-/// stderr.
+/// [`common::expand`], as (exit code, JSON, stderr).
 fn expand(lab: &Lab, cfg: &Path, extra: &[&str]) -> (Option<i32>, Value, String) {
-    let out = lab
-        .command(0, discover_bin())
-        .args(["expand", "--format", "json"])
-        .args(extra)
-        .arg(cfg)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("expand printed no JSON ({e}); stdout:\n{stdout}\nstderr:\n{stderr}")
-    });
-    (out.status.code(), json, stderr)
+    let e = common::expand(lab, cfg, extra);
+    (e.code, e.json, e.stderr)
 }
 
 fn strings(v: &Value) -> Vec<String> {

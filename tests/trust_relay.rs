@@ -128,21 +128,6 @@ fn keyed_config(dir: &Path, key: &Path) -> PathBuf {
 }
 
 /// `rlx-discover expand --format json --write CFG` in h0: its JSON.
-fn expand(lab: &Lab, cfg: &Path) -> Value {
-    let out = lab
-        .command(0, discover_bin())
-        .args(["expand", "--format", "json", "--write"])
-        .arg(cfg)
-        .env("RUST_LOG", "debug")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("expand printed no JSON ({e}); stdout:\n{stdout}\nstderr:\n{stderr}")
-    })
-}
-
 /// host -> reason of every refused host in an expand's report.
 fn refusals(v: &Value) -> BTreeMap<String, String> {
     v["report"]["failed"]
@@ -208,7 +193,7 @@ fn a_relay_of_a_keyed_agent_is_refused_and_the_agent_is_admitted_at_its_own_addr
 
     // Only the stranger's announcement reaches the coordinator.
     deafen_to_agent(&lab);
-    let v = expand(&lab, &cfg);
+    let v = common::expand(&lab, &cfg, &["--write"]).json;
     let written = std::fs::read_to_string(&cfg).unwrap();
     eprintln!("agent not heard: {:#}", v["report"]);
     assert!(
@@ -229,7 +214,7 @@ fn a_relay_of_a_keyed_agent_is_refused_and_the_agent_is_admitted_at_its_own_addr
 
     // Both heard: the agent at its own address, the relay still refused.
     hear_agent_again(&lab);
-    let v = expand(&lab, &cfg);
+    let v = common::expand(&lab, &cfg, &["--write"]).json;
     let written = std::fs::read_to_string(&cfg).unwrap();
     eprintln!("both heard: {:#}", v["report"]);
     let got = admitted(&v);
@@ -277,7 +262,7 @@ fn an_endpoint_the_agent_advertises_is_admitted_through_its_port_forward() {
     let cfg = keyed_config(d, &key);
     // The coordinator reaches the agent only through the forward.
     deafen_to_agent(&lab);
-    let v = expand(&lab, &cfg);
+    let v = common::expand(&lab, &cfg, &["--write"]).json;
     eprintln!("through the forward: {:#}", v["report"]);
     assert_eq!(
         admitted(&v).get("imp-relay"),

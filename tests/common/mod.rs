@@ -165,3 +165,37 @@ pub fn agent_bin() -> PathBuf {
     );
     agent
 }
+
+/// One `rlx-discover expand --format json EXTRA.. CFG` in lab host 0, with
+/// `RUST_LOG=debug` (refusal reasons are then in stderr too).
+pub struct Expanded {
+    /// The exit code.
+    pub code: Option<i32>,
+    /// The JSON printed.
+    pub json: serde_json::Value,
+    /// Everything on stderr: the report and the log.
+    pub stderr: String,
+}
+
+/// Runs [`Expanded`]'s command; panics with stdout and stderr when no JSON
+/// came out.
+pub fn expand(lab: &Lab, cfg: &std::path::Path, extra: &[&str]) -> Expanded {
+    let out = lab
+        .command(0, discover_bin())
+        .args(["expand", "--format", "json"])
+        .args(extra)
+        .arg(cfg)
+        .env("RUST_LOG", "debug")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("expand printed no JSON ({e}); stdout:\n{stdout}\nstderr:\n{stderr}")
+    });
+    Expanded {
+        code: out.status.code(),
+        json,
+        stderr,
+    }
+}
