@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{agent_bin, discover_bin, require_lab, spawn, Proc, PYTHON};
+use common::{admitted, agent_bin, discover_bin, refusals, require_lab, spawn, Proc, PYTHON};
 use rlx_lab::peer::{self, Peer};
 use rlx_lab::Lab;
 use serde_json::Value;
@@ -180,65 +180,8 @@ fn write_script(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-/// Output of one `rlx-discover expand --format json` in host 0.
-struct Expand {
-    json: Value,
-    stdout: String,
-    stderr: String,
-}
-
-fn expand(lab: &Lab, cfg: &Path, extra: &[&str]) -> Expand {
-    let out = lab
-        .command(0, discover_bin())
-        .args(["expand", "--format", "json"])
-        .args(extra)
-        .arg(cfg)
-        .env("RUST_LOG", "debug")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("expand printed no JSON ({e}); stdout:\n{stdout}\nstderr:\n{stderr}")
-    });
-    Expand {
-        json,
-        stdout,
-        stderr,
-    }
-}
-
-/// host -> reason of every refused host in an expand's report.
-fn refusals(v: &Value) -> BTreeMap<String, String> {
-    v["report"]["failed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["host"].as_str().unwrap().to_string(),
-                f["reason"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
-/// host -> (id, evidence) of every admitted node.
-fn admitted(v: &Value) -> BTreeMap<String, (String, String)> {
-    v["report"]["added"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a["host"].as_str().unwrap().to_string(),
-                (
-                    a["id"].as_str().unwrap().to_string(),
-                    a["evidence"].as_str().unwrap().to_string(),
-                ),
-            )
-        })
-        .collect()
+fn expand(lab: &Lab, cfg: &Path, extra: &[&str]) -> common::Expanded {
+    common::expand(lab, cfg, extra)
 }
 
 /// One stranger and the reason it must be refused for.

@@ -14,11 +14,9 @@
 
 mod common;
 
-use common::{agent_bin, discover_bin, require_lab, spawn, Proc, PYTHON};
+use common::{admitted, agent_bin, discover_bin, refusals, require_lab, spawn, Proc, PYTHON};
 use rlx_lab::peer::{self, Peer};
 use rlx_lab::Lab;
-use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -125,40 +123,6 @@ fn keyed_config(dir: &Path, key: &Path) -> PathBuf {
             key.display().to_string()
         ),
     )
-}
-
-/// `rlx-discover expand --format json --write CFG` in h0: its JSON.
-/// host -> reason of every refused host in an expand's report.
-fn refusals(v: &Value) -> BTreeMap<String, String> {
-    v["report"]["failed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["host"].as_str().unwrap().to_string(),
-                f["reason"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
-/// host -> (id, evidence) of every admitted node.
-fn admitted(v: &Value) -> BTreeMap<String, (String, String)> {
-    v["report"]["added"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a["host"].as_str().unwrap().to_string(),
-                (
-                    a["id"].as_str().unwrap().to_string(),
-                    a["evidence"].as_str().unwrap().to_string(),
-                ),
-            )
-        })
-        .collect()
 }
 
 fn require(test: &str) -> Option<Lab> {

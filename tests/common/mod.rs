@@ -173,6 +173,8 @@ pub struct Expanded {
     pub code: Option<i32>,
     /// The JSON printed.
     pub json: serde_json::Value,
+    /// Everything on stdout.
+    pub stdout: String,
     /// Everything on stderr: the report and the log.
     pub stderr: String,
 }
@@ -196,6 +198,40 @@ pub fn expand(lab: &Lab, cfg: &std::path::Path, extra: &[&str]) -> Expanded {
     Expanded {
         code: out.status.code(),
         json,
+        stdout,
         stderr,
     }
+}
+
+/// host -> reason of every refused host in an expand's report.
+pub fn refusals(v: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    v["report"]["failed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["host"].as_str().unwrap().to_string(),
+                f["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// host -> (id, evidence) of every admitted node.
+pub fn admitted(v: &serde_json::Value) -> std::collections::BTreeMap<String, (String, String)> {
+    v["report"]["added"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["host"].as_str().unwrap().to_string(),
+                (
+                    a["id"].as_str().unwrap().to_string(),
+                    a["evidence"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect()
 }
