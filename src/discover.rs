@@ -9,7 +9,7 @@
 
 use crate::admit::{Admission, Rules, DEFAULT_HANDSHAKE_CONCURRENCY};
 use crate::config::{ClusterConfig, DiscoverSection};
-use crate::pipeline::{expand, Expansion, NodeDefaults};
+use crate::pipeline::{expand, expand_file, Expansion, FileMark, NodeDefaults};
 use crate::progress::Progress;
 use crate::sighting::Discovery;
 use crate::sources::{dns, mdns, ssh, subnet};
@@ -169,5 +169,26 @@ pub async fn expand_config(
     let found = run_sources(&d, started, progress)
         .await
         .with_context(|| format!("discovery for {}", cfg.path.display()))?;
-    Ok(expand(&cfg.nodes, &NodeDefaults::from(&d), found))
+    Ok(expand_file(
+        &cfg.nodes,
+        &file_marks(cfg),
+        &NodeDefaults::from(&d),
+        found,
+    ))
+}
+
+/// What the comments of `cfg`'s nodes say (their provenance and node ids),
+/// in node order. A file whose `node` is not `[[node]]` tables gives none:
+/// its write-back is refused later, with the reason.
+pub fn file_marks(cfg: &ClusterConfig) -> Vec<FileMark> {
+    let mut marks = vec![FileMark::default(); cfg.nodes.len()];
+    for n in crate::render::file_nodes(&cfg.text).unwrap_or_default() {
+        if let Some(m) = marks.get_mut(n.index) {
+            *m = FileMark {
+                discovered: n.is_discovered(),
+                id: n.id,
+            };
+        }
+    }
+    marks
 }

@@ -14,7 +14,8 @@
 
 use crate::addr::NodeAddr;
 use crate::config::{DiscoverSection, NodeConfig};
-use crate::report::{AddedNode, Clash, Duplicate, Report, SkippedDevice, Unheard};
+use crate::prefer::{link_speed, preferred, AddrCandidate};
+use crate::report::{AddedNode, Clash, Duplicate, Moved, Report, SkippedDevice, Unheard};
 use crate::select::best_device;
 use crate::sighting::{Concern, Discovery, Evidence, Problem, Sighting, Source};
 use rlx_proto::caps::NodeCaps;
@@ -60,6 +61,9 @@ struct Machine {
     /// Why it is left out, when it is one side of an id clash under the
     /// cluster key ([`settle_clashes`]).
     refused: Option<String>,
+    /// The sighting whose address is written, when the address rule chose
+    /// one ([`Machine::choose_addr`]).
+    chosen: Option<usize>,
 }
 
 impl Machine {
@@ -78,13 +82,46 @@ impl Machine {
     /// The address to write: `alias:port` when SSH saw it (the runtime starts
     /// workers through that alias), else the address chosen by the preferred
     /// source (mDNS picks by interface; the scan knows only the IP it dialled).
+    ///
+    /// A machine seen at several IPs (one agent on two networks, or mDNS
+    /// and the scan at two addresses) gets the one [`crate::prefer`]'s rule
+    /// picks, which never depends on which answered first
+    /// ([`Machine::choose_addr`]).
     fn addr_sighting(&self) -> &Sighting {
         self.ssh().unwrap_or_else(|| {
+            if let Some(i) = self.chosen {
+                return &self.sightings[i];
+            }
             self.sightings
                 .iter()
                 .min_by_key(|s| (source_rank(s.source), s.found_ms))
                 .expect("non-empty")
         })
+    }
+
+    /// Applies the address rule of [`crate::prefer::preferred`] to the
+    /// sightings that have an IP: "shared link" is a link the mDNS browse
+    /// listened on (`links`, this host's subnets), "in subnet" is a scan
+    /// hit (the scan dials only the configured `subnet`), and the speed
+    /// comes from [`crate::prefer::link_speed`].
+    fn choose_addr(&mut self, links: &[ipnet::IpNet]) {
+        let with_ip: Vec<(usize, IpAddr)> = self
+            .sightings
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.ip.map(|ip| (i, ip)))
+            .collect();
+        let caps = self.best().caps.clone().unwrap_or_default();
+        let cands: Vec<AddrCandidate> = with_ip
+            .iter()
+            .map(|&(i, ip)| AddrCandidate {
+                ip,
+                shared_link: links.iter().any(|n| n.contains(&ip)),
+                in_subnet: self.sightings[i].source == Source::Subnet,
+                speed_mbps: link_speed(&caps, ip),
+            })
+            .collect();
+        self.chosen = preferred(&cands).map(|j| with_ip[j].0);
     }
 
     fn sources(&self) -> Vec<Source> {
@@ -243,6 +280,7 @@ fn coalesce(sightings: Vec<Sighting>) -> (Vec<Machine>, Vec<(String, Vec<usize>)
                 Machine {
                     sightings: vec![s],
                     refused: None,
+                    chosen: None,
                 },
             )),
         }
@@ -448,8 +486,94 @@ fn disagreement(hand: &NodeConfig, caps: &NodeCaps) -> Option<String> {
     ))
 }
 
+/// What the file's comments say about one of its nodes (read by
+/// [`crate::provenance`]; see [`crate::render::file_nodes`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileMark {
+    /// The node id its comments name.
+    pub id: Option<String>,
+    /// True when it carries the `# found by` comment (rlx-discover
+    /// appended it, so a move may rewrite its `addr`).
+    pub discovered: bool,
+}
+
 /// Runs the pipeline: hand-written nodes plus what the sources found.
 pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) -> Expansion {
+    expand_file(hand, &[], defaults, found)
+}
+
+/// For each machine, the file node (index into `hand`) it is a move of:
+/// a machine no node of the file matched by address, alias or name, whose
+/// fresh caps (a handshake or SSH; with a cluster key in play, an
+/// authenticated handshake, since any member could claim an id otherwise)
+/// carry the node id that `marks` names for a node no machine matched.
+/// An id two machines claim moves nothing (a warning says so), and nodes
+/// reached through an ssh alias are matched by the alias, not moved.
+fn moves(
+    hand: &[NodeConfig],
+    marks: &[FileMark],
+    machines: &[Machine],
+    hits: &[Option<(usize, &'static str)>],
+    warnings: &mut Vec<String>,
+) -> Vec<Option<usize>> {
+    let taken: BTreeSet<usize> = hits.iter().flatten().map(|(i, _)| *i).collect();
+    let keyed = machines
+        .iter()
+        .any(|m| m.best().evidence == Evidence::Authenticated);
+    let mut out: Vec<Option<usize>> = machines
+        .iter()
+        .zip(hits)
+        .map(|(m, hit)| {
+            if hit.is_some() || m.refused.is_some() || m.ssh().is_some() {
+                return None;
+            }
+            let best = m.best();
+            let proven = if keyed {
+                best.evidence == Evidence::Authenticated
+            } else {
+                best.evidence.is_fresh()
+            };
+            let id = best.id().filter(|_| proven)?;
+            marks.iter().enumerate().position(|(i, k)| {
+                !taken.contains(&i)
+                    && hand.get(i).is_some_and(|h| h.ssh.is_none())
+                    && k.id.as_deref() == Some(id)
+            })
+        })
+        .collect();
+    for i in 0..hand.len() {
+        let claimants: Vec<usize> = (0..out.len()).filter(|&m| out[m] == Some(i)).collect();
+        if claimants.len() > 1 {
+            let at: Vec<String> = claimants
+                .iter()
+                .map(|&m| machines[m].addr_sighting().addr.clone())
+                .collect();
+            warnings.push(format!(
+                "[[node]] {} names node id {} in its comment, and {} all answer with that id:                  the node was not moved to any of them (a cloned disk may have carried the id                  along; give each machine its own id with rlx-agent --node-id)",
+                hand[i].addr,
+                marks[i].id.as_deref().unwrap_or_default(),
+                at.join(" and ")
+            ));
+            for m in claimants {
+                out[m] = None;
+            }
+        }
+    }
+    out
+}
+
+/// [`expand`] for the nodes of a file, with what their comments say
+/// (`marks[i]` for `hand[i]`; missing entries mean nothing known): a
+/// machine found at a new address whose node id a node names is that
+/// node, moved ([`crate::report::Moved`]), not a new one. A discovered
+/// node gets the new `addr`; a hand-written one is left as it is and the
+/// move is reported.
+pub fn expand_file(
+    hand: &[NodeConfig],
+    marks: &[FileMark],
+    defaults: &NodeDefaults,
+    found: Discovery,
+) -> Expansion {
     let mut failed = found.problems;
     for p in &mut failed {
         if let Some(h) = claimed_node(hand, p) {
@@ -467,12 +591,30 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
     };
     let mdns_links = found.mdns_links;
     let (mut machines, clashes) = coalesce(found.sightings);
+    for m in &mut machines {
+        m.choose_addr(&mdns_links);
+    }
     report.clashes = settle_clashes(hand, &mut machines, clashes);
     machines.sort_by_key(|m| (m.first_found_ms(), m.addr_sighting().addr.clone()));
 
+    let hits: Vec<Option<(usize, &'static str)>> = machines
+        .iter()
+        .map(|m| {
+            m.refused.as_ref().map_or_else(
+                || {
+                    hand.iter()
+                        .enumerate()
+                        .find_map(|(i, h)| hand_match(h, m).map(|w| (i, w)))
+                },
+                |_| None,
+            )
+        })
+        .collect();
+    let moved_to = moves(hand, marks, &machines, &hits, &mut report.warnings);
+
     let mut nodes: Vec<NodeConfig> = hand.to_vec();
     let mut added = Vec::new();
-    for m in machines {
+    for (k, m) in machines.into_iter().enumerate() {
         let addr_s = m.addr_sighting();
         let addr = addr_s.addr.clone();
         if let Some(why) = &m.refused {
@@ -485,7 +627,31 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
         if let Some(u) = unheard_by_mdns(&m, &mdns_links) {
             report.unheard_by_mdns.push(u);
         }
-        if let Some((h, why)) = hand.iter().find_map(|h| hand_match(h, &m).map(|w| (h, w))) {
+        if let Some(i) = moved_to[k] {
+            let discovered = marks[i].discovered;
+            report.moved.push(Moved {
+                id: marks[i].id.clone().unwrap_or_default(),
+                from: hand[i].addr.clone(),
+                to: addr.clone(),
+                hostname: m
+                    .best()
+                    .caps
+                    .as_ref()
+                    .map(|c| c.hostname.clone())
+                    .unwrap_or_default(),
+                origin: if discovered {
+                    "discovered"
+                } else {
+                    "hand-written"
+                },
+                rewritten: discovered,
+            });
+            if discovered {
+                nodes[i].addr = addr;
+            }
+            continue;
+        }
+        if let Some((h, why)) = hits[k].map(|(i, w)| (&hand[i], w)) {
             if let Some(caps) = &m.best().caps {
                 report.warnings.extend(disagreement(h, caps));
             }

@@ -22,7 +22,7 @@
 use crate::addr::NodeAddr;
 use crate::config::{ClusterConfig, NodeConfig};
 use crate::pipeline::Expansion;
-use crate::render::{cut_ranges, file_nodes, render_expanded, RenderError};
+use crate::render::{addr_string, file_nodes, render_expanded, splice, RenderError};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -78,6 +78,9 @@ pub struct Plan {
     pub appended: Vec<String>,
     /// Addresses of the nodes removed by `--prune`.
     pub removed: Vec<String>,
+    /// `old -> new` for each node whose `addr` was updated in place (its
+    /// machine moved, see [`crate::report::Moved`]).
+    pub moved: Vec<String>,
     /// Nodes no source saw this run.
     pub missing: Vec<MissingNode>,
     /// Other things the user should know (e.g. why nothing was pruned).
@@ -166,7 +169,10 @@ pub fn plan(
     let mut missing = Vec::new();
     let mut notes = Vec::new();
     if cfg.discover.is_some() {
-        let seen = |addr: &str| exp.report.duplicates.iter().any(|d| d.same_as == addr);
+        let seen = |addr: &str| {
+            exp.report.duplicates.iter().any(|d| d.same_as == addr)
+                || exp.report.moved.iter().any(|m| m.from == addr)
+        };
         let saw_anything = !exp.added.is_empty() || !exp.report.duplicates.is_empty();
         let mut prune_refused = false;
         for n in file.iter().filter(|n| !seen(&n.addr)) {
@@ -228,7 +234,26 @@ pub fn plan(
         .filter(|m| m.action == Action::Removed)
         .map(|m| m.addr.clone())
         .collect();
-    let kept = cut_ranges(&cfg.text, &cuts)?;
+    // A moved node's `addr` string is replaced where it stands; every
+    // other byte of the file stays.
+    let mut edits: Vec<(std::ops::Range<usize>, String)> =
+        cuts.into_iter().map(|r| (r, String::new())).collect();
+    let mut moved = Vec::new();
+    for m in exp.report.moved.iter().filter(|m| m.rewritten) {
+        let n = file
+            .iter()
+            .find(|n| n.addr == m.from && n.id.as_deref() == Some(m.id.as_str()))
+            .ok_or_else(|| {
+                RenderError::Invariant(format!("moved node {} is not in the file", m.from))
+            })?;
+        let span = n.addr_span.clone().ok_or_else(|| {
+            RenderError::Invariant(format!("moved node {} has no addr string", m.from))
+        })?;
+        let with = addr_string(&cfg.text[span.clone()], &m.to);
+        edits.push((span, with));
+        moved.push(format!("{} -> {}", m.from, m.to));
+    }
+    let kept = splice(&cfg.text, &edits)?;
 
     let hand = cfg.nodes.len();
     let mut pairs: Vec<_> = exp.nodes[hand..]
@@ -250,6 +275,17 @@ pub fn plan(
         .iter()
         .filter(|n| !removed.contains(&n.addr))
         .cloned()
+        .map(|mut n| {
+            if let Some(m) = exp
+                .report
+                .moved
+                .iter()
+                .find(|m| m.rewritten && m.from == n.addr)
+            {
+                n.addr = m.to.clone();
+            }
+            n
+        })
         .collect();
     want.extend(pairs.iter().map(|(n, _)| n.clone()));
     if reparsed.nodes != want {
@@ -264,6 +300,7 @@ pub fn plan(
         nodes: reparsed.nodes,
         appended: pairs.iter().map(|(n, _)| n.addr.clone()).collect(),
         removed,
+        moved,
         missing,
         notes,
     })
@@ -272,7 +309,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::{expand, NodeDefaults};
+    use crate::pipeline::{expand, Expansion, NodeDefaults};
     use crate::sighting::{Discovery, Evidence, Problem, Sighting, Source};
     use rlx_proto::caps::{DeviceInfo, NodeCaps};
     use std::path::Path;
@@ -380,6 +417,101 @@ mod tests {
     fn a_file_without_discover_reports_nothing_missing() {
         let p = run_plain("[[node]]\naddr = \"h:1\"\n");
         assert!(p.missing.is_empty());
+    }
+
+    const ID: &str = "0123456789abcdef";
+
+    /// An agent answering a handshake at `ip`:9100 with node id `ID`.
+    fn agent_at(ip: &str) -> Sighting {
+        let mut s = ssh_seen("gpu-a");
+        s.source = Source::Mdns;
+        s.host = "gpu-a".into();
+        s.addr = format!("{ip}:9100");
+        s.ip = ip.parse().ok();
+        s.ssh = None;
+        s.evidence = Evidence::Handshake;
+        s.caps.as_mut().unwrap().id = ID.into();
+        s
+    }
+
+    fn run_found(text: &str, found: Vec<Sighting>) -> (Expansion, Plan) {
+        let cfg = ClusterConfig::parse(Path::new("c.toml"), text).unwrap();
+        let d = cfg.discover.clone().unwrap();
+        let marks = crate::discover::file_marks(&cfg);
+        let found = Discovery {
+            sightings: found,
+            ..Default::default()
+        };
+        let exp = crate::pipeline::expand_file(&cfg.nodes, &marks, &NodeDefaults::from(&d), found);
+        let p = plan(&cfg, &exp, false, "T").unwrap();
+        (exp, p)
+    }
+
+    /// Guards against issue 13 item 2: a found node whose machine got a new
+    /// lease was appended again at the new address and the old entry kept
+    /// as missing (exit 1, one machine listed twice).
+    #[test]
+    fn a_found_node_whose_machine_moved_gets_its_new_addr_in_place_and_nothing_else_changes() {
+        let text = format!(
+            "[discover]\r\n\r\n# found by mdns (handshake) T: gpu-a, cuda 8.0 GiB, id {ID}\r\n\
+             # rack 3\r\n[[node]]\r\nckpt_dir = \"/m\"   # mine\r\naddr = '10.0.0.5:9100' # dhcp\r\n\
+             device = \"cuda\"\r\n"
+        );
+        let (exp, p) = run_found(&text, vec![agent_at("10.0.0.7")]);
+        assert_eq!(
+            p.text,
+            text.replace("'10.0.0.5:9100'", "'10.0.0.7:9100'"),
+            "only the addr string changed"
+        );
+        assert!(p.appended.is_empty() && p.missing.is_empty(), "{p:?}");
+        assert_eq!(p.moved, ["10.0.0.5:9100 -> 10.0.0.7:9100"]);
+        assert_eq!(p.nodes[0].addr, "10.0.0.7:9100");
+        assert!(!p.has_vanished_nodes());
+        let m = &exp.report.moved[0];
+        assert!(m.rewritten && m.origin == "discovered");
+        assert!(exp
+            .report
+            .render_text()
+            .contains("  > moved 10.0.0.5:9100 -> 10.0.0.7:9100 (gpu-a, id 0123456789abcdef)"));
+        // The next run sees it at its new address: nothing to do.
+        let (_, again) = run_found(&p.text, vec![agent_at("10.0.0.7")]);
+        assert!(!again.changes(&p.text));
+    }
+
+    #[test]
+    fn a_hand_written_node_whose_machine_moved_is_reported_not_rewritten_nor_duplicated() {
+        let text = format!(
+            "[discover]\n\n# gpu-a, mine, id {ID}\n[[node]]\naddr = \"10.0.0.5:9100\"\n\
+             ckpt_dir = \"/m\"\n"
+        );
+        let (exp, p) = run_found(&text, vec![agent_at("10.0.0.7")]);
+        assert!(!p.changes(&text), "{}", p.text);
+        assert!(p.appended.is_empty() && p.moved.is_empty());
+        let m = &exp.report.moved[0];
+        assert!(!m.rewritten && m.origin == "hand-written");
+        let r = exp.report.render_text();
+        assert!(
+            r.contains("hand-written [[node]] 10.0.0.5:9100: its machine (gpu-a, id 0123456789abcdef) now answers at 10.0.0.7:9100")
+                && r.contains("set addr = \"10.0.0.7:9100\""),
+            "{r}"
+        );
+    }
+
+    /// Guards against anyone on the LAN redirecting a node: an id read from
+    /// a TXT record alone (no handshake) moves nothing.
+    #[test]
+    fn an_id_only_announced_in_txt_does_not_move_a_node() {
+        let text =
+            format!("[discover]\n\n# found by mdns, id {ID}\n[[node]]\naddr = \"10.0.0.5:9100\"\n");
+        let mut s = agent_at("10.0.0.7");
+        s.evidence = Evidence::Txt;
+        let (exp, p) = run_found(&text, vec![s]);
+        assert!(exp.report.moved.is_empty());
+        assert_eq!(
+            p.appended,
+            ["10.0.0.7:9100"],
+            "added as a new machine, as before"
+        );
     }
 
     fn run_plain(text: &str) -> Plan {

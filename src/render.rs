@@ -198,6 +198,12 @@ pub struct FileNode {
     /// The provenance comment above its header (without `# `), when
     /// `rlx-discover` appended it.
     pub found_by: Option<String>,
+    /// The node id its comments name ([`crate::provenance`]): the key that
+    /// recognises its machine at a new address.
+    pub id: Option<String>,
+    /// The bytes of its `addr` string as written (quotes included), which a
+    /// move replaces.
+    pub addr_span: Option<Range<usize>>,
     /// 1-based line of its `[[node]]` header.
     pub line: usize,
     /// The bytes `--prune` would cut (comment, header, keys), or why it
@@ -244,17 +250,28 @@ pub fn file_nodes(text: &str) -> Result<Vec<FileNode>, RenderError> {
         };
         let header = line_start(text, span.start);
         let line = text[..header].matches('\n').count() + 1;
-        // The line directly above the header, if any.
-        let (above_start, above) = if header == 0 {
-            (0, "")
-        } else {
-            let s = line_start(text, header - 1);
-            (s, text[s..header].trim_end_matches(['\r', '\n']))
-        };
-        let found_by = above
-            .trim_start()
-            .strip_prefix(PROVENANCE_PREFIX)
-            .map(|rest| format!("found by {rest}"));
+        // The comment lines directly above the header (no blank line in
+        // between), and the comment on the header line itself.
+        let mut block_start = header;
+        while block_start > 0 {
+            let s = line_start(text, block_start - 1);
+            if crate::provenance::comment_text(&text[s..block_start]).is_none() {
+                break;
+            }
+            block_start = s;
+        }
+        let header_line = &text[header..line_end(text, header)];
+        let header_comment = header_line
+            .split_once('#')
+            .map(|(_, c)| c.trim_end_matches(['\r', '\n']));
+        let prov = crate::provenance::read(&text[block_start..header], header_comment);
+        let found_by = prov.found_by.clone();
+        let above_start = block_start + prov.found_by_at.unwrap_or(0);
+        let addr_span = t
+            .get("addr")
+            .and_then(Item::as_value)
+            .filter(|v| v.is_str())
+            .and_then(|v| v.span());
         let nested = t
             .iter()
             .any(|(_, v)| matches!(v, Item::Table(_) | Item::ArrayOfTables(_)));
@@ -286,6 +303,8 @@ pub fn file_nodes(text: &str) -> Result<Vec<FileNode>, RenderError> {
             addr,
             ssh,
             found_by,
+            id: prov.id,
+            addr_span,
             line,
             cut,
         });
@@ -296,18 +315,43 @@ pub fn file_nodes(text: &str) -> Result<Vec<FileNode>, RenderError> {
 /// `text` with the byte `ranges` removed (they must not overlap); the result
 /// is parsed once more so a bad cut can never be written.
 pub fn cut_ranges(text: &str, ranges: &[Range<usize>]) -> Result<String, RenderError> {
-    let mut sorted = ranges.to_vec();
-    sorted.sort_by_key(|r| r.start);
+    let edits: Vec<(Range<usize>, String)> =
+        ranges.iter().map(|r| (r.clone(), String::new())).collect();
+    splice(text, &edits)
+}
+
+/// `text` with each byte range of `edits` replaced by its text (cut when
+/// empty); overlapping ranges are cut once. Every byte outside the ranges
+/// stays as it was, and the result is parsed once more so a bad edit can
+/// never be written.
+pub fn splice(text: &str, edits: &[(Range<usize>, String)]) -> Result<String, RenderError> {
+    let mut sorted = edits.to_vec();
+    sorted.sort_by_key(|(r, _)| r.start);
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
-    for r in sorted {
+    for (r, with) in sorted {
         let start = r.start.max(at);
         out.push_str(&text[at..start]);
+        if r.end > at {
+            out.push_str(&with);
+        }
         at = r.end.max(at);
     }
     out.push_str(&text[at..]);
     ImDocument::parse(out.as_str())?;
     Ok(out)
+}
+
+/// The TOML string for a new `addr` replacing `old` (a string as written,
+/// quotes included): in the same quote style when it can be, so a moved
+/// node's line reads as the user wrote it.
+pub fn addr_string(old: &str, new: &str) -> String {
+    let literal_ok = !new.contains(['\'', '\n', '\r']);
+    if old.starts_with('\'') && !old.starts_with("'''") && literal_ok {
+        format!("'{new}'")
+    } else {
+        toml_edit::Value::from(new).to_string().trim().to_string()
+    }
 }
 
 #[cfg(test)]

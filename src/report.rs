@@ -186,6 +186,51 @@ pub struct Report {
     /// Running agents on a link the mDNS browse listened on, found by another
     /// source but never heard over mDNS.
     pub unheard_by_mdns: Vec<Unheard>,
+    /// Nodes of the file whose machine (recognised by the node id in their
+    /// comments) answers at a new address.
+    pub moved: Vec<Moved>,
+}
+
+/// A node of the file whose machine now answers at another address: a new
+/// DHCP lease, or a box moved to another port of the switch. It is
+/// recognised by the node id its `# found by` comment names (see
+/// [`crate::provenance`]), from fresh caps (a handshake or SSH; with a
+/// cluster key, an authenticated handshake).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Moved {
+    /// The node id that matched.
+    pub id: String,
+    /// The node's `addr` in the file.
+    pub from: String,
+    /// The address its machine answers at now.
+    pub to: String,
+    /// The host name the machine reports.
+    pub hostname: String,
+    /// Who wrote the node: `discovered` (it carries the `# found by`
+    /// comment) or `hand-written`.
+    pub origin: &'static str,
+    /// True when `expand --write` updates the node's `addr` in place (a
+    /// discovered node); false for a hand-written node, which is never
+    /// rewritten: the report says where its machine is now.
+    pub rewritten: bool,
+}
+
+impl Moved {
+    /// The report line (without the leading mark).
+    pub fn render_text(&self) -> String {
+        let who = format!("{}, id {}", untrusted(&self.hostname), self.id);
+        if self.rewritten {
+            format!(
+                "moved {} -> {} ({who}): its addr is updated in place by --write",
+                self.from, self.to
+            )
+        } else {
+            format!(
+                "hand-written [[node]] {}: its machine ({who}) now answers at {}; the node was                  not changed (hand-written nodes are never rewritten) and the machine was not                  added again: set addr = \"{}\" in that node if the move is for good",
+                self.from, self.to, self.to
+            )
+        }
+    }
 }
 
 /// A running agent another source found on a browsed link, that mDNS did
@@ -312,6 +357,10 @@ impl Report {
                 String::new()
             }
         ));
+        for m in &self.moved {
+            let mark = if m.rewritten { '>' } else { '~' };
+            line(format!("  {mark} {}", m.render_text()));
+        }
         for a in &self.added {
             let srcs: Vec<String> = a.sources.iter().map(|s| s.to_string()).collect();
             let also = if a.also_at.is_empty() {

@@ -32,7 +32,8 @@ Examples:
 
 --write keeps every byte you wrote (comments, blank lines, key order, CRLF)
 and appends each new node under a `# found by ...` comment. Running it again
-with the same cluster changes nothing. A node no source sees any more is
+with the same cluster changes nothing. A found node whose machine moved
+(recognised by the node id in that comment) gets its new addr in place. A node no source sees any more is
 reported as missing and kept; --prune removes it only if it carries that
 comment (delete the comment to make a found node yours). Hand-written nodes
 are never removed. The file is replaced atomically, keeps its mode, and is
@@ -93,6 +94,7 @@ struct FileOutcome<'a> {
     written: bool,
     appended: &'a [String],
     removed: &'a [String],
+    moved: &'a [String],
     diff: Option<String>,
 }
 
@@ -138,6 +140,7 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             written,
             appended: &plan.appended,
             removed: &plan.removed,
+            moved: &plan.moved,
             diff,
         };
         let v = serde_json::json!({
@@ -182,11 +185,14 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
 
 /// The line saying what happened to the file, for --write and --dry-run.
 fn file_summary(path: &str, mode: &str, changed: bool, plan: &Plan) -> Option<String> {
-    let what = format!(
+    let mut what = format!(
         "{} node(s) appended, {} removed",
         plan.appended.len(),
         plan.removed.len()
     );
+    if !plan.moved.is_empty() {
+        what.push_str(&format!(", {} moved", plan.moved.len()));
+    }
     match (mode, changed) {
         ("write", true) => Some(format!("wrote {path}: {what}")),
         ("write", false) => Some(format!("{path} is up to date: nothing to write")),

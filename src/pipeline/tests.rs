@@ -378,3 +378,116 @@ fn untrusted_names_in_the_report_are_one_escaped_line_each() {
     );
     assert!(lines[2].contains("\"\\u{1b}[2Jclear\""), "{}", lines[2]);
 }
+
+const MOVED_ID: &str = "0123456789abcdef";
+
+/// A handshake sighting at `addr` with node id [`MOVED_ID`].
+fn answering(addr: &str, evidence: Evidence) -> Sighting {
+    let mut s = seen(
+        Source::Mdns,
+        addr,
+        Some(caps(MOVED_ID, "gpu-a", "cuda", 8 << 30)),
+        1,
+    );
+    s.evidence = evidence;
+    s
+}
+
+fn found_node(addr: &str) -> (NodeConfig, FileMark) {
+    (
+        NodeConfig::new(addr),
+        FileMark {
+            id: Some(MOVED_ID.into()),
+            discovered: true,
+        },
+    )
+}
+
+#[test]
+fn a_machine_answering_with_a_found_nodes_id_at_a_new_address_is_that_node_moved() {
+    let (node, mark) = found_node("10.0.0.5:9100");
+    let e = expand_file(
+        &[node],
+        &[mark],
+        &NodeDefaults::default(),
+        discovery(vec![answering("10.0.0.7:9100", Evidence::Handshake)]),
+    );
+    assert_eq!(e.nodes.len(), 1, "no duplicate");
+    assert_eq!(e.nodes[0].addr, "10.0.0.7:9100");
+    assert!(e.added.is_empty());
+    assert_eq!(
+        (
+            e.report.moved[0].from.as_str(),
+            e.report.moved[0].to.as_str()
+        ),
+        ("10.0.0.5:9100", "10.0.0.7:9100")
+    );
+}
+
+/// Guards against a member holding the shared key being redirected by a
+/// box that only answers a plain handshake.
+#[test]
+fn with_a_cluster_key_in_play_only_an_authenticated_machine_moves_a_node() {
+    let (node, mark) = found_node("10.0.0.5:9100");
+    let mut other = seen(
+        Source::Mdns,
+        "10.0.0.9:9100",
+        Some(caps("aaaaaaaaaaaaaaaa", "b", "cpu", 0)),
+        1,
+    );
+    other.evidence = Evidence::Authenticated;
+    let e = expand_file(
+        &[node],
+        &[mark],
+        &NodeDefaults::default(),
+        discovery(vec![other, answering("10.0.0.7:9100", Evidence::Handshake)]),
+    );
+    assert!(e.report.moved.is_empty(), "{:?}", e.report.moved);
+    assert_eq!(e.nodes[0].addr, "10.0.0.5:9100");
+}
+
+#[test]
+fn a_node_id_two_machines_answer_with_moves_nothing_and_says_why() {
+    let (node, mark) = found_node("10.0.0.5:9100");
+    let mut b = answering("10.0.0.8:9100", Evidence::Handshake);
+    b.caps.as_mut().unwrap().hostname = "gpu-b".into();
+    let e = expand_file(
+        &[node],
+        &[mark],
+        &NodeDefaults::default(),
+        discovery(vec![answering("10.0.0.7:9100", Evidence::Handshake), b]),
+    );
+    assert!(e.report.moved.is_empty());
+    assert_eq!(e.nodes[0].addr, "10.0.0.5:9100");
+    assert!(
+        e.report
+            .warnings
+            .iter()
+            .any(|w| w.contains("was not moved")),
+        "{:?}",
+        e.report.warnings
+    );
+}
+
+/// Guards against issue 13 item 3: a machine seen at two addresses got
+/// whichever answered first, so the written address alternated.
+#[test]
+fn a_machine_seen_at_two_addresses_gets_the_same_one_whichever_answered_first() {
+    let at = |addr: &str, ms: u64| {
+        let mut s = answering(addr, Evidence::Handshake);
+        s.source = Source::Subnet;
+        s.found_ms = ms;
+        s
+    };
+    let mut picked = BTreeSet::new();
+    for (a, b) in [(1, 2), (2, 1)] {
+        let e = expand(
+            &[],
+            &NodeDefaults::default(),
+            discovery(vec![at("192.168.7.3:9100", a), at("10.0.77.3:9100", b)]),
+        );
+        assert_eq!(e.added.len(), 1, "one machine");
+        picked.insert(e.added[0].addr.clone());
+    }
+    assert_eq!(picked.into_iter().collect::<Vec<_>>(), ["10.0.77.3:9100"]);
+}

@@ -8,12 +8,13 @@
 use super::browser::BrowserEvent;
 use super::schedule::EARLY_ROUNDS;
 use super::wire::{host_key, name_text, service_name, strip_service};
+use crate::prefer::{preferred, AddrCandidate};
 use crate::sources::dnssd::{self, instance_label, routable, MAX_INSTANCES, MAX_TXT_BYTES};
 use hickory_proto::op::Message;
 use hickory_proto::rr::rdata::PTR;
 use hickory_proto::rr::RData;
 use mdns_sd::{ResolvedService, ScopedIp};
-use rlx_net::iface::{self, Iface};
+use rlx_net::iface::Iface;
 use rlx_proto::txt;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -392,32 +393,27 @@ impl Table {
         (heard, done)
     }
 
-    /// The candidate addresses of instance `i` and the interface they were
-    /// heard on: those heard on its first interface, or all if none were.
-    fn candidates(&self, i: usize) -> Option<(Vec<IpAddr>, usize)> {
-        let inst = &self.instances[i];
-        let srv = inst.srv.as_ref()?;
-        let addrs = self.hosts.get(&host_key(&srv.host))?;
-        let on = inst.heard_on.unwrap_or(addrs.first()?.1);
-        let here: Vec<IpAddr> = addrs
-            .iter()
-            .filter(|(_, k)| *k == on)
-            .map(|(ip, _)| *ip)
-            .collect();
-        if here.is_empty() {
-            // Heard on one interface, addresses on another (multi-homed
-            // querier): take those of the interface the first came from.
-            let k0 = addrs[0].1;
-            let there = addrs.iter().filter(|(_, k)| *k == k0).map(|(ip, _)| *ip);
-            return Some((there.collect(), k0));
-        }
-        Some((here, on))
-    }
-
-    /// The address chosen for instance `i` and the interface it goes with.
+    /// The address chosen for instance `i` and the interface it goes with:
+    /// among every address its host was heard at, on every interface, the
+    /// one [`crate::prefer::preferred`] picks, with "shared link" meaning on
+    /// a subnet of the interface it was heard on. Which interface answered
+    /// first takes no part, so an agent on two of this host's links gets the
+    /// same address in every run (issue 13, item 3). Loopback counts only
+    /// when heard on a loopback interface (a node on another host that
+    /// announces 127.0.0.1 is misconfigured, not reachable there).
     pub(super) fn chosen(&self, i: usize) -> Option<(IpAddr, usize)> {
-        let (cands, on) = self.candidates(i)?;
-        iface::pick_address(&cands, &self.ifaces[on]).map(|ip| (ip, on))
+        let srv = self.instances[i].srv.as_ref()?;
+        let addrs = self.hosts.get(&host_key(&srv.host))?;
+        let usable: Vec<(IpAddr, usize)> = addrs
+            .iter()
+            .copied()
+            .filter(|(ip, k)| !ip.is_loopback() || self.ifaces[*k].is_loopback())
+            .collect();
+        let cands: Vec<AddrCandidate> = usable
+            .iter()
+            .map(|(ip, k)| AddrCandidate::new(*ip, self.ifaces[*k].on_subnet(ip)))
+            .collect();
+        preferred(&cands).map(|j| usable[j])
     }
 
     /// Stamps instances that just became resolved.
@@ -586,5 +582,33 @@ mod tests {
         );
         assert_eq!(t.per_source.get(&src), Some(&2), "n1 and one-more");
         assert_eq!(t.lookup("n1"), Some(0), "the index follows");
+    }
+
+    /// Guards against issue 13 item 3: an agent on two of this host's links
+    /// got the address of whichever link answered first, so it alternated.
+    #[test]
+    fn an_agent_on_two_links_gets_the_same_address_whichever_link_answered_first() {
+        use crate::sources::mdns::fixtures::{reply, GOOD};
+        let mut eth1 = eth0();
+        eth1.name = "eth1".into();
+        eth1.index = 3;
+        eth1.addrs = vec!["10.0.77.1/24".parse().unwrap()];
+        let on = |iface: usize| {
+            let ip = ["10.9.1.5", "10.0.77.5"][iface];
+            reply(7, "box", "box.local.", 9100, GOOD, &[ip])
+        };
+        for order in [[0, 1], [1, 0]] {
+            let mut t = Table::new(vec![eth0(), eth1.clone()]);
+            let t0 = Instant::now();
+            for k in order {
+                t.apply_reply(&on(k), k, 0, t0);
+            }
+            let i = t.lookup("box").unwrap();
+            assert_eq!(
+                t.chosen(i),
+                Some(("10.0.77.5".parse().unwrap(), 1)),
+                "heard on {order:?} first"
+            );
+        }
     }
 }

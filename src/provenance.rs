@@ -1,0 +1,143 @@
+//! **Reading the `# found by` comment back** — the provenance rlx-discover
+//! writes above every node it appends is also the key that recognises the
+//! node later (issue 13, item 2): a node whose machine moved to a new
+//! address is found again by the node id in that comment.
+//!
+//! ```text
+//! # found by mdns (handshake) 2026-11-30 06:58 UTC: gpu-a, cuda 24.0 GiB, id 0123456789abcdef
+//! # rack 3, the one with the loud fan          <- a user's note: still the same block
+//! [[node]]
+//! addr = "10.0.0.5:9100"
+//! ```
+//!
+//! People edit files, so the reading is lenient where that costs nothing:
+//! the comment may be indented, written `#found by` or `# Found By`, have
+//! other comment lines between it and the header, lose or reorder its
+//! middle part, and name the id as `id X`, `id: X` or `id=X` in either
+//! case. What it must keep is the words "found by" at the start of one
+//! comment line of the block directly above the header (no blank line in
+//! between): deleting them is how a user adopts a node as their own.
+
+use rlx_proto::caps::is_valid_id;
+
+/// The text of a comment line (`# ...`) without its `#` and surrounding
+/// blanks, or `None` for a line that is not only a comment.
+pub fn comment_text(line: &str) -> Option<&str> {
+    line.trim().strip_prefix('#').map(str::trim)
+}
+
+/// True when the comment line says rlx-discover appended the node below.
+pub fn is_found_by(line: &str) -> bool {
+    comment_text(line).is_some_and(|t| {
+        t.get(..8)
+            .is_some_and(|head| head.eq_ignore_ascii_case("found by"))
+    })
+}
+
+/// The node id a comment names as `id <16 hex>` (or `id: …`, `id=…`, any
+/// case), normalised to lowercase; the last one when it names several
+/// (the writer puts it last). `None` when there is none.
+pub fn node_id_in(comment: &str) -> Option<String> {
+    let words: Vec<&str> = comment
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    words
+        .windows(2)
+        .filter(|w| w[0].eq_ignore_ascii_case("id"))
+        .map(|w| w[1].to_ascii_lowercase())
+        .rfind(|id| is_valid_id(id))
+}
+
+/// What the comments attached to one `[[node]]` header say.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Provenance {
+    /// Byte offset (into the block given) of the `found by` line, when the
+    /// node was appended by rlx-discover.
+    pub found_by_at: Option<usize>,
+    /// The `found by` line's text, starting at "found by".
+    pub found_by: Option<String>,
+    /// The node id named by the `found by` line, or else by any other
+    /// comment of the block (a user who adopted a node may keep its id in
+    /// a comment of their own, so its machine is still recognised).
+    pub id: Option<String>,
+}
+
+/// Reads `block`: the comment lines directly above a header (each ending
+/// in a line break), plus `header_comment`, the comment on the header line
+/// itself, if any. The `found by` line nearest the header counts.
+pub fn read(block: &str, header_comment: Option<&str>) -> Provenance {
+    let mut p = Provenance::default();
+    let mut other_id = header_comment.and_then(node_id_in);
+    let mut at = 0;
+    for line in block.split_inclusive('\n') {
+        if is_found_by(line) {
+            let text = comment_text(line).unwrap_or_default();
+            p.found_by_at = Some(at);
+            p.found_by = Some(format!("found by{}", &text[8..]));
+            p.id = node_id_in(text);
+        } else if let Some(id) = comment_text(line).and_then(node_id_in) {
+            other_id = Some(id);
+        }
+        at += line.len();
+    }
+    if p.id.is_none() {
+        p.id = other_id;
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "0123456789abcdef";
+
+    #[test]
+    fn the_comment_rlx_discover_writes_is_read_back_with_its_id() {
+        let c = format!("# found by mdns (handshake) 2026-11-30 06:58 UTC: gpu-a, cuda 24.0 GiB, 32 cores, heard on eth0, id {ID}\n");
+        let p = read(&c, None);
+        assert_eq!(p.found_by_at, Some(0));
+        assert!(p.found_by.unwrap().starts_with("found by mdns (handshake)"));
+        assert_eq!(p.id.as_deref(), Some(ID));
+    }
+
+    #[test]
+    fn a_comment_a_user_edited_is_still_read() {
+        for c in [
+            format!("   #found by mdns, id {ID}\n"),
+            format!("# Found By hand-check: id: {}\n", ID.to_uppercase()),
+            format!("# found by mdns: gpu-a (id={ID}) moved to rack 3\n"),
+            format!("# section\n# found by ssh, id {ID}\n# rack 3, loud fan\n"),
+        ] {
+            let p = read(&c, None);
+            assert!(p.found_by.is_some(), "{c:?}");
+            assert_eq!(p.id.as_deref(), Some(ID), "{c:?}");
+        }
+        let p = read(&format!("# section\r\n# found by ssh, id {ID}\r\n"), None);
+        assert_eq!(p.found_by_at, Some("# section\r\n".len()));
+    }
+
+    #[test]
+    fn a_comment_without_found_by_is_the_users_but_its_id_is_still_known() {
+        let p = read(&format!("# mine now (was found by mdns), id {ID}\n"), None);
+        assert_eq!((p.found_by, p.id.as_deref()), (None, Some(ID)));
+        let p = read("", Some(&format!("gpu-a id {ID}")));
+        assert_eq!((p.found_by, p.id.as_deref()), (None, Some(ID)));
+        assert_eq!(read("# just a note\n", None), Provenance::default());
+    }
+
+    #[test]
+    fn something_that_is_not_a_node_id_is_not_taken_for_one() {
+        for c in [
+            "# found by mdns, id 0123\n",
+            "# found by mdns, id 0123456789abcdefff\n",
+            "# found by mdns, id 0123456789abcdeg\n",
+            "# found by mdns, valid 0123456789abcdef\n",
+        ] {
+            assert_eq!(read(c, None).id, None, "{c:?}");
+        }
+        assert!(!is_found_by("# founder by"));
+        assert!(!is_found_by("addr = 1 # found by"));
+    }
+}
