@@ -173,7 +173,9 @@ pub fn plan(
             exp.report.duplicates.iter().any(|d| d.same_as == addr)
                 || exp.report.moved.iter().any(|m| m.from == addr)
         };
-        let saw_anything = !exp.added.is_empty() || !exp.report.duplicates.is_empty();
+        let saw_anything = !exp.added.is_empty()
+            || !exp.report.duplicates.is_empty()
+            || !exp.report.moved.is_empty();
         let mut prune_refused = false;
         for n in file.iter().filter(|n| !seen(&n.addr)) {
             let failure = exp

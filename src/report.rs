@@ -291,6 +291,13 @@ impl Report {
             .any(|t| matches!(t.source, Source::Subnet | Source::Dns) && t.answered == 0)
     }
 
+    /// True when a hand-written node's machine answers at another address:
+    /// the file names a dead address for a machine the user owns, which
+    /// only the user may change (exit 1 until they do).
+    pub fn hand_written_moved(&self) -> bool {
+        self.moved.iter().any(|m| !m.rewritten)
+    }
+
     /// How many of [`Report::failed`] are strangers' (not in the file,
     /// claiming nothing of it).
     pub fn strangers(&self) -> usize {

@@ -159,7 +159,8 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     }
 
     let discovering = cfg.discover.is_some();
-    let found_nothing = exp.added.is_empty() && exp.report.duplicates.is_empty();
+    let found_nothing =
+        exp.added.is_empty() && exp.report.duplicates.is_empty() && exp.report.moved.is_empty();
     if !quiet {
         eprint!("{}", exp.report.render_text());
         eprint!("{}", plan.render_text());
@@ -175,6 +176,7 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             || exp.report.configured_source_found_nothing()
             || (discovering && found_nothing)
             || plan.has_vanished_nodes()
+            || exp.report.hand_written_moved()
         {
             ExitCode::from(1)
         } else {
