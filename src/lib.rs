@@ -33,6 +33,9 @@
 //!   cluster key, the cluster filter).
 //! - [`pipeline`]: the one pipeline; [`select`]: device selection;
 //!   [`report`]: what was added, dropped, refused and why.
+//! - [`prefer`]: the one rule for the address of a machine seen at several.
+//! - [`provenance`]: the `# found by` comment read back (the node id that
+//!   recognises a moved machine).
 //! - [`render`], [`reconcile`], [`writeback`]: `expand --write` — the
 //!   user's text with found nodes appended, what changed or went missing,
 //!   and the atomic write that never clobbers a concurrent edit.

@@ -11,6 +11,9 @@
 //! and a discovered machine that is already in the list (same `addr`, same
 //! ssh alias, same IP and port, or the host name it reports) is dropped rather
 //! than added twice. So you can pin one machine and let the rest be found.
+//! A machine at a new address whose node id a node's comments name is that
+//! node moved ([`expand_file`]), and a machine seen at several addresses
+//! gets the one [`crate::prefer`]'s rule picks.
 
 use crate::addr::NodeAddr;
 use crate::config::{DiscoverSection, NodeConfig};

@@ -12,6 +12,11 @@
 //! node, so running `--write` again with the same cluster appends nothing and
 //! the file is not touched at all.
 //!
+//! A node whose machine answers at a new address (recognised by the node
+//! id its comments name, see [`crate::pipeline::expand_file`]) is *moved*:
+//! a discovered one gets its new `addr` spliced in place of the old string,
+//! a hand-written one is only reported.
+//!
 //! A node in the file that no source saw this run is *missing*. It is never
 //! dropped silently: it is reported, and removed only with `--prune`, and
 //! only if it carries the `# found by` comment that says rlx-discover

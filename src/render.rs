@@ -16,16 +16,20 @@
 //! precision = "f32"
 //! ```
 //!
-//! Every edit here is a splice of the user's text: bytes are appended or a
-//! byte range is cut, and nothing the user wrote is ever re-serialized.
+//! Every edit here is a splice of the user's text: bytes are appended, a
+//! byte range is cut, or (for a node whose machine moved) the span of one
+//! `addr` string, found by `toml_edit`, is replaced; nothing else the user
+//! wrote is ever re-serialized.
 //! (`toml_edit` keeps comments and key order, but it writes `\n` where the
 //! file had `\r\n`, so even its faithful round trip is not byte for byte.)
 //! `toml_edit` is used to *find* things — the nodes, their spans, and the
 //! provenance comment above each header — and to render the new tables.
 //!
 //! The provenance comment is also the mark that says "rlx-discover appended
-//! this node": `--prune` removes only nodes that carry it, so deleting the
-//! comment is how a user adopts a discovered node as their own.
+//! this node": `--prune` removes only nodes that carry it, and a move
+//! rewrites only their `addr`, so deleting the comment is how a user adopts
+//! a discovered node as their own. Its node id is the key that recognises
+//! the node's machine at a new address ([`crate::provenance`]).
 
 use crate::config::NodeConfig;
 use crate::report::{escape_line, gib, untrusted, AddedNode};

@@ -12,9 +12,11 @@ Exit codes:
   1  output printed, but something needs a look: an ssh_hosts entry failed, a
      configured subnet or dns_sd found nothing, an announcement claims the
      address of a node in the file, an id clash, discovery found no node at
-     all, or a node appended earlier is no longer found (see the report on
-     stderr); with --strict also any refused announcement; with --write the
-     file was still written
+     all, a node appended earlier is no longer found, or a hand-written
+     node's machine answers at another address (see the report on stderr);
+     with --strict also any refused announcement; with --write the file was
+     still written. A found node whose machine moved is updated in place and
+     does not count
   2  error: bad config or flags, a refused operation (e.g. --write when the
      file changed during discovery), or an I/O failure";
 

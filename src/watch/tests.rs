@@ -554,3 +554,27 @@ fn the_refusals_remembered_are_bounded() {
     }
     assert_eq!(r.len(), MAX_REMEMBERED);
 }
+
+/// Issue 13 item 2: a member that re-announces at a new address (a new
+/// DHCP lease) is one member, updated with its new address, not a new one.
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_address_changes_is_reported_updated_with_the_new_address() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    tokio::time::advance(Duration::from_millis(300)).await;
+    let moved = seen(Source::Mdns, "box1", "10.0.0.7", caps("box1", 8, 24 << 30));
+    w.announce(vec![moved], vec![]);
+    let e = w.next().await;
+    assert_eq!(
+        what(&e),
+        (
+            Kind::Updated,
+            "box1",
+            300,
+            Some("address 10.0.0.1:9100 -> 10.0.0.7:9100")
+        )
+    );
+    assert_eq!(e.node.unwrap().addr, "10.0.0.7:9100");
+    w.stop().await.unwrap();
+}
