@@ -117,7 +117,11 @@ pub fn preferred(cands: &[AddrCandidate]) -> Option<usize> {
 /// the link issue): the speed, Mb/s, of the agent's link that holds `ip`.
 /// The caps JSON does not report links yet, so this is `None` for every
 /// address and rule 3 of [`preferred`] is skipped; when `links` land in
-/// [`rlx_proto::caps::NodeCaps`], this is the one function to fill in.
+/// [`rlx_proto::caps::NodeCaps`], this is the one function to fill in. It
+/// is called where the pipeline chooses among a machine's sightings
+/// (`pipeline::Machine::choose_addr`); the mDNS browse's choice among the
+/// addresses of one announced host (`sources::mdns::table`) does not see
+/// caps, so it will need the speeds passed in as well.
 pub fn link_speed(_caps: &rlx_proto::caps::NodeCaps, _ip: IpAddr) -> Option<u64> {
     None
 }
