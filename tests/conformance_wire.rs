@@ -381,3 +381,60 @@ fn a_removed_address_is_withdrawn_with_a_goodbye() {
         },
     );
 }
+
+/// Guards against answering a truncated query at once (RFC 6762 §7.2): the
+/// known answers in the packets that follow it were ignored, so the agent
+/// sent what the querier already had. It must wait 400-500 ms for them: a
+/// known answer that follows 100 ms later suppresses the answer, and with
+/// none the answer comes only after the wait.
+#[test]
+fn a_truncated_query_waits_for_its_known_answers() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(2);
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&lab, 0, "tc0", dir.path(), &[]);
+    eventually(UP, "the agent's second announcement", || {
+        let n = agent.stderr().matches("mDNS: announced on").count();
+        if n >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{n} announcements"))
+        }
+    });
+    let (src, agent_ip) = (lab.host(1).ip.to_string(), lab.host(0).ip.to_string());
+    let tc = |known: bool| {
+        let mut args = vec![
+            "tc",
+            "--src",
+            &src,
+            "--agent",
+            &agent_ip,
+            "--instance",
+            "tc0._rlx._tcp.local.",
+        ];
+        if known {
+            args.push("--known");
+        }
+        // Past the 1 s multicast rate limit of the last answer (§6).
+        std::thread::sleep(Duration::from_millis(1100));
+        run_wire(&lab, 1, &args)["answers_ms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_f64)
+            .collect::<Vec<f64>>()
+    };
+
+    let suppressed = tc(true);
+    assert!(
+        suppressed.is_empty(),
+        "the agent answered a truncated query whose known answer it then got: {suppressed:?} ms"
+    );
+    let answered = tc(false);
+    assert_eq!(answered.len(), 1, "one answer expected: {answered:?} ms");
+    assert!(
+        answered[0] >= 400.0,
+        "answered {:.1} ms after a truncated query, before the 400 ms wait",
+        answered[0]
+    );
+}

@@ -19,6 +19,10 @@ JSON on stdout:
   delay --src IP --agent IP --count N --gap-ms G
       sends N QM questions for _rlx._tcp.local. PTR and prints, for each,
       the time in ms until the agent's multicast answer: {"delays_ms": [...]}.
+  tc --src IP --agent IP --instance NAME [--known]
+      sends a truncated PTR question, then its known-answer packet (the PTR
+      of NAME with --known, else empty), and prints when the agent's PTR
+      answers came: {"answers_ms": [...]}.
 """
 
 import argparse
@@ -48,6 +52,15 @@ def query(name, qtype, qu):
     header = struct.pack("!HHHHHH", 0, 0, 1, 0, 0, 0)
     qclass = 1 | (0x8000 if qu else 0)
     return header + encode_name(name) + struct.pack("!HH", qtype, qclass)
+
+
+def known_answers_packet(instance):
+    """A query with no question and one known answer (RFC 6762 §7.2): the
+    PTR for instance, at its full 4500 s TTL, so it suppresses the answer."""
+    rdata = encode_name(instance)
+    header = struct.pack("!HHHHHH", 0, 0, 0, 1, 0, 0)
+    rr = encode_name(SERVICE) + struct.pack("!HHIH", 12, 1, 4500, len(rdata)) + rdata
+    return header + rr
 
 
 def read_name(data, off):
@@ -221,6 +234,34 @@ def delay(args):
     print(json.dumps({"delays_ms": delays}))
 
 
+def tc(args):
+    """A truncated query (TC bit) for the PTR, then 100 ms later its second
+    packet: the known answer for --instance when --known, else an empty one.
+    Prints {"answers_ms": [...]}: when the agent's PTR answers came, in ms
+    after the first packet, within 2 s."""
+    s = group_socket(4, args.iface, src=args.src)
+    first = bytearray(query(SERVICE, 12, qu=False))
+    first[2] |= 0x02  # TC
+    second = known_answers_packet(args.instance) if args.known else struct.pack("!HHHHHH", 0, 0, 0, 0, 0, 0)
+    t0 = time.monotonic()
+    s.sendto(bytes(first), (GROUP4, PORT))
+    time.sleep(0.1)
+    s.sendto(second, (GROUP4, PORT))
+    answers, end = [], t0 + 2.0
+    while time.monotonic() < end:
+        s.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            data, src = s.recvfrom(9000)
+        except socket.timeout:
+            break
+        if src[0] != args.agent:
+            continue
+        msg = parse(data)
+        if msg["response"] and any(r["type"] == "PTR" and r["name"] == SERVICE for r in msg["an"]):
+            answers.append((time.monotonic() - t0) * 1000)
+    print(json.dumps({"answers_ms": answers}))
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="mode", required=True)
@@ -239,8 +280,14 @@ def main():
     a.add_argument("--agent", required=True)
     a.add_argument("--count", type=int, default=12)
     a.add_argument("--gap-ms", type=int, default=1100)
+    a = sub.add_parser("tc")
+    a.add_argument("--src", required=True)
+    a.add_argument("--iface", default="eth0")
+    a.add_argument("--agent", required=True)
+    a.add_argument("--instance", required=True)
+    a.add_argument("--known", action="store_true")
     args = p.parse_args()
-    {"listen": listen, "qu": qu, "delay": delay}[args.mode](args)
+    {"listen": listen, "qu": qu, "delay": delay, "tc": tc}[args.mode](args)
 
 
 if __name__ == "__main__":
