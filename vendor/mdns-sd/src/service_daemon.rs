@@ -133,7 +133,9 @@ const SHARED_RESPONSE_DELAY_MAX_MILLIS: u64 = 120; // rlx patch: RFC 6762 §6
 /// The delay before a response holding shared records (PTR) is sent: uniform
 /// in 20-120 ms, both ends included (RFC 6762 §6). A response that holds
 /// only unique records (SRV, TXT, A, AAAA to a direct question) is not
-/// delayed at all (§6: "the Multicast DNS responder MUST NOT delay").
+/// delayed at all: §6 says a responder that will be the only one to answer
+/// "SHOULD NOT impose any random delay" (and mdns-sd only delays responses
+/// to PTR questions).
 // rlx patch: RFC 6762 §6
 fn shared_response_delay() -> Duration {
     Duration::from_millis(fastrand::u64(
