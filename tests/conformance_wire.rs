@@ -128,22 +128,61 @@ fn every_qu_question_gets_a_unicast_reply_even_two_within_a_second() {
         1,
         &["qu", "--src", &src, "--count", "2", "--gap-ms", "300"],
     );
-    let agent_ip = lab.host(0).ip.to_string();
+    assert_two_unicast_ptr_answers(&v, &lab.host(0).ip.to_string(), "qu0");
+}
+
+/// Asserts that both QU questions of `mdns_wire.py qu` output `v` got a
+/// unicast PTR answer for instance `name` from `agent_ip`.
+fn assert_two_unicast_ptr_answers(v: &Value, agent_ip: &str, name: &str) {
+    let instance = format!("{name}._rlx._tcp.local.");
     for query in 0..2 {
         let answered = v["replies"].as_array().unwrap().iter().any(|r| {
             r["query"] == query
-                && r["src"] == agent_ip.as_str()
+                && r["src"] == agent_ip
                 && r["msg"]["an"]
                     .as_array()
                     .unwrap()
                     .iter()
-                    .any(|rr| rr["type"] == "PTR" && rr["target"] == "qu0._rlx._tcp.local.")
+                    .any(|rr| rr["type"] == "PTR" && rr["target"] == instance.as_str())
         });
         assert!(
             answered,
             "QU question {query} got no unicast PTR answer from the agent; saw: {v:#}"
         );
     }
+}
+
+/// The same over IPv6, from the querier's link-local address: the unicast
+/// reply must reach a scoped address (guards against the QU bit being
+/// ignored there too).
+#[test]
+fn a_qu_question_over_ipv6_from_a_link_local_address_gets_a_unicast_reply() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.with(LabOptions {
+        hosts: 2,
+        ipv6: true,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&lab, 0, "qu6", dir.path(), &[]);
+    agent.expect_output("mDNS: announced on", UP);
+
+    let link_local = |host| {
+        addrs_of(&lab, host, "-6", "eth0")
+            .into_iter()
+            .find(|a| a.starts_with("fe80:"))
+            .unwrap_or_else(|| panic!("host {host} has no link-local address on eth0"))
+    };
+    let src = link_local(1);
+    let v = run_wire(
+        &lab,
+        1,
+        &[
+            "qu", "--src", &src, "--iface", "eth0", "--count", "2", "--gap-ms", "300",
+        ],
+    );
+    // The agent answers from its own link-local address (the reply's
+    // source as Python prints it carries no scope).
+    assert_two_unicast_ptr_answers(&v, &link_local(0), "qu6");
 }
 
 /// Guards against probes sent as QM questions (RFC 6762 §8.1 asks for the

@@ -11,9 +11,9 @@ JSON on stdout:
       ({"t", "src", "msg"}), until S seconds have passed or the condition is
       met (a probe: a query with an Authority section; a goodbye: a record
       with TTL 0; aaaa:N: N responses carrying AAAA records).
-  qu --src IP --count N --gap-ms G
-      sends N QU questions for _rlx._tcp.local. PTR to 224.0.0.251:5353 from
-      IP:5353, G ms apart, on a socket bound to IP (so multicast packets do
+  qu --src IP [--iface IF] --count N --gap-ms G
+      sends N QU questions for _rlx._tcp.local. PTR to the group
+      (224.0.0.251, or ff02::fb on IF when IP is IPv6) from IP:5353, G ms apart, on a socket bound to IP (so multicast packets do
       not reach it) and prints {"sent": [...], "replies": [...]}: the
       unicast replies.
   delay --src IP --agent IP --count N --gap-ms G
@@ -185,16 +185,26 @@ def listen(args):
 
 
 def qu(args):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((args.src, PORT))
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(args.src))
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+    if ":" in args.src:
+        index = socket.if_nametoindex(args.iface)
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((args.src, PORT, 0, index))
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, index)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 0)
+        group = (GROUP6, PORT, 0, index)
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((args.src, PORT))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(args.src))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+        group = (GROUP4, PORT)
     sent, replies = [], []
     packet = query(SERVICE, 12, qu=True)
     for i in range(args.count):
         sent.append(time.monotonic())
-        s.sendto(packet, (GROUP4, PORT))
+        s.sendto(packet, group)
         end = time.monotonic() + (args.gap_ms / 1000 if i + 1 < args.count else 1.0)
         while True:
             left = end - time.monotonic()
@@ -272,6 +282,7 @@ def main():
     a.add_argument("--until")
     a = sub.add_parser("qu")
     a.add_argument("--src", required=True)
+    a.add_argument("--iface", default="eth0")
     a.add_argument("--count", type=int, default=1)
     a.add_argument("--gap-ms", type=int, default=200)
     a = sub.add_parser("delay")
