@@ -135,6 +135,18 @@ fn every_qu_question_gets_a_unicast_reply_even_two_within_a_second() {
 /// unicast PTR answer for instance `name` from `agent_ip`.
 fn assert_two_unicast_ptr_answers(v: &Value, agent_ip: &str, name: &str) {
     let instance = format!("{name}._rlx._tcp.local.");
+    let sent = v["sent"].as_array().unwrap();
+    let latencies: Vec<String> = v["replies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let q = r["query"].as_u64().unwrap() as usize;
+            let ms = (r["t"].as_f64().unwrap() - sent[q].as_f64().unwrap()) * 1000.0;
+            format!("question {q}: {ms:.1} ms")
+        })
+        .collect();
+    eprintln!("unicast replies to QU questions: {latencies:?}");
     for query in 0..2 {
         let answered = v["replies"].as_array().unwrap().iter().any(|r| {
             r["query"] == query
