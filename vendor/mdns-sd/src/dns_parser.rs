@@ -449,6 +449,16 @@ impl DnsEntryExt for DnsQuestion {
     }
 }
 
+impl DnsQuestion {
+    /// Whether the question asks for a unicast response (the "QU" bit, the
+    /// top bit of the qclass, RFC 6762 §5.4). In a question the bit that
+    /// [`DnsEntry`] keeps as `cache_flush` means "unicast response".
+    // rlx patch: RFC 6762 §5.4 QU questions
+    pub fn unicast_response(&self) -> bool {
+        self.entry.cache_flush
+    }
+}
+
 /// A DNS Resource Record - like a DNS entry, but has a TTL.
 /// RFC: https://www.rfc-editor.org/rfc/rfc1035#section-3.2.1
 ///      https://www.rfc-editor.org/rfc/rfc1035#section-4.1.3
@@ -1440,7 +1450,14 @@ impl DnsOutPacket {
             e
         })?;
         self.write_short(question.entry.ty as u16);
-        self.write_short(question.entry.class);
+        // rlx patch: RFC 6762 §5.4: keep the QU bit of a question asking for a
+        // unicast response (probes, §8.1); it used to be dropped here.
+        let qu_bit = if question.entry.cache_flush {
+            CLASS_CACHE_FLUSH
+        } else {
+            0
+        };
+        self.write_short(question.entry.class | qu_bit);
 
         if self.size() > self.max_size {
             self.rollback(start_size);
@@ -2068,6 +2085,36 @@ impl DnsOutgoing {
         self.questions.push(q);
     }
 
+    /// Adds a question with the QU bit set: it asks responders for a unicast
+    /// response (RFC 6762 §5.4), as probes do (§8.1).
+    // rlx patch: RFC 6762 §5.4, §8.1 QU questions
+    pub fn add_question_unicast(&mut self, name: &str, qtype: RRType) {
+        let q = DnsQuestion {
+            entry: DnsEntry::new(name.to_string(), qtype, CLASS_IN | CLASS_CACHE_FLUSH),
+        };
+        self.questions.push(q);
+    }
+
+    /// Moves the answers for which `take` returns true into a new response
+    /// with the same flags and id, and a copy of the additional records.
+    /// Used to send part of an answer by unicast and the rest by multicast
+    /// (RFC 6762 §5.4).
+    // rlx patch: RFC 6762 §5.4 QU questions
+    pub(crate) fn split_answers<F>(&mut self, mut take: F) -> DnsOutgoing
+    where
+        F: FnMut(&DnsRecordBox) -> bool,
+    {
+        let mut taken = DnsOutgoing::new(self.flags);
+        taken.id = self.id;
+        let (moved, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.answers)
+            .into_iter()
+            .partition(|r| take(r));
+        self.answers = kept;
+        taken.answers = moved;
+        taken.additionals = self.additionals.clone();
+        taken
+    }
+
     /// Adjust records so the message is a valid legacy unicast response:
     ///
     /// - Clear the cache-flush (unique) bit: a legacy resolver
@@ -2301,6 +2348,13 @@ impl DnsIncoming {
 
     pub const fn is_query(&self) -> bool {
         (self.flags & FLAGS_QR_MASK) == FLAGS_QR_QUERY
+    }
+
+    /// Whether the TC bit is set: in a query, more known answers follow in
+    /// the next packets (RFC 6762 §7.2).
+    // rlx patch: RFC 6762 §7.2 multipacket known-answer suppression
+    pub const fn is_truncated(&self) -> bool {
+        (self.flags & FLAGS_TC) != 0
     }
 
     pub const fn is_response(&self) -> bool {

@@ -417,10 +417,18 @@ impl ServiceInfo {
             .collect()
     }
 
+    /// The IPv6 addresses of this service that are addresses of `my_intf`.
+    ///
+    /// rlx patch: RFC 6762 §6.2: a response sent on an interface may carry
+    /// only that interface's addresses. Upstream kept every address on the
+    /// prefix of one of the interface's addresses, and every interface has
+    /// fe80::/64: so an agent with several NICs announced each link's
+    /// link-local address on every link, where it is unreachable (or reaches
+    /// another host). IPv6 addresses are matched exactly instead.
     pub(crate) fn get_addrs_on_my_intf_v6(&self, my_intf: &MyIntf) -> Vec<IpAddr> {
         self.addresses
             .iter()
-            .filter(|a| a.is_ipv6() && my_intf.addrs.iter().any(|x| valid_ip_on_intf(a, x)))
+            .filter(|a| a.is_ipv6() && my_intf.addrs.iter().any(|x| x.ip() == **a))
             .copied()
             .collect()
     }
@@ -1095,24 +1103,7 @@ impl Probe {
         host by waiting one second, and then begins probing for this record
         again.
         */
-        let min_len = self.records.len().min(incoming.len());
-
-        // Compare elements up to the length of the shorter vector
-        let mut cmp_result = cmp::Ordering::Equal;
-        for (i, incoming_record) in incoming.iter().enumerate().take(min_len) {
-            match self.records[i].compare(incoming_record.as_ref()) {
-                cmp::Ordering::Equal => continue,
-                other => {
-                    cmp_result = other;
-                    break; // exit loop on first difference
-                }
-            }
-        }
-
-        if cmp_result == cmp::Ordering::Equal {
-            // If all compared records are equal, compare the lengths of the records.
-            cmp_result = self.records.len().cmp(&incoming.len());
-        }
+        let cmp_result = compare_probe_records(&self.records, &incoming); // rlx patch: §8.2.1
 
         match cmp_result {
             cmp::Ordering::Less => {
@@ -1175,6 +1166,18 @@ pub(crate) struct DnsRegistry {
 
     /// Same as [`Self::last_multicast_v4`] but for this interface's IPv6 group.
     pub(crate) last_multicast_v6: HashMap<String, Instant>,
+
+    /// RFC 6762 §5.4: when each record was last multicast on this
+    /// interface's IPv4 group, with the TTL it was sent with, kept for a
+    /// quarter of that TTL. A question asking for a unicast response (QU)
+    /// gets one only for records in here; the others are multicast "so as to
+    /// keep all the peer caches up to date".
+    // rlx patch: RFC 6762 §5.4 QU questions
+    pub(crate) multicast_seen_v4: HashMap<String, (Instant, u32)>,
+
+    /// Same as [`Self::multicast_seen_v4`] but for this interface's IPv6 group.
+    // rlx patch: RFC 6762 §5.4 QU questions
+    pub(crate) multicast_seen_v6: HashMap<String, (Instant, u32)>,
 }
 
 impl DnsRegistry {
@@ -1186,6 +1189,51 @@ impl DnsRegistry {
             name_changes: HashMap::new(),
             last_multicast_v4: HashMap::new(),
             last_multicast_v6: HashMap::new(),
+            multicast_seen_v4: HashMap::new(), // rlx patch: RFC 6762 §5.4
+            multicast_seen_v6: HashMap::new(), // rlx patch: RFC 6762 §5.4
+        }
+    }
+
+    /// Whether `record` was multicast on this interface's group (`is_ipv4`)
+    /// within the last quarter of the TTL it was sent with: RFC 6762 §5.4
+    /// says to answer a QU question by unicast only then, and by multicast
+    /// otherwise.
+    // rlx patch: RFC 6762 §5.4 QU questions
+    pub(crate) fn multicast_recently(
+        &self,
+        record: &DnsRecordBox,
+        now: Instant,
+        is_ipv4: bool,
+    ) -> bool {
+        let seen = if is_ipv4 {
+            &self.multicast_seen_v4
+        } else {
+            &self.multicast_seen_v6
+        };
+        seen.get(&rate_limit_key(record))
+            .is_some_and(|(at, ttl)| within_quarter_ttl(*at, *ttl, now))
+    }
+
+    /// Notes that the answers and additional records of `out` are multicast
+    /// now on this interface's group (`is_ipv4`), for
+    /// [`Self::multicast_recently`]; forgets the records whose quarter TTL
+    /// has passed, so the map holds at most the records multicast lately.
+    // rlx patch: RFC 6762 §5.4 QU questions
+    fn note_multicast(&mut self, out: &DnsOutgoing, now: Instant, is_ipv4: bool) {
+        let seen = if is_ipv4 {
+            &mut self.multicast_seen_v4
+        } else {
+            &mut self.multicast_seen_v6
+        };
+        seen.retain(|_, (at, ttl)| within_quarter_ttl(*at, *ttl, now));
+        for record in out._answers().iter().chain(out.additionals()) {
+            let ttl = record.get_record().get_ttl();
+            if ttl > 0 {
+                seen.insert(rate_limit_key(record), (now, ttl));
+            } else {
+                // A goodbye: nobody caches it any more.
+                seen.remove(&rate_limit_key(record));
+            }
         }
     }
 
@@ -1227,6 +1275,7 @@ impl DnsRegistry {
         // Only touch additionals if an answer survived.
         if out.answers_count() > 0 {
             out.retain_additionals(|record| keep_after_rate_limit(last_multicast, record, now));
+            self.note_multicast(out, now, is_ipv4); // rlx patch: RFC 6762 §5.4
         }
     }
 
@@ -1375,6 +1424,40 @@ impl DnsRegistry {
 /// a record must not be re-multicast until at least this many millis have
 /// elapsed since it was last multicast on that interface.
 pub(crate) const MULTICAST_RATE_LIMIT_MILLIS: u64 = 1000;
+
+/// RFC 6762 §8.2.1 simultaneous-probe tie-break: compares our proposed
+/// records with the other host's, each side sorted first (class, then type,
+/// then rdata, "lexicographically later" as in §8.2), record by record; when
+/// one side runs out first, the side with more records is later.
+///
+/// rlx patch: RFC 6762 §8.2.1: upstream compared the other side's records in
+/// the order they came in the packet, and sorted ours by class and type
+/// only, so two hosts could both decide they had lost (or won) when records
+/// of one type (two A, or A and AAAA in another order) were listed
+/// differently.
+pub(crate) fn compare_probe_records(
+    ours: &[DnsRecordBox],
+    theirs: &[&DnsRecordBox],
+) -> cmp::Ordering {
+    let mut ours: Vec<&DnsRecordBox> = ours.iter().collect();
+    let mut theirs: Vec<&DnsRecordBox> = theirs.to_vec();
+    ours.sort_by(|a, b| a.compare(b.as_ref()));
+    theirs.sort_by(|a, b| a.compare(b.as_ref()));
+    for (a, b) in ours.iter().zip(theirs.iter()) {
+        match a.compare(b.as_ref()) {
+            cmp::Ordering::Equal => continue,
+            other => return other,
+        }
+    }
+    ours.len().cmp(&theirs.len())
+}
+
+/// Whether `now` is within a quarter of `ttl` seconds after `at` (RFC 6762
+/// §5.4's "recently").
+// rlx patch: RFC 6762 §5.4 QU questions
+fn within_quarter_ttl(at: Instant, ttl: u32, now: Instant) -> bool {
+    now.saturating_duration_since(at) < Duration::from_millis(u64::from(ttl) * 250)
+}
 
 /// Returns whether `record` may still be multicast under the RFC 6762 section 6
 /// rate limit, updating `last_multicast` to `now` when it is kept.
