@@ -46,6 +46,9 @@ use crate::{
     Receiver, ResolvedService, TxtProperties,
 };
 use flume::{bounded, Sender, TrySendError};
+
+// rlx patch: RFC 6762 §8, §8.1, §8.4, §9: the responder's state machine.
+mod responder_state;
 use if_addrs::{IfAddr, Interface};
 use mio::{event::Source, net::UdpSocket as MioUdpSocket, Interest, Poll, Registry, Token, Waker};
 use socket2::Domain;
@@ -2297,6 +2300,10 @@ impl Zeroconf {
                 .or_insert_with(DnsRegistry::new),
         };
 
+        // rlx patch: RFC 6762 §8, §8.3: a link change means probing and
+        // announcing (twice) again, not one announcement of stale state.
+        responder_state::forget_verified_on_link_change(dns_registry, &self.my_services);
+
         for service_info in self.my_services.values_mut() {
             if service_info.is_addr_auto() {
                 if !service_info.insert_ipaddr(intf) {
@@ -2366,6 +2373,9 @@ impl Zeroconf {
         }
 
         debug!("register service {:?}", info);
+
+        // rlx patch: RFC 6762 §8.4: an update re-announces, never re-probes.
+        self.prepare_update(&mut info);
 
         let outgoing_addrs = self.send_unsolicited_response(&mut info);
         if !outgoing_addrs.is_empty() {
@@ -3214,6 +3224,8 @@ impl Zeroconf {
 
         // check possible conflicts and handle them.
         self.conflict_handler(&msg, if_index);
+        // rlx patch: RFC 6762 §9: and conflicts with records already verified.
+        self.late_conflict_handler(&msg, if_index);
 
         // check if the message is for us.
         let mut is_for_us = true; // assume it is for us.
@@ -3432,9 +3444,14 @@ impl Zeroconf {
             // }
 
             // Probing again with the new names.
-            let create_time = Instant::now() + Duration::from_millis(fastrand::u64(0..250));
-
+            // rlx patch: RFC 6762 §8.1: count the conflict; past 15 in 10 s,
+            // wait 5 s before probing again.
             let waiting_services = probe.waiting_services.clone();
+            let create_time = if new_records.is_empty() {
+                Instant::now() + Duration::from_millis(fastrand::u64(0..250))
+            } else {
+                dns_registry.conflict_probe_start(Instant::now())
+            };
 
             for record in new_records {
                 if dns_registry.update_hostname(name, record.get_name(), create_time) {
@@ -3638,12 +3655,14 @@ impl Zeroconf {
                     );
                 }
 
+                // rlx patch: RFC 6762 §9 / §16: renames are keyed by the
+                // original-case name, and names compare case-insensitively.
+                // Resolving the lowercased map key found no rename for a name
+                // with capitals, so `DGX-01` kept answering to its old name.
                 let query_name = q_name.to_lowercase();
-                let service_opt = self
-                    .my_services
-                    .iter()
-                    .find(|(k, _v)| dns_registry.resolve_name(k.as_str()) == query_name)
-                    .map(|(_, v)| v);
+                let service_opt = self.my_services.values().find(|v| {
+                    dns_registry.resolve_name(v.get_fullname()).to_lowercase() == query_name
+                });
 
                 let Some(service) = service_opt else {
                     continue;
@@ -3666,11 +3685,15 @@ impl Zeroconf {
                     continue;
                 }
 
+                // rlx patch: RFC 6762 §9: after a host rename, a direct SRV
+                // or ANY answer must name the renamed host, as announcements do.
+                let hostname = dns_registry.resolve_name(service.get_hostname());
                 add_answer_of_service(
                     &mut out,
                     &msg,
                     question.entry_name(),
                     service,
+                    hostname,
                     qtype,
                     intf_addrs,
                 );
@@ -4319,7 +4342,10 @@ impl Zeroconf {
     }
 
     fn exec_command_register_resend(&mut self, fullname: String, if_index: u32) -> MyResult<()> {
-        let Some(info) = self.my_services.get_mut(&fullname) else {
+        // rlx patch: RFC 6762 §8.3: `my_services` is keyed by the lowercased
+        // name and `fullname` keeps its case: without this, a name with
+        // capitals never got its second announcement.
+        let Some(info) = self.my_services.get_mut(&fullname.to_lowercase()) else {
             trace!("announce: cannot find such service {}", fullname);
             return Ok(());
         };
@@ -4453,6 +4479,7 @@ fn add_answer_of_service(
     msg: &DnsIncoming,
     entry_name: &str,
     service: &ServiceInfo,
+    hostname: &str, // rlx patch: RFC 6762 §9: the host name after any rename.
     qtype: RRType,
     intf_addrs: Vec<IpAddr>,
 ) {
@@ -4466,7 +4493,7 @@ fn add_answer_of_service(
                 service.get_priority(),
                 service.get_weight(),
                 service.get_port(),
-                service.get_hostname().to_string(),
+                hostname.to_string(),
             ),
         );
     }
@@ -4486,7 +4513,7 @@ fn add_answer_of_service(
     if qtype == RRType::SRV {
         for address in intf_addrs {
             out.add_additional_answer(DnsAddress::new(
-                service.get_hostname(),
+                hostname,
                 ip_address_rr_type(&address),
                 CLASS_IN | CLASS_CACHE_FLUSH,
                 service.get_host_ttl(),
@@ -7054,6 +7081,7 @@ mod tests {
             &incoming,
             instance,
             &my_service,
+            my_service.get_hostname(),
             RRType::TXT,
             if_addrs,
         );
