@@ -5355,6 +5355,9 @@ fn name_change(original: &str) -> String {
 /// - `foo.local.` becomes `foo-2.local.`
 /// - `foo-2.local.` becomes `foo-3.local.`
 /// - `foo` becomes `foo-2`
+/// rlx patch: RFC 6762 §9: the most digits a `-<n>` rename counter has.
+const RENAME_COUNTER_DIGITS: usize = 3;
+
 fn hostname_change(original: &str) -> String {
     let mut parts: Vec<_> = original.split('.').collect();
     let Some(first_part) = parts.get_mut(0) else {
@@ -5366,7 +5369,17 @@ fn hostname_change(original: &str) -> String {
     // check if there is already a `-<num>` suffix
     if let Some(hyphen_pos) = first_part.rfind('-') {
         // Try to parse everything after the hyphen as a number
-        if let Ok(number) = first_part[hyphen_pos + 1..].parse::<u32>() {
+        // rlx patch: RFC 6762 §9: only a short number is a rename counter.
+        // A longer one is part of the name (an id suffix such as
+        // `gpu-123456`): counting it up would claim another host's name.
+        let suffix = &first_part[hyphen_pos + 1..];
+        if let Ok(number) = suffix.parse::<u32>().map_err(|_| ()).and_then(|n| {
+            if suffix.len() <= RENAME_COUNTER_DIGITS {
+                Ok(n)
+            } else {
+                Err(())
+            }
+        }) {
             let base_name = &first_part[..hyphen_pos];
             new_name = format!("{}-{}", base_name, number + 1);
         }

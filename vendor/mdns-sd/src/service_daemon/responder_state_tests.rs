@@ -335,3 +335,17 @@ fn a_name_with_capitals_gets_its_second_announcement() {
         .unwrap();
     assert_eq!(resend(&daemon), before + 1, "the resend found the service");
 }
+
+/// Guards against a host rename counting up a numeric id suffix
+/// (`gpu-123456` became `gpu-123457`, which may be another agent's name).
+#[test]
+fn a_host_rename_counts_up_only_a_short_counter() {
+    use super::super::hostname_change;
+    assert_eq!(hostname_change("gpu-123456.local."), "gpu-123456-2.local.");
+    assert_eq!(
+        hostname_change("gpu-123456-2.local."),
+        "gpu-123456-3.local."
+    );
+    assert_eq!(hostname_change("gpu-5f0c1d.local."), "gpu-5f0c1d-2.local.");
+    assert_eq!(hostname_change("foo-999.local."), "foo-1000.local.");
+}
