@@ -16,8 +16,9 @@ Run inside a test network namespace only (it sends multicast):
         for HOST until killed. Prints {"claimed": HOST} after the first.
     mdns_raw.py ask IFACE_ADDR NAME SECONDS INTERVAL_MS
         A one-shot (legacy, RFC 6762 §6.7) querier: asks for NAME's SRV and
-        TXT every INTERVAL_MS for SECONDS and prints one JSON line per reply
-        {"t", "srv": target, "txt": [...]}, then {"done": N} with N queries.
+        TXT every INTERVAL_MS for SECONDS and prints {"started": true}, one
+        JSON line per reply {"t", "srv": target, "txt": [...]}, then
+        {"done": N} with N queries.
     mdns_raw.py resolve IFACE_ADDR TYPE NAME
         python-zeroconf's own resolver (ServiceInfo.request: direct SRV, TXT
         and address questions) and prints {"server", "addrs"}.
@@ -160,6 +161,7 @@ def ask(iface_addr, name, seconds, interval_ms):
     interval = int(interval_ms) / 1000.0
     sent = 0
     next_send = time.monotonic()
+    emit(started=True)
     while time.monotonic() < end:
         now = time.monotonic()
         if now >= next_send:

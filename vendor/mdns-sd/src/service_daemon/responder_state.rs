@@ -126,14 +126,19 @@ impl Zeroconf {
                 }
             }
         }
+        // The new probes start no earlier than `start`; each needs a timer
+        // at its first send, or it would wait for an unrelated wake-up.
+        registry.new_timers.clear();
         for (key, probe) in registry.probing.iter_mut() {
-            if !before.contains(key) && probe.start_time < start {
+            if before.contains(key) {
+                continue;
+            }
+            if probe.start_time < start {
                 probe.start_time = start;
                 probe.next_send = start;
             }
+            self.timers.push(Reverse(probe.next_send));
         }
-        registry.new_timers.clear();
-        self.timers.push(Reverse(start));
     }
 }
 

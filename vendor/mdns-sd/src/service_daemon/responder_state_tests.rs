@@ -200,6 +200,12 @@ fn a_conflicting_announcement_after_probing_puts_the_host_back_to_probing() {
         "{:?}",
         registry.probing.keys()
     );
+    for probe in registry.probing.values() {
+        assert!(
+            daemon.timers.iter().any(|t| t.0 == probe.next_send),
+            "a timer wakes the daemon for the probe's first send"
+        );
+    }
 
     // Nobody defends the name in the new probe: the same name is announced again.
     finish_probes(&mut daemon, index);
@@ -348,4 +354,34 @@ fn a_host_rename_counts_up_only_a_short_counter() {
     );
     assert_eq!(hostname_change("gpu-5f0c1d.local."), "gpu-5f0c1d-2.local.");
     assert_eq!(hostname_change("foo-999.local."), "foo-1000.local.");
+}
+
+/// A later announcement of our instance's SRV record with another target is
+/// a conflict too (RFC 6762 §9): the service probes again, and renames when
+/// the other host defends the name.
+#[test]
+fn a_conflicting_srv_after_probing_puts_the_service_back_to_probing() {
+    let (mut daemon, index) = loopback_daemon();
+    let fullname = format!("box.{TY}");
+    daemon.register_service(service("box", "mine.local.", "1"));
+    finish_probes(&mut daemon, index);
+    let mut theirs = DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA);
+    theirs.add_answer_record(DnsSrv::new(
+        &fullname,
+        CLASS_IN | CLASS_CACHE_FLUSH,
+        120,
+        0,
+        0,
+        9100,
+        "theirs.local.".to_string(),
+    ));
+    daemon.handle_response(incoming(&theirs, index), index);
+    assert_eq!(status(&daemon, "box", index), ServiceStatus::Probing);
+    // The other host defends its SRV in our probe: we rename the instance.
+    daemon.conflict_handler(&incoming(&theirs, index), index);
+    finish_probes(&mut daemon, index);
+    assert_eq!(status(&daemon, "box", index), ServiceStatus::Announced);
+    let renamed = format!("box (2).{TY}");
+    let reply = ask(&mut daemon, index, &renamed, RRType::SRV).expect("the new name is answered");
+    assert_eq!(srv_host(&reply), "mine.local.");
 }
