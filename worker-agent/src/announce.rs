@@ -82,8 +82,9 @@
 //!   0.75 s first), on loopback and across a bridged LAN alike;
 //! - SIGTERM or SIGINT to removed at the browser: 1-3 ms (the first goodbye);
 //!   the agent exits about 130 ms after the signal (the repeated goodbye);
-//! - `update` to the new TXT at the browser: 0.76-0.98 s (the changed record is
-//!   probed again, see [`Announcer::update`]);
+//! - `update` to the new TXT at the browser: 3 ms (re-announced at once, not
+//!   probed again, see [`Announcer::update`]; it was 0.76-0.98 s before the
+//!   vendored mdns-sd's RFC 6762 §8.4 patch);
 //! - an interface coming up: announced there 5.8-5.9 s later with the
 //!   daemon's 5 s poll (its check plus probing); going down: address
 //!   withdrawn 4.1-4.2 s later. Woken by the kernel's notification instead:
@@ -222,14 +223,13 @@ struct Registration {
 
 impl Registration {
     /// The announcement of `caps`. Re-registrations keep mdns-sd's probing
-    /// on: RFC 6762 §8.4 would let an update skip it, but mdns-sd applies
-    /// the flag to the whole service, so an interface that comes up later
-    /// would then get records that were never probed there and a conflict on
-    /// that link would go unnoticed. Probing the changed TXT record costs
-    /// 0.75 s of latency (measured: new TXT at python-zeroconf 0.76-0.98 s
-    /// after `update`) and three small packets, once per
-    /// [`MIN_REANNOUNCE_INTERVAL`] at most; mdns-sd does not mistake its own
-    /// earlier record for a conflict (tested).
+    /// on (it applies the flag to the whole service, so turning it off would
+    /// leave an interface that comes up later unprobed). The vendored mdns-sd
+    /// treats a re-registration under the same name and host as an update
+    /// (RFC 6762 §8.4, `vendor/mdns-sd/PATCHES.md` section 13): the verified
+    /// records stay answered and the new TXT is announced at once, twice,
+    /// without probing; mdns-sd does not mistake its own earlier record for
+    /// a conflict (tested).
     fn service_info(&self, caps: &NodeCaps) -> Result<ServiceInfo, AnnounceError> {
         let pairs = txt::encode(caps)?;
         let info = ServiceInfo::new(
@@ -334,9 +334,9 @@ impl Announcer {
     /// comes sooner; ignores the rest. An error (caps that do not encode)
     /// leaves the current announcement in place.
     ///
-    /// The changed TXT record is probed again before it goes out (about
-    /// 0.75 s): mdns-sd can only turn probing off for a whole service, which
-    /// would leave links that come up later unprobed.
+    /// The changed TXT record goes out at once (announced twice, RFC 6762
+    /// §8.4), and the service stays answered throughout: the vendored
+    /// mdns-sd does not probe an update again.
     pub fn update(&self, caps: &NodeCaps) -> Result<Update, AnnounceError> {
         // Refuse caps that cannot be announced before they can be scheduled.
         let info = self.shared.base.service_info(caps)?;

@@ -13,9 +13,9 @@ use rlx_proto::caps::NodeCaps;
 use std::time::{Duration, Instant};
 
 /// Shortest time between two announcements of changed caps. Each one costs
-/// about five packets (three probes of the changed TXT record, two
-/// announcements one second apart, RFC 6762 §8.3), so a box whose free RAM
-/// swings all day puts at most ~10 packets a minute on the LAN, and none when
+/// two packets (two announcements one second apart, RFC 6762 §8.3, §8.4: an
+/// update is not probed again), so a box whose free RAM
+/// swings all day puts at most ~4 packets a minute on the LAN, and none when
 /// nothing changes. Coordinators that need exact numbers get them from the
 /// handshake, so a 30 s lag in TXT costs nothing but a stale `browse` column.
 pub const MIN_REANNOUNCE_INTERVAL: Duration = Duration::from_secs(30);

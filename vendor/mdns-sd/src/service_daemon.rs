@@ -46,6 +46,9 @@ use crate::{
     Receiver, ResolvedService, TxtProperties,
 };
 use flume::{bounded, Sender, TrySendError};
+
+// rlx patch: RFC 6762 §8, §8.1, §8.4, §9: the responder's state machine.
+mod responder_state;
 use if_addrs::{IfAddr, Interface};
 use mio::{event::Source, net::UdpSocket as MioUdpSocket, Interest, Poll, Registry, Token, Waker};
 use socket2::Domain;
@@ -2435,6 +2438,10 @@ impl Zeroconf {
                 .or_insert_with(DnsRegistry::new),
         };
 
+        // rlx patch: RFC 6762 §8, §8.3: a link change means probing and
+        // announcing (twice) again, not one announcement of stale state.
+        responder_state::forget_verified_on_link_change(dns_registry, &self.my_services);
+
         for service_info in self.my_services.values_mut() {
             if service_info.is_addr_auto() {
                 if !service_info.insert_ipaddr(intf) {
@@ -2504,6 +2511,9 @@ impl Zeroconf {
         }
 
         debug!("register service {:?}", info);
+
+        // rlx patch: RFC 6762 §8.4: an update re-announces, never re-probes.
+        self.prepare_update(&mut info);
 
         let outgoing_addrs = self.send_unsolicited_response(&mut info);
         if !outgoing_addrs.is_empty() {
@@ -3411,6 +3421,8 @@ impl Zeroconf {
 
         // check possible conflicts and handle them.
         self.conflict_handler(&msg, if_index);
+        // rlx patch: RFC 6762 §9: and conflicts with records already verified.
+        self.late_conflict_handler(&msg, if_index);
 
         // check if the message is for us.
         let mut is_for_us = true; // assume it is for us.
@@ -3629,9 +3641,14 @@ impl Zeroconf {
             // }
 
             // Probing again with the new names.
-            let create_time = Instant::now() + Duration::from_millis(fastrand::u64(0..250));
-
+            // rlx patch: RFC 6762 §8.1: count the conflict; past 15 in 10 s,
+            // wait 5 s before probing again.
             let waiting_services = probe.waiting_services.clone();
+            let create_time = if new_records.is_empty() {
+                Instant::now() + Duration::from_millis(fastrand::u64(0..250))
+            } else {
+                dns_registry.conflict_probe_start(Instant::now())
+            };
 
             for record in new_records {
                 if dns_registry.update_hostname(name, record.get_name(), create_time) {
@@ -3847,12 +3864,14 @@ impl Zeroconf {
                     );
                 }
 
+                // rlx patch: RFC 6762 §9 / §16: renames are keyed by the
+                // original-case name, and names compare case-insensitively.
+                // Resolving the lowercased map key found no rename for a name
+                // with capitals, so `DGX-01` kept answering to its old name.
                 let query_name = q_name.to_lowercase();
-                let service_opt = self
-                    .my_services
-                    .iter()
-                    .find(|(k, _v)| dns_registry.resolve_name(k.as_str()) == query_name)
-                    .map(|(_, v)| v);
+                let service_opt = self.my_services.values().find(|v| {
+                    dns_registry.resolve_name(v.get_fullname()).to_lowercase() == query_name
+                });
 
                 let Some(service) = service_opt else {
                     continue;
@@ -3875,11 +3894,15 @@ impl Zeroconf {
                     continue;
                 }
 
+                // rlx patch: RFC 6762 §9: after a host rename, a direct SRV
+                // or ANY answer must name the renamed host, as announcements do.
+                let hostname = dns_registry.resolve_name(service.get_hostname());
                 add_answer_of_service(
                     &mut out,
                     &msg,
                     question.entry_name(),
                     service,
+                    hostname,
                     qtype,
                     intf_addrs,
                 );
@@ -4591,7 +4614,10 @@ impl Zeroconf {
     }
 
     fn exec_command_register_resend(&mut self, fullname: String, if_index: u32) -> MyResult<()> {
-        let Some(info) = self.my_services.get_mut(&fullname) else {
+        // rlx patch: RFC 6762 §8.3: `my_services` is keyed by the lowercased
+        // name and `fullname` keeps its case: without this, a name with
+        // capitals never got its second announcement.
+        let Some(info) = self.my_services.get_mut(&fullname.to_lowercase()) else {
             trace!("announce: cannot find such service {}", fullname);
             return Ok(());
         };
@@ -4725,6 +4751,7 @@ fn add_answer_of_service(
     msg: &DnsIncoming,
     entry_name: &str,
     service: &ServiceInfo,
+    hostname: &str, // rlx patch: RFC 6762 §9: the host name after any rename.
     qtype: RRType,
     intf_addrs: Vec<IpAddr>,
 ) {
@@ -4738,7 +4765,7 @@ fn add_answer_of_service(
                 service.get_priority(),
                 service.get_weight(),
                 service.get_port(),
-                service.get_hostname().to_string(),
+                hostname.to_string(),
             ),
         );
     }
@@ -4758,7 +4785,7 @@ fn add_answer_of_service(
     if qtype == RRType::SRV {
         for address in intf_addrs {
             out.add_additional_answer(DnsAddress::new(
-                service.get_hostname(),
+                hostname,
                 ip_address_rr_type(&address),
                 CLASS_IN | CLASS_CACHE_FLUSH,
                 service.get_host_ttl(),
@@ -5600,6 +5627,9 @@ fn name_change(original: &str) -> String {
 /// - `foo.local.` becomes `foo-2.local.`
 /// - `foo-2.local.` becomes `foo-3.local.`
 /// - `foo` becomes `foo-2`
+/// rlx patch: RFC 6762 §9: the most digits a `-<n>` rename counter has.
+const RENAME_COUNTER_DIGITS: usize = 3;
+
 fn hostname_change(original: &str) -> String {
     let mut parts: Vec<_> = original.split('.').collect();
     let Some(first_part) = parts.get_mut(0) else {
@@ -5611,7 +5641,17 @@ fn hostname_change(original: &str) -> String {
     // check if there is already a `-<num>` suffix
     if let Some(hyphen_pos) = first_part.rfind('-') {
         // Try to parse everything after the hyphen as a number
-        if let Ok(number) = first_part[hyphen_pos + 1..].parse::<u32>() {
+        // rlx patch: RFC 6762 §9: only a short number is a rename counter.
+        // A longer one is part of the name (an id suffix such as
+        // `gpu-123456`): counting it up would claim another host's name.
+        let suffix = &first_part[hyphen_pos + 1..];
+        if let Ok(number) = suffix.parse::<u32>().map_err(|_| ()).and_then(|n| {
+            if suffix.len() <= RENAME_COUNTER_DIGITS {
+                Ok(n)
+            } else {
+                Err(())
+            }
+        }) {
             let base_name = &first_part[..hyphen_pos];
             new_name = format!("{}-{}", base_name, number + 1);
         }
@@ -7314,6 +7354,7 @@ mod tests {
             &incoming,
             instance,
             &my_service,
+            my_service.get_hostname(),
             RRType::TXT,
             if_addrs,
         );

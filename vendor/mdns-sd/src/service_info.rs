@@ -10,7 +10,7 @@ use if_addrs::{IfAddr, Interface};
 use std::net::Ipv6Addr;
 use std::{
     cmp,
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, VecDeque},
     fmt,
     net::{IpAddr, Ipv4Addr},
     str::FromStr,
@@ -509,6 +509,16 @@ impl ServiceInfo {
             None => {
                 self.status.entry(if_index).or_insert(status);
             }
+        }
+    }
+
+    /// rlx patch: RFC 6762 §8.4: an update of a registered service keeps
+    /// what the daemon learned about the old one: its state per interface
+    /// and, when the daemon manages them (`addr_auto`), its addresses.
+    pub(crate) fn carry_state_from(&mut self, old: &ServiceInfo) {
+        self.status = old.status.clone();
+        if self.addr_auto && old.addr_auto {
+            self.addresses = old.addresses.clone();
         }
     }
 
@@ -1178,7 +1188,20 @@ pub(crate) struct DnsRegistry {
     /// Same as [`Self::multicast_seen_v4`] but for this interface's IPv6 group.
     // rlx patch: RFC 6762 §5.4 QU questions
     pub(crate) multicast_seen_v6: HashMap<String, (Instant, u32)>,
+
+    /// rlx patch: RFC 6762 §8.1: when the conflicts on this interface were
+    /// found, within the last [`CONFLICT_WINDOW`], for the probe back-off.
+    pub(crate) conflicts: VecDeque<Instant>,
 }
+
+/// rlx patch: RFC 6762 §8.1: "If fifteen conflicts occur within any
+/// ten-second period, then the host MUST wait at least five seconds before
+/// each successive additional probe attempt."
+pub(crate) const CONFLICT_LIMIT: usize = 15;
+/// rlx patch: RFC 6762 §8.1: the period over which [`CONFLICT_LIMIT`] counts.
+pub(crate) const CONFLICT_WINDOW: Duration = Duration::from_secs(10);
+/// rlx patch: RFC 6762 §8.1: the wait before the next probe past the limit.
+pub(crate) const CONFLICT_BACKOFF: Duration = Duration::from_secs(5);
 
 impl DnsRegistry {
     pub(crate) fn new() -> Self {
@@ -1191,6 +1214,7 @@ impl DnsRegistry {
             last_multicast_v6: HashMap::new(),
             multicast_seen_v4: HashMap::new(), // rlx patch: RFC 6762 §5.4
             multicast_seen_v6: HashMap::new(), // rlx patch: RFC 6762 §5.4
+            conflicts: VecDeque::new(), // rlx patch: RFC 6762 §8.1
         }
     }
 
@@ -1234,6 +1258,33 @@ impl DnsRegistry {
                 // A goodbye: nobody caches it any more.
                 seen.remove(&rate_limit_key(record));
             }
+        }
+    }
+
+    /// rlx patch: RFC 6762 §8.1 / §9: records a conflict found at `now` and
+    /// returns when the probe that follows it may start: after the usual
+    /// random 0-250 ms, or, once [`CONFLICT_LIMIT`] conflicts fell within
+    /// [`CONFLICT_WINDOW`], [`CONFLICT_BACKOFF`] later, so two hosts that keep
+    /// claiming one name cannot flood the link with probes.
+    pub(crate) fn conflict_probe_start(&mut self, now: Instant) -> Instant {
+        while let Some(first) = self.conflicts.front() {
+            if now.saturating_duration_since(*first) < CONFLICT_WINDOW {
+                break;
+            }
+            self.conflicts.pop_front();
+        }
+        self.conflicts.push_back(now);
+        let jitter = Duration::from_millis(fastrand::u64(0..250));
+        if self.conflicts.len() >= CONFLICT_LIMIT {
+            debug!(
+                "{} conflicts within {:?}: waiting {:?} before probing again (RFC 6762 §8.1)",
+                self.conflicts.len(),
+                CONFLICT_WINDOW,
+                CONFLICT_BACKOFF
+            );
+            now + CONFLICT_BACKOFF + jitter
+        } else {
+            now + jitter
         }
     }
 
