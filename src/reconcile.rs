@@ -296,6 +296,7 @@ mod tests {
                     unified: false,
                     gflops: 0.0,
                     available: true,
+                    ..Default::default()
                 }],
                 ..Default::default()
             }),

@@ -145,6 +145,7 @@ mod tests {
             unified,
             gflops: 0.0,
             available: true,
+            ..Default::default()
         }
     }
 

@@ -41,7 +41,7 @@ fn gpu(name: &str, mem: u64) -> NvidiaGpu {
     NvidiaGpu {
         name: name.into(),
         mem_bytes: mem,
-        pci: None,
+        ..Default::default()
     }
 }
 
