@@ -26,7 +26,8 @@
 //!   same PCI function (`device/infiniband/`, or a matching `device` link),
 //!   or a soft-RoCE device whose `parent` names the interface.
 //! - **macOS**: `getifaddrs`' `AF_LINK` entries carry an `if_data` with
-//!   `ifi_mtu`, `ifi_baudrate` (bit/s) and `ifi_type`. macOS types Wi-Fi
+//!   `ifi_mtu`, `ifi_baudrate` (bit/s, 32 bits: a port faster than
+//!   4.29 Gbit/s has no speed here yet) and `ifi_type`. macOS types Wi-Fi
 //!   and Thunderbolt ports as Ethernet (`IFT_ETHER`) too; telling them
 //!   apart needs the SystemConfiguration framework, which is not used yet,
 //!   so a Mac's ports are `ethernet` or, for bridges and tunnels, `virtual`.
@@ -269,7 +270,11 @@ mod macos {
         LinkFacts {
             name: name.to_string(),
             kind,
-            speed_mbps: (baud >= 1_000_000).then_some(baud / 1_000_000),
+            // The 32-bit field saturates above 4.29 Gbit/s: a 10 GbE port
+            // reads u32::MAX, which is a floor, not a speed (`if_data64`
+            // from sysctl NET_RT_IFLIST2 would hold it; not read yet).
+            speed_mbps: (baud >= 1_000_000 && baud < u64::from(u32::MAX))
+                .then_some(baud / 1_000_000),
             mtu,
             addrs,
             rdma: false,
