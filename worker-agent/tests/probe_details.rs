@@ -154,4 +154,11 @@ fn an_eight_gpu_box_keeps_its_txt_record_under_1300_bytes_and_its_details_in_the
     assert!(json.len() > n, "the caps carry more than the TXT");
     let back = NodeCaps::from_json(&json).unwrap();
     assert_eq!(back, caps, "the details survive the handshake's JSON");
+    assert!(
+        of_kind(&back, "cuda")
+            .iter()
+            .all(|g| g.peers.len() == 7 && g.compute.is_some()),
+        "the handshake's caps carry the details the TXT leaves out"
+    );
+    assert_eq!(back.links.len(), 2);
 }
