@@ -365,6 +365,7 @@ impl VulkanLib for CountingVulkan {
             device: 1,
             mem_bytes: GIB,
             pci: None,
+            mem_free: 0,
         }])
     }
 }

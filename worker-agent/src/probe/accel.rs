@@ -173,7 +173,8 @@ pub fn assemble(s: &Sightings, name_of: &dyn Fn(u16, u16) -> Option<String>) -> 
             }
         }
         let unified = g.kind == VulkanKind::Integrated;
-        let d = dev("vulkan", g.name.clone(), g.mem_bytes, unified, true);
+        let mut d = dev("vulkan", g.name.clone(), g.mem_bytes, unified, true);
+        d.mem_free = g.mem_free;
         out.push(placed(d, card, s.pci, None));
     }
     for p in s
@@ -277,6 +278,7 @@ mod tests {
             device: ids.1,
             mem_bytes: mem,
             pci: addr.map(|a| a.parse().unwrap()),
+            mem_free: 0,
         }
     }
 
@@ -375,6 +377,42 @@ mod tests {
         assert_eq!(labels(&d), [("cuda", true), ("vulkan", true)]);
         assert_eq!(d[1].mem_bytes, 24 * GB);
         assert!(!d[1].unified);
+    }
+
+    /// Each view of a card carries its details: NVML's for `cuda`, the
+    /// Vulkan budget for `vulkan`, and sysfs's PCIe link for both.
+    #[test]
+    fn every_view_of_a_card_carries_its_free_memory_and_the_cards_pcie_link() {
+        let mut bus = [pci("0000:01:00.0", 0x10de, 0x2684, 0x0300)];
+        bus[0].link = Some(PcieLink { gen: 4, width: 8 });
+        let mut g = nv("RTX 4090", 24 * GB, "0000:01:00.0");
+        g.mem_free = 20 * GB;
+        g.compute = Some("8.9".into());
+        g.pcie = Some(PcieLink { gen: 1, width: 16 });
+        let mut v = vkdev(
+            "NVIDIA GeForce RTX 4090",
+            VulkanKind::Discrete,
+            (0x10de, 0x2684),
+            24 * GB,
+            Some("0000:01:00.0"),
+        );
+        v.mem_free = 19 * GB;
+        let d = run(&bus, Ok(vec![g]), &[], Ok(vec![v]));
+        assert_eq!((d[0].mem_free, d[1].mem_free), (20 * GB, 19 * GB));
+        assert_eq!(d[0].compute.as_deref(), Some("8.9"));
+        let sysfs = Some(PcieLink { gen: 4, width: 8 });
+        assert_eq!(
+            (d[0].pcie, d[1].pcie),
+            (sysfs, sysfs),
+            "sysfs wins over NVML"
+        );
+        assert_eq!(d[1].pci.as_deref(), Some("0000:01:00.0"));
+        // Without a sysfs reading, NVML's is used.
+        let mut g = nv("RTX 4090", 24 * GB, "0000:01:00.0");
+        g.pcie = Some(PcieLink { gen: 1, width: 16 });
+        let bare = [pci("0000:01:00.0", 0x10de, 0x2684, 0x0300)];
+        let d = run(&bare, Ok(vec![g]), &[], Err("x".into()));
+        assert_eq!(d[0].pcie, Some(PcieLink { gen: 1, width: 16 }));
     }
 
     #[test]

@@ -118,3 +118,16 @@ pub fn gfx_name(version: u64) -> String {
     let (major, minor, step) = (version / 10000, (version / 100) % 100, version % 100);
     format!("gfx{major}{minor:x}{step:x}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kfd_target_versions_name_llvm_gfx_targets() {
+        assert_eq!(gfx_name(110000), "gfx1100");
+        assert_eq!(gfx_name(90010), "gfx90a");
+        assert_eq!(gfx_name(90402), "gfx942");
+        assert_eq!(gfx_name(100302), "gfx1032");
+    }
+}

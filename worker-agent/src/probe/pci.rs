@@ -292,6 +292,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn pcie_generations_are_read_from_the_transfer_rate_sysfs_prints() {
+        for (speed, gen) in [
+            ("2.5 GT/s PCIe", Some(1)),
+            ("5.0 GT/s PCIe", Some(2)),
+            ("8 GT/s", Some(3)),
+            ("16.0 GT/s PCIe", Some(4)),
+            ("32.0 GT/s PCIe", Some(5)),
+            ("64.0 GT/s PCIe", Some(6)),
+            ("Unknown", None),
+            ("", None),
+        ] {
+            assert_eq!(pcie_gen(speed), gen, "{speed:?}");
+        }
+    }
+
+    #[test]
     fn nvml_and_sysfs_spellings_of_one_address_are_equal() {
         let nvml: PciAddr = "00000000:01:00.0".parse().unwrap();
         let sysfs: PciAddr = "0000:01:00.0".parse().unwrap();
