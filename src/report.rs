@@ -368,11 +368,12 @@ impl Report {
             } else {
                 format!(", also at {}", a.also_at.join(", "))
             };
+            let link = a.link_text().map_or_else(String::new, |l| format!(", {l}"));
             line(format!(
-                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){also}",
+                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){link}{also}",
                 a.addr,
-                a.device,
-                gib(a.mem_bytes),
+                a.device_cell(),
+                a.memory_cell(),
                 a.cores,
                 srcs.join("+"),
                 a.evidence

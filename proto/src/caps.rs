@@ -608,6 +608,14 @@ impl LinkInfo {
 
     /// The speed as people say it: `10 GbE`, `1 GbE`, `100 Mb Ethernet`,
     /// `Wi-Fi`, `InfiniBand 200 Gb/s`; `None` when nothing is known.
+    ///
+    /// Built from the numbers, the known kinds and fixed words only: no
+    /// string the agent sent (its `name`, an unknown `kind`) reaches the
+    /// text, so it is safe to print as it is.
+    ///
+    /// Built from the numbers, the known kinds and fixed words only: no
+    /// string the agent sent (its `name`, an unknown `kind`) reaches the
+    /// text, so it is safe to print as it is.
     pub fn describe(&self) -> Option<String> {
         let speed = self.speed_mbps.map(|m| {
             if m >= 1000 && m % 1000 == 0 {

@@ -67,9 +67,9 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
                     .map_or_else(|| "-".to_string(), untrusted),
                 format!("{} ({})", by.join("+"), n.evidence),
                 n.found_ms,
-                // The agent's words about its own link: one cell.
-                n.link_text()
-                    .map_or_else(|| "-".to_string(), |l| untrusted(&l))
+                // Built from the agent's numbers only (no text of its own
+                // reaches it), so it needs no quoting.
+                n.link_text().unwrap_or_else(|| "-".to_string())
             );
         }
     }
