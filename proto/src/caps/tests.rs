@@ -275,3 +275,37 @@ fn link_speeds_read_as_people_say_them() {
     );
     assert!(c.link_for(&"10.0.0.6".parse().unwrap()).is_none());
 }
+
+/// Guards the documented field names (docs/json.md) against a rename: a
+/// hand-written caps object in the documented shape parses field by field.
+#[test]
+fn hand_written_details_in_the_documented_shape_parse() {
+    let json = r#"{"os":"linux","cores":8,"ram_total":1000,"devices":[
+        {"device":"cuda","name":"H100","mem_bytes":800,"mem_free":700,"pci":"0000:18:00.0",
+         "pcie":{"gen":5,"width":16},"compute":"9.0","driver":"550.54.15","cuda":"12.4",
+         "mig":true,"peers":[{"peer":1,"path":"nvlink","nvlinks":18},{"peer":2,"path":"sys"}]},
+        {"device":"rocm","name":"MI210","mem_bytes":64,"gfx":"gfx90a"}],
+        "links":[{"name":"ib0","kind":"infiniband","speed_mbps":400000,"mtu":4092,
+                  "addrs":["10.1.0.5","fe80::1"],"rdma":true},
+                 {"name":"wlan0","kind":"wifi","mtu":1500}]}"#;
+    let c = NodeCaps::from_json(json).unwrap();
+    let d = &c.devices[0];
+    assert_eq!(
+        (d.mem_free, d.pci.as_deref(), d.pcie, d.mig),
+        (
+            700,
+            Some("0000:18:00.0"),
+            Some(PcieLink { gen: 5, width: 16 }),
+            Some(true)
+        )
+    );
+    assert_eq!(
+        (d.compute.as_deref(), d.driver.as_deref(), d.cuda.as_deref()),
+        (Some("9.0"), Some("550.54.15"), Some("12.4"))
+    );
+    assert_eq!((d.peers[0].nvlinks, d.peers[1].path.as_str()), (18, "sys"));
+    assert_eq!(c.devices[1].gfx.as_deref(), Some("gfx90a"));
+    assert_eq!(c.links[0].addrs.len(), 2);
+    assert!(c.links[0].rdma);
+    assert_eq!((c.links[1].speed_mbps, c.links[1].rdma), (None, false));
+}
