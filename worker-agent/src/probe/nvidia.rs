@@ -6,6 +6,12 @@
 //! missing the probe reports no CUDA devices from NVML (not an error) and the
 //! PCI scan still reports each NVIDIA card as `cuda`, unavailable, with a name
 //! saying why (see [`super::accel`]).
+//!
+//! Beside name and memory, each GPU's placement facts come from NVML too:
+//! free memory, compute capability, the driver and CUDA versions, the
+//! PCIe link (used when sysfs has none), MIG mode, and how it reaches each
+//! other GPU (NVLink, or the PCIe/CPU level `nvidia-smi topo -m` shows).
+//! Any one NVML refuses (`NotSupported` on consumer cards) is left unknown.
 
 use super::pci::PciAddr;
 use rlx_proto::caps::{PcieLink, PeerLink};
