@@ -16,7 +16,7 @@
 //! gets the one [`crate::prefer`]'s rule picks.
 
 use crate::addr::NodeAddr;
-use crate::config::{DiscoverSection, NodeConfig};
+use crate::config::{DevicePolicy, DiscoverSection, NodeConfig};
 use crate::prefer::{link_speed, preferred, AddrCandidate};
 use crate::report::{AddedNode, Clash, Duplicate, Moved, Report, SkippedDevice, Unheard};
 use crate::select::best_device;
@@ -34,6 +34,8 @@ pub struct NodeDefaults {
     pub device: Option<crate::config::DeviceList>,
     /// Precision for discovered nodes.
     pub precision: Option<crate::config::Precision>,
+    /// One device or every accelerator of the chosen kind.
+    pub device_policy: crate::config::DevicePolicy,
 }
 
 impl From<&DiscoverSection> for NodeDefaults {
@@ -42,6 +44,7 @@ impl From<&DiscoverSection> for NodeDefaults {
             ckpt_dir: d.ckpt_dir.clone(),
             device: d.device.clone(),
             precision: d.precision,
+            device_policy: d.device_policy,
         }
     }
 }
@@ -489,6 +492,17 @@ fn disagreement(hand: &NodeConfig, caps: &NodeCaps) -> Option<String> {
     ))
 }
 
+/// The agent's facts about the link holding the node's chosen address,
+/// when `addr` is an IP (not an ssh alias) the agent listed.
+fn chosen_link(caps: &NodeCaps, addr: &str) -> Option<rlx_proto::caps::LinkInfo> {
+    let ip = addr
+        .parse::<std::net::SocketAddr>()
+        .map(|s| s.ip())
+        .or_else(|_| addr.parse::<IpAddr>())
+        .ok()?;
+    caps.link_for(&ip.to_canonical()).cloned()
+}
+
 /// What the file's comments say about one of its nodes (read by
 /// [`crate::provenance`]; see [`crate::render::file_nodes`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -686,6 +700,7 @@ pub fn expand_file(
             }
         }
         let best = m.best();
+        let mut device_mems = Vec::new();
         let (device, mem_bytes) = match (&defaults.device, &best.caps) {
             (Some(forced), caps) => (forced.clone(), caps.as_ref().map_or(0, |c| c.ram_total)),
             (None, Some(caps)) => {
@@ -699,7 +714,14 @@ pub fn expand_file(
                         why: sk.to_string(),
                     });
                 }
-                (sel.device, sel.mem_bytes)
+                if sel.of_kind.len() > 1 {
+                    device_mems = sel.mems();
+                }
+                let device = match defaults.device_policy {
+                    DevicePolicy::Best => sel.device.clone(),
+                    DevicePolicy::All => sel.all_of_kind(),
+                };
+                (device, sel.mem_bytes)
             }
             (None, None) => {
                 report.warnings.push(format!(
@@ -736,6 +758,14 @@ pub fn expand_file(
             heard_on: m.sightings.iter().find_map(|s| s.heard_on.clone()),
             found_ms: m.first_found_ms(),
             also_at: m.also_at(&addr),
+            device_mems,
+            accelerators: caps
+                .devices
+                .iter()
+                .filter(|d| d.parsed() != Some(rlx_proto::caps::Device::Cpu))
+                .cloned()
+                .collect(),
+            link: chosen_link(&caps, &addr),
         });
         nodes.push(node);
     }
@@ -749,3 +779,6 @@ pub fn expand_file(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod device_tests;

@@ -113,17 +113,18 @@ pub fn preferred(cands: &[AddrCandidate]) -> Option<usize> {
         .map(|(_, i)| i)
 }
 
-/// The hook for per-interface link speeds in the caps (issue 13, item 3 and
-/// the link issue): the speed, Mb/s, of the agent's link that holds `ip`.
-/// The caps JSON does not report links yet, so this is `None` for every
-/// address and rule 3 of [`preferred`] is skipped; when `links` land in
-/// [`rlx_proto::caps::NodeCaps`], this is the one function to fill in. It
-/// is called where the pipeline chooses among a machine's sightings
+/// The negotiated speed, Mb/s, of the agent's link that holds `ip`, from the
+/// `links` its caps report (rule 3 of [`preferred`]); `None` when the agent
+/// sent no links (an older agent, `--caps-file` without them) or the system
+/// does not know the speed (Wi-Fi on Linux, virtual links), so the rule is
+/// then skipped for that address rather than guessed. Called where the
+/// pipeline chooses among a machine's sightings
 /// (`pipeline::Machine::choose_addr`); the mDNS browse's choice among the
-/// addresses of one announced host (`sources::mdns::table`) does not see
-/// caps, so it will need the speeds passed in as well.
-pub fn link_speed(_caps: &rlx_proto::caps::NodeCaps, _ip: IpAddr) -> Option<u64> {
-    None
+/// addresses of one announced host (`sources::mdns::table`) happens before
+/// any caps are read, so it uses rules 1, 2, 4 and 5 only, and the pipeline
+/// applies the speed rule afterwards across the sightings.
+pub fn link_speed(caps: &rlx_proto::caps::NodeCaps, ip: IpAddr) -> Option<u64> {
+    caps.link_for(&ip.to_canonical())?.speed_mbps
 }
 
 #[cfg(test)]
@@ -208,5 +209,41 @@ mod tests {
             "only when nothing else is left"
         );
         assert_eq!(preferred(&[c("224.0.0.251", true)]), None);
+    }
+
+    #[test]
+    fn the_speed_of_an_address_is_read_from_the_link_the_agent_reports_it_on() {
+        use rlx_proto::caps::{LinkInfo, NodeCaps};
+        let link = |name: &str, speed: Option<u64>, ip: &str| LinkInfo {
+            name: name.into(),
+            kind: "ethernet".into(),
+            speed_mbps: speed,
+            mtu: 1500,
+            addrs: vec![ip.parse().unwrap()],
+            rdma: false,
+        };
+        let caps = NodeCaps {
+            links: vec![
+                link("eth0", Some(1000), "10.0.77.2"),
+                link("eth1", Some(10000), "10.185.1.2"),
+                link("wlan0", None, "192.168.1.9"),
+            ],
+            ..Default::default()
+        };
+        let at = |ip: &str| link_speed(&caps, ip.parse().unwrap());
+        assert_eq!(at("10.185.1.2"), Some(10000));
+        assert_eq!(at("10.0.77.2"), Some(1000));
+        assert_eq!(at("192.168.1.9"), None, "an unknown speed stays unknown");
+        assert_eq!(at("10.9.9.9"), None, "an address on no reported link");
+        assert_eq!(
+            at("::ffff:10.185.1.2"),
+            Some(10000),
+            "a v4-mapped address is the v4 one"
+        );
+        let mut cands = vec![c("10.0.77.2", true), c("10.185.1.2", true)];
+        for cand in &mut cands {
+            cand.speed_mbps = link_speed(&caps, cand.ip);
+        }
+        assert_eq!(pick(&cands), "10.185.1.2", "the 10 GbE link wins");
     }
 }

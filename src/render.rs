@@ -7,7 +7,7 @@
 //! ssh_hosts = ["gpu-a"]
 //! ckpt_dir = "/data/m"
 //!
-//! # found by ssh (ssh probe) 2026-11-30 06:58 UTC: gpu-a, cuda 24.0 GiB, 32 cores, id 0123456789abcdef
+//! # found by ssh (ssh probe) 2026-11-30 06:58 UTC: gpu-a, 2x cuda 24.0 GiB, 32 cores, 10 GbE, id 0123456789abcdef
 //! [[node]]
 //! addr = "gpu-a:9100"
 //! ssh = "gpu-a"
@@ -32,7 +32,7 @@
 //! the node's machine at a new address ([`crate::provenance`]).
 
 use crate::config::NodeConfig;
-use crate::report::{escape_line, gib, untrusted, AddedNode};
+use crate::report::{escape_line, untrusted, AddedNode};
 use std::ops::Range;
 use toml_edit::{value, Array, ArrayOfTables, DocumentMut, ImDocument, InlineTable, Item, Table};
 
@@ -53,15 +53,17 @@ pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
         &a.hostname
     };
     let mut c = format!(
-        "found by {} ({}) {when}: {}, {} {}",
+        "found by {} ({}) {when}: {}, {}",
         sources.join("+"),
         a.evidence,
         untrusted(name),
-        a.device,
-        gib(a.mem_bytes)
+        a.device_summary()
     );
     if a.cores > 0 {
         c.push_str(&format!(", {} cores", a.cores));
+    }
+    if let Some(link) = a.link_text() {
+        c.push_str(&format!(", {link}"));
     }
     if let Some(i) = &a.heard_on {
         c.push_str(&format!(", heard on {i}"));
@@ -378,6 +380,9 @@ mod tests {
             heard_on: Some("eth0".into()),
             found_ms: 40,
             also_at: Vec::new(),
+            device_mems: Vec::new(),
+            accelerators: Vec::new(),
+            link: None,
         }
     }
 
@@ -401,6 +406,36 @@ mod tests {
             crate::config::ClusterConfig::parse(std::path::Path::new("x"), &out).unwrap();
         assert_eq!(reparsed.nodes.len(), 2);
         assert_eq!(reparsed.nodes[1].device.as_str(), "cuda");
+    }
+
+    /// Guards against a two-GPU box being written up as "cuda 24.0 GiB",
+    /// as if it had one GPU (issue 14).
+    #[test]
+    fn a_box_with_two_24_gib_gpus_is_commented_as_2x_cuda_with_its_link() {
+        let mut two = prov();
+        two.device_mems = vec![24 << 30, 24 << 30];
+        two.link = Some(rlx_proto::caps::LinkInfo {
+            name: "eth0".into(),
+            kind: "ethernet".into(),
+            speed_mbps: Some(10_000),
+            mtu: 9000,
+            addrs: vec!["10.0.0.5".parse().unwrap()],
+            rdma: false,
+        });
+        assert_eq!(
+            provenance_comment(&two, "2026-12-01"),
+            "# found by mdns (handshake) 2026-12-01: gpu-a, 2x cuda 24.0 GiB, 32 cores, \
+             10 GbE, heard on eth0, id 0123456789abcdef"
+        );
+        let mut mixed = prov();
+        mixed.device = "cuda:0,cuda:1".into();
+        mixed.device_mems = vec![24 << 30, 12 << 30];
+        assert!(
+            provenance_comment(&mixed, "x").contains(": gpu-a, 2x cuda 24.0+12.0 GiB, 32 cores,"),
+            "{}",
+            provenance_comment(&mixed, "x")
+        );
+        assert!(provenance_comment(&prov(), "x").contains(": gpu-a, cuda 24.0 GiB, 32 cores,"));
     }
 
     #[test]

@@ -95,8 +95,20 @@ pub struct AddedNode {
     pub evidence: Evidence,
     /// Device written into the node.
     pub device: String,
-    /// Usable memory of that device, bytes.
+    /// Usable memory of that device, bytes (the largest, when several).
     pub mem_bytes: u64,
+    /// Usable memory of each device of the chosen kind when the node has
+    /// several (`[24 GiB, 24 GiB]` for two RTX 4090s); empty for one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_mems: Vec<u64>,
+    /// Every accelerator the node reported, with its details (the caps'
+    /// `devices` less the CPU); empty when it sent no caps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accelerators: Vec<rlx_proto::caps::DeviceInfo>,
+    /// What the node's agent says of the link holding the chosen address
+    /// (kind, speed, MTU, RDMA), when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<rlx_proto::caps::LinkInfo>,
     /// Logical cores, 0 when unknown.
     pub cores: u32,
     /// Cluster name announced, if any.
@@ -111,6 +123,43 @@ pub struct AddedNode {
     /// (which a shared key cannot tell apart, see docs/security.md) is at
     /// least visible.
     pub also_at: Vec<String>,
+}
+
+impl AddedNode {
+    /// The device cell: `cuda` for one device, `2x cuda` for two (the
+    /// kind, also when `device_policy = "all"` wrote `cuda:0,cuda:1`).
+    pub fn device_cell(&self) -> String {
+        if self.device_mems.len() < 2 {
+            return self.device.clone();
+        }
+        let kind = self.device.split([':', ',']).next().unwrap_or_default();
+        format!("{}x {kind}", self.device_mems.len())
+    }
+
+    /// The memory cell: `24.0 GiB`, or `24.0+12.0 GiB` for a box whose
+    /// devices of that kind differ.
+    pub fn memory_cell(&self) -> String {
+        let first = self.device_mems.first().copied();
+        if first.is_none() || self.device_mems.iter().all(|m| Some(*m) == first) {
+            return gib(first.unwrap_or(self.mem_bytes));
+        }
+        let each: Vec<String> = self
+            .device_mems
+            .iter()
+            .map(|m| format!("{:.1}", *m as f64 / (1u64 << 30) as f64))
+            .collect();
+        format!("{} GiB", each.join("+"))
+    }
+
+    /// `2x cuda 24.0 GiB`: the two cells as one phrase.
+    pub fn device_summary(&self) -> String {
+        format!("{} {}", self.device_cell(), self.memory_cell())
+    }
+
+    /// The link behind the chosen address as people say it (`10 GbE`).
+    pub fn link_text(&self) -> Option<String> {
+        self.link.as_ref().and_then(|l| l.describe())
+    }
 }
 
 /// A sighting dropped because the node was already in the list.
@@ -375,11 +424,12 @@ impl Report {
             } else {
                 format!(", also at {}", a.also_at.join(", "))
             };
+            let link = a.link_text().map_or_else(String::new, |l| format!(", {l}"));
             line(format!(
-                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){also}",
+                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){link}{also}",
                 a.addr,
-                a.device,
-                gib(a.mem_bytes),
+                a.device_cell(),
+                a.memory_cell(),
                 a.cores,
                 srcs.join("+"),
                 a.evidence

@@ -66,6 +66,28 @@ pub struct Selection {
     pub mem_bytes: u64,
     /// Devices that were not candidates, with reasons. Reported, never silent.
     pub skipped: Vec<Skipped>,
+    /// Every candidate of the chosen kind, in the node's order, as `(index
+    /// among the node's devices of that kind, usable memory)`: two RTX 4090s
+    /// are `[(0, 24 GiB), (1, 24 GiB)]`. One entry for the CPU.
+    pub of_kind: Vec<(u32, u64)>,
+}
+
+impl Selection {
+    /// What `device_policy = "all"` writes: every candidate of the chosen
+    /// kind by index (`cuda:0,cuda:1`) when there are several, else the
+    /// seed's single device.
+    pub fn all_of_kind(&self) -> DeviceList {
+        let kind = self.device.kinds().next().unwrap_or(Device::Cpu);
+        if self.of_kind.len() < 2 {
+            return self.device.clone();
+        }
+        DeviceList::indexed(kind, self.of_kind.iter().map(|(i, _)| *i))
+    }
+
+    /// The usable memory of each candidate of the chosen kind.
+    pub fn mems(&self) -> Vec<u64> {
+        self.of_kind.iter().map(|(_, m)| *m).collect()
+    }
 }
 
 /// Picks the device a node should run from the caps it reported.
@@ -74,6 +96,10 @@ pub fn best_device(caps: &NodeCaps) -> Selection {
     // whether they report memory at all, so a zero-memory discrete device
     // never beats a real one, then on memory; `>` keeps the earlier on ties.
     let mut best: Option<(Device, u64, bool)> = None;
+    // Every candidate with its kind, index among its label, memory and
+    // whether that memory is real.
+    let mut candidates: Vec<(Device, u32, u64, bool)> = Vec::new();
+    let mut seen_of_label: std::collections::HashMap<&str, u32> = Default::default();
     let mut skipped = Vec::new();
     let skip = |d: &rlx_proto::caps::DeviceInfo, reason| Skipped {
         label: d.device.clone(),
@@ -81,6 +107,13 @@ pub fn best_device(caps: &NodeCaps) -> Selection {
         reason,
     };
     for d in &caps.devices {
+        // CUDA's ordinals follow the probe's order of the label (NVML's
+        // order; cards NVML cannot see are listed after the ones it can).
+        let index = {
+            let n = seen_of_label.entry(d.device.as_str()).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
         let Some(kind) = d.parsed() else {
             skipped.push(skip(d, SkipReason::Unrecognized));
             continue;
@@ -102,6 +135,7 @@ pub fn best_device(caps: &NodeCaps) -> Selection {
             }
             (m, _) => (m, true),
         };
+        candidates.push((kind, index, mem, real));
         let better = match best {
             None => true,
             Some((_, m, r)) => (real, mem) > (r, m),
@@ -111,10 +145,27 @@ pub fn best_device(caps: &NodeCaps) -> Selection {
         }
     }
     let (kind, mem) = best.map_or((Device::Cpu, caps.ram_total), |(k, m, _)| (k, m));
+    let real = best.is_some_and(|(_, _, r)| r);
+    let of_kind = match best {
+        None => vec![(0, mem)],
+        // With real memory, the candidates of the kind that have it; a
+        // zero-memory choice (nothing better existed) stands alone.
+        Some(_) if real => candidates
+            .iter()
+            .filter(|(k, _, _, r)| *k == kind && *r)
+            .map(|(_, i, m, _)| (*i, *m))
+            .collect(),
+        Some(_) => candidates
+            .iter()
+            .find(|(k, ..)| *k == kind)
+            .map(|(_, i, m, _)| vec![(*i, *m)])
+            .unwrap_or_default(),
+    };
     Selection {
         device: DeviceList::single(kind),
         mem_bytes: mem,
         skipped,
+        of_kind,
     }
 }
 
@@ -145,6 +196,7 @@ mod tests {
             unified,
             gflops: 0.0,
             available: true,
+            ..Default::default()
         }
     }
 

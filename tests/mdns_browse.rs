@@ -226,6 +226,7 @@ fn caps(id: usize, cores: u32, gpus: usize) -> NodeCaps {
                 unified: false,
                 gflops: 0.0,
                 available: true,
+                ..Default::default()
             })
             .collect(),
         ..NodeCaps::default()

@@ -65,6 +65,7 @@ pub fn sim_caps(i: usize) -> NodeCaps {
         unified: true,
         gflops: 0.0,
         available: true,
+        ..Default::default()
     }];
     if i % 2 == 0 {
         devices.insert(
@@ -76,6 +77,7 @@ pub fn sim_caps(i: usize) -> NodeCaps {
                 unified: false,
                 gflops: 0.0,
                 available: true,
+                ..Default::default()
             },
         );
     }

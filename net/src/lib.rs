@@ -13,6 +13,8 @@
 //!   (unsolicited Neighbor Advertisements).
 //! - [`links`]: the kernel's notifications that an interface or address
 //!   changed, so the agent need not poll for them.
+//! - [`linkfacts`]: what each link is (kind, speed, MTU, RDMA), as the
+//!   system says.
 //!
 //! # Platforms
 //! Each module says what it does where:
@@ -24,8 +26,10 @@
 //! | [`neighbour`] | packet sockets, `/proc/net/arp` | not available (debug log once) |
 //! | [`ndp`] | raw ICMPv6 socket (`CAP_NET_RAW`) | raw ICMPv6 socket (root) |
 //! | [`links`] | netlink route socket | `PF_ROUTE` route socket |
+//! | [`linkfacts`] | `/sys/class/net`, `/sys/class/infiniband` | `getifaddrs` `if_data` (no Wi-Fi/Thunderbolt kinds yet) |
 
 pub mod iface;
+pub mod linkfacts;
 pub mod links;
 pub mod ndp;
 pub mod neighbour;

@@ -122,10 +122,135 @@ pub struct DeviceInfo {
     /// Whether the node's own rlx build can target this device.
     #[serde(default = "yes")]
     pub available: bool,
+    // The fields below are details for placement (issue 14). Each is left
+    // out of the JSON when unknown, so an agent that cannot read one sends
+    // what an older agent sent, and an older coordinator, which ignores
+    // fields it does not know, reads the rest unchanged.
+    /// Free device memory in bytes when probed (NVML's `free`, amdgpu's
+    /// total minus `mem_info_vram_used`); 0 = unknown.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mem_free: u64,
+    /// PCI address (`0000:18:00.0`), when the device is a PCI function.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci: Option<String>,
+    /// The PCIe link as negotiated when probed (it can train down from what
+    /// the slot allows, and idle GPUs drop their generation to save power).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie: Option<PcieLink>,
+    /// NVIDIA: CUDA compute capability (`9.0` for an H100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<String>,
+    /// NVIDIA: the kernel driver's version (`550.54.15`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// NVIDIA: the newest CUDA version the driver supports (`12.4`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+    /// AMD: the LLVM gfx target ROCm compiles for (`gfx1100`, `gfx942`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gfx: Option<String>,
+    /// NVIDIA: whether Multi-Instance GPU mode is on. When it is, CUDA sees
+    /// MIG instances, not the whole GPU, so `mem_bytes` is not one process's
+    /// to use. `None`: the GPU has no MIG (or NVML would not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<bool>,
+    /// How this GPU reaches each other GPU of its kind on the node (NVML's
+    /// topology; what `nvidia-smi topo -m` prints). Empty: unknown, or the
+    /// only one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<PeerLink>,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl Default for DeviceInfo {
+    /// An unnamed, available device with nothing known: for building one
+    /// field by field (`DeviceInfo { device: "cuda".into(), ..Default::default() }`).
+    fn default() -> Self {
+        DeviceInfo {
+            device: String::new(),
+            name: String::new(),
+            mem_bytes: 0,
+            unified: false,
+            gflops: 0.0,
+            available: true,
+            mem_free: 0,
+            pci: None,
+            pcie: None,
+            compute: None,
+            driver: None,
+            cuda: None,
+            gfx: None,
+            mig: None,
+            peers: Vec::new(),
+        }
+    }
+}
+
+/// A negotiated PCIe link: `{"gen": 4, "width": 16}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcieLink {
+    /// PCIe generation (1 = 2.5 GT/s ... 6 = 64 GT/s); 0 = unknown.
+    #[serde(default)]
+    pub gen: u8,
+    /// Lanes (`x16` is 16); 0 = unknown.
+    #[serde(default)]
+    pub width: u8,
+}
+
+/// How one GPU reaches another: `{"peer": 1, "path": "nvlink", "nvlinks": 18}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerLink {
+    /// The other GPU's index among this node's devices of the same kind
+    /// (`1` is `cuda:1`).
+    pub peer: u32,
+    /// The closest path between the two, in `nvidia-smi topo -m` terms:
+    /// `nvlink`; `internal` (one board, e.g. a K80); `pix` (one PCIe
+    /// switch); `pxb` (several switches, no host bridge); `phb` (one host
+    /// bridge); `node` (one NUMA node); `sys` (across sockets). Kept a
+    /// string so that a newer agent's path is shown, not refused.
+    pub path: String,
+    /// Active NVLinks between the two (0 unless `path` is `nvlink`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub nvlinks: u32,
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
+/// One network interface the agent announces on:
+/// `{"name":"eth0","kind":"ethernet","speed_mbps":10000,"mtu":9000,"addrs":["10.0.0.5"],"rdma":false}`.
+///
+/// The coordinator keys these by address (`addrs`) to learn the link behind
+/// the address it chose for a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkInfo {
+    /// Kernel name (`eth0`, `en0`).
+    pub name: String,
+    /// `ethernet`, `wifi`, `thunderbolt`, `infiniband`, `virtual`, or
+    /// `unknown`. RoCE-capable Ethernet is `ethernet` with `rdma` true.
+    /// A string, so a newer agent's kind is shown rather than refused.
+    pub kind: String,
+    /// Negotiated speed in Mbit/s, when the system knows it (Wi-Fi and
+    /// virtual links usually do not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_mbps: Option<u64>,
+    /// MTU in bytes; 0 = unknown.
+    #[serde(default)]
+    pub mtu: u32,
+    /// The interface's addresses.
+    #[serde(default)]
+    pub addrs: Vec<std::net::IpAddr>,
+    /// An RDMA device (InfiniBand, RoCE, iWARP) is bound to this interface.
+    #[serde(default)]
+    pub rdma: bool,
 }
 
 impl DeviceInfo {
@@ -197,6 +322,10 @@ pub struct NodeCaps {
     /// Checkpoint read MB/s; 0 = unknown (empty dir, or not measured).
     #[serde(default)]
     pub io_mbps: f64,
+    /// The interfaces the agent announces on, with what the system knows of
+    /// each link. Empty: an older agent, or caps from a file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkInfo>,
 }
 
 /// Upper bounds on what a node may claim. Anything beyond is a bug or a lie,
@@ -213,6 +342,17 @@ pub mod limits {
     pub const MAX_GFLOPS: f64 = 1.0e7;
     /// MB/s of checkpoint reads: 1 TB/s.
     pub const MAX_IO_MBPS: f64 = 1.0e6;
+    /// Link speed in Mbit/s: 10 Tbit/s, ten times the fastest Ethernet.
+    pub const MAX_LINK_MBPS: u64 = 10_000_000;
+    /// MTU: the largest an IPv6 jumbogram-free link carries is 65535 bytes
+    /// (Linux's `lo` reports 65536).
+    pub const MAX_MTU: u32 = 65_536;
+    /// Interfaces per node, and addresses per interface.
+    pub const MAX_LINKS: usize = 64;
+    /// PCIe generation (6 is current) and lanes (x32 is the widest defined).
+    pub const MAX_PCIE_GEN: u8 = 16;
+    /// See [`MAX_PCIE_GEN`].
+    pub const MAX_PCIE_WIDTH: u8 = 32;
     /// Devices per node: 8-GPU boxes plus CPU, ANE and Vulkan views fit well
     /// under this; a stranger's 10,000-device record does not.
     pub const MAX_DEVICES: usize = 64;
@@ -350,6 +490,17 @@ impl NodeCaps {
             check_string(&format!("devices[{i}].name"), &d.name)?;
             check_mem(&format!("devices[{i}].mem_bytes"), d.mem_bytes)?;
             check_float(&format!("devices[{i}].gflops"), d.gflops, MAX_GFLOPS)?;
+            d.validate_details(i)?;
+        }
+        if self.links.len() > MAX_LINKS {
+            return Err(absurd(
+                "links",
+                format!("{} entries", self.links.len()),
+                format!("at most {MAX_LINKS} interfaces per node"),
+            ));
+        }
+        for (i, l) in self.links.iter().enumerate() {
+            l.validate(i)?;
         }
         Ok(())
     }
@@ -369,6 +520,135 @@ impl NodeCaps {
             })
             .max()
             .unwrap_or(0)
+    }
+}
+
+impl DeviceInfo {
+    /// Checks the placement details of `devices[i]`.
+    fn validate_details(&self, i: usize) -> Result<(), CapsError> {
+        use limits::*;
+        check_mem(&format!("devices[{i}].mem_free"), self.mem_free)?;
+        if self.mem_free > self.mem_bytes && self.mem_bytes > 0 {
+            return Err(absurd(
+                format!("devices[{i}].mem_free"),
+                self.mem_free,
+                format!("more than mem_bytes ({})", self.mem_bytes),
+            ));
+        }
+        for (key, v) in [
+            ("pci", &self.pci),
+            ("compute", &self.compute),
+            ("driver", &self.driver),
+            ("cuda", &self.cuda),
+            ("gfx", &self.gfx),
+        ] {
+            if let Some(v) = v {
+                check_string(&format!("devices[{i}].{key}"), v)?;
+            }
+        }
+        if let Some(p) = self.pcie {
+            if p.gen > MAX_PCIE_GEN || p.width > MAX_PCIE_WIDTH {
+                return Err(absurd(
+                    format!("devices[{i}].pcie"),
+                    format!("gen {} x{}", p.gen, p.width),
+                    format!("expected gen <= {MAX_PCIE_GEN}, width <= {MAX_PCIE_WIDTH}"),
+                ));
+            }
+        }
+        if self.peers.len() > MAX_DEVICES {
+            return Err(absurd(
+                format!("devices[{i}].peers"),
+                format!("{} entries", self.peers.len()),
+                format!("at most {MAX_DEVICES} peers"),
+            ));
+        }
+        for (j, p) in self.peers.iter().enumerate() {
+            check_string(&format!("devices[{i}].peers[{j}].path"), &p.path)?;
+            if p.peer as usize >= MAX_DEVICES || p.nvlinks > 1024 {
+                return Err(absurd(
+                    format!("devices[{i}].peers[{j}]"),
+                    format!("peer {} over {} NVLinks", p.peer, p.nvlinks),
+                    format!("expected a peer index below {MAX_DEVICES} and at most 1024 links"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl LinkInfo {
+    /// Checks `links[i]`.
+    fn validate(&self, i: usize) -> Result<(), CapsError> {
+        use limits::*;
+        check_string(&format!("links[{i}].name"), &self.name)?;
+        check_string(&format!("links[{i}].kind"), &self.kind)?;
+        if let Some(s) = self.speed_mbps.filter(|s| *s > MAX_LINK_MBPS) {
+            return Err(absurd(
+                format!("links[{i}].speed_mbps"),
+                s,
+                format!("more than {MAX_LINK_MBPS} Mbit/s"),
+            ));
+        }
+        if self.mtu > MAX_MTU {
+            return Err(absurd(
+                format!("links[{i}].mtu"),
+                self.mtu,
+                format!("more than {MAX_MTU} bytes"),
+            ));
+        }
+        if self.addrs.len() > MAX_LINKS {
+            return Err(absurd(
+                format!("links[{i}].addrs"),
+                format!("{} entries", self.addrs.len()),
+                format!("at most {MAX_LINKS} addresses per interface"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The speed as people say it: `10 GbE`, `1 GbE`, `100 Mb Ethernet`,
+    /// `Wi-Fi`, `InfiniBand 200 Gb/s`; `None` when nothing is known.
+    ///
+    /// Built from the numbers, the known kinds and fixed words only: no
+    /// string the agent sent (its `name`, an unknown `kind`) reaches the
+    /// text, so it is safe to print as it is.
+    ///
+    /// Built from the numbers, the known kinds and fixed words only: no
+    /// string the agent sent (its `name`, an unknown `kind`) reaches the
+    /// text, so it is safe to print as it is.
+    pub fn describe(&self) -> Option<String> {
+        let speed = self.speed_mbps.map(|m| {
+            if m >= 1000 && m % 1000 == 0 {
+                format!("{} Gb", m / 1000)
+            } else if m >= 1000 {
+                format!("{:.1} Gb", m as f64 / 1000.0)
+            } else {
+                format!("{m} Mb")
+            }
+        });
+        let rdma = if self.rdma { " RDMA" } else { "" };
+        Some(match (self.kind.as_str(), speed) {
+            ("ethernet", Some(s)) if s.ends_with("Gb") => format!("{s}E{rdma}"),
+            ("ethernet", Some(s)) => format!("{s} Ethernet{rdma}"),
+            ("ethernet", None) if self.rdma => "Ethernet RDMA".to_string(),
+            ("ethernet", None) => return None,
+            ("wifi", Some(s)) => format!("Wi-Fi {s}/s"),
+            ("wifi", None) => "Wi-Fi".to_string(),
+            ("thunderbolt", Some(s)) => format!("Thunderbolt {s}/s"),
+            ("thunderbolt", None) => "Thunderbolt".to_string(),
+            ("infiniband", Some(s)) => format!("InfiniBand {s}/s"),
+            ("infiniband", None) => "InfiniBand".to_string(),
+            (_, Some(s)) => format!("{s}/s"),
+            (_, None) => return None,
+        })
+    }
+}
+
+impl NodeCaps {
+    /// The link facts of the interface holding `ip`, when the agent sent
+    /// them.
+    pub fn link_for(&self, ip: &std::net::IpAddr) -> Option<&LinkInfo> {
+        self.links.iter().find(|l| l.addrs.contains(ip))
     }
 }
 
@@ -425,129 +705,4 @@ fn check_float(field: &str, v: f64, max: f64) -> Result<(), CapsError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample() -> NodeCaps {
-        NodeCaps {
-            id: "0123456789abcdef".into(),
-            hostname: "gpu-a".into(),
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            cores: 32,
-            ram_total: 128 << 30,
-            ram_avail: 100 << 30,
-            disk_free: 1 << 40,
-            devices: vec![DeviceInfo {
-                device: "cuda".into(),
-                name: "RTX 4090".into(),
-                mem_bytes: 24 << 30,
-                unified: false,
-                gflops: 0.0,
-                available: true,
-            }],
-            gflops: 400.0,
-            io_mbps: 1800.0,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn caps_survive_a_json_round_trip() {
-        let c = sample();
-        assert_eq!(NodeCaps::from_json(&c.to_json()).unwrap(), c);
-    }
-
-    #[test]
-    fn measured_floats_survive_a_json_round_trip_bit_for_bit() {
-        // A measured rate has all 53 bits of mantissa in use; serde_json's
-        // fast float parser is one ULP off for some of them unless its
-        // `float_roundtrip` feature is on, and then a cached measurement no
-        // longer equals the one that was written.
-        let mut c = sample();
-        for x in [
-            1.1130749537915121,
-            0.1 + 0.2,
-            123456.789e-7,
-            f64::MIN_POSITIVE,
-        ] {
-            c.gflops = x;
-            c.io_mbps = x;
-            c.devices[0].gflops = x;
-            let back = NodeCaps::from_json(&c.to_json()).unwrap();
-            assert_eq!(back.gflops.to_bits(), x.to_bits(), "{x:e}");
-            assert_eq!(back.io_mbps.to_bits(), x.to_bits(), "{x:e}");
-            assert_eq!(back.devices[0].gflops.to_bits(), x.to_bits(), "{x:e}");
-        }
-    }
-
-    #[test]
-    fn the_seed_era_json_without_new_fields_still_parses() {
-        let old = r#"{"addr":"x:1","os":"linux","cores":8,"ram_total":1000,"ram_avail":10,
-            "disk_free":0,"devices":[{"device":"cuda","name":"g","mem_bytes":5,"unified":false,
-            "gflops":0.0,"available":true}],"gflops":1.0,"io_mbps":0.0}"#;
-        let c = NodeCaps::from_json(old).unwrap();
-        assert_eq!(c.devices[0].parsed(), Some(Device::Cuda));
-        assert!(c.id.is_empty());
-    }
-
-    #[test]
-    fn absurd_values_are_rejected_with_the_field_named() {
-        type Mutation = Box<dyn Fn(&mut NodeCaps)>;
-        let cases: Vec<(Mutation, &str)> = vec![
-            (
-                Box::new(|c| c.ram_total = 1_000_000_000_000_000_000),
-                "ram_total",
-            ),
-            (Box::new(|c| c.cores = 1_000_000), "cores"),
-            (Box::new(|c| c.gflops = f64::NAN), "gflops"),
-            (Box::new(|c| c.gflops = -1.0), "gflops"),
-            (Box::new(|c| c.ram_avail = c.ram_total + 1), "ram_avail"),
-            (Box::new(|c| c.id = "NOT-HEX".into()), "id"),
-            (Box::new(|c| c.hostname = "x".repeat(300)), "hostname"),
-            (
-                Box::new(|c| c.devices[0].mem_bytes = u64::MAX),
-                "devices[0].mem_bytes",
-            ),
-            (
-                Box::new(|c| c.devices = vec![c.devices[0].clone(); 65]),
-                "devices",
-            ),
-        ];
-        for (mutate, field) in cases {
-            let mut c = sample();
-            mutate(&mut c);
-            let err = c.validate().expect_err(field).to_string();
-            assert!(
-                err.contains(&format!("`{field}`")),
-                "{err} should name {field}"
-            );
-        }
-    }
-
-    #[test]
-    fn negative_numbers_in_json_are_a_syntax_error_not_a_wraparound() {
-        let bad = sample().to_json().replace("\"cores\":32", "\"cores\":-4");
-        let err = NodeCaps::from_json(&bad).unwrap_err().to_string();
-        assert!(
-            err.contains("cores") || err.contains("invalid value"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn device_labels_parse_case_insensitively_with_an_index() {
-        assert_eq!("CUDA:1".parse::<Device>(), Ok(Device::Cuda));
-        assert_eq!("metal".parse::<Device>(), Ok(Device::Metal));
-        assert!("quantum-tpu".parse::<Device>().is_err());
-    }
-
-    #[test]
-    fn oversized_json_is_refused_before_parsing() {
-        let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(limits::MAX_JSON_BYTES));
-        assert!(NodeCaps::from_json(&big)
-            .unwrap_err()
-            .to_string()
-            .contains("limit"));
-    }
-}
+mod tests;

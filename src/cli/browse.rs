@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use rlx_discover::discover::run_sources;
 use rlx_discover::pipeline::{expand, NodeDefaults};
-use rlx_discover::report::{escape_line, gib, problem_line, problem_mark, untrusted};
+use rlx_discover::report::{escape_line, problem_line, problem_mark, untrusted};
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -43,7 +43,7 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if !exp.added.is_empty() {
         println!(
-            "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}",
+            "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  LINK",
             "HOST", "ADDRESS", "DEVICE", "MEMORY", "CORES", "CLUSTER", "FOUND BY", "MS"
         );
         for n in &exp.added {
@@ -56,17 +56,20 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             // Host and cluster name are whatever the agent (or a stranger)
             // said: one cell each, never a fake row or an escape sequence.
             println!(
-                "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}",
+                "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {}",
                 untrusted(host),
                 escape_line(&n.addr),
-                n.device,
-                gib(n.mem_bytes),
+                n.device_cell(),
+                n.memory_cell(),
                 n.cores,
                 n.cluster
                     .as_deref()
                     .map_or_else(|| "-".to_string(), untrusted),
                 format!("{} ({})", by.join("+"), n.evidence),
-                n.found_ms
+                n.found_ms,
+                // Built from the agent's numbers only (no text of its own
+                // reaches it), so it needs no quoting.
+                n.link_text().unwrap_or_else(|| "-".to_string())
             );
         }
     }

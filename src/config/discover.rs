@@ -7,10 +7,11 @@
 //! subnet    = "10.0.0.0/24"  # optional: TCP-scan for running workers
 //! ckpt_dir  = "/data/models/GLM-5.3-Flash"
 //! dns_sd    = { domain = "rlx.example.org" }  # optional: unicast DNS-SD
+//! device_policy = "all"      # optional: cuda:0,cuda:1 on multi-GPU nodes
 //! ```
 
 use super::keypath::{Invalid, KeyRef};
-use super::values::{DeviceList, Precision, Subnet};
+use super::values::{DeviceList, DevicePolicy, Precision, Subnet};
 use rlx_proto::dnssd::check_server;
 use rlx_proto::service::DEFAULT_PORT;
 use serde::{Deserialize, Serialize};
@@ -51,6 +52,10 @@ pub struct DiscoverSection {
     /// Force a device instead of picking the best each host reports.
     #[serde(default)]
     pub device: Option<DeviceList>,
+    /// How many accelerators a discovered node's `device` names: `best`
+    /// (the seed's rule) or `all` (`cuda:0,cuda:1`).
+    #[serde(default)]
+    pub device_policy: DevicePolicy,
     /// Precision for discovered nodes.
     #[serde(default)]
     pub precision: Option<Precision>,
@@ -224,6 +229,15 @@ impl DiscoverSection {
         }
         if let Some(dns) = &self.dns_sd {
             dns.check()?;
+        }
+        if let (Some(d), DevicePolicy::All) = (&self.device, self.device_policy) {
+            return Err(Invalid(
+                at("device_policy"),
+                format!(
+                    "[discover] device_policy = \"all\" has no effect with device = \"{d}\", \
+                     which writes that device on every node; remove one of the two"
+                ),
+            ));
         }
         if self.interfaces.iter().any(|i| i.trim().is_empty()) {
             return Err(Invalid(

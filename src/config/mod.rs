@@ -34,7 +34,7 @@ pub use discover::{DiscoverSection, DnsSdSection, DEFAULT_SCAN_CONCURRENCY, DEFA
 pub use node::{KvCache, NodeConfig, Role};
 /// Default worker port, as in the seed.
 pub use rlx_proto::service::DEFAULT_PORT;
-pub use values::{DeviceList, DeviceSpec, Precision, Subnet};
+pub use values::{DeviceList, DevicePolicy, DeviceSpec, Precision, Subnet};
 
 use keypath::{span_of, Invalid};
 use serde::Deserialize;

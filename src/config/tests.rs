@@ -72,3 +72,23 @@ standby_for = "a:9100"
     assert_eq!(n.layers, Some([0, 24]));
     assert_eq!(c.nodes[1].role, Role::Standby);
 }
+
+#[test]
+fn device_policy_defaults_to_the_seeds_rule_and_a_bad_one_names_its_key_and_line() {
+    let d = parse("[discover]\n").unwrap().discover.unwrap();
+    assert_eq!(d.device_policy, DevicePolicy::Best);
+    let d = parse("[discover]\ndevice_policy = \"all\"\n")
+        .unwrap()
+        .discover
+        .unwrap();
+    assert_eq!(d.device_policy, DevicePolicy::All);
+    let e = parse("[discover]\nmdns = true\ndevice_policy = \"every\"\n").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+    assert!(
+        e.message.contains("device_policy") && e.message.contains("\"all\""),
+        "{e}"
+    );
+    let e = parse("[discover]\ndevice = \"cuda\"\ndevice_policy = \"all\"\n").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+    assert!(e.message.contains("no effect with device"), "{e}");
+}

@@ -32,6 +32,19 @@ impl DeviceList {
         DeviceList(vec![DeviceSpec { kind, index: None }])
     }
 
+    /// Devices of one `kind` by index (`cuda:0,cuda:1`).
+    pub fn indexed(kind: Device, indices: impl IntoIterator<Item = u32>) -> Self {
+        DeviceList(
+            indices
+                .into_iter()
+                .map(|i| DeviceSpec {
+                    kind,
+                    index: Some(i),
+                })
+                .collect(),
+        )
+    }
+
     /// The canonical string form (`"cuda:0,cuda:1"`).
     pub fn as_str(&self) -> String {
         self.0
@@ -104,6 +117,51 @@ impl From<DeviceList> for String {
 impl fmt::Display for DeviceList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.as_str())
+    }
+}
+
+/// How many of a node's accelerators its `[[node]]` names
+/// (`[discover] device_policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum DevicePolicy {
+    /// The seed's rule: the one device kind with the most usable memory,
+    /// written without an index (`cuda`), so the runtime picks the device.
+    #[default]
+    Best,
+    /// Every accelerator of that kind, by index (`cuda:0,cuda:1`), for
+    /// nodes that have several; nodes with one are written as with `best`.
+    All,
+}
+
+impl DevicePolicy {
+    /// Wire label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DevicePolicy::Best => "best",
+            DevicePolicy::All => "all",
+        }
+    }
+}
+
+impl TryFrom<String> for DevicePolicy {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        match s.as_str() {
+            "best" => Ok(DevicePolicy::Best),
+            "all" => Ok(DevicePolicy::All),
+            _ => Err(format!(
+                "device_policy = {s:?} is not a policy: use \"best\" (the default: one device \
+                 kind, the runtime picks the device) or \"all\" (every accelerator of that \
+                 kind, e.g. cuda:0,cuda:1)"
+            )),
+        }
+    }
+}
+
+impl From<DevicePolicy> for String {
+    fn from(p: DevicePolicy) -> String {
+        p.as_str().into()
     }
 }
 

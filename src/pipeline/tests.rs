@@ -18,6 +18,7 @@ fn caps(id: &str, hostname: &str, dev: &str, mem: u64) -> NodeCaps {
             unified: false,
             gflops: 0.0,
             available: true,
+            ..Default::default()
         }],
         ..Default::default()
     }
@@ -186,6 +187,7 @@ fn skipped_devices_are_reported_with_the_node_address() {
         unified: false,
         gflops: 0.0,
         available: true,
+        ..Default::default()
     });
     let e = expand(
         &[],

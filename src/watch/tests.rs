@@ -103,6 +103,7 @@ fn caps(host: &str, cores: u32, gpu_mem: u64) -> NodeCaps {
             unified: false,
             gflops: 0.0,
             available: true,
+            ..Default::default()
         }],
         ..Default::default()
     }

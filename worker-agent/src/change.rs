@@ -286,6 +286,7 @@ pub(crate) mod tests {
             unified: false,
             gflops: 80_000.0,
             available: true,
+            ..Default::default()
         }
     }
 

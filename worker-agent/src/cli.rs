@@ -195,6 +195,7 @@ impl AgentArgs {
             state_dir: self.state_dir(),
             cluster: self.cluster.clone(),
             node_id: self.node_id.clone(),
+            interfaces: self.interfaces.clone(),
             ..base
         })
     }

@@ -270,6 +270,7 @@ mod tests {
                 unified: false,
                 gflops: 0.0,
                 available: true,
+                ..Default::default()
             }],
             ..Default::default()
         }

@@ -173,6 +173,7 @@ fn caps() -> NodeCaps {
             unified: false,
             gflops: 82_600.0,
             available: true,
+            ..Default::default()
         }],
         gflops: 410.5,
         io_mbps: 1800.0,
@@ -400,6 +401,7 @@ fn a_material_caps_change_is_reannounced_and_a_small_drift_is_not() {
         unified: false,
         gflops: 82_600.0,
         available: true,
+        ..Default::default()
     });
     write_caps(&lab, "caps.json", &changed);
     let t_update = monotonic();

@@ -41,7 +41,7 @@ fn gpu(name: &str, mem: u64) -> NvidiaGpu {
     NvidiaGpu {
         name: name.into(),
         mem_bytes: mem,
-        pci: None,
+        ..Default::default()
     }
 }
 
@@ -365,6 +365,7 @@ impl VulkanLib for CountingVulkan {
             device: 1,
             mem_bytes: GIB,
             pci: None,
+            mem_free: 0,
         }])
     }
 }

@@ -22,6 +22,7 @@ pub(super) fn caps() -> NodeCaps {
             unified: false,
             gflops: 0.0,
             available: true,
+            ..Default::default()
         }],
         ..Default::default()
     }

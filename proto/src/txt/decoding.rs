@@ -239,6 +239,7 @@ fn parse_device(key: &str, v: &[u8]) -> Result<DeviceInfo, TxtError> {
         unified: flag("unified", unified)?,
         gflops,
         available: flag("available", available)?,
+        ..Default::default()
     })
 }
 

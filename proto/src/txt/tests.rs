@@ -10,6 +10,7 @@ fn gpu(name: &str, mem: u64) -> DeviceInfo {
         unified: false,
         gflops: 0.0,
         available: true,
+        ..Default::default()
     }
 }
 
@@ -53,6 +54,7 @@ fn eight_gpu_box() -> NodeCaps {
         unified: true,
         gflops: 3000.0,
         available: true,
+        ..Default::default()
     });
     c
 }

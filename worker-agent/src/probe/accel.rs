@@ -29,7 +29,7 @@ use super::amd::AmdGpu;
 use super::nvidia::NvidiaGpu;
 use super::pci::{class_name, vendor, PciAddr, PciDevice};
 use super::vulkan::{VulkanGpu, VulkanKind};
-use rlx_proto::caps::DeviceInfo;
+use rlx_proto::caps::{DeviceInfo, PcieLink};
 use std::collections::HashSet;
 
 /// What each source saw. Library results are `Err(reason)` when the library
@@ -56,7 +56,24 @@ fn dev(label: &str, name: String, mem_bytes: u64, unified: bool, available: bool
         unified,
         gflops: 0.0,
         available,
+        ..Default::default()
     }
+}
+
+/// Adds where a device sits and its PCIe link (sysfs's reading of the card,
+/// else `fallback`, a vendor library's).
+fn placed(
+    mut d: DeviceInfo,
+    addr: Option<PciAddr>,
+    pci: &[PciDevice],
+    fallback: Option<PcieLink>,
+) -> DeviceInfo {
+    d.pci = addr.map(|a| a.to_string());
+    d.pcie = addr
+        .and_then(|a| pci.iter().find(|p| p.addr == a))
+        .and_then(|p| p.link)
+        .or(fallback);
+    d
 }
 
 /// Merges the sightings into the accelerator list (the `cpu` entry is added
@@ -72,7 +89,14 @@ pub fn assemble(s: &Sightings, name_of: &dyn Fn(u16, u16) -> Option<String>) -> 
     let nv = s.nvidia.as_ref().map(Vec::as_slice).unwrap_or_default();
     let nv_seen: HashSet<PciAddr> = nv.iter().filter_map(|g| g.pci).collect();
     for g in nv {
-        out.push(dev("cuda", g.name.clone(), g.mem_bytes, false, true));
+        let mut d = dev("cuda", g.name.clone(), g.mem_bytes, false, true);
+        d.mem_free = g.mem_free;
+        d.compute = g.compute.clone();
+        d.driver = g.driver.clone();
+        d.cuda = g.cuda.clone();
+        d.mig = g.mig;
+        d.peers = g.peers.clone();
+        out.push(placed(d, g.pci, s.pci, g.pcie));
     }
     for p in s
         .pci
@@ -109,13 +133,16 @@ pub fn assemble(s: &Sightings, name_of: &dyn Fn(u16, u16) -> Option<String>) -> 
             .unwrap_or_else(|| format!("AMD GPU {:04x}:{:04x}", vendor::AMD, g.device));
         // An APU's VRAM is a carve-out of host RAM.
         let unified = g.pci.is_some_and(|a| integrated.contains(&a));
-        if g.rocm_capable() {
-            out.push(dev("rocm", base, g.mem_bytes, unified, true));
+        let mut d = if g.rocm_capable() {
+            dev("rocm", base, g.mem_bytes, unified, true)
         } else {
             let driver = g.driver.as_deref().unwrap_or("none");
             let name = format!("{base}: ROCm needs the amdgpu driver (driver: {driver})");
-            out.push(dev("rocm", name, g.mem_bytes, unified, false));
-        }
+            dev("rocm", name, g.mem_bytes, unified, false)
+        };
+        d.mem_free = g.mem_free;
+        d.gfx = g.gfx.clone();
+        out.push(placed(d, g.pci, s.pci, None));
     }
     for p in s
         .pci
@@ -146,7 +173,9 @@ pub fn assemble(s: &Sightings, name_of: &dyn Fn(u16, u16) -> Option<String>) -> 
             }
         }
         let unified = g.kind == VulkanKind::Integrated;
-        out.push(dev("vulkan", g.name.clone(), g.mem_bytes, unified, true));
+        let mut d = dev("vulkan", g.name.clone(), g.mem_bytes, unified, true);
+        d.mem_free = g.mem_free;
+        out.push(placed(d, card, s.pci, None));
     }
     for p in s
         .pci
@@ -222,6 +251,7 @@ mod tests {
             vendor,
             device,
             driver: None,
+            link: None,
         }
     }
 
@@ -230,6 +260,7 @@ mod tests {
             name: name.into(),
             mem_bytes: mem,
             pci: Some(addr.parse().unwrap()),
+            ..Default::default()
         }
     }
 
@@ -247,6 +278,7 @@ mod tests {
             device: ids.1,
             mem_bytes: mem,
             pci: addr.map(|a| a.parse().unwrap()),
+            mem_free: 0,
         }
     }
 
@@ -345,6 +377,42 @@ mod tests {
         assert_eq!(labels(&d), [("cuda", true), ("vulkan", true)]);
         assert_eq!(d[1].mem_bytes, 24 * GB);
         assert!(!d[1].unified);
+    }
+
+    /// Each view of a card carries its details: NVML's for `cuda`, the
+    /// Vulkan budget for `vulkan`, and sysfs's PCIe link for both.
+    #[test]
+    fn every_view_of_a_card_carries_its_free_memory_and_the_cards_pcie_link() {
+        let mut bus = [pci("0000:01:00.0", 0x10de, 0x2684, 0x0300)];
+        bus[0].link = Some(PcieLink { gen: 4, width: 8 });
+        let mut g = nv("RTX 4090", 24 * GB, "0000:01:00.0");
+        g.mem_free = 20 * GB;
+        g.compute = Some("8.9".into());
+        g.pcie = Some(PcieLink { gen: 1, width: 16 });
+        let mut v = vkdev(
+            "NVIDIA GeForce RTX 4090",
+            VulkanKind::Discrete,
+            (0x10de, 0x2684),
+            24 * GB,
+            Some("0000:01:00.0"),
+        );
+        v.mem_free = 19 * GB;
+        let d = run(&bus, Ok(vec![g]), &[], Ok(vec![v]));
+        assert_eq!((d[0].mem_free, d[1].mem_free), (20 * GB, 19 * GB));
+        assert_eq!(d[0].compute.as_deref(), Some("8.9"));
+        let sysfs = Some(PcieLink { gen: 4, width: 8 });
+        assert_eq!(
+            (d[0].pcie, d[1].pcie),
+            (sysfs, sysfs),
+            "sysfs wins over NVML"
+        );
+        assert_eq!(d[1].pci.as_deref(), Some("0000:01:00.0"));
+        // Without a sysfs reading, NVML's is used.
+        let mut g = nv("RTX 4090", 24 * GB, "0000:01:00.0");
+        g.pcie = Some(PcieLink { gen: 1, width: 16 });
+        let bare = [pci("0000:01:00.0", 0x10de, 0x2684, 0x0300)];
+        let d = run(&bare, Ok(vec![g]), &[], Err("x".into()));
+        assert_eq!(d[0].pcie, Some(PcieLink { gen: 1, width: 16 }));
     }
 
     #[test]
@@ -472,6 +540,8 @@ mod tests {
                 product_name: None,
                 mem_bytes: 24 * GB,
                 driver: Some("amdgpu".into()),
+                mem_free: 0,
+                gfx: None,
             },
             AmdGpu {
                 card: "card1".into(),
@@ -480,6 +550,8 @@ mod tests {
                 product_name: None,
                 mem_bytes: 0,
                 driver: Some("radeon".into()),
+                mem_free: 0,
+                gfx: None,
             },
         ];
         let bus = [

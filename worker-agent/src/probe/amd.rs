@@ -20,6 +20,11 @@ pub struct AmdGpu {
     pub mem_bytes: u64,
     /// Kernel driver bound to the card.
     pub driver: Option<String>,
+    /// VRAM not in use when probed (total minus `mem_info_vram_used`),
+    /// bytes; 0 = unknown.
+    pub mem_free: u64,
+    /// The LLVM target ROCm compiles for (`gfx1100`), from the KFD topology.
+    pub gfx: Option<String>,
 }
 
 impl AmdGpu {
@@ -40,6 +45,7 @@ pub fn scan(root: &Root) -> Vec<AmdGpu> {
         .filter_map(|n| Some((n.strip_prefix("card")?.parse().ok()?, n)))
         .collect();
     cards.sort();
+    let kfd = gfx_targets(root);
     let mut out = Vec::new();
     for (_, card) in cards {
         let dev = format!("/sys/class/drm/{card}/device");
@@ -52,8 +58,12 @@ pub fn scan(root: &Root) -> Vec<AmdGpu> {
         if mem_bytes == 0 {
             tracing::debug!(%card, "amdgpu reports no VRAM size");
         }
+        let used = root.read_u64(format!("{dev}/mem_info_vram_used"));
+        let pci: Option<PciAddr> = root.link_name(&dev).and_then(|n| n.parse().ok());
         out.push(AmdGpu {
-            pci: root.link_name(&dev).and_then(|n| n.parse().ok()),
+            gfx: pci.and_then(|a| kfd.get(&a).cloned()),
+            mem_free: used.map_or(0, |u| mem_bytes.saturating_sub(u)),
+            pci,
             device: root.read_hex(format!("{dev}/device")).unwrap_or(0) as u16,
             product_name: root
                 .read(format!("{dev}/product_name"))
@@ -64,4 +74,60 @@ pub fn scan(root: &Root) -> Vec<AmdGpu> {
         });
     }
     out
+}
+
+/// The gfx target of each GPU the ROCm kernel driver (KFD) knows, by PCI
+/// address. `/sys/class/kfd/kfd/topology/nodes/N/properties` holds one
+/// `key value` per line; GPU nodes have a `gfx_target_version` (major *
+/// 10000 + minor * 100 + stepping: 110000 is gfx1100, 90010 is gfx90a) and
+/// say where they sit with `domain` and `location_id` (bus << 8 | device
+/// << 3 | function). CPU nodes have version 0 and are skipped.
+pub fn gfx_targets(root: &Root) -> std::collections::HashMap<PciAddr, String> {
+    let base = "/sys/class/kfd/kfd/topology/nodes";
+    let mut out = std::collections::HashMap::new();
+    for node in root.list(base) {
+        let Some(text) = root.read(format!("{base}/{node}/properties")) else {
+            continue;
+        };
+        let prop = |key: &str| {
+            text.lines().find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == key).then(|| v.trim().parse::<u64>().ok()).flatten()
+            })
+        };
+        let (Some(version), Some(loc)) = (prop("gfx_target_version"), prop("location_id")) else {
+            continue;
+        };
+        if version == 0 {
+            continue;
+        }
+        let addr = PciAddr {
+            domain: prop("domain").unwrap_or(0) as u32,
+            bus: (loc >> 8) as u8,
+            device: ((loc >> 3) & 0x1f) as u8,
+            function: (loc & 0x7) as u8,
+        };
+        out.insert(addr, gfx_name(version));
+    }
+    out
+}
+
+/// `gfx1100` from 110000: the major version in decimal, minor and stepping
+/// as one hex digit each (LLVM's naming, e.g. gfx90a, gfx942).
+pub fn gfx_name(version: u64) -> String {
+    let (major, minor, step) = (version / 10000, (version / 100) % 100, version % 100);
+    format!("gfx{major}{minor:x}{step:x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kfd_target_versions_name_llvm_gfx_targets() {
+        assert_eq!(gfx_name(110000), "gfx1100");
+        assert_eq!(gfx_name(90010), "gfx90a");
+        assert_eq!(gfx_name(90402), "gfx942");
+        assert_eq!(gfx_name(100302), "gfx1032");
+    }
 }

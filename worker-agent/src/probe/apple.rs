@@ -109,6 +109,7 @@ pub fn devices(
         unified,
         gflops: 0.0,
         available: true,
+        ..Default::default()
     };
     if !arm64 {
         // Intel: the discrete GPUs, with their own memory.

@@ -9,7 +9,10 @@
 //! ```
 //!
 //! A list means the library loaded and returned those devices; `{"error":
-//! ...}` or a missing key means it is not usable, with that reason.
+//! ...}` or a missing key means it is not usable, with that reason. An NVML
+//! entry may also carry what NVML tells of each GPU (`mem_free`, `compute`,
+//! `driver`, `cuda`, `pcie`, `mig`, `peers`: see [`NvidiaGpu`]), a Vulkan
+//! entry its budget's `mem_free`.
 
 use super::nvidia::{NvidiaGpu, NvidiaLib};
 use super::vulkan::{VulkanGpu, VulkanLib};

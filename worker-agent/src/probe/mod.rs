@@ -45,7 +45,7 @@ pub use nvidia::{NvidiaGpu, NvidiaLib, Nvml};
 pub use vulkan::{AshVulkan, VulkanGpu, VulkanKind, VulkanLib};
 
 use anyhow::{bail, Context};
-use rlx_proto::caps::{is_valid_id, limits, Device, DeviceInfo, NodeCaps};
+use rlx_proto::caps::{is_valid_id, limits, Device, DeviceInfo, LinkInfo, NodeCaps};
 use root::Root;
 use std::fmt;
 use std::path::PathBuf;
@@ -75,6 +75,9 @@ pub struct ProbeOptions {
     pub nvidia: Box<dyn NvidiaLib>,
     /// The Vulkan loader, or a fake.
     pub vulkan: Box<dyn VulkanLib>,
+    /// The interfaces the agent announces on (`--interface`; empty: the
+    /// default rule of [`rlx_net::iface`]): their link facts go in the caps.
+    pub interfaces: Vec<String>,
 }
 
 impl Default for ProbeOptions {
@@ -90,6 +93,7 @@ impl Default for ProbeOptions {
             node_id: None,
             nvidia: Box::new(Nvml),
             vulkan: Box::new(AshVulkan),
+            interfaces: Vec::new(),
         }
     }
 }
@@ -121,6 +125,7 @@ impl fmt::Debug for ProbeOptions {
             .field("state_dir", &self.state_dir)
             .field("cluster", &self.cluster)
             .field("node_id", &self.node_id)
+            .field("interfaces", &self.interfaces)
             .finish_non_exhaustive()
     }
 }
@@ -213,6 +218,7 @@ pub fn probe(opts: &ProbeOptions) -> anyhow::Result<NodeCaps> {
         unified: true,
         gflops,
         available: true,
+        ..Default::default()
     }];
     devices.extend(accel::assemble(&sightings, &|v, d| names.name(v, d)));
     for d in &mut devices {
@@ -253,6 +259,7 @@ pub fn probe(opts: &ProbeOptions) -> anyhow::Result<NodeCaps> {
         devices,
         gflops,
         io_mbps,
+        links: links(&root, &opts.interfaces),
     };
     caps.validate().with_context(|| {
         format!(
@@ -282,6 +289,41 @@ fn vulkan_pointless(root: &Root, pci_devices: &[pci::PciDevice]) -> Option<Strin
     let nvidia = pci_devices.iter().any(|p| p.vendor == pci::vendor::NVIDIA);
     (!drm_card && !nvidia)
         .then(|| "no GPU kernel driver (no /sys/class/drm/card*): Vulkan not asked".to_string())
+}
+
+/// The link facts of the interfaces the agent announces on: on the host,
+/// the ones [`rlx_net::iface::select`] picks; in a fixture (whose
+/// addresses are not this machine's), each `sys/class/net` entry the
+/// default rule would take by name, without addresses.
+fn links(root: &Root, interfaces: &[String]) -> Vec<LinkInfo> {
+    use rlx_net::{iface, linkfacts};
+    let facts = if root.is_host() {
+        match iface::select(interfaces) {
+            Ok(chosen) => linkfacts::facts(&chosen),
+            Err(e) => {
+                tracing::warn!(error = %e, "no link facts in the caps");
+                Vec::new()
+            }
+        }
+    } else {
+        root.list("/sys/class/net")
+            .into_iter()
+            .filter(|n| n != "lo" && !iface::is_virtual_name(n))
+            .map(|n| linkfacts::read_sysfs(root.dir(), &n, Vec::new()))
+            .collect()
+    };
+    facts
+        .into_iter()
+        .take(limits::MAX_LINKS)
+        .map(|f| LinkInfo {
+            name: clean(&f.name),
+            kind: f.kind.label().into(),
+            speed_mbps: f.speed_mbps.filter(|s| *s <= limits::MAX_LINK_MBPS),
+            mtu: f.mtu.min(limits::MAX_MTU),
+            addrs: f.addrs.into_iter().take(limits::MAX_LINKS).collect(),
+            rdma: f.rdma,
+        })
+        .collect()
 }
 
 /// Metal GPUs and the Neural Engine, on macOS probing itself.

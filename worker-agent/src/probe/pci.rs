@@ -9,6 +9,7 @@
 //! of the accelerator list.
 
 use super::root::Root;
+use rlx_proto::caps::PcieLink;
 use std::cell::OnceCell;
 use std::fmt;
 use std::str::FromStr;
@@ -124,6 +125,8 @@ pub struct PciDevice {
     pub device: u16,
     /// The kernel driver bound to it (`nvidia`, `amdgpu`, `vfio-pci`), if any.
     pub driver: Option<String>,
+    /// Its PCIe link as negotiated now, when sysfs says.
+    pub link: Option<PcieLink>,
 }
 
 impl PciDevice {
@@ -184,10 +187,42 @@ pub fn scan(root: &Root) -> Vec<PciDevice> {
             vendor,
             device,
             driver: root.link_name(format!("{dir}/driver")),
+            link: pcie_link(root, &dir),
         });
     }
     found.sort_by_key(|d| d.addr);
     found
+}
+
+/// The negotiated PCIe link of the function at `dir`, from sysfs's
+/// `current_link_speed` (`16.0 GT/s PCIe`; older kernels print `16 GT/s`)
+/// and `current_link_width` (`16`). `None` when neither is readable (not
+/// PCIe, a VM that hides them, a kernel before 4.13); a speed it does not
+/// know gives generation 0, "unknown".
+pub fn pcie_link(root: &Root, dir: &str) -> Option<PcieLink> {
+    let speed = root.read(format!("{dir}/current_link_speed"));
+    let width = root
+        .read(format!("{dir}/current_link_width"))
+        .and_then(|w| w.parse::<u8>().ok());
+    let gen = speed.as_deref().and_then(pcie_gen);
+    if gen.is_none() && width.is_none() {
+        return None;
+    }
+    Some(PcieLink {
+        gen: gen.unwrap_or(0),
+        width: width.unwrap_or(0),
+    })
+}
+
+/// PCIe generation from a transfer rate as sysfs prints it: each
+/// generation doubles the rate from 5 GT/s on (gen 1 is 2.5 GT/s, gen 3 is
+/// 8 GT/s after the encoding change).
+fn pcie_gen(speed: &str) -> Option<u8> {
+    let gts: f64 = speed.split_whitespace().next()?.parse().ok()?;
+    [2.5, 5.0, 8.0, 16.0, 32.0, 64.0, 128.0]
+        .iter()
+        .position(|r| (gts - r).abs() < 0.01)
+        .map(|i| i as u8 + 1)
 }
 
 /// Names from the `pci.ids` database (hwdata), when the machine has it.
@@ -255,6 +290,22 @@ pub fn lookup(text: &str, vendor: u16, device: u16) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pcie_generations_are_read_from_the_transfer_rate_sysfs_prints() {
+        for (speed, gen) in [
+            ("2.5 GT/s PCIe", Some(1)),
+            ("5.0 GT/s PCIe", Some(2)),
+            ("8 GT/s", Some(3)),
+            ("16.0 GT/s PCIe", Some(4)),
+            ("32.0 GT/s PCIe", Some(5)),
+            ("64.0 GT/s PCIe", Some(6)),
+            ("Unknown", None),
+            ("", None),
+        ] {
+            assert_eq!(pcie_gen(speed), gen, "{speed:?}");
+        }
+    }
 
     #[test]
     fn nvml_and_sysfs_spellings_of_one_address_are_equal() {

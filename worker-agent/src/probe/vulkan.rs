@@ -46,6 +46,12 @@ pub struct VulkanGpu {
     /// PCI address from `VK_EXT_pci_bus_info`, when the driver offers it.
     #[serde(default)]
     pub pci: Option<PciAddr>,
+    /// Free memory of that heap, bytes: `VK_EXT_memory_budget`'s budget
+    /// (what a process may allocate before allocations start to fail, after
+    /// what other processes hold) less this process's usage. 0 when the
+    /// driver lacks the extension.
+    #[serde(default)]
+    pub mem_free: u64,
 }
 
 /// Access to the Vulkan loader, behind a trait so tests substitute a fake.
@@ -113,20 +119,38 @@ unsafe fn enumerate(instance: &ash::Instance, api: u32) -> Result<Vec<VulkanGpu>
             _ => VulkanKind::Other,
         };
         let mem = instance.get_physical_device_memory_properties(pd);
-        let mem_bytes = mem
+        // The largest DEVICE_LOCAL heap: its size, and its index for the
+        // budget below.
+        let heap = mem
             .memory_heaps_as_slice()
             .iter()
-            .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
-            .map(|h| h.size)
-            .max()
-            .unwrap_or(0);
-        let has_pci_ext = api >= vk::API_VERSION_1_1
-            && props.api_version >= vk::API_VERSION_1_1
-            && instance
+            .enumerate()
+            .filter(|(_, h)| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+            .max_by_key(|(_, h)| h.size);
+        let mem_bytes = heap.map_or(0, |(_, h)| h.size);
+        let v11 = api >= vk::API_VERSION_1_1 && props.api_version >= vk::API_VERSION_1_1;
+        let exts = if v11 {
+            instance
                 .enumerate_device_extension_properties(pd)
                 .unwrap_or_default()
-                .iter()
-                .any(|e| e.extension_name_as_c_str() == Ok(vk::EXT_PCI_BUS_INFO_NAME));
+        } else {
+            Vec::new()
+        };
+        let has_ext =
+            |name: &std::ffi::CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name));
+        let has_pci_ext = has_ext(vk::EXT_PCI_BUS_INFO_NAME);
+        let mem_free = match heap {
+            Some((i, h)) if has_ext(vk::EXT_MEMORY_BUDGET_NAME) => {
+                let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+                let mut props2 =
+                    vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+                instance.get_physical_device_memory_properties2(pd, &mut props2);
+                budget.heap_budget[i]
+                    .saturating_sub(budget.heap_usage[i])
+                    .min(h.size)
+            }
+            _ => 0,
+        };
         let pci = has_pci_ext.then(|| {
             let mut bus = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
             let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut bus);
@@ -145,6 +169,7 @@ unsafe fn enumerate(instance: &ash::Instance, api: u32) -> Result<Vec<VulkanGpu>
             device: props.device_id,
             mem_bytes,
             pci,
+            mem_free,
         });
     }
     Ok(out)

@@ -1,0 +1,155 @@
+//! Multi-accelerator nodes through the pipeline: what `device_policy`
+//! writes, and the details and link facts each added node carries.
+
+use super::*;
+use crate::sighting::Discovery;
+use rlx_proto::caps::{DeviceInfo, LinkInfo, PcieLink};
+
+const GIB: u64 = 1 << 30;
+
+fn gpu(label: &str, mem: u64) -> DeviceInfo {
+    DeviceInfo {
+        device: label.into(),
+        name: format!("{label} {}", mem / GIB),
+        mem_bytes: mem,
+        pcie: Some(PcieLink { gen: 4, width: 16 }),
+        ..Default::default()
+    }
+}
+
+fn node_with(devices: Vec<DeviceInfo>) -> NodeCaps {
+    NodeCaps {
+        hostname: "gpu-a".into(),
+        os: "linux".into(),
+        cores: 32,
+        ram_total: 128 * GIB,
+        ram_avail: 100 * GIB,
+        devices,
+        links: vec![
+            LinkInfo {
+                name: "wlan0".into(),
+                kind: "wifi".into(),
+                speed_mbps: None,
+                mtu: 1500,
+                addrs: vec!["192.168.1.20".parse().unwrap()],
+                rdma: false,
+            },
+            LinkInfo {
+                name: "eth0".into(),
+                kind: "ethernet".into(),
+                speed_mbps: Some(10_000),
+                mtu: 9000,
+                addrs: vec!["10.0.0.5".parse().unwrap()],
+                rdma: false,
+            },
+        ],
+        ..Default::default()
+    }
+}
+
+fn run(caps: NodeCaps, policy: DevicePolicy) -> Expansion {
+    let found = Discovery {
+        sightings: vec![Sighting {
+            source: Source::Subnet,
+            host: "10.0.0.5".into(),
+            addr: "10.0.0.5:9100".into(),
+            ip: "10.0.0.5".parse().ok(),
+            port: 9100,
+            ssh: None,
+            evidence: Evidence::Handshake,
+            caps: Some(caps),
+            heard_on: None,
+            found_ms: 3,
+        }],
+        ..Default::default()
+    };
+    let defaults = NodeDefaults {
+        device_policy: policy,
+        ..Default::default()
+    };
+    expand(&[], &defaults, found)
+}
+
+fn cpu() -> DeviceInfo {
+    DeviceInfo {
+        device: "cpu".into(),
+        unified: true,
+        ..Default::default()
+    }
+}
+
+/// Guards against a two-GPU box being reported as if it had one GPU.
+#[test]
+fn a_box_with_two_gpus_is_reported_with_both_and_keeps_the_seeds_device() {
+    let e = run(
+        node_with(vec![cpu(), gpu("cuda", 24 * GIB), gpu("cuda", 24 * GIB)]),
+        DevicePolicy::Best,
+    );
+    let a = &e.added[0];
+    assert_eq!(
+        e.nodes[0].device.as_str(),
+        "cuda",
+        "the seed's rule by default"
+    );
+    assert_eq!(a.device_mems, [24 * GIB, 24 * GIB]);
+    assert_eq!(a.device_summary(), "2x cuda 24.0 GiB");
+    assert_eq!(a.accelerators.len(), 2, "details travel, the CPU does not");
+    assert_eq!(a.accelerators[1].pcie, Some(PcieLink { gen: 4, width: 16 }));
+}
+
+#[test]
+fn device_policy_all_writes_every_accelerator_of_the_chosen_kind() {
+    let e = run(
+        node_with(vec![
+            cpu(),
+            gpu("cuda", 24 * GIB),
+            gpu("cuda", 12 * GIB),
+            gpu("vulkan", 24 * GIB),
+        ]),
+        DevicePolicy::All,
+    );
+    assert_eq!(e.nodes[0].device.as_str(), "cuda:0,cuda:1");
+    assert_eq!(e.added[0].device, "cuda:0,cuda:1");
+    assert_eq!(e.added[0].device_summary(), "2x cuda 24.0+12.0 GiB");
+    // One GPU: written as the seed writes it, no index.
+    let one = run(
+        node_with(vec![cpu(), gpu("cuda", 24 * GIB)]),
+        DevicePolicy::All,
+    );
+    assert_eq!(one.nodes[0].device.as_str(), "cuda");
+    assert_eq!(one.added[0].device_summary(), "cuda 24.0 GiB");
+    // A card the node cannot target keeps its ordinal out of the list.
+    let mut off = gpu("cuda", 24 * GIB);
+    off.available = false;
+    let e = run(
+        node_with(vec![
+            cpu(),
+            gpu("cuda", 24 * GIB),
+            off,
+            gpu("cuda", 24 * GIB),
+        ]),
+        DevicePolicy::All,
+    );
+    assert_eq!(e.nodes[0].device.as_str(), "cuda:0,cuda:2");
+}
+
+#[test]
+fn the_link_of_the_chosen_address_is_reported_with_the_node() {
+    let e = run(
+        node_with(vec![cpu(), gpu("cuda", 24 * GIB)]),
+        DevicePolicy::Best,
+    );
+    let link = e.added[0].link.as_ref().expect("10.0.0.5 is on eth0");
+    assert_eq!(
+        (link.name.as_str(), link.speed_mbps),
+        ("eth0", Some(10_000))
+    );
+    assert_eq!(e.added[0].link_text().as_deref(), Some("10 GbE"));
+    let mut old = node_with(vec![cpu()]);
+    old.links.clear();
+    assert_eq!(
+        run(old, DevicePolicy::Best).added[0].link,
+        None,
+        "an older agent"
+    );
+}
