@@ -182,30 +182,61 @@ pub fn unique_host_label(hostname: &str, node_id: &str) -> String {
     format!("{}-{suffix}", head.trim_end_matches('-'))
 }
 
+/// The most digits of the counter an mDNS responder appends to a host label
+/// it renames after a conflict (RFC 6762 §9): `gpu-5f0c1d` becomes
+/// `gpu-5f0c1d-2`, then `-3`, ...; the vendored mdns-sd counts up only a
+/// number of at most this many digits (vendor/mdns-sd/PATCHES.md §14).
+pub const RENAME_COUNTER_DIGITS: usize = 3;
+
 /// The host name a [`unique_host_label`] was made from: `label` without its
-/// `-<id digits>` suffix when the suffix is the start of `node_id`, else
-/// `label` as it is (an announcer that does not follow the scheme: avahi,
-/// a hand-written record, an older agent).
+/// `-<id digits>` suffix when the suffix is the start of `node_id`, and
+/// without the responder's rename counter after it (`gpu-a-5f0c1d-2`, RFC
+/// 6762 §9: the agent lost a conflict for its label, which happens on a
+/// link where a clone still announces an old image's name); else `label`
+/// as it is (an announcer that does not follow the scheme: avahi, a
+/// hand-written record, an older agent).
+///
+/// Why only then: a counter is stripped only when the id suffix is right
+/// before it, so a host whose own name ends in `-<digits>` (`web-01`,
+/// `node-7`) or looks like an id keeps its name.
 ///
 /// ```
 /// use rlx_proto::service::host_of_label;
 /// assert_eq!(host_of_label("gpu-a-5f0c1d", "5f0c1d2e3a4b5c6d"), "gpu-a");
+/// assert_eq!(host_of_label("gpu-a-5f0c1d-2", "5f0c1d2e3a4b5c6d"), "gpu-a");
 /// assert_eq!(host_of_label("gpu-a", "5f0c1d2e3a4b5c6d"), "gpu-a");
 /// ```
 pub fn host_of_label<'a>(label: &'a str, node_id: &str) -> &'a str {
-    let Some((head, tail)) = label.rsplit_once('-') else {
-        return label;
-    };
+    if let Some(host) = strip_id_suffix(label, node_id) {
+        return host;
+    }
+    match label.rsplit_once('-') {
+        Some((unrenamed, counter)) if is_rename_counter(counter) => {
+            strip_id_suffix(unrenamed, node_id).unwrap_or(label)
+        }
+        _ => label,
+    }
+}
+
+/// `label` without its `-<id digits>` suffix, if it ends with the first
+/// [`HOST_ID_HEX`] digits of `node_id`.
+fn strip_id_suffix<'a>(label: &'a str, node_id: &str) -> Option<&'a str> {
+    let (head, tail) = label.rsplit_once('-')?;
     let id = node_id.to_ascii_lowercase();
-    if !head.is_empty()
+    (!head.is_empty()
         && tail.len() == HOST_ID_HEX.min(id.len())
         && !tail.is_empty()
-        && id.starts_with(&tail.to_ascii_lowercase())
-    {
-        head
-    } else {
-        label
-    }
+        && id.starts_with(&tail.to_ascii_lowercase()))
+    .then_some(head)
+}
+
+/// Whether `s` is a counter a responder's rename appends: a number from 2
+/// up, of at most [`RENAME_COUNTER_DIGITS`] digits, without a leading zero.
+fn is_rename_counter(s: &str) -> bool {
+    (1..=RENAME_COUNTER_DIGITS).contains(&s.len())
+        && s.bytes().all(|b| b.is_ascii_digit())
+        && !s.starts_with('0')
+        && s != "1"
 }
 
 #[cfg(test)]
@@ -294,5 +325,51 @@ mod tests {
         );
         assert_eq!(host_of_label("web-01", id), "web-01");
         assert_eq!(host_of_label("-5f0c1d", id), "-5f0c1d");
+    }
+
+    /// Guards against a label the responder renamed after a conflict (RFC
+    /// 6762 §9, `gpu-a-5f0c1d-2`) reading back as the whole label: the
+    /// sighting's host name was `gpu-a-5f0c1d-2` instead of `gpu-a`.
+    #[test]
+    fn a_renamed_unique_label_reads_back_to_its_host_name() {
+        let id = "5f0c1d2e3a4b5c6d";
+        for host in ["gpu-a", "ubuntu", "my-box-1", "node-7", "rlx-agent"] {
+            let label = unique_host_label(host, id);
+            for counter in ["2", "3", "10", "999"] {
+                let renamed = format!("{label}-{counter}");
+                assert_eq!(host_of_label(&renamed, id), host, "{renamed}");
+            }
+        }
+        assert_eq!(host_of_label("GPU-A-5F0C1D-2", id), "GPU-A", "any case");
+    }
+
+    /// Guards against stripping too much: only a counter right after this
+    /// node's id suffix is a rename; a host name ending in `-<digits>`, or
+    /// one that looks like an id, keeps every part of it.
+    #[test]
+    fn host_names_ending_in_digits_or_looking_like_ids_are_not_stripped() {
+        let id = "5f0c1d2e3a4b5c6d";
+        for label in [
+            "web-01",
+            "node-7",
+            "gpu-2",
+            "rack-12-345",
+            "gpu-a-77be00-2",
+            "gpu-a-5f0c1d-1",
+            "gpu-a-5f0c1d-02",
+            "5f0c1d-2",
+            "cafe-123456",
+        ] {
+            assert_eq!(host_of_label(label, id), label, "{label}");
+        }
+        // A host whose own name ends like an id keeps it: one suffix goes.
+        let label = unique_host_label("cafe-5f0c1d", id);
+        assert_eq!(label, "cafe-5f0c1d-5f0c1d");
+        assert_eq!(host_of_label(&label, id), "cafe-5f0c1d");
+        assert_eq!(host_of_label(&format!("{label}-2"), id), "cafe-5f0c1d");
+        // A numeric id, as digits alone.
+        let digits = "1234567890123456";
+        assert_eq!(host_of_label("gpu-123456-2", digits), "gpu");
+        assert_eq!(host_of_label("gpu-2", digits), "gpu-2");
     }
 }

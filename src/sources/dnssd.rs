@@ -94,8 +94,9 @@ impl Records<'_> {
                 };
                 let host = host.trim_end_matches('.');
                 let label = host.strip_suffix(".local").unwrap_or(host);
-                // Agents announce `<host>-<id digits>.local.`: the host name
-                // is the label without the suffix of its own id.
+                // Agents announce `<host>-<id digits>.local.` (`-<n>` after
+                // it when renamed on a conflict): the host name is the label
+                // without the suffix of its own id, nor that counter.
                 caps.hostname = rlx_proto::service::host_of_label(label, &caps.id).to_string();
                 caps.addr = addr.clone();
                 (Source::Mdns, addr, Some(iface.name.clone()))

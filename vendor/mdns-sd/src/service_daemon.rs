@@ -2409,6 +2409,14 @@ impl Zeroconf {
             return;
         };
 
+        // rlx patch: RFC 6762 §8 / §8.4: an interface not in `my_intfs` is
+        // new, or came back up: `check_ip_changes` removes an interface once
+        // all its addresses are gone, and if-addrs lists no address of an
+        // interface that is not operationally up. Either is a link change
+        // (probe, then announce twice); a new address on an interface that
+        // stayed up is not (announce it twice, keep answering).
+        let link_change = !self.my_intfs.contains_key(&intf.index.unwrap_or(0));
+
         if !add_intf_addr(&mut self.my_intfs, &sock.pktinfo, intf) {
             return;
         }
@@ -2440,7 +2448,12 @@ impl Zeroconf {
 
         // rlx patch: RFC 6762 §8, §8.3: a link change means probing and
         // announcing (twice) again, not one announcement of stale state.
-        responder_state::forget_verified_on_link_change(dns_registry, &self.my_services);
+        if link_change {
+            responder_state::forget_verified_on_link_change(dns_registry, &self.my_services);
+        }
+        // rlx patch: RFC 6762 §8.3, §8.4: the services announced here at
+        // once get their second announcement a second later.
+        let mut announced_now = Vec::new();
 
         for service_info in self.my_services.values_mut() {
             if service_info.is_addr_auto() {
@@ -2448,6 +2461,17 @@ impl Zeroconf {
                     // Skip an unsupported address. Should not try to announce it.
                     // Otherwise could demote an already announced service into probing.
                     continue;
+                }
+
+                // rlx patch: RFC 6762 §8.4: a new address of a verified host
+                // name on a link that stayed up is announced, not probed.
+                if !link_change {
+                    responder_state::verify_added_address(
+                        dns_registry,
+                        service_info,
+                        my_intf,
+                        intf.ip(),
+                    );
                 }
 
                 if let Ok(true) = announce_service_on_intf(
@@ -2463,6 +2487,7 @@ impl Zeroconf {
                         intf.ip()
                     );
                     service_info.set_status(if_index, ServiceStatus::Announced);
+                    announced_now.push(service_info.get_fullname().to_string());
                 } else {
                     for timer in dns_registry.new_timers.drain(..) {
                         self.timers.push(Reverse(timer));
@@ -2470,6 +2495,16 @@ impl Zeroconf {
                     service_info.set_status(if_index, ServiceStatus::Probing);
                 }
             }
+        }
+
+        // rlx patch: RFC 6762 §8.3: "at least two unsolicited responses, one
+        // second apart"; upstream sent one here.
+        let next_time = Instant::now()
+            + Duration::from_millis(
+                ANNOUNCE_SECOND_DELAY_MILLIS + fastrand::u64(0..ANNOUNCE_SECOND_JITTER_MILLIS),
+            );
+        for fullname in announced_now {
+            self.add_retransmission(next_time, Command::RegisterResend(fullname, if_index));
         }
 
         // Send browse queries on the new interface without known answers.

@@ -1,13 +1,14 @@
 //! rlx patch: the responder's state machine where mdns-sd 0.21.7 left
 //! RFC 6762 out: conflicts found after probing (§9), the probe back-off
 //! (§8.1), probing again on a link change (§8, §8.3) and updates that only
-//! re-announce (§8.4). See PATCHES.md, sections 10-13.
+//! re-announce (§8.4), among them a new address on a link that stayed up.
+//! See PATCHES.md, sections 10-13.
 
 use super::{prepare_announce, Zeroconf};
+use crate::dns_parser::{ip_address_rr_type, RRType, CLASS_CACHE_FLUSH, CLASS_IN};
 use crate::dns_parser::{DnsAddress, DnsIncoming, DnsRecordBox, DnsRecordExt, DnsSrv, DnsTxt};
-use crate::dns_parser::{RRType, CLASS_CACHE_FLUSH, CLASS_IN};
 use crate::log::debug;
-use crate::service_info::{DnsRegistry, ServiceInfo, ServiceStatus};
+use crate::service_info::{DnsRegistry, MyIntf, ServiceInfo, ServiceStatus};
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -166,6 +167,72 @@ pub(super) fn forget_verified_on_link_change(
             .active
             .retain(|key, _| !names.iter().any(|n| n.eq_ignore_ascii_case(key)));
     }
+}
+
+/// rlx patch: RFC 6762 §8.4: "if any of a host's IP addresses change, it
+/// MUST re-announce those address records. The host does not need to repeat
+/// the Probing step because it has already established unique ownership of
+/// that name." Probing is of a name (§8.1, §8.2: one question per name, all
+/// its records in the Authority section), and the host name is ours once its
+/// address records on this interface are verified. So a new address `ip` on
+/// `intf`, an interface that stayed up (a second IPv4 address, a DHCP
+/// renewal, an RFC 4941 temporary IPv6 address, IPv6 coming up after DAD), is
+/// verified at once: the announcement that follows carries it, and the
+/// service stays answered on that interface. mdns-sd counted every new
+/// address as a link change (PATCHES.md §12) and probed it, silencing the
+/// whole service there for about 0.75 s. A host that does hold that address
+/// under our name is still found: its answer is a late conflict (§9,
+/// `late_conflict_handler`).
+///
+/// Does nothing unless `info` is announced on `intf` and its (possibly
+/// renamed) host name has verified records there; otherwise the address
+/// joins the usual probe. Returns whether it verified the record.
+pub(super) fn verify_added_address(
+    registry: &mut DnsRegistry,
+    info: &ServiceInfo,
+    intf: &MyIntf,
+    ip: IpAddr,
+) -> bool {
+    if !info.requires_probe() || info.get_status(intf.index) != ServiceStatus::Announced {
+        return false;
+    }
+    let on_intf = if ip.is_ipv4() {
+        info.get_addrs_on_my_intf_v4(intf)
+    } else {
+        info.get_addrs_on_my_intf_v6(intf)
+    };
+    if !on_intf.contains(&ip) {
+        return false;
+    }
+    let hostname = registry.resolve_name(info.get_hostname()).to_string();
+    let Some(records) = registry
+        .active
+        .iter_mut()
+        .find(|(key, _)| key.eq_ignore_ascii_case(&hostname))
+        .map(|(_, records)| records)
+    else {
+        return false;
+    };
+    // Built as `prepare_announce` builds it, so that it finds it verified.
+    let mut record = DnsAddress::new(
+        info.get_hostname(),
+        ip_address_rr_type(&ip),
+        CLASS_IN | CLASS_CACHE_FLUSH,
+        info.get_host_ttl(),
+        ip,
+        intf.into(),
+    );
+    if hostname != info.get_hostname() {
+        record.get_record_mut().set_new_name(hostname.clone());
+    }
+    if !records.iter().any(|r| record.matches(r.as_ref())) {
+        debug!(
+            "new address {ip} of {hostname} on {}: announcing without probing (RFC 6762 §8.4)",
+            intf.name
+        );
+        records.push(record.boxed());
+    }
+    true
 }
 
 /// Whether `info` owns (under its current, possibly renamed, names) one of

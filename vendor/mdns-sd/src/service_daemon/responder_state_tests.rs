@@ -385,3 +385,94 @@ fn a_conflicting_srv_after_probing_puts_the_service_back_to_probing() {
     let reply = ask(&mut daemon, index, &renamed, RRType::SRV).expect("the new name is answered");
     assert_eq!(srv_host(&reply), "mine.local.");
 }
+
+/// Loopback's IPv4 interface, and a copy of it carrying `ip` instead: an
+/// address added to an interface that stays up.
+fn loopback_with(index: u32, ip: Ipv4Addr) -> (if_addrs::Interface, if_addrs::Interface) {
+    let lo = super::super::my_ip_interfaces(true)
+        .into_iter()
+        .find(|intf| intf.index == Some(index) && intf.ip().is_ipv4())
+        .expect("loopback has an IPv4 address");
+    let mut added = lo.clone();
+    if let if_addrs::IfAddr::V4(v4) = &mut added.addr {
+        v4.ip = ip;
+    }
+    (lo, added)
+}
+
+fn resends(daemon: &Zeroconf) -> usize {
+    daemon
+        .retransmissions
+        .iter()
+        .filter(|r| matches!(r.command, super::super::Command::RegisterResend(..)))
+        .count()
+}
+
+/// Guards against a new address on an interface that stayed up counting as
+/// a link change (PATCHES.md §12 before this patch): the interface's
+/// verified records were forgotten and probed again, so for about 0.75 s
+/// nothing of the service (PTR, SRV, TXT, the other addresses) was answered
+/// there. RFC 6762 §8.4: the new address record is announced (twice, §8.3),
+/// not probed; the host name is already ours.
+#[test]
+fn a_new_address_on_a_link_that_stayed_up_is_announced_without_silence() {
+    let (mut daemon, index) = loopback_daemon();
+    daemon.register_service(service("box", "addr.local.", "1").enable_addr_auto());
+    finish_probes(&mut daemon, index);
+    assert_eq!(status(&daemon, "box", index), ServiceStatus::Announced);
+    daemon.retransmissions.clear();
+
+    let added_ip = Ipv4Addr::new(127, 0, 0, 2);
+    let (lo, added) = loopback_with(index, added_ip);
+    daemon.add_interface(&added, &[lo, added.clone()]);
+
+    assert_eq!(status(&daemon, "box", index), ServiceStatus::Announced);
+    assert!(
+        daemon.dns_registry_map[&index].probing.is_empty(),
+        "nothing probed again"
+    );
+    assert!(ask(&mut daemon, index, &format!("box.{TY}"), RRType::SRV).is_some());
+    let reply = ask(&mut daemon, index, "addr.local.", RRType::A).expect("an A reply");
+    let addrs: Vec<IpAddr> = reply
+        .answers()
+        .iter()
+        .filter_map(|r| r.any().downcast_ref::<DnsAddress>())
+        .map(|a| a.address().to_ip_addr())
+        .collect();
+    assert!(
+        addrs.contains(&IpAddr::V4(added_ip)) && addrs.contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        "both addresses answered: {:?}",
+        addrs
+    );
+    assert_eq!(resends(&daemon), 1, "the second announcement is scheduled");
+}
+
+/// Guards against the §8.4 shortcut skipping a probe it needs: an address
+/// that comes while the link is still probing (a dual-stack link coming
+/// up) joins the probe of the host name, and nothing is announced before
+/// it ends.
+#[test]
+fn an_address_added_while_the_link_probes_joins_the_probe() {
+    let (mut daemon, index) = loopback_daemon();
+    daemon.register_service(service("box", "late.local.", "1").enable_addr_auto());
+    finish_probes(&mut daemon, index);
+
+    let added_ip = Ipv4Addr::new(127, 0, 0, 3);
+    let (lo, added) = loopback_with(index, added_ip);
+    daemon.my_intfs.remove(&index);
+    daemon.add_interface(&lo, &[lo.clone()]);
+    assert_eq!(status(&daemon, "box", index), ServiceStatus::Probing);
+    daemon.add_interface(&added, &[lo, added.clone()]);
+    assert_eq!(status(&daemon, "box", index), ServiceStatus::Probing);
+    let probed = daemon.dns_registry_map[&index]
+        .probing
+        .get("late.local.")
+        .expect("the host name is probed")
+        .records
+        .iter()
+        .filter_map(|r| r.any().downcast_ref::<DnsAddress>())
+        .any(|a| a.address().to_ip_addr() == IpAddr::V4(added_ip));
+    assert!(probed, "the new address is in the host name's probe");
+    finish_probes(&mut daemon, index);
+    assert_eq!(status(&daemon, "box", index), ServiceStatus::Announced);
+}
