@@ -29,6 +29,11 @@ pub fn parse_mdns_case(case: &str) -> Option<(usize, u8)> {
         .strip_suffix('%')?
         .parse()
         .ok()?;
+    // A third word marks another kind of LAN (`IPv6-only`): not plotted
+    // with the IPv4 cases.
+    if it.next().is_some() {
+        return None;
+    }
     Some((n, loss))
 }
 

@@ -56,13 +56,7 @@ fn mdns_tables(o: &mut String, s: &[Summary]) {
         "avahi-browse -rp",
         "avahi-browse -rpt (exits by itself)",
     ];
-    let mut cases: Vec<(usize, u8)> = s
-        .iter()
-        .filter(|x| x.scenario == "mdns")
-        .filter_map(|x| crate::plot::parse_mdns_case(&x.case))
-        .collect();
-    cases.sort();
-    cases.dedup();
+    let cases = mdns_cases(s);
     for (metric, title) in [
         (
             "complete_ms",
@@ -81,8 +75,8 @@ fn mdns_tables(o: &mut String, s: &[Summary]) {
             TOOLS.join(" | ")
         );
         let _ = writeln!(o, "|---|---|{}---|---|---|", "---|".repeat(TOOLS.len()));
-        for (n, loss) in &cases {
-            let case = crate::sc_mdns::case_name(*n, *loss);
+        for (n, loss, v6) in &cases {
+            let case = crate::sc_mdns::case_name_on(*n, *loss, *v6);
             let get = |t: &str| find(s, "mdns", &case, t, metric);
             let cells: Vec<String> = TOOLS.iter().map(|t| pivot_cell(get(t))).collect();
             let ours = get(TOOLS[0]).and_then(|x| x.median);
@@ -93,7 +87,8 @@ fn mdns_tables(o: &mut String, s: &[Summary]) {
                 .fold(0.0, f64::max);
             let _ = writeln!(
                 o,
-                "| {n} | {loss}% | {} | {} | {} | {load:.1} |",
+                "| {} | {loss}% | {} | {} | {} | {load:.1} |",
+                n_cell(*n, *v6),
                 cells.join(" | "),
                 ratio(ours, get(TOOLS[2]).and_then(|x| x.median)),
                 ratio(ours, get(TOOLS[3]).and_then(|x| x.median)),
@@ -101,6 +96,86 @@ fn mdns_tables(o: &mut String, s: &[Summary]) {
         }
         let _ = writeln!(o);
     }
+}
+
+/// The mDNS cases measured, IPv4 first, by size and loss.
+fn mdns_cases(s: &[Summary]) -> Vec<(usize, u8, bool)> {
+    let mut cases: Vec<(usize, u8, bool)> = s
+        .iter()
+        .filter(|x| x.scenario == "mdns")
+        .filter_map(|x| crate::sc_mdns::parse_case(&x.case))
+        .collect();
+    cases.sort_by_key(|&(n, loss, v6)| (v6, n, loss));
+    cases.dedup();
+    cases
+}
+
+/// The N column of the mDNS tables.
+fn n_cell(n: usize, v6: bool) -> String {
+    if v6 {
+        format!("{n} ({})", crate::sc_mdns::IPV6_ONLY)
+    } else {
+        n.to_string()
+    }
+}
+
+/// What one run put on the segment (issue 17 item 6), per tool: median
+/// packets and kB of the queries from the browser's host, the unicast
+/// replies to it, and the multicast responses every device receives.
+fn mdns_load_table(o: &mut String, s: &[Summary]) {
+    const TOOLS: [&str; 4] = [
+        "rlx-discover browse",
+        "rlx-discover expand (empty [discover])",
+        "python-zeroconf",
+        "avahi-browse -rp",
+    ];
+    let cases = mdns_cases(s);
+    let any = cases.iter().any(|(n, l, v6)| {
+        let case = crate::sc_mdns::case_name_on(*n, *l, *v6);
+        find(s, "mdns", &case, TOOLS[0], "seg_unicast_pkts").is_some()
+    });
+    if !any {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Load on the segment per run (median packets, kB in brackets; counted on the lab's \
+         switch as each frame enters it): queries sent from the browser's host / unicast replies \
+         to it / multicast responses, which every device on the segment receives:\n"
+    );
+    let _ = writeln!(o, "| N | loss | {} |", TOOLS.join(" | "));
+    let _ = writeln!(o, "|---|---|{}", "---|".repeat(TOOLS.len()));
+    for (n, loss, v6) in &cases {
+        let case = crate::sc_mdns::case_name_on(*n, *loss, *v6);
+        let cells: Vec<String> = TOOLS
+            .iter()
+            .map(|t| {
+                let part = |m: &str| {
+                    let p = find(s, "mdns", &case, t, &format!("{m}_pkts")).and_then(|x| x.median);
+                    let b = find(s, "mdns", &case, t, &format!("{m}_bytes")).and_then(|x| x.median);
+                    match (p, b) {
+                        (Some(p), Some(b)) => Some(format!("{p:.0} ({:.1})", b / 1000.0)),
+                        _ => None,
+                    }
+                };
+                match (
+                    part("seg_queries"),
+                    part("seg_unicast"),
+                    part("seg_multicast"),
+                ) {
+                    (Some(q), Some(u), Some(m)) => format!("{q} / {u} / {m}"),
+                    _ => "-".into(),
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "| {} | {loss}% | {} |",
+            n_cell(*n, *v6),
+            cells.join(" | ")
+        );
+    }
+    let _ = writeln!(o);
 }
 
 /// The whole report.
@@ -200,6 +275,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
             let _ = writeln!(o, "Not measured in this run.\n");
         } else if sc == "mdns" {
             mdns_tables(&mut o, &s);
+            mdns_load_table(&mut o, &s);
         } else {
             let _ = writeln!(o, "| case | tool | metric | median | min - max | found | runs complete | vs ours | max load |");
             let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
