@@ -56,8 +56,19 @@ pub fn case_name_on(n: usize, loss: u8, v6: bool) -> String {
 
 /// (N, loss, IPv6-only) of a case name.
 pub fn parse_case(case: &str) -> Option<(usize, u8, bool)> {
-    let (n, loss) = crate::plot::parse_mdns_case(case.trim_end_matches(IPV6_ONLY).trim_end())?;
-    Some((n, loss, case.ends_with(IPV6_ONLY)))
+    let mut it = case.split_whitespace();
+    let n = it.next()?.strip_prefix("N=")?.parse().ok()?;
+    let loss = it
+        .next()?
+        .strip_prefix("loss=")?
+        .strip_suffix('%')?
+        .parse()
+        .ok()?;
+    match it.next() {
+        None => Some((n, loss, false)),
+        Some(IPV6_ONLY) if it.next().is_none() => Some((n, loss, true)),
+        Some(_) => None,
+    }
 }
 
 /// Runs the scenario.
@@ -548,6 +559,23 @@ mod tests {
         );
         let v = serde_json::json!([{"name": "a", "found_ms": 1}]);
         assert_eq!(parse_ours(&v).len(), 1);
+    }
+
+    #[test]
+    fn case_names_round_trip_with_the_kind_of_lan() {
+        assert_eq!(
+            parse_case(&case_name_on(200, 5, false)),
+            Some((200, 5, false))
+        );
+        assert_eq!(
+            parse_case(&case_name_on(50, 20, true)),
+            Some((50, 20, true))
+        );
+        assert_eq!(
+            crate::plot::parse_mdns_case(&case_name_on(50, 20, true)),
+            None
+        );
+        assert_eq!(parse_case("N=5 loss=0% other"), None);
     }
 
     #[test]
