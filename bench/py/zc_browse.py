@@ -3,7 +3,9 @@
 resolved (address, port and TXT) or DEADLINE_S passes, then print one JSON
 line: {"found": [[name, ms], ...], "complete_ms": ms or null, "import_ms": ms}.
 
-usage: zc_browse.py IP N DEADLINE_S
+usage: zc_browse.py IP N DEADLINE_S [v6]
+
+With v6 (an IPv6-only lab) it browses over IPv6 on every interface.
 
 Times are from the creation of the Zeroconf instance (after imports, like
 rlx-discover's found_ms, which counts from the start of discovery). This is
@@ -18,7 +20,7 @@ import asyncio  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 
-from zeroconf import IPVersion, ServiceStateChange  # noqa: E402
+from zeroconf import InterfaceChoice, IPVersion, ServiceStateChange  # noqa: E402
 from zeroconf.asyncio import (  # noqa: E402
     AsyncServiceBrowser,
     AsyncServiceInfo,
@@ -28,9 +30,12 @@ from zeroconf.asyncio import (  # noqa: E402
 TYPE = "_rlx._tcp.local."
 
 
-async def main(ip, n, deadline):
+async def main(ip, n, deadline, v6):
     t0 = time.monotonic()
-    azc = AsyncZeroconf(interfaces=[ip], ip_version=IPVersion.V4Only)
+    if v6:
+        azc = AsyncZeroconf(interfaces=InterfaceChoice.All, ip_version=IPVersion.V6Only)
+    else:
+        azc = AsyncZeroconf(interfaces=[ip], ip_version=IPVersion.V4Only)
     found = {}
     pending = set()
     done = asyncio.Event()
@@ -67,4 +72,6 @@ async def main(ip, n, deadline):
     await azc.async_close()
 
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
+asyncio.run(
+    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:5] == ["v6"])
+)

@@ -59,6 +59,9 @@ pub struct Ctx {
     pub mdns_n: Vec<usize>,
     /// mDNS scenario loss levels (empty: the mode's default).
     pub mdns_loss: Vec<u8>,
+    /// mDNS scenario sizes on an IPv6-only LAN (empty: 50 in full mode
+    /// when no `mdns_n` is given, none otherwise).
+    pub mdns_ipv6_n: Vec<usize>,
 }
 
 impl Ctx {

@@ -98,12 +98,16 @@ struct RunArgs {
     /// Repetitions per case (default: 1 quick, 5 full).
     #[arg(long)]
     reps: Option<u32>,
-    /// mDNS scenario: numbers of agents (default: 1,10 quick; 1,10,50,100 full).
+    /// mDNS scenario: numbers of agents (default: 1,10 quick; 1,10,50,100,200 full).
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     mdns_n: Vec<usize>,
     /// mDNS scenario: loss percentages (default: 0,20 quick; 0,5,20 full).
     #[arg(long, value_delimiter = ',', value_name = "PCT,...")]
     mdns_loss: Vec<u8>,
+    /// mDNS scenario sizes on an IPv6-only LAN (default: 50 in full mode
+    /// when --mdns-n is not given).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    mdns_ipv6_n: Vec<usize>,
     /// Directory holding the rlx-discover and rlx-agent binaries.
     #[arg(long, default_value = "target/release")]
     bin_dir: PathBuf,
@@ -211,6 +215,7 @@ fn run(a: RunArgs) -> Result<()> {
         not_measured: Vec::new(),
         mdns_n: a.mdns_n.clone(),
         mdns_loss: a.mdns_loss.clone(),
+        mdns_ipv6_n: a.mdns_ipv6_n.clone(),
     };
     let all = ["mdns", "scan", "ssh", "footprint", "trust"];
     for o in &a.only {

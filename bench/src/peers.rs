@@ -182,6 +182,23 @@ pub fn start_publisher(
 /// registered; agents are up when their handshake port accepts, plus the
 /// ~1 s mdns-sd needs to probe and announce.
 pub fn wait_publishers(lab: &Lab, procs: &[(usize, LabProcess)], kind: Publisher) -> Result<()> {
+    wait_publishers_on(lab, procs, kind, false)
+}
+
+/// [`wait_publishers`], reaching the agents at their IPv6 ULA when `v6`
+/// (an IPv6-only lab).
+pub fn wait_publishers_on(
+    lab: &Lab,
+    procs: &[(usize, LabProcess)],
+    kind: Publisher,
+    v6: bool,
+) -> Result<()> {
+    let addr_of = |i: usize| -> std::net::IpAddr {
+        match (v6, lab.host(i).ipv6) {
+            (true, Some(a)) => a.into(),
+            _ => lab.host(i).addr(),
+        }
+    };
     match kind {
         Publisher::PythonZeroconf => {
             for (_, p) in procs {
@@ -192,13 +209,13 @@ pub fn wait_publishers(lab: &Lab, procs: &[(usize, LabProcess)], kind: Publisher
         Publisher::RlxAgent => {
             let addrs = procs
                 .iter()
-                .map(|(i, _)| std::net::SocketAddr::new(lab.host(*i).addr(), PORT))
+                .map(|(i, _)| std::net::SocketAddr::new(addr_of(*i), PORT))
                 .collect();
             let left = crate::proc::wait_tcp(&lab.host(0).ns, addrs, STARTUP)?;
             if let Some(a) = left.first() {
                 let dump = procs
                     .iter()
-                    .find(|(i, _)| lab.host(*i).addr() == a.ip())
+                    .find(|(i, _)| addr_of(*i) == a.ip())
                     .map(|(_, p)| p.dump())
                     .unwrap_or_default();
                 bail!("agent at {a} never accepted its handshake port\n{dump}");
@@ -256,9 +273,11 @@ impl Avahi {
         std::fs::write(
             dir.join("avahi-daemon.conf"),
             format!(
-                "[server]\nhost-name=bench-h{i}\nuse-ipv4=yes\nuse-ipv6=no\nallow-interfaces={}\n\
+                "[server]\nhost-name=bench-h{i}\nuse-ipv4=yes\nuse-ipv6={}\nallow-interfaces={}\n\
                  enable-dbus=yes\n[wide-area]\nenable-wide-area=no\n[publish]\npublish-hinfo=no\n\
                  publish-workstation=no\n",
+                // IPv6 only in a lab that has it (an IPv6-only mdns case).
+                if host.ipv6.is_some() { "yes" } else { "no" },
                 host.iface
             ),
         )?;

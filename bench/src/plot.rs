@@ -21,15 +21,11 @@ fn find<'a>(
 
 /// Parses `N=50 loss=20%` into (50, 20).
 pub fn parse_mdns_case(case: &str) -> Option<(usize, u8)> {
-    let mut it = case.split_whitespace();
-    let n = it.next()?.strip_prefix("N=")?.parse().ok()?;
-    let loss = it
-        .next()?
-        .strip_prefix("loss=")?
-        .strip_suffix('%')?
-        .parse()
-        .ok()?;
-    Some((n, loss))
+    // IPv6-only cases are not plotted with the IPv4 ones.
+    match crate::sc_mdns::parse_case(case)? {
+        (n, loss, false) => Some((n, loss)),
+        (_, _, true) => None,
+    }
 }
 
 fn gnuplot(script: &str) -> Result<()> {

@@ -12,6 +12,8 @@
 //! once-a-second multicast rate limit (RFC 6762 §6) that the previous one
 //! triggered. The tool order rotates every repetition.
 
+mod segment;
+
 use crate::ctx::Ctx;
 use crate::peers::{self, Avahi, Publisher};
 use crate::proc::{run_streaming, run_timed, Timed};
@@ -35,18 +37,57 @@ const EXPAND: &str = "rlx-discover expand (empty [discover])";
 /// The tools of this scenario, in plot order.
 pub const TOOLS: [&str; 3] = [OURS, PYZC, AVAHI];
 
-/// Case name for N agents at `loss` percent.
+/// Case name for N agents at `loss` percent (IPv4 LAN).
 pub fn case_name(n: usize, loss: u8) -> String {
     format!("N={n} loss={loss}%")
 }
 
+/// Marks the cases run on an IPv6-only LAN.
+pub const IPV6_ONLY: &str = "IPv6-only";
+
+/// Case name for N agents at `loss` percent on an IPv6-only LAN when `v6`.
+pub fn case_name_on(n: usize, loss: u8, v6: bool) -> String {
+    if v6 {
+        format!("{} {IPV6_ONLY}", case_name(n, loss))
+    } else {
+        case_name(n, loss)
+    }
+}
+
+/// (N, loss, IPv6-only) of a case name.
+pub fn parse_case(case: &str) -> Option<(usize, u8, bool)> {
+    let mut it = case.split_whitespace();
+    let n = it.next()?.strip_prefix("N=")?.parse().ok()?;
+    let loss = it
+        .next()?
+        .strip_prefix("loss=")?
+        .strip_suffix('%')?
+        .parse()
+        .ok()?;
+    match it.next() {
+        None => Some((n, loss, false)),
+        Some(IPV6_ONLY) if it.next().is_none() => Some((n, loss, true)),
+        Some(_) => None,
+    }
+}
+
 /// Runs the scenario.
 pub fn run(ctx: &mut Ctx) -> Result<()> {
-    let ns: Vec<usize> = match (&ctx.mdns_n[..], ctx.quick) {
+    let mut ns: Vec<(usize, bool)> = match (&ctx.mdns_n[..], ctx.quick) {
         ([], true) => vec![1, 10],
-        ([], false) => vec![1, 10, 50, 100],
+        ([], false) => vec![1, 10, 50, 100, 200],
         (given, _) => given.to_vec(),
+    }
+    .into_iter()
+    .map(|n| (n, false))
+    .collect();
+    // IPv6-only LANs (issue 13 item 6): 50 agents unless told otherwise.
+    let v6_ns: Vec<usize> = match (&ctx.mdns_ipv6_n[..], ctx.quick, ctx.mdns_n.is_empty()) {
+        ([], false, true) => vec![50],
+        ([], _, _) => Vec::new(),
+        (given, _, _) => given.to_vec(),
     };
+    ns.extend(v6_ns.into_iter().map(|n| (n, true)));
     let losses: Vec<u8> = match (&ctx.mdns_loss[..], ctx.quick) {
         ([], true) => vec![0, 20],
         ([], false) => vec![0, 5, 20],
@@ -106,15 +147,32 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let empty = dir.join("empty.toml");
     std::fs::write(&empty, "[discover]\n")?;
 
-    for &n in &ns {
+    for &(n, v6) in &ns {
         eprintln!(
-            "  mdns: N={n}: building a {}-host lab and starting publishers",
+            "  mdns: N={n}{}: building a {}-host lab and starting publishers",
+            if v6 { " IPv6-only" } else { "" },
             n + 1
         );
         let lab = Lab::new(LabOptions {
             hosts: n + 1,
-            ipv6: false,
+            ipv6: v6,
         })?;
+        if v6 {
+            // IPv6-only: every host keeps its link-local and ULA addresses.
+            for i in 0..=n {
+                lab.exec(i, "ip", &["-4", "addr", "flush", "dev", "eth0"])?;
+            }
+        }
+        let seg = match segment::Segment::install(&lab, 0) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                ctx.not_measured(
+                    "mdns: load on the segment",
+                    format!("the switch's counters could not be installed: {e:#}"),
+                );
+                None
+            }
+        };
         let mut procs: Vec<(usize, LabProcess)> = Vec::new();
         for i in 1..=n {
             procs.push((
@@ -122,7 +180,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 peers::start_publisher(&lab, i, i, publisher, &ctx.bins.agent, &ctx.scripts, &dir)?,
             ));
         }
-        if let Err(e) = peers::wait_publishers(&lab, &procs, publisher) {
+        if let Err(e) = peers::wait_publishers_on(&lab, &procs, publisher, v6) {
             ctx.not_measured(
                 &format!("mdns: N={n}"),
                 format!("the {n} publishers did not all come up on this machine: {e:#}"),
@@ -142,8 +200,11 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             }
         };
         for &loss in &losses {
+            if v6 && ctx.mdns_loss.is_empty() && loss == 5 {
+                continue;
+            }
             lab.set_loss(0, loss)?;
-            let case = case_name(n, loss);
+            let case = case_name_on(n, loss, v6);
             let deadline = match (ctx.quick, loss) {
                 (true, 0) => 5.0,
                 (true, _) => 8.0,
@@ -173,13 +234,32 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                             a.restart(&lab)?;
                         }
                     }
+                    let before = seg.as_ref().and_then(|s| s.read().ok());
                     let m = match tool {
                         OURS => ours(ctx, &lab, &browse_args, n, deadline),
                         EXPAND => expand(ctx, &lab, &empty, n),
-                        PYZC => pyzc(ctx, &lab, n, deadline),
+                        PYZC => pyzc(ctx, &lab, n, deadline, v6),
                         AVAHI => avahi_rp(avahi.as_ref().expect("checked"), &lab, n, deadline),
                         _ => avahi_rpt(avahi.as_ref().expect("checked"), &lab, n),
                     };
+                    let after = seg.as_ref().and_then(|s| s.read().ok());
+                    if let (Some(b), Some(a)) = (before, after) {
+                        for (metric, c) in a.since(&b).metrics() {
+                            for (unit, v) in [("pkts", c.packets), ("bytes", c.bytes)] {
+                                ctx.record(
+                                    "mdns",
+                                    &case,
+                                    tool,
+                                    &format!("{metric}_{unit}"),
+                                    rep,
+                                    Some(v as f64),
+                                    None,
+                                    None,
+                                    "",
+                                );
+                            }
+                        }
+                    }
                     match m {
                         Ok(m) => {
                             ctx.record(
@@ -285,6 +365,7 @@ fn ours(ctx: &Ctx, lab: &Lab, args: &[String], n: usize, deadline: f64) -> Resul
     c.args(args).env("RUST_LOG", "warn");
     let t = run_timed(&mut c, Duration::from_secs_f64(deadline.max(10.0) + 20.0))?;
     let v: serde_json::Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
+    keep_json(&t.stdout);
     let nodes = parse_ours(&v);
     let names: BTreeSet<&str> = nodes.iter().map(|(h, _)| h.as_str()).collect();
     let found = names.len() as u64;
@@ -306,6 +387,17 @@ fn ours(ctx: &Ctx, lab: &Lab, args: &[String], n: usize, deadline: f64) -> Resul
             }
         ),
     })
+}
+
+/// With `RLX_BENCH_KEEP_JSON=DIR`, keeps each `browse --json` output in DIR
+/// (for profiling a case: per-node found_ms and the browse's stats).
+fn keep_json(stdout: &str) {
+    if let Some(dir) = std::env::var_os("RLX_BENCH_KEEP_JSON") {
+        let dir = std::path::PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir);
+        let k = std::fs::read_dir(&dir).map_or(0, |d| d.count());
+        let _ = std::fs::write(dir.join(format!("browse-{k:03}.json")), stdout);
+    }
 }
 
 /// What a report (browse or expand JSON) says was tried, and how many were
@@ -367,12 +459,15 @@ fn expand(ctx: &Ctx, lab: &Lab, cfg: &std::path::Path, n: usize) -> Result<Measu
     })
 }
 
-fn pyzc(ctx: &Ctx, lab: &Lab, n: usize, deadline: f64) -> Result<Measured> {
+fn pyzc(ctx: &Ctx, lab: &Lab, n: usize, deadline: f64, v6: bool) -> Result<Measured> {
     let mut c = lab.command(0, peers::PYTHON);
     c.arg(&ctx.scripts.zc_browse)
         .arg(lab.host(0).ip.to_string())
         .arg(n.to_string())
         .arg(deadline.to_string());
+    if v6 {
+        c.arg("v6");
+    }
     let t: Timed = run_timed(&mut c, Duration::from_secs_f64(deadline + 20.0))?;
     let v: serde_json::Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
     let found = v["found"].as_array().map_or(0, |a| a.len()) as u64;
@@ -464,6 +559,23 @@ mod tests {
         );
         let v = serde_json::json!([{"name": "a", "found_ms": 1}]);
         assert_eq!(parse_ours(&v).len(), 1);
+    }
+
+    #[test]
+    fn case_names_round_trip_with_the_kind_of_lan() {
+        assert_eq!(
+            parse_case(&case_name_on(200, 5, false)),
+            Some((200, 5, false))
+        );
+        assert_eq!(
+            parse_case(&case_name_on(50, 20, true)),
+            Some((50, 20, true))
+        );
+        assert_eq!(
+            crate::plot::parse_mdns_case(&case_name_on(50, 20, true)),
+            None
+        );
+        assert_eq!(parse_case("N=5 loss=0% other"), None);
     }
 
     #[test]

@@ -7,15 +7,18 @@
 use super::browser::{BrowserEvent, MdnsBrowser};
 use super::options::{BrowseOptions, MdnsError};
 use super::schedule::{
-    legacy_offset, matured, ms, ARP_ANNOUNCE_MS, EARLY_FLOOR_WITHOUT_ARP, EARLY_FLOOR_WITH_ARP,
-    EARLY_ROUNDS, EXTRA_QM_MS, LEGACY_BURST_MS, QUIET, SENTINELS, STOP_RISK,
+    legacy_offset, legacy_round_wanted, matured, ms, ARP_ANNOUNCE_MS, EARLY_FLOOR_WITHOUT_ARP,
+    EARLY_FLOOR_WITH_ARP, EARLY_ROUNDS, EXTRA_QM_MS, LEGACY_BURST_MS, QUIET, ROUND_WAIT, SENTINELS,
+    STOP_RISK,
 };
 use super::sockets::{
     open_sockets, read_loop, send_standard_query, Datagram, LegacySocket, READ_QUEUE,
 };
 use super::stats::{describe_attempt, Browse, BrowseStats, StopRule};
 use super::table::Table;
-use super::wire::{legacy_query, lenient_message, on_link, parse_reply, MDNS_PORT};
+use super::wire::{
+    legacy_query, lenient_message, on_link, parse_reply, standard_queries, MDNS_PORT,
+};
 use crate::sighting::{Attempt, Discovery, Problem, Source};
 use hickory_proto::op::Message;
 use rlx_net::iface::{self, Iface};
@@ -245,6 +248,11 @@ impl Run {
     async fn send_legacy_rounds(&mut self, now: Instant) {
         while !self.socks.is_empty() && self.t0 + legacy_offset(self.round) <= now {
             let round = self.round;
+            if !legacy_round_wanted(round, self.table.clean()) {
+                self.stats.legacy_rounds_skipped += 1;
+                self.round += 1;
+                continue;
+            }
             let id = self.base_id.wrapping_add(round as u16);
             self.rounds.insert(id, round);
             let known = if round < EARLY_ROUNDS {
@@ -252,9 +260,22 @@ impl Run {
             } else {
                 self.table.known_answers(round, SENTINELS)
             };
+            // One family, when the other reaches every instance: decided
+            // once round 0's answers are in, so an agent slow to answer
+            // is heard first. IPv6 goes first; IPv4 only when IPv6 alone
+            // reaches everyone.
+            let judged = now >= self.t0 + legacy_offset(0) + ROUND_WAIT;
+            let dual = self.socks.iter().any(|s| s.dest.is_ipv4())
+                && self.socks.iter().any(|s| s.dest.is_ipv6());
+            let skip_v6 = judged && dual && self.table.family_adds_nothing(true);
+            let skip_v4 = judged && dual && !skip_v6 && self.table.family_adds_nothing(false);
             match legacy_query(id, &known) {
                 Ok(bytes) => {
                     for s in &self.socks {
+                        if (s.dest.is_ipv6() && skip_v6) || (s.dest.is_ipv4() && skip_v4) {
+                            self.stats.legacy_family_skipped += 1;
+                            continue;
+                        }
                         match s.sock.send_to(&bytes, s.dest).await {
                             Ok(_) => self.stats.legacy_queries += 1,
                             Err(e) => tracing::debug!(
@@ -277,13 +298,18 @@ impl Run {
         while self.next_qm < EXTRA_QM_MS.len()
             && self.t0 + Duration::from_millis(EXTRA_QM_MS[self.next_qm]) <= now
         {
-            // RFC 6762 §18.1: multicast queries carry ID 0.
-            if let Ok(bytes) = legacy_query(0, &self.table.known_answers(self.next_qm, 0)) {
-                for s in &self.socks {
-                    for _ in 0..2 {
-                        self.stats.standard_queries += usize::from(send_standard_query(s, &bytes));
+            // Every resolved instance as a known answer, in as many packets
+            // as it takes (RFC 6762 §7.2).
+            match standard_queries(&self.table.known_answers(self.next_qm, 0)) {
+                Ok(packets) => {
+                    for s in &self.socks {
+                        for _ in 0..2 {
+                            let sent = packets.iter().all(|p| send_standard_query(s, p));
+                            self.stats.standard_queries += usize::from(sent);
+                        }
                     }
                 }
+                Err(e) => tracing::warn!("cannot build a standard mDNS query: {e}"),
             }
             self.next_qm += 1;
         }

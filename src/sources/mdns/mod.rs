@@ -40,7 +40,16 @@
 //! RFC 6762 §5.2 schedule). The first `EARLY_ROUNDS` carry no known
 //! answers; later ones list every instance already resolved (a `PTR` with a
 //! `KNOWN_ANSWER_TTL` above half the record's, RFC 6762 §7.1), so resolved
-//! responders stay silent and only the missing ones answer.
+//! responders stay silent and only the missing ones answer. A legacy query
+//! is one packet filled with known answers up to `MAX_QUERY_BYTES` (one
+//! Ethernet frame on either family), the list rotating across rounds when
+//! more are known; a standard query lists them all, in follow-up packets
+//! with the TC bit when they do not fit one (RFC 6762 §7.2). Once the
+//! answers are clean (every instance answered every early round and is
+//! resolved) no later legacy round is sent while the browse waits out
+//! `QUIET` (`legacy_round_wanted`): it would only draw the same replies
+//! again. The legacy sockets ask for `RECV_BUFFER` of receive buffer, room
+//! for the early rounds' replies of a few hundred agents arriving at once.
 //!
 //! Standard queries (answered by multicast, at most once a second per
 //! record) go out at `EXTRA_QM_MS`, timed around the responders' rate

@@ -44,6 +44,12 @@ pub struct BrowseStats {
     pub late: usize,
     /// Legacy query packets sent (all sockets).
     pub legacy_queries: usize,
+    /// Later legacy rounds not sent because the answers were already clean
+    /// (every agent heard had answered every early query).
+    pub legacy_rounds_skipped: usize,
+    /// Legacy query packets not sent on one address family because the
+    /// other family's queries reached every instance heard.
+    pub legacy_family_skipped: usize,
     /// Legacy replies accepted.
     pub legacy_replies: usize,
     /// Extra standard (multicast-answered) query packets sent.

@@ -4,7 +4,7 @@
 //! still expected unheard (see "When it stops early" in [`super`]'s docs).
 
 use super::schedule::{expected_unheard, EARLY_ROUNDS};
-use super::table::{Instance, Table};
+use super::table::{Instance, Table, V4_LEGACY, V6_LEGACY};
 
 impl Table {
     /// Instance labels to list as known answers in query `round`: those
@@ -28,6 +28,28 @@ impl Table {
             .filter(|&k| !left_out(k))
             .map(|k| done[k].label.as_bytes().to_vec())
             .collect()
+    }
+
+    /// Whether legacy queries over IPv6 (`v6`) or IPv4 add nothing that the
+    /// other family's do not bring: that family's queries were answered
+    /// (its path works), and every live instance, from either path, has
+    /// answered a legacy query over the other family. Then the browse stops
+    /// sending that family's legacy queries, halving the replies on a
+    /// dual-stack LAN (each agent answers each query on each family). An
+    /// instance heard only over this family (an IPv6-only agent), or only by
+    /// multicast (its family unknown), keeps both going, and so does an
+    /// empty table: nothing tells yet that the other family reaches every
+    /// agent.
+    pub(super) fn family_adds_nothing(&self, v6: bool) -> bool {
+        let (this, other) = if v6 {
+            (V6_LEGACY, V4_LEGACY)
+        } else {
+            (V4_LEGACY, V6_LEGACY)
+        };
+        let mut live = self.instances.iter().filter(|i| !i.removed).peekable();
+        live.peek().is_some()
+            && self.instances.iter().any(|i| i.families & this != 0)
+            && live.all(|i| i.families & other != 0)
     }
 
     /// The early-stop test (see the [`mdns`](super) docs): at least one instance, and
@@ -194,6 +216,34 @@ mod tests {
         t.instances[2].complete_at = None;
         assert_eq!(t.expected_missing(3), None);
         assert_eq!(table_of(0, &[0], 0).expected_missing(3), None);
+    }
+
+    /// Guards against querying both families on a dual-stack LAN for the
+    /// whole browse when one of them reaches every agent (issue 17 item 6),
+    /// and against dropping the family an IPv6-only agent needs.
+    #[test]
+    fn a_family_is_dropped_only_when_the_other_reaches_every_instance() {
+        let mut t = table_of(4, &[0b111], 0b111);
+        assert!(!t.family_adds_nothing(true), "nothing heard by family yet");
+        for i in &mut t.instances {
+            i.families = V4_LEGACY | V6_LEGACY;
+        }
+        assert!(t.family_adds_nothing(true), "IPv6 adds nothing");
+        assert!(t.family_adds_nothing(false), "nor does IPv4");
+        // An IPv6-only agent: IPv6 is needed, IPv4 still adds nothing.
+        t.instances[3].families = V6_LEGACY;
+        assert!(!t.family_adds_nothing(true));
+        assert!(t.family_adds_nothing(false));
+        // An agent heard only by multicast: its family is unknown.
+        t.instances[3].families = 0;
+        assert!(!t.family_adds_nothing(true));
+        assert!(!t.family_adds_nothing(false));
+        // An IPv4-only LAN with an IPv6 socket that nobody answers: the
+        // IPv6 queries cost no replies, and nothing says they add nothing.
+        for i in &mut t.instances {
+            i.families = V4_LEGACY;
+        }
+        assert!(!t.family_adds_nothing(true));
     }
 
     #[test]

@@ -82,7 +82,15 @@ pub(super) struct Instance {
     /// The real sources of the packets that carried its records (at most
     /// [`MAX_SOURCES_PER_INSTANCE`]).
     pub(super) sources: Vec<IpAddr>,
+    /// Address families it answered legacy queries on: [`V4_LEGACY`],
+    /// [`V6_LEGACY`] (for [`Table::family_adds_nothing`]).
+    pub(super) families: u8,
 }
+
+/// [`Instance::families`]: answered a legacy query over IPv4.
+pub(super) const V4_LEGACY: u8 = 1;
+/// [`Instance::families`]: answered a legacy query over IPv6.
+pub(super) const V6_LEGACY: u8 = 2;
 
 /// Everything heard during one browse, bounded (see the [`mdns`](super) docs).
 pub(super) struct Table {
@@ -161,6 +169,7 @@ impl Table {
             slot: source,
             last_heard: None,
             sources: Vec::new(),
+            families: 0,
         });
         self.index.insert(key, self.instances.len() - 1);
         Some(self.instances.len() - 1)
@@ -277,6 +286,7 @@ impl Table {
             let inst = &mut self.instances[i];
             inst.last_heard = Some(now);
             if let Some(ip) = src {
+                inst.families |= if ip.is_ipv4() { V4_LEGACY } else { V6_LEGACY };
                 if !inst.sources.contains(&ip) && inst.sources.len() < MAX_SOURCES_PER_INSTANCE {
                     inst.sources.push(ip);
                 }

@@ -25,11 +25,14 @@ pub(super) const MDNS_V6: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 0xf
 /// 10 s TTL that must not be echoed back.
 pub(crate) const KNOWN_ANSWER_TTL: u32 = 4500;
 
-/// Largest legacy query sent: the known-answer list stops growing here so a
-/// query fits one Ethernet frame (1500 bytes less IP and UDP headers). About
-/// 50 known answers with short instance names fit; the list rotates across
-/// queries when more are known.
-pub(super) const MAX_QUERY_BYTES: usize = 1400;
+/// Largest query sent: known answers are added until the next would make
+/// the message outgrow one 1500-byte Ethernet frame with the larger of the
+/// two families' headers (IPv6 40 + UDP 8 bytes), so a query is never
+/// fragmented on either family. About 60 known answers with short instance
+/// names fit; a legacy query rotates the list across rounds when more are
+/// known, a standard query continues it in further packets
+/// ([`standard_queries`]).
+pub(super) const MAX_QUERY_BYTES: usize = 1500 - 40 - 8;
 
 /// Largest mDNS datagram (RFC 6762 §17); anything larger is dropped.
 pub(super) const MAX_PACKET: usize = 9000;
@@ -67,24 +70,73 @@ pub(super) fn name_text(name: &Name) -> String {
 /// A legacy one-shot query (RFC 6762 §6.7): one `PTR` question for
 /// [`SERVICE_TYPE`], QU bit clear (the source port already asks for a
 /// unicast reply), and `known` instances as known answers (RFC 6762 §7.1)
-/// until the message would exceed [`MAX_QUERY_BYTES`].
+/// until the message would exceed [`MAX_QUERY_BYTES`]. One packet: a
+/// responder answers every legacy packet it gets by unicast, so follow-up
+/// packets would only draw more replies (the list rotates across rounds).
 pub(super) fn legacy_query(id: u16, known: &[Vec<u8>]) -> Result<Vec<u8>, String> {
+    let (first, _) = query_packet(id, true, known);
+    first.to_vec().map_err(|e| e.to_string())
+}
+
+/// A standard query for [`SERVICE_TYPE`] (ID 0, RFC 6762 §18.1) carrying
+/// every one of `known` as a known answer: as many as fit in the first
+/// packet, the rest in follow-up packets without a question, the TC bit set
+/// on all but the last (RFC 6762 §7.2), so that a responder listed in any
+/// of them stays silent. (Responders that answer a truncated query at once,
+/// as mdns-sd 0.21.7 does, ignore the follow-ups: they answer as if only
+/// the first packet's list had been sent, never more.)
+pub(super) fn standard_queries(known: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
+    let mut out = Vec::new();
+    let mut rest = known;
+    let mut question = true;
+    loop {
+        let (mut msg, used) = query_packet(0, question, rest);
+        rest = &rest[used..];
+        if !rest.is_empty() {
+            msg.set_truncated(true);
+        }
+        out.push(msg.to_vec().map_err(|e| e.to_string())?);
+        // An answer too big for a packet of its own is dropped rather than
+        // looping (an instance label is at most 63 bytes, so it never is).
+        if rest.is_empty() || used == 0 {
+            return Ok(out);
+        }
+        question = false;
+    }
+}
+
+/// One query message: the `PTR` question when `question`, then as many of
+/// `known` as fit in [`MAX_QUERY_BYTES`]; and how many of `known` it used
+/// (skipped labels that are not valid names count as used).
+fn query_packet(id: u16, question: bool, known: &[Vec<u8>]) -> (Message, usize) {
     let service = service_name();
     let mut msg = Message::new();
     msg.set_id(id)
         .set_message_type(MessageType::Query)
         .set_op_code(OpCode::Query)
         .set_recursion_desired(false);
-    msg.add_query(Query::query(service.clone(), RecordType::PTR));
     // Header, question (name + type + class); each known answer is a
     // compressed owner (2), type/class/TTL/length (10), and the rdata: the
-    // instance label plus a pointer to the service name (2).
-    let mut size = 12 + SERVICE_TYPE.len() + 1 + 4;
+    // instance label plus a pointer to the service name (2). Without a
+    // question, the first answer's owner is the name in full.
+    let mut size = 12;
+    let mut owner_full = !question;
+    if question {
+        msg.add_query(Query::query(service.clone(), RecordType::PTR));
+        size += SERVICE_TYPE.len() + 1 + 4;
+    }
+    let mut used = 0;
     for label in known {
-        let rr = 2 + 10 + 1 + label.len() + 2;
+        let owner = if owner_full {
+            SERVICE_TYPE.len() + 1
+        } else {
+            2
+        };
+        let rr = owner + 10 + 1 + label.len() + 2;
         if size + rr > MAX_QUERY_BYTES {
             break;
         }
+        used += 1;
         let Some(name) = instance_name(label) else {
             continue;
         };
@@ -94,8 +146,9 @@ pub(super) fn legacy_query(id: u16, known: &[Vec<u8>]) -> Result<Vec<u8>, String
             RData::PTR(PTR(name)),
         ));
         size += rr;
+        owner_full = false;
     }
-    msg.to_vec().map_err(|e| e.to_string())
+    (msg, used)
 }
 
 /// Accepts a datagram on a legacy socket as a reply to one of our queries:
@@ -238,6 +291,56 @@ mod tests {
         assert!(bytes.len() <= MAX_QUERY_BYTES, "{} bytes", bytes.len());
         let n = Message::from_vec(&bytes).unwrap().answers().len();
         assert!(n >= 50, "only {n} known answers fit");
+    }
+
+    /// Guards against the ~50-answer cap of a 1400-byte budget: a query is
+    /// filled to the frame, so the next answer would not have fitted.
+    #[test]
+    fn a_query_is_filled_with_known_answers_to_within_one_answer_of_the_frame() {
+        let known: Vec<Vec<u8>> = (0..500)
+            .map(|i| format!("node-{i:04}").into_bytes())
+            .collect();
+        let bytes = legacy_query(1, &known).unwrap();
+        // A 1500-byte frame less the IPv6 and UDP headers.
+        let frame = 1500 - 40 - 8;
+        let one = 2 + 10 + 1 + known[0].len() + 2;
+        assert!(bytes.len() <= frame, "{} bytes", bytes.len());
+        assert!(
+            bytes.len() + one > frame,
+            "{} bytes: room for another answer of {one}",
+            bytes.len()
+        );
+    }
+
+    /// Guards against a standard query listing only the first ~50 of many
+    /// known instances (RFC 6762 §7.2): the rest go in follow-up packets,
+    /// TC set on all but the last, with no question after the first.
+    #[test]
+    fn a_standard_query_continues_its_known_answers_in_truncated_packets() {
+        let known: Vec<Vec<u8>> = (0..200)
+            .map(|i| format!("node-{i:03}").into_bytes())
+            .collect();
+        let packets = standard_queries(&known).unwrap();
+        assert!(packets.len() >= 3, "{} packets", packets.len());
+        let mut listed = Vec::new();
+        for (k, bytes) in packets.iter().enumerate() {
+            assert!(bytes.len() <= MAX_QUERY_BYTES, "{} bytes", bytes.len());
+            let m = Message::from_vec(bytes).unwrap();
+            assert_eq!(m.id(), 0, "multicast queries carry ID 0");
+            assert_eq!(m.truncated(), k + 1 < packets.len(), "packet {k}");
+            assert_eq!(m.queries().len(), usize::from(k == 0), "packet {k}");
+            for rec in m.answers() {
+                let RData::PTR(PTR(t)) = rec.data() else {
+                    panic!("not a PTR: {rec:?}")
+                };
+                listed.push(instance_label(t, &service_name()).unwrap());
+            }
+        }
+        assert_eq!(listed, known, "every known answer listed once, in order");
+        // Few enough to fit one packet: one packet, TC clear.
+        let one = standard_queries(&known[..3]).unwrap();
+        assert_eq!(one.len(), 1);
+        assert!(!Message::from_vec(&one[0]).unwrap().truncated());
     }
 
     #[test]
