@@ -62,7 +62,7 @@ fn print(json: bool, e: &Event) {
             .map_or_else(String::new, |r| format!(" ({r})"));
         // The instance label is a stranger's choice: one escaped line.
         let line = format!(
-            "{:>8.3}s {:<8} {}{what}{why}",
+            "{:>8.3}s {:<9} {}{what}{why}",
             e.at_ms as f64 / 1000.0,
             e.event.as_str(),
             untrusted(&e.instance)
@@ -110,10 +110,10 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
                 ));
             }
             eprintln!(
-                "watching {}: {} (health check every {} s; Ctrl-C to stop)",
+                "watching {}: {} (health check of each member every {:.1} s at most; Ctrl-C to stop)",
                 rlx_proto::service::SERVICE,
                 on.join("; "),
-                HEALTH_INTERVAL.as_secs()
+                HEALTH_INTERVAL.as_secs_f64()
             );
         }
         let stop_at = a.for_ms.map(|ms| started + Duration::from_millis(ms));
