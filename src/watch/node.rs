@@ -37,3 +37,11 @@ pub(super) fn material(a: &AddedNode, b: &AddedNode) -> Option<String> {
     }
     (!why.is_empty()).then(|| why.join(", "))
 }
+
+/// A discovery of one sighting, for one check.
+pub(super) fn one(s: Sighting) -> Discovery {
+    Discovery {
+        sightings: vec![s],
+        ..Default::default()
+    }
+}
