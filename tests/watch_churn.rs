@@ -330,3 +330,49 @@ fn first_announced(p: &Proc, wall0: SystemTime) -> Option<u64> {
     let stamp = humantime::parse_rfc3339(line.split_whitespace().next()?).ok()?;
     Some(stamp.duration_since(wall0).ok()?.as_millis() as u64)
 }
+
+/// `watch --config`: the file's nodes are listed down until a member
+/// matches one (by its `addr` here), and a member in none of them is a
+/// newcomer (no `in_file`).
+#[test]
+fn watch_with_a_cluster_file_tells_its_nodes_up_or_down_beside_newcomers() {
+    let Some(labs) = require_lab() else {
+        return;
+    };
+    let lab = labs.hosts(3);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cfg = d.join("cluster.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[node]]\naddr = \"{}:9100\"\ndevice = \"cpu\"\n\n[[node]]\naddr = \"10.9.9.9:9100\"\ndevice = \"cpu\"\n",
+            lab.host(1).ip
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(discover_bin());
+    cmd.args(["watch", "--json", "--interface", "eth0", "--config"])
+        .arg(&cfg);
+    let w = spawn(&lab, 0, cmd);
+    let _a1 = agent(&lab, 1, d);
+    let _a2 = agent(&lab, 2, d);
+    let evs = common::eventually(Duration::from_secs(30), "both joined", || {
+        let evs = events(&w);
+        let n = evs.iter().filter(|e| e["event"] == "joined").count();
+        if n == 2 {
+            Ok(evs)
+        } else {
+            Err(format!("{evs:?}"))
+        }
+    });
+    let joined = |who: &str| {
+        evs.iter()
+            .find(|e| e["event"] == "joined" && e["instance"] == who)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(joined("box1")["in_file"]["line"], 1);
+    assert_eq!(joined("box1")["in_file"]["up"], true);
+    assert!(joined("box2").get("in_file").is_none(), "a newcomer");
+}
