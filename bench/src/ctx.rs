@@ -59,6 +59,8 @@ pub struct Ctx {
     pub mdns_n: Vec<usize>,
     /// mDNS scenario loss levels (empty: the mode's default).
     pub mdns_loss: Vec<u8>,
+    /// Soak scenario: minutes of churn.
+    pub soak_minutes: f64,
 }
 
 impl Ctx {
