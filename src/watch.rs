@@ -24,6 +24,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! `emit` is called in order, as each event happens; a runtime that wants a
+//! `Stream` forwards it into a channel (`tokio::sync::mpsc::unbounded_channel`
+//! and `UnboundedReceiverStream`), which keeps the order.
+//!
 //! # The stream
 //!
 //! Per instance the events follow one grammar: `joined`, then (`updated` |
@@ -431,7 +435,12 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         gone: Option<String>,
         checked: Discovery,
     ) {
-        if self.members.contains_key(label) || self.admitting.contains(label) {
+        // A member again, in admission, or a newer goodbye waiting for its
+        // own confirmation: this answer is not news.
+        if self.members.contains_key(label)
+            || self.admitting.contains(label)
+            || self.confirming.contains_key(label)
+        {
             return;
         }
         match checked.sightings.into_iter().next() {
