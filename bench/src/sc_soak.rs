@@ -263,7 +263,15 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 .iter()
                 .find(|(_, j, _)| *j == i)
                 .map_or(f64::MAX, |x| x.0);
-            if next < t + QUIET.as_secs_f64() * 1000.0 {
+            // Quiet before too: an agent stopped right after its start may
+            // never have announced, and a previous action's news may still
+            // be on its way.
+            let prev = truth[..k]
+                .iter()
+                .rfind(|(_, j, _)| *j == i)
+                .map_or(f64::MIN, |x| x.0);
+            let quiet = QUIET.as_secs_f64() * 1000.0;
+            if next < t + quiet || prev > t - quiet {
                 continue;
             }
             let until = next.min(t + WINDOW.as_secs_f64() * 1000.0);
@@ -303,9 +311,13 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 &format!("{metric} p95"),
                 0,
                 p95(&v),
-                Some(v.len() as u64),
-                Some(reps[metric] as u64),
-                "",
+                None,
+                None,
+                format!(
+                    "p95 of the {} actions reported, of {} judged",
+                    v.len(),
+                    reps[metric]
+                ),
             );
         }
     }
