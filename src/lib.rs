@@ -39,8 +39,9 @@
 //! - [`render`], [`reconcile`], [`writeback`]: `expand --write` — the
 //!   user's text with found nodes appended, what changed or went missing,
 //!   and the atomic write that never clobbers a concurrent edit.
-//! - [`watch`]: the live membership engine behind `rlx-discover watch`: joined,
-//!   updated and left events from the continuous browse and health checks.
+//! - [`watch`]: the live membership engine behind `rlx-discover watch`, and a
+//!   library for a runtime: joined, updated, restarted and left events from
+//!   the continuous browse, the agents' incarnations and health checks.
 //! - [`doctor`]: `rlx-discover doctor`'s checks of this box (interfaces,
 //!   multicast route, firewall, group joins, a test query, handshakes).
 //! - [`progress`]: the hook slow sources report steps to (the CLI draws bars).

@@ -1,24 +1,69 @@
-//! **Live membership of the cluster** — who joined, who left and whose caps
-//! changed, as a stream of [`Event`]s, for `rlx-discover watch`.
+//! **Live membership of the cluster** — who joined, restarted, changed or
+//! left, as a stream of typed [`Event`]s: the feed `rlx-discover watch`
+//! prints, and that a runtime embeds to know which workers are up.
+//!
+//! ```no_run
+//! use rlx_discover::pipeline::NodeDefaults;
+//! use rlx_discover::sources::mdns::{BrowseOptions, ContinuousBrowse};
+//! use rlx_discover::watch::{Kind, NoZone, Watch};
+//! # async fn demo(rules: rlx_discover::admit::Rules) -> anyhow::Result<()> {
+//! let started = std::time::Instant::now();
+//! let mut lan = ContinuousBrowse::start(&BrowseOptions::default(), started)?;
+//! let mut watch = Watch::new(rules, NodeDefaults::default(), started.into());
+//! let stop = tokio::signal::ctrl_c();
+//! watch
+//!     .run(Some(&mut lan), None::<&mut NoZone>, async { let _ = stop.await; }, |e| {
+//!         match e.event {
+//!             // A worker that restarted lost its state: reschedule its stage.
+//!             Kind::Joined | Kind::Restarted => println!("up: {}", e.instance),
+//!             Kind::Left => println!("down: {}", e.instance),
+//!             Kind::Updated | Kind::Refused => {}
+//!         }
+//!     })
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! `emit` is called in order, as each event happens; a runtime that wants a
+//! `Stream` forwards it into a channel (`tokio::sync::mpsc::unbounded_channel`
+//! and `UnboundedReceiverStream`), which keeps the order.
+//!
+//! # The stream
+//!
+//! Per instance the events follow one grammar: `joined`, then (`updated` |
+//! `restarted`)*, then `left`, and so on; never two joins without a left,
+//! never a left without a join (held as an invariant where events leave
+//! the engine, `event.rs`). `refused` stands outside it.
 //!
 //! Joins come from the mDNS browse ([`Announcements`], in production
 //! [`ContinuousBrowse`]); each candidate passes the same admission
 //! ([`crate::admit`], behind [`Check`]) and device selection (the one
-//! pipeline) as in `expand`, then becomes a member. Leaves come two ways:
+//! pipeline) as in `expand`, then becomes a member: a live agent is
+//! confirmed by its handshake before it is reported, and a cached record of
+//! a dead one is refused there, never reported. Each (re)announcement
+//! counts: an agent carries an incarnation, 64 random bits chosen at each
+//! start, in its TXT (`inc`) and handshake caps, so a restarted agent's
+//! announcement differs from its predecessor's cached one and mdns-sd
+//! reports it; measured in `tests/watch_churn.rs`, joins come within
+//! milliseconds of the first announcement.
 //!
+//! - **restarted**: a member's handshake (an admission of its new
+//!   announcement, or a health check) tells another incarnation. Also when
+//!   it was never seen gone: a supervisor restarting a crashed agent in
+//!   100 ms.
 //! - **goodbye**: an agent that stops cleanly sends mDNS goodbyes; mdns-sd
 //!   drops the service about a second later, and the member is reported left
-//!   at once (within 2 s of the agent's SIGTERM).
+//!   at once (within 2 s of the agent's SIGTERM). The instance is dialled
+//!   once more [`CONFIRM_AFTER_GOODBYE`] later: another incarnation
+//!   answering (the goodbye was its predecessor's, delivered late) joins
+//!   again.
 //! - **health check**: a crashed agent (SIGKILL, power loss) sends nothing,
-//!   and its mDNS records live for minutes. Every [`HEALTH_INTERVAL`] each
-//!   member is asked for its caps over the handshake (staggered attempts, so
-//!   one lost packet is not a death); a member that does not answer is
-//!   reported left. Bound: [`HEALTH_INTERVAL`] plus one handshake round. A
-//!   crashed process whose host is up answers with a reset, which settles it
-//!   at once: about 2 s. A host that vanished (power, network) takes the
-//!   whole round ([`crate::admit::ATTEMPTS`] attempts
-//!   [`crate::admit::STAGGER`] apart, each up to
-//!   [`crate::admit::MIN_ATTEMPT`]): about 4.3 s with the defaults.
+//!   and its mDNS records live for minutes. Each member is checked over the
+//!   handshake on its own jittered schedule ([`health`]: every 2.8-3.5 s,
+//!   and once more 0.3 s after a refused check): a crashed process on a live
+//!   host is reported left within about 3.8 s, a vanished host within
+//!   about 7.8 s (the handshake round's own retries). A slow or dead host
+//!   costs only its own check.
 //!
 //! With a DNS-SD zone ([`Zone`], in production [`DnsZone`]: `--domain` or
 //! `[discover] dns_sd`), the zone is browsed too, every
@@ -34,8 +79,9 @@
 //! once and one per [`ADMIT_EVERY`] after that, at most [`MAX_IN_FLIGHT`]
 //! new or retried ones at a time (members' changes and candidates whose
 //! address sent the announcement itself go first, with
-//! [`RESERVED_IN_FLIGHT`] more slots). Checks run in their own tasks, never
-//! inline: a slow admission does not delay other members' events. A refusal
+//! [`RESERVED_IN_FLIGHT`] more slots). Each candidate's check runs in its
+//! own task, never inline nor batched with others: a slow admission delays
+//! no other candidate's join nor member's event. A refusal
 //! is remembered per (address, id, TXT) and that candidate is not dialled
 //! again for [`RETRY_FIRST`], doubling up to [`RETRY_CAP`]; at most
 //! [`MAX_REMEMBERED`] refusals and queued candidates are kept. The
@@ -51,8 +97,7 @@
 //! in tests on synthetic sightings, a fake check and paused time.
 
 use crate::admit::{admit, Rules};
-use crate::pipeline::{expand, same_machine, NodeDefaults};
-use crate::report::{gib, AddedNode};
+use crate::pipeline::{same_machine, NodeDefaults};
 use crate::sighting::{Discovery, Problem, Sighting};
 use crate::sources::dns::{self, DnsSdOptions};
 use crate::sources::mdns::{Change, ContinuousBrowse};
@@ -61,21 +106,23 @@ pub use admission::{
     ADMIT_BURST, ADMIT_EVERY, MAX_IN_FLIGHT, MAX_REMEMBERED, RESERVED_IN_FLIGHT, RETRY_CAP,
     RETRY_FIRST,
 };
-use serde::Serialize;
+use event::Out;
+pub use event::{Event, Kind, SCHEMA_VERSION};
+pub use health::{HEALTH_INTERVAL, HEALTH_JITTER, RECHECK_AFTER, SETTLED_AFTER};
+use member::{incarnation_of, news, Member};
+use node::{node_of, one};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
 
 mod admission;
+mod event;
+pub mod health;
+mod member;
+mod node;
 #[cfg(test)]
 mod tests;
-
-/// How often every member's handshake is checked. Two seconds keeps crash
-/// detection within a few seconds while costing each agent one short TCP
-/// exchange every two seconds per watching coordinator.
-pub const HEALTH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// How often the DNS-SD zone is browsed again. Each browse costs 1 + 2N
 /// queries on BIND (see [`crate::sources::dns`]); every 5 s keeps joins and
@@ -86,56 +133,11 @@ pub const DNS_POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// mDNS instance of the same name, and the two must not be one key.
 pub const DNS_SUFFIX: &str = " (dns)";
 
-/// What happened to a member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// Admitted: a new member.
-    Joined,
-    /// A member whose caps or address changed materially.
-    Updated,
-    /// A member gone: goodbye, failed health check, or DNS registration gone.
-    Left,
-    /// A candidate refused (malformed, unreachable, untrusted), once per
-    /// host and reason.
-    Refused,
-}
-
-impl Kind {
-    /// The word printed for it: `joined`, `updated`, `left`, `refused`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Joined => "joined",
-            Kind::Updated => "updated",
-            Kind::Left => "left",
-            Kind::Refused => "refused",
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // `pad`, not `write_str`: the human lines align it with `{:<8}`.
-        f.pad(self.as_str())
-    }
-}
-
-/// One membership event; serialized, it is the `--json` line of `watch`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Event {
-    /// `joined`, `updated`, `left` or `refused`.
-    pub event: Kind,
-    /// Milliseconds since the watch started.
-    pub at_ms: u64,
-    /// The instance name announced over mDNS (`<instance> (dns)` for DNS).
-    pub instance: String,
-    /// The node as the pipeline made it (absent for `refused`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<AddedNode>,
-    /// Why (for `left`, `updated` and `refused`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
+/// How long after a goodbye the instance is dialled once more, quietly: a
+/// goodbye of the previous process that mdns-sd delivers after a restarted
+/// agent already announced itself must not hide the live one (its records
+/// equal the cached ones, so nothing else would bring it back).
+pub const CONFIRM_AFTER_GOODBYE: Duration = Duration::from_millis(1500);
 
 /// Why a watch cannot go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -213,45 +215,25 @@ impl Zone for NoZone {
     }
 }
 
-/// A current member.
-struct Member {
-    sighting: Sighting,
-    node: AddedNode,
-    /// Caps as first seen by mDNS (TXT), to tell a real update from the
-    /// handshake's fresher copy of the same announcement.
-    announced: Option<String>,
-}
-
-/// Where events go, stamped with the time since the start.
-struct Out<E> {
-    started: Instant,
-    emit: E,
-}
-
-impl<E: FnMut(Event)> Out<E> {
-    fn emit(
-        &mut self,
-        event: Kind,
-        instance: &str,
-        node: Option<&AddedNode>,
-        reason: Option<String>,
-    ) {
-        let at_ms = self.started.elapsed().as_millis() as u64;
-        (self.emit)(Event {
-            event,
-            at_ms,
-            instance: instance.to_string(),
-            node: node.cloned(),
-            reason,
-        });
-    }
-}
-
-/// A check under way, off the event loop: candidates (with what each
-/// announced, and its refusal key) or a health round.
+/// A check under way, off the event loop: one candidate (with what it
+/// announced, and its refusal key), one member's health check, or the
+/// quiet confirmation of an instance that said goodbye.
 enum Job {
-    Admit(BTreeMap<String, (Option<String>, admission::Key)>),
-    Health(BTreeSet<String>),
+    Admit {
+        label: String,
+        announced: Option<String>,
+        key: admission::Key,
+    },
+    Health {
+        label: String,
+        generation: u64,
+        started: Instant,
+    },
+    Confirm {
+        label: String,
+        /// The incarnation that said goodbye.
+        gone: Option<String>,
+    },
 }
 
 /// Runs one check: the future the event loop polls beside its other inputs.
@@ -278,7 +260,11 @@ pub struct Watch<C> {
     refusals: Refusals,
     /// Labels in admission now.
     admitting: BTreeSet<String>,
-    health_running: bool,
+    /// Instances that said goodbye, to be dialled once more (when, and the
+    /// incarnation that said goodbye): at most [`MAX_REMEMBERED`].
+    confirming: BTreeMap<String, (Instant, Sighting, Option<String>)>,
+    generation: u64,
+    rng: fastrand::Rng,
 }
 
 impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
@@ -295,8 +281,18 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             bucket: Bucket::new(started),
             refusals: Refusals::default(),
             admitting: BTreeSet::new(),
-            health_running: false,
+            confirming: BTreeMap::new(),
+            generation: 0,
+            rng: fastrand::Rng::new(),
         }
+    }
+
+    /// The same, with the health checks' jitter drawn from `seed` (tests
+    /// that replay a schedule).
+    pub fn with_seed(check: C, defaults: NodeDefaults, started: Instant, seed: u64) -> Self {
+        let mut w = Watch::new(check, defaults, started);
+        w.rng = fastrand::Rng::with_seed(seed);
+        w
     }
 
     /// The current members' names, in order.
@@ -306,40 +302,63 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
 
     /// Runs until `shutdown` completes, handing every event to `emit` as it
     /// happens: changes from `mdns` as they come, a browse of `dns` at once
-    /// and every [`DNS_POLL_INTERVAL`], a health check of every member every
-    /// [`HEALTH_INTERVAL`]. Handshakes (admissions and health checks) run
-    /// beside the loop, never inline: a slow or flooded admission does not
-    /// delay other members' goodbyes. Candidates are admitted at most
-    /// [`ADMIT_BURST`] at once and one per [`ADMIT_EVERY`] after that; a
-    /// refused one waits [`RETRY_FIRST`], doubling up to [`RETRY_CAP`],
-    /// before it is dialled again. Checks under way are dropped at shutdown.
-    /// Fails only when `mdns` stops for good.
+    /// and every [`DNS_POLL_INTERVAL`], a health check of each member on its
+    /// own jittered schedule ([`health`]). Every handshake (admissions,
+    /// health checks) runs in its own task and the DNS browse beside the
+    /// loop, never inline: a slow or dead host costs only its own check,
+    /// and nobody else's event waits for it. Candidates are admitted at
+    /// most [`ADMIT_BURST`] at once and one per [`ADMIT_EVERY`] after that;
+    /// a refused one waits [`RETRY_FIRST`], doubling up to [`RETRY_CAP`],
+    /// before it is dialled again. Checks under way are dropped at
+    /// shutdown. Fails only when `mdns` stops for good.
     pub async fn run<A: Announcements, Z: Zone>(
         &mut self,
         mut mdns: Option<&mut A>,
-        mut dns: Option<&mut Z>,
+        dns: Option<&mut Z>,
         shutdown: impl Future<Output = ()>,
         emit: impl FnMut(Event),
     ) -> Result<(), WatchError> {
-        let mut out = Out {
-            started: self.started,
-            emit,
+        let mut out = Out::new(self.started, emit);
+        // The zone is browsed beside the loop: a slow DNS server delays
+        // only the DNS members' news. One browse at a time, every
+        // DNS_POLL_INTERVAL; the results come back through a channel.
+        let (dns_tx, mut dns_rx) = tokio::sync::mpsc::channel(1);
+        let poller = async move {
+            let Some(zone) = dns else {
+                return std::future::pending().await;
+            };
+            let mut tick = tokio::time::interval(DNS_POLL_INTERVAL);
+            tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let found = zone.browse().await;
+                if dns_tx.send(found).await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
         };
-        let mut dns_tick = tokio::time::interval(DNS_POLL_INTERVAL);
-        dns_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut health = tokio::time::interval(HEALTH_INTERVAL);
-        health.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        health.tick().await;
+        tokio::pin!(poller);
         // Checks run in their own tasks: however slow a handshake (or a
         // flood of them), this loop goes on reading events. Dropped (and
         // so aborted) at shutdown.
         let mut jobs = tokio::task::JoinSet::new();
         tokio::pin!(shutdown);
         loop {
-            if let Some((job, d)) = self.take_admissions(Instant::now()) {
+            let now = Instant::now();
+            for (job, d) in self.take_admissions(now) {
                 jobs.spawn(run_job(self.check.clone(), job, d));
             }
-            let wake = self.next_admission();
+            for (job, d) in self.due_checks(now) {
+                jobs.spawn(run_job(self.check.clone(), job, d));
+            }
+            let wake = [
+                self.next_admission(),
+                self.next_check(),
+                self.confirming.values().map(|(t, _, _)| *t).min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             tokio::select! {
                 _ = &mut shutdown => break,
                 change = async {
@@ -349,32 +368,23 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                     }
                 } => match change {
                     None => return Err(WatchError::BrowseStopped),
-                    Some(Change::Removed(label)) => {
-                        self.queue.remove(&label);
-                        if let Some(m) = self.members.remove(&label) {
-                            out.emit(Kind::Left, &label, Some(&m.node), Some("goodbye".into()));
-                        }
-                    }
+                    Some(Change::Removed(label)) => self.goodbye(&mut out, label),
                     Some(Change::Snapshot { sightings, problems, vouched }) => {
                         self.report_refusals(&mut out, &problems);
                         self.consider(sightings, &vouched);
                     }
                 },
-                _ = dns_tick.tick(), if dns.is_some() => {
-                    let zone = dns.as_mut().expect("guarded");
-                    self.poll_dns(&mut out, &mut **zone).await;
-                }
-                _ = health.tick() => {
-                    if let Some((job, d)) = self.health_round() {
-                        jobs.spawn(run_job(self.check.clone(), job, d));
-                    }
-                }
+                () = &mut poller => {}
+                Some(found) = dns_rx.recv() => self.dns_browsed(&mut out, found),
                 Some(done) = jobs.join_next(), if !jobs.is_empty() => match done {
-                    Ok((Job::Admit(announced), checked)) => {
-                        self.admitted(&mut out, announced, checked)
+                    Ok((Job::Admit { label, announced, key }, checked)) => {
+                        self.admitted(&mut out, label, announced, key, checked)
                     }
-                    Ok((Job::Health(asked), checked)) => {
-                        self.check_health(&mut out, asked, checked)
+                    Ok((Job::Health { label, generation, started }, checked)) => {
+                        self.checked(&mut out, &label, generation, started, checked)
+                    }
+                    Ok((Job::Confirm { label, gone }, checked)) => {
+                        self.confirmed(&mut out, &label, gone, checked)
                     }
                     Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                     Err(e) => tracing::warn!("a watch check was cancelled: {e}"),
@@ -390,10 +400,63 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         Ok(())
     }
 
-    /// One DNS-SD browse: new registrations join through admission; DNS
-    /// members whose registration is gone have left.
-    async fn poll_dns(&mut self, out: &mut Out<impl FnMut(Event)>, zone: &mut impl Zone) {
-        let found = match zone.browse().await {
+    /// A goodbye (or mdns-sd's expiry): the member has left, at once. Its
+    /// instance is dialled once more after [`CONFIRM_AFTER_GOODBYE`], in
+    /// case the goodbye was its previous process's and a restarted one
+    /// already answers.
+    fn goodbye(&mut self, out: &mut Out<impl FnMut(Event)>, label: String) {
+        self.queue.remove(&label);
+        if let Some(m) = self.members.remove(&label) {
+            out.emit(
+                Kind::Left,
+                &label,
+                Some(&m.node),
+                m.incarnation.as_deref(),
+                Some("goodbye".into()),
+            );
+            if self.confirming.len() >= MAX_REMEMBERED {
+                self.confirming.pop_first();
+            }
+            let due = Instant::now() + CONFIRM_AFTER_GOODBYE;
+            self.confirming
+                .insert(label, (due, m.sighting, m.incarnation));
+        }
+    }
+
+    /// The end of a confirmation: another incarnation answering behind a
+    /// goodbye (a restarted agent) joins again. The one that said goodbye
+    /// still answering is taken at its word (it renamed itself, or stopped
+    /// announcing), and a silent one was really gone: nothing to report,
+    /// it already left.
+    fn confirmed(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        label: &str,
+        gone: Option<String>,
+        checked: Discovery,
+    ) {
+        // A member again, in admission, or a newer goodbye waiting for its
+        // own confirmation: this answer is not news.
+        if self.members.contains_key(label)
+            || self.admitting.contains(label)
+            || self.confirming.contains_key(label)
+        {
+            return;
+        }
+        match checked.sightings.into_iter().next() {
+            Some(s) if incarnation_of(&s) != gone => {
+                let announced = s.caps.as_ref().map(|c| c.to_json());
+                self.join_or_update(out, s, announced);
+            }
+            Some(_) => tracing::debug!("{label} said goodbye and still answers: taken at its word"),
+            None => tracing::debug!("{label} said goodbye and no longer answers: gone"),
+        }
+    }
+
+    /// One DNS-SD browse's result: new registrations join through
+    /// admission; DNS members whose registration is gone have left.
+    fn dns_browsed(&mut self, out: &mut Out<impl FnMut(Event)>, found: Result<Discovery, String>) {
+        let found = match found {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!("DNS-SD browse failed; keeping the DNS members as they are: {e}");
@@ -430,6 +493,7 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                     Kind::Left,
                     &k,
                     Some(&m.node),
+                    m.incarnation.as_deref(),
                     Some("DNS registration deleted or expired".into()),
                 );
             }
@@ -451,13 +515,14 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                 self.refused.pop_first();
             }
             self.refused.insert(key);
-            out.emit(Kind::Refused, &pr.host, None, Some(pr.reason.clone()));
+            out.emit(Kind::Refused, &pr.host, None, None, Some(pr.reason.clone()));
         }
     }
 
     /// Queues the sightings that are new or whose announcement changed,
     /// unless the same (address, id, TXT) was refused and its back-off has
-    /// not run out.
+    /// not run out. An instance announced again is no longer waiting for a
+    /// confirmation: the announcement is its news.
     fn consider(&mut self, sightings: Vec<Sighting>, vouched: &BTreeSet<String>) {
         let now = Instant::now();
         for s in sightings {
@@ -479,49 +544,56 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             } else {
                 Priority::New
             };
+            self.confirming.remove(&s.host);
             if !self.queue.push(s, prio) {
                 tracing::debug!("admission queue full; a candidate waits for the next snapshot");
             }
         }
     }
 
-    /// The candidates the bucket lets through now, as one admission.
-    fn take_admissions(&mut self, now: Instant) -> Option<(Job, Discovery)> {
+    /// The candidates the bucket lets through now, each its own admission
+    /// (a dead one's whole handshake round delays no other), and the
+    /// goodbyes whose confirmation is due.
+    fn take_admissions(&mut self, now: Instant) -> Vec<(Job, Discovery)> {
+        let mut jobs = Vec::new();
+        let due: Vec<String> = self
+            .confirming
+            .iter()
+            .filter(|(_, (t, _, _))| *t <= now)
+            .map(|(l, _)| l.clone())
+            .collect();
+        for label in due {
+            if let Some((_, s, gone)) = self.confirming.remove(&label) {
+                jobs.push((Job::Confirm { label, gone }, one(s)));
+            }
+        }
         let busy = |l: &str| self.admitting.contains(l);
         let (room, low) = self.rooms();
         let want = self.queue.ready(low, busy).min(room);
         if want == 0 {
-            return None;
+            return jobs;
         }
         let n = self.bucket.take(want, now);
         if n == 0 {
-            return None;
+            return jobs;
         }
         let admitting = &self.admitting;
         let fresh = self.queue.take(n, low, |l| admitting.contains(l));
-        let announced: BTreeMap<String, (Option<String>, admission::Key)> = fresh
-            .iter()
-            .map(|s| {
-                (
-                    s.host.clone(),
-                    (s.caps.as_ref().map(|c| c.to_json()), admission::key_of(s)),
-                )
-            })
-            .collect();
-        self.admitting.extend(announced.keys().cloned());
+        for s in fresh {
+            self.admitting.insert(s.host.clone());
+            let job = Job::Admit {
+                label: s.host.clone(),
+                announced: s.caps.as_ref().map(|c| c.to_json()),
+                key: admission::key_of(&s),
+            };
+            jobs.push((job, one(s)));
+        }
         tracing::debug!(
-            "admitting {:?}; {} in admission, {} queued",
-            announced.keys().collect::<Vec<_>>(),
+            "{} in admission, {} queued",
             self.admitting.len(),
             self.queue.len()
         );
-        Some((
-            Job::Admit(announced),
-            Discovery {
-                sightings: fresh,
-                ..Default::default()
-            },
-        ))
+        jobs
     }
 
     /// When the next candidate may go: `None` when none waits or the most
@@ -543,24 +615,24 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         )
     }
 
-    /// The end of an admission: refusals reported and remembered with
-    /// their back-off, the others joined (or updated).
+    /// The end of one admission: a refusal reported and remembered with
+    /// its back-off, else joined (or updated, or restarted).
     fn admitted(
         &mut self,
         out: &mut Out<impl FnMut(Event)>,
-        announced: BTreeMap<String, (Option<String>, admission::Key)>,
+        label: String,
+        announced: Option<String>,
+        key: admission::Key,
         checked: Discovery,
     ) {
         let now = Instant::now();
-        for label in announced.keys() {
-            self.admitting.remove(label);
-        }
+        self.admitting.remove(&label);
         for pr in &checked.problems {
-            if let Some((_, key)) = announced.get(&pr.host) {
+            if pr.host == label {
                 let wait = self.refusals.refused(key.clone(), now);
                 // A snapshot that came while it was being checked queued
                 // it again: that copy waits out the back-off too.
-                self.queue.remove_if(&pr.host, key);
+                self.queue.remove_if(&pr.host, &key);
                 tracing::debug!(
                     "{} refused ({}); not dialled again for {wait:?}",
                     pr.host,
@@ -569,136 +641,135 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             }
         }
         self.report_refusals(out, &checked.problems);
-        for s in checked.sightings {
-            let label = s.host.clone();
-            let Some((ann, key)) = announced.get(&label).cloned() else {
-                continue;
-            };
+        if let Some(s) = checked.sightings.into_iter().find(|s| s.host == label) {
             self.refusals.forget(&key);
-            let Some(node) = node_of(&s, &self.defaults) else {
-                continue;
-            };
-            // The same machine already a member through the other source (mDNS
-            // and DNS both list a LAN agent): one node, by the rule `expand`
-            // merges with. If that source loses it first, the next browse of
-            // this one brings it back.
-            let twin = self.members.iter().find(|(k, m)| {
-                **k != label && m.sighting.source != s.source && same_machine(&m.sighting, &s)
-            });
-            if let Some((k, _)) = twin {
-                tracing::debug!("{label} is {k}, already a member through another source");
-                continue;
-            }
-            match self.members.get_mut(&label) {
-                None => {
-                    out.emit(Kind::Joined, &label, Some(&node), None);
-                    self.members.insert(
-                        label,
-                        Member {
-                            sighting: s,
-                            node,
-                            announced: ann,
-                        },
-                    );
-                }
-                Some(m) => {
-                    if let Some(why) = material(&m.node, &node) {
-                        out.emit(Kind::Updated, &label, Some(&node), Some(why));
-                    }
-                    *m = Member {
-                        sighting: s,
-                        node,
-                        announced: ann,
-                    };
-                }
-            }
+            self.join_or_update(out, s, announced);
         }
     }
 
-    /// A health round of every member, unless one is under way.
-    fn health_round(&mut self) -> Option<(Job, Discovery)> {
-        if self.members.is_empty() || self.health_running {
-            return None;
-        }
-        self.health_running = true;
-        let sightings: Vec<Sighting> = self.members.values().map(|m| m.sighting.clone()).collect();
-        let asked = self.members.keys().cloned().collect();
-        Some((
-            Job::Health(asked),
-            Discovery {
-                sightings,
-                ..Default::default()
-            },
-        ))
-    }
-
-    /// The end of a health round: the members asked that did not answer
-    /// have left; fresh caps may be an update.
-    fn check_health(
+    /// A sighting the machine itself confirmed: a new member (joined), or
+    /// news of a member (restarted when its incarnation changed, updated
+    /// when its caps did materially).
+    fn join_or_update(
         &mut self,
         out: &mut Out<impl FnMut(Event)>,
-        asked: BTreeSet<String>,
-        checked: Discovery,
+        s: Sighting,
+        announced: Option<String>,
     ) {
-        self.health_running = false;
-        let alive: BTreeSet<String> = checked.sightings.iter().map(|s| s.host.clone()).collect();
-        for pr in &checked.problems {
-            if let Some(m) = self.members.remove(&pr.host) {
-                out.emit(
-                    Kind::Left,
-                    &pr.host,
-                    Some(&m.node),
-                    Some(format!("health check failed: {}", pr.reason)),
+        let label = s.host.clone();
+        let Some(node) = node_of(&s, &self.defaults) else {
+            return;
+        };
+        // The same machine already a member through the other source (mDNS
+        // and DNS both list a LAN agent): one node, by the rule `expand`
+        // merges with. If that source loses it first, the next browse of
+        // this one brings it back.
+        let twin = self.members.iter().find(|(k, m)| {
+            **k != label && m.sighting.source != s.source && same_machine(&m.sighting, &s)
+        });
+        if let Some((k, _)) = twin {
+            tracing::debug!("{label} is {k}, already a member through another source");
+            return;
+        }
+        let inc = incarnation_of(&s);
+        let next_check = Some(Instant::now() + health::next_interval(&mut self.rng));
+        match self.members.get_mut(&label) {
+            None => {
+                out.emit(Kind::Joined, &label, Some(&node), inc.as_deref(), None);
+                self.generation += 1;
+                self.members.insert(
+                    label,
+                    Member {
+                        sighting: s,
+                        node,
+                        announced,
+                        incarnation: inc,
+                        generation: self.generation,
+                        next_check,
+                        failed_once: false,
+                    },
                 );
             }
+            Some(m) => {
+                news(out, &label, m, &node, inc);
+                m.sighting = s;
+                m.node = node;
+                m.announced = announced;
+            }
         }
-        for s in checked.sightings {
-            if let (Some(m), Some(node)) =
-                (self.members.get_mut(&s.host), node_of(&s, &self.defaults))
-            {
-                if let Some(why) = material(&m.node, &node) {
-                    out.emit(Kind::Updated, &s.host, Some(&node), Some(why));
-                }
+    }
+
+    /// The health checks due now, one job per member, each taken off the
+    /// schedule until it ends.
+    fn due_checks(&mut self, now: Instant) -> Vec<(Job, Discovery)> {
+        let mut jobs = Vec::new();
+        for (label, m) in &mut self.members {
+            if m.next_check.is_some_and(|t| t <= now) {
+                m.next_check = None;
+                let job = Job::Health {
+                    label: label.clone(),
+                    generation: m.generation,
+                    started: now,
+                };
+                jobs.push((job, one(m.sighting.clone())));
+            }
+        }
+        jobs
+    }
+
+    /// When the next health check is due.
+    fn next_check(&self) -> Option<Instant> {
+        self.members.values().filter_map(|m| m.next_check).min()
+    }
+
+    /// The end of one member's health check: alive (perhaps restarted or
+    /// updated), refused at once (checked again shortly, once), or gone.
+    fn checked(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        label: &str,
+        generation: u64,
+        started: Instant,
+        checked: Discovery,
+    ) {
+        let now = Instant::now();
+        let Some(m) = self
+            .members
+            .get_mut(label)
+            .filter(|m| m.generation == generation)
+        else {
+            return; // it left (and maybe joined again) meanwhile
+        };
+        if let Some(s) = checked.sightings.into_iter().find(|s| s.host == label) {
+            m.failed_once = false;
+            m.next_check = Some(now + health::next_interval(&mut self.rng));
+            if let Some(node) = node_of(&s, &self.defaults) {
+                news(out, label, m, &node, incarnation_of(&s));
                 m.node = node;
                 m.sighting = s;
             }
+            return;
         }
-        // Asked and neither alive nor refused (a check that lost them):
-        // gone. Members that joined during the round were not asked.
-        self.members
-            .retain(|k, _| !asked.contains(k) || alive.contains(k));
+        let reason = checked
+            .problems
+            .iter()
+            .find(|p| p.host == label)
+            .map_or("the check lost it", |p| p.reason.as_str())
+            .to_string();
+        if !m.failed_once && now.saturating_duration_since(started) < health::SETTLED_AFTER {
+            tracing::debug!("{label}: health check refused ({reason}); checking again");
+            m.failed_once = true;
+            m.next_check = Some(now + health::RECHECK_AFTER);
+            return;
+        }
+        if let Some(m) = self.members.remove(label) {
+            out.emit(
+                Kind::Left,
+                label,
+                Some(&m.node),
+                m.incarnation.as_deref(),
+                Some(format!("health check failed: {reason}")),
+            );
+        }
     }
-}
-
-/// The node the pipeline makes of one admitted sighting: the same device
-/// selection as `expand`.
-fn node_of(s: &Sighting, defaults: &NodeDefaults) -> Option<AddedNode> {
-    let d = Discovery {
-        sightings: vec![s.clone()],
-        ..Default::default()
-    };
-    expand(&[], defaults, d).added.into_iter().next()
-}
-
-/// What makes an update worth reporting, in words; `None` when nothing a
-/// scheduler cares about changed (a fresher copy of the same caps).
-fn material(a: &AddedNode, b: &AddedNode) -> Option<String> {
-    let mut why = Vec::new();
-    if a.device != b.device {
-        why.push(format!("device {} -> {}", a.device, b.device));
-    }
-    if a.mem_bytes != b.mem_bytes {
-        why.push(format!(
-            "memory {} -> {}",
-            gib(a.mem_bytes),
-            gib(b.mem_bytes)
-        ));
-    }
-    if a.cores != b.cores {
-        why.push(format!("cores {} -> {}", a.cores, b.cores));
-    }
-    if a.addr != b.addr {
-        why.push(format!("address {} -> {}", a.addr, b.addr));
-    }
-    (!why.is_empty()).then(|| why.join(", "))
 }

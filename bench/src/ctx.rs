@@ -62,6 +62,8 @@ pub struct Ctx {
     /// mDNS scenario sizes on an IPv6-only LAN (empty: 50 in full mode
     /// when no `mdns_n` is given, none otherwise).
     pub mdns_ipv6_n: Vec<usize>,
+    /// Soak scenario: minutes of churn.
+    pub soak_minutes: f64,
 }
 
 impl Ctx {

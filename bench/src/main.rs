@@ -17,7 +17,8 @@
 //! - [`peers`]: simulated agents, avahi-daemon with a private D-Bus, the
 //!   embedded python scripts.
 //! - [`sc_mdns`], [`sc_scan`], [`sc_ssh`], [`sc_footprint`], [`sc_trust`]:
-//!   the five scenarios of issue 7.
+//!   the five scenarios of issue 7; [`sc_soak`]: `watch` under churn for
+//!   half an hour (issue 15, `--only soak`).
 //! - [`report`]: BENCHMARKS.md with the goals of issues 2-5; [`plot`]: PNGs.
 //!
 //! Every scenario builds its network with [`rlx_lab`] and runs
@@ -45,6 +46,8 @@ mod sc_footprint;
 mod sc_mdns;
 #[cfg(target_os = "linux")]
 mod sc_scan;
+#[cfg(target_os = "linux")]
+mod sc_soak;
 #[cfg(target_os = "linux")]
 mod sc_ssh;
 #[cfg(target_os = "linux")]
@@ -92,9 +95,12 @@ struct RunArgs {
     #[arg(long)]
     quick: bool,
     /// Only these scenarios (comma-separated: mdns, scan, ssh, footprint,
-    /// trust).
+    /// trust, soak). `soak` runs only when named here: it is long.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Soak scenario: minutes of churn (default 30).
+    #[arg(long, default_value_t = 30.0, value_name = "MIN")]
+    soak_minutes: f64,
     /// Repetitions per case (default: 1 quick, 5 full).
     #[arg(long)]
     reps: Option<u32>,
@@ -216,21 +222,23 @@ fn run(a: RunArgs) -> Result<()> {
         mdns_n: a.mdns_n.clone(),
         mdns_loss: a.mdns_loss.clone(),
         mdns_ipv6_n: a.mdns_ipv6_n.clone(),
+        soak_minutes: a.soak_minutes,
     };
-    let all = ["mdns", "scan", "ssh", "footprint", "trust"];
+    let all = ["mdns", "scan", "ssh", "footprint", "trust", "soak"];
     for o in &a.only {
         if !all.contains(&o.as_str()) {
             bail!("unknown scenario `{o}`: use one of {}", all.join(", "));
         }
     }
-    let wanted = |s: &str| a.only.is_empty() || a.only.iter().any(|o| o == s);
+    let wanted = |s: &str| (a.only.is_empty() && s != "soak") || a.only.iter().any(|o| o == s);
     type Scenario = fn(&mut Ctx) -> Result<()>;
-    let scenarios: [(&str, Scenario); 5] = [
+    let scenarios: [(&str, Scenario); 6] = [
         ("scan", sc_scan::run),
         ("ssh", sc_ssh::run),
         ("footprint", sc_footprint::run),
         ("trust", sc_trust::run),
         ("mdns", sc_mdns::run),
+        ("soak", sc_soak::run),
     ];
     for (name, f) in scenarios {
         if !wanted(name) {

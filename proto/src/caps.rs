@@ -281,6 +281,13 @@ pub struct NodeCaps {
     /// source could not learn one (an old agent, a hand-made caps file).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub id: String,
+    /// This run of the agent: 16 lowercase hex characters (64 random bits)
+    /// chosen at each start. A coordinator that sees it change knows the
+    /// worker restarted (and lost its state) even when nothing else did:
+    /// same id, address and records, a restart faster than any health
+    /// check. `None` from agents that predate it (TXT key `inc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
     /// The node's host name (without `.local`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hostname: String,
@@ -428,6 +435,15 @@ impl NodeCaps {
                 format!("{:?}", trunc(&self.id)),
                 "a node id is 16 lowercase hex characters",
             ));
+        }
+        if let Some(inc) = &self.incarnation {
+            if !is_valid_id(inc) {
+                return Err(absurd(
+                    "incarnation",
+                    format!("{:?}", trunc(inc)),
+                    "an incarnation is 16 lowercase hex characters (64 random bits)",
+                ));
+            }
         }
         for (field, v) in [
             ("hostname", &self.hostname),

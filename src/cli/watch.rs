@@ -41,11 +41,25 @@ pub struct WatchArgs {
     pub dial_off_link: bool,
 }
 
+mod roster;
+
+use roster::{InFile, Roster};
+
 /// Prints one event: a JSON object per line with `--json`, else an aligned
-/// line (`   1.234s joined   box1 10.0.0.1:9100 cuda 24.0 GiB 16 cores`).
-fn print(json: bool, e: &Event) {
+/// line (`   1.234s joined    box1 10.0.0.1:9100 cuda 24.0 GiB 16 cores`).
+/// With a cluster file, `file` says which of its nodes the event is
+/// (`"in_file"` in JSON, `[cluster.toml line 12: up]` in text) or, for a
+/// member in none of them, `[new]`.
+fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
     if json {
-        println!("{}", serde_json::to_string(e).unwrap_or_default());
+        let mut v = serde_json::to_value(e).unwrap_or_default();
+        if let (Some((_, Some(f))), Some(o)) = (&file, v.as_object_mut()) {
+            o.insert(
+                "in_file".into(),
+                serde_json::to_value(f).unwrap_or_default(),
+            );
+        }
+        println!("{v}");
     } else {
         let what = e.node.as_ref().map_or_else(String::new, |n| {
             format!(
@@ -60,9 +74,17 @@ fn print(json: bool, e: &Event) {
             .reason
             .as_ref()
             .map_or_else(String::new, |r| format!(" ({r})"));
+        let listed = match file {
+            Some((name, Some(f))) => {
+                let state = if f.up { "up" } else { "down" };
+                format!(" [{name} line {}: {state}]", f.line)
+            }
+            Some(_) if e.event == rlx_discover::watch::Kind::Joined => " [new]".to_string(),
+            _ => String::new(),
+        };
         // The instance label is a stranger's choice: one escaped line.
         let line = format!(
-            "{:>8.3}s {:<8} {}{what}{why}",
+            "{:>8.3}s {:<9} {}{what}{why}{listed}",
             e.at_ms as f64 / 1000.0,
             e.event.as_str(),
             untrusted(&e.instance)
@@ -110,10 +132,10 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
                 ));
             }
             eprintln!(
-                "watching {}: {} (health check every {} s; Ctrl-C to stop)",
+                "watching {}: {} (health check of each member every {:.1} s at most; Ctrl-C to stop)",
                 rlx_proto::service::SERVICE,
                 on.join("; "),
-                HEALTH_INTERVAL.as_secs()
+                HEALTH_INTERVAL.as_secs_f64()
             );
         }
         let stop_at = a.for_ms.map(|ms| started + Duration::from_millis(ms));
@@ -126,8 +148,27 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
             }
         };
         let json = a.json;
+        // The file's nodes, down until a member matches one.
+        let mut roster = match &a.lan.config {
+            Some(p) => Some((
+                p.file_name().map_or_else(
+                    || p.display().to_string(),
+                    |f| f.to_string_lossy().into_owned(),
+                ),
+                Roster::load(p)?,
+            )),
+            None => None,
+        };
+        if let (Some((name, r)), false) = (&roster, json) {
+            for (addr, line) in r.listed() {
+                eprintln!("{:>8.3}s {:<9} {} [{name} line {line}: not seen yet]", 0.0, "down", untrusted(addr));
+            }
+        }
         let ran = Watch::new(rules, defaults, clock)
-            .run(browse.as_mut(), dns.as_mut(), stop, |e| print(json, &e))
+            .run(browse.as_mut(), dns.as_mut(), stop, |e| {
+                let file = roster.as_mut().map(|(name, r)| (name.as_str(), r.apply(&e)));
+                print(json, &e, file)
+            })
             .await;
         ran?;
         if let Some(b) = browse {

@@ -58,9 +58,23 @@ async fn bind(port: u16) -> Result<TcpListener> {
     }
 }
 
+/// A fresh incarnation for this run: 64 random bits as 16 hex characters,
+/// announced in TXT (`inc`) and in every handshake reply. Random rather
+/// than a boot epoch or a start time: a restart within the same second (a
+/// supervisor restarting a crashed agent at once) still gets another one,
+/// and nothing about the host leaks.
+fn incarnation() -> Result<String> {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).map_err(|e| {
+        anyhow::anyhow!("no random bytes for the agent's incarnation (getrandom: {e})")
+    })?;
+    Ok(hex::encode(b))
+}
+
 /// Runs the agent until SIGINT or SIGTERM. `caps` is the first probe (or
 /// the caps file).
-pub async fn run(args: &AgentArgs, caps: NodeCaps) -> Result<()> {
+pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
+    caps.incarnation = Some(incarnation()?);
     let shutdown = Shutdown::on_signals().context("installing the SIGINT/SIGTERM handlers")?;
     let key = match &args.key_file {
         Some(p) => Some(
@@ -192,6 +206,7 @@ async fn reprobe_until_stopped(
             Ok(mut c) => {
                 c.gflops = first.gflops;
                 c.io_mbps = first.io_mbps;
+                c.incarnation.clone_from(&first.incarnation);
                 caps_tx.send_replace(Arc::new(c));
             }
             Err(e) => tracing::warn!("re-probe failed; keeping the last caps: {e:#}"),

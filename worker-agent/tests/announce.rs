@@ -221,7 +221,14 @@ fn python_zeroconf_sees_the_announced_node_with_its_exact_txt_schema_v1_record()
         (seen.t() - t0) * 1000.0
     );
 
-    let expected = txt::to_strings(&txt::encode(&caps).expect("test caps encode"));
+    // The running agent adds its incarnation (random at each start).
+    let inc = seen
+        .txt_value("inc")
+        .expect("a running agent announces its incarnation (TXT inc)");
+    assert!(rlx_proto::caps::is_valid_id(&inc), "inc={inc}: 16 hex");
+    let mut announced = caps.clone();
+    announced.incarnation = Some(inc);
+    let expected = txt::to_strings(&txt::encode(&announced).expect("test caps encode"));
     assert_eq!(
         seen.txt(),
         expected,

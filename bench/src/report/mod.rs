@@ -316,6 +316,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         ("ssh", "3. SSH probe of many hosts"),
         ("footprint", "4. Agent footprint"),
         ("trust", "5. Trust"),
+        ("soak", "6. `watch` under churn (soak)"),
     ];
     for (sc, title) in titles {
         let rows: Vec<&Summary> = s.iter().filter(|x| x.scenario == sc).collect();

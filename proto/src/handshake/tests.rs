@@ -603,3 +603,69 @@ proptest! {
         let _ = check_reply(addr(), from(), line.as_bytes(), &n, None, Some("x"));
     }
 }
+
+/// The incarnation rides in the reply's caps object, under the proof: a
+/// keyed coordinator reads back the one the agent chose.
+#[test]
+fn a_reply_carries_the_agents_incarnation_under_its_proof() {
+    let n = Nonce::random().unwrap();
+    let mut c = caps();
+    c.incarnation = Some("9a1b2c3d4e5f6071".into());
+    let reply = answer(hello_line(&n).as_bytes(), &c, Some(&key(7)), &on()).unwrap();
+    let ring = KeyRing::single(key(7));
+    let r = check_reply(addr(), from(), reply.as_bytes(), &n, Some(&ring), None).unwrap();
+    assert_eq!(r.caps.incarnation.as_deref(), Some("9a1b2c3d4e5f6071"));
+}
+
+/// An agent that predates the incarnation sends none: it is still admitted,
+/// with no incarnation (watch then cannot tell its restarts).
+#[test]
+fn a_reply_from_an_agent_without_an_incarnation_is_still_admitted() {
+    let n = Nonce::random().unwrap();
+    let reply = answer(hello_line(&n).as_bytes(), &caps(), Some(&key(7)), &on()).unwrap();
+    assert!(!reply.contains("incarnation"));
+    let ring = KeyRing::single(key(7));
+    let r = check_reply(addr(), from(), reply.as_bytes(), &n, Some(&ring), None).unwrap();
+    assert_eq!(r.caps.incarnation, None);
+}
+
+/// A coordinator that predates the incarnation reads the caps object with a
+/// type that lacks it, and proves the raw bytes: the extra field is ignored
+/// by its parse and covered by its proof.
+#[test]
+fn a_coordinator_without_the_incarnation_reads_and_proves_a_new_reply() {
+    #[derive(serde::Deserialize)]
+    struct OldCaps {
+        id: String,
+        cores: u32,
+        ram_total: u64,
+    }
+    #[derive(serde::Deserialize)]
+    struct OldReply<'a> {
+        #[serde(borrow)]
+        caps: &'a serde_json::value::RawValue,
+        proof: String,
+    }
+    let n = Nonce::random().unwrap();
+    let mut c = caps();
+    c.incarnation = Some("9a1b2c3d4e5f6071".into());
+    let line = reply_line_v1(&n, &c, Some(&key(7)));
+    let msg: OldReply<'_> = serde_json::from_str(line.trim_end()).unwrap();
+    assert!(msg
+        .caps
+        .get()
+        .contains("\"incarnation\":\"9a1b2c3d4e5f6071\""));
+    let old: OldCaps = serde_json::from_str(msg.caps.get()).unwrap();
+    assert_eq!(
+        (old.id.as_str(), old.cores, old.ram_total),
+        (c.id.as_str(), 8, 16 << 30)
+    );
+    assert!(verify(
+        &key(7),
+        &n,
+        &c.id,
+        msg.caps.get().as_bytes(),
+        None,
+        &msg.proof
+    ));
+}

@@ -3,14 +3,26 @@
 
 use super::error::TxtError;
 use super::error::{caps_error, quote};
-use super::schema::{MAX_DECODE_BYTES, TXT_VERSION};
+use super::schema::{INCARNATION_KEY, MAX_DECODE_BYTES, TXT_VERSION};
 use crate::caps::{limits, DeviceInfo, NodeCaps};
 use std::collections::HashMap;
 
 /// The keys of schema v1 other than `devN`.
-const KEYS: [&str; 13] = [
-    "txtvers", "id", "cluster", "os", "arch", "cores", "ram", "ramfree", "disk", "ckpt", "gflops",
-    "io", "ver",
+const KEYS: [&str; 14] = [
+    "txtvers",
+    "id",
+    INCARNATION_KEY,
+    "cluster",
+    "os",
+    "arch",
+    "cores",
+    "ram",
+    "ramfree",
+    "disk",
+    "ckpt",
+    "gflops",
+    "io",
+    "ver",
 ];
 
 /// Decodes a TXT record given as its strings (`key=value` bytes, in wire
@@ -87,6 +99,10 @@ pub fn decode<S: AsRef<[u8]>>(strings: &[S]) -> Result<NodeCaps, TxtError> {
 
     let mut caps = NodeCaps {
         id: text("id")?,
+        incarnation: fields
+            .contains_key(INCARNATION_KEY)
+            .then(|| text(INCARNATION_KEY))
+            .transpose()?,
         os: text("os")?,
         arch: text("arch")?,
         version: text("ver")?,

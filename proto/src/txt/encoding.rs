@@ -4,12 +4,14 @@
 
 use super::error::TxtError;
 use super::error::{caps_error, quote};
-use super::schema::{MAX_RECORD_BYTES, MAX_STRING_BYTES, SHORT_NAME_BYTES, TXT_VERSION};
+use super::schema::{
+    INCARNATION_KEY, MAX_RECORD_BYTES, MAX_STRING_BYTES, SHORT_NAME_BYTES, TXT_VERSION,
+};
 use crate::caps::{Device, DeviceInfo, NodeCaps};
 use std::fmt;
 
 /// Encodes caps as TXT schema v1 `(key, value)` pairs in announcement order:
-/// `txtvers` first, then `id`, `cluster`, `os`, `arch`, `cores`, `ram`,
+/// `txtvers` first, then `id`, `inc`, `cluster`, `os`, `arch`, `cores`, `ram`,
 /// `ramfree`, `disk`, `ckpt`, `gflops`, `io`, `dev0`..`devN`, `ver`.
 ///
 /// Empty strings (`id`, `os`, `arch`, `ver`) and an absent `cluster` or
@@ -49,6 +51,9 @@ pub fn encode(caps: &NodeCaps) -> Result<Vec<(String, String)>, TxtError> {
         }
     };
     push_str(&mut head, "id", &caps.id);
+    if let Some(inc) = &caps.incarnation {
+        head.push((INCARNATION_KEY.into(), inc.clone()));
+    }
     if let Some(cluster) = &caps.cluster {
         if "cluster=".len() + cluster.len() > MAX_STRING_BYTES {
             return Err(TxtError::DoesNotFit {

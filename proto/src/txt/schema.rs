@@ -23,3 +23,11 @@ pub const MAX_DECODE_BYTES: usize = 9000;
 /// many bytes. Enough for "NVIDIA GeForce RTX 4090" and "AMD Radeon PRO
 /// W7900"; the handshake carries the full names anyway.
 pub const SHORT_NAME_BYTES: usize = 24;
+
+/// The TXT key of the agent's incarnation ([`NodeCaps::incarnation`]): 16
+/// lowercase hex characters chosen at random at each start. Additive to
+/// schema v1: decoders that predate it ignore it as an unknown key, and a
+/// record without it decodes with no incarnation.
+///
+/// [`NodeCaps::incarnation`]: crate::caps::NodeCaps::incarnation
+pub const INCARNATION_KEY: &str = "inc";

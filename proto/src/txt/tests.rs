@@ -17,6 +17,7 @@ fn gpu(name: &str, mem: u64) -> DeviceInfo {
 fn sample() -> NodeCaps {
     NodeCaps {
         id: "5f0c1d2e3a4b5c6d".into(),
+        incarnation: Some("9a1b2c3d4e5f6071".into()),
         os: "linux".into(),
         arch: "x86_64".into(),
         version: "0.1.0".into(),
@@ -94,10 +95,32 @@ fn keys_appear_in_the_documented_order() {
     assert_eq!(
         keys,
         [
-            "txtvers", "id", "cluster", "os", "arch", "cores", "ram", "ramfree", "disk", "ckpt",
-            "gflops", "io", "dev0", "ver"
+            "txtvers", "id", "inc", "cluster", "os", "arch", "cores", "ram", "ramfree", "disk",
+            "ckpt", "gflops", "io", "dev0", "ver"
         ]
     );
+}
+
+#[test]
+fn a_record_without_an_incarnation_decodes_as_from_an_agent_that_predates_it() {
+    let mut c = sample();
+    c.incarnation = None;
+    let pairs = encode(&c).unwrap();
+    assert!(pairs.iter().all(|(k, _)| k != INCARNATION_KEY));
+    assert_eq!(decode(&to_strings(&pairs)).unwrap().incarnation, None);
+}
+
+#[test]
+fn an_incarnation_that_is_not_16_hex_characters_is_refused_naming_inc() {
+    for bad in ["xyz", "9A1B2C3D4E5F6071", "9a1b2c3d4e5f60711"] {
+        let e = decode(&[
+            "txtvers=1".to_string(),
+            "cores=4".to_string(),
+            format!("inc={bad}"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.key(), Some("inc"), "{e}");
+    }
 }
 
 #[test]

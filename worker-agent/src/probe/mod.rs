@@ -245,6 +245,8 @@ pub fn probe(opts: &ProbeOptions) -> anyhow::Result<NodeCaps> {
 
     let caps = NodeCaps {
         id,
+        // Chosen by the running agent ([`crate::run::run`]), not the probe.
+        incarnation: None,
         hostname: clean(&hostname),
         addr: String::new(),
         os: std::env::consts::OS.into(),

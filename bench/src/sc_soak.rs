@@ -1,0 +1,385 @@
+//! **`watch` under churn, for a long time** (issue 15): ten real agents
+//! stopped (SIGTERM), crashed (SIGKILL), restarted at once (kill -9 and
+//! start again, same id and records) or started, one random action every
+//! 0.8 s, for `--soak-minutes` (30 by default), with `rlx-discover watch
+//! --json` and python-zeroconf's browser (`bench/py/zc_watch.py`) on the
+//! same LAN. Selected with `--only soak` (not part of a default run: it is
+//! long).
+//!
+//! Recorded:
+//! - per tool, each action's latency against the ground truth (when the
+//!   action was taken): join (start to `joined`/`restarted`; zeroconf:
+//!   `added`/`updated`), goodbye-leave (SIGTERM to `left`; `removed`),
+//!   crash-leave (SIGKILL to `left`; `removed`), restart (kill -9 + start
+//!   to `restarted`; `updated`), with median and p95. An action whose
+//!   agent was acted on again before its bound is not counted
+//!   (overlapped); one the tool never reported is an unfinished sample.
+//! - watch's RSS and CPU (and the browser's) sampled every 10 s: first and
+//!   last minute, maximum, CPU % per half of the run, to show both stay
+//!   flat (bounded tables).
+//!
+//! Lab: h0 watch and the browser, h1-h10 the agents.
+
+use crate::ctx::Ctx;
+use crate::peers::{self, PYTHON};
+use crate::proc::{cpu_ns, rss_kb};
+use anyhow::{Context, Result};
+use rlx_lab::{Lab, LabOptions, LabProcess};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const SCENARIO: &str = "soak";
+const WATCH: &str = "rlx-discover watch --json";
+const ZC: &str = "python-zeroconf AsyncServiceBrowser (zc_watch.py)";
+const AGENTS: usize = 10;
+const STEP: Duration = Duration::from_millis(800);
+const SAMPLE_EVERY: Duration = Duration::from_secs(10);
+/// A tool's news of an action counts within this long of it (and before
+/// the agent's next action); past it the action is unfinished for that
+/// tool. Generous: python-zeroconf sees a crash only when the records'
+/// 120 s TTL runs out.
+const WINDOW: Duration = Duration::from_secs(150);
+/// Actions acted on again within this long are not counted: none of the
+/// bounds (1 s join, 2 s goodbye, 5 s crash) is that long.
+const QUIET: Duration = Duration::from_secs(6);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Act {
+    Start,
+    Stop,
+    Crash,
+    Restart,
+}
+
+impl Act {
+    fn metric(self) -> &'static str {
+        match self {
+            Act::Start => "join_ms",
+            Act::Stop => "goodbye_leave_ms",
+            Act::Crash => "crash_leave_ms",
+            Act::Restart => "restart_ms",
+        }
+    }
+}
+
+fn wall_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+/// (wall ms, instance, event) of each line, watch's `at_ms` set on the
+/// wall clock from when it was started.
+fn watch_news(w: &LabProcess, started_wall: f64) -> Vec<(f64, String, String)> {
+    w.stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| {
+            Some((
+                started_wall + e["at_ms"].as_f64()?,
+                e["instance"].as_str()?.to_string(),
+                e["event"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+fn zc_news(z: &LabProcess) -> Vec<(f64, String, String)> {
+    z.stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| {
+            Some((
+                e["wall_ms"].as_f64()?,
+                e["name"].as_str()?.to_string(),
+                e["event"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+fn p95(v: &[f64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(((v.len() as f64 - 1.0) * 0.95).round() as usize)
+        .copied()
+}
+
+/// Runs the soak for `ctx.soak_minutes`.
+pub fn run(ctx: &mut Ctx) -> Result<()> {
+    if !ctx.features.agent_run {
+        ctx.not_measured(
+            "soak: watch under churn",
+            "needs rlx-agent's run mode, which does not work in this build",
+        );
+        return Ok(());
+    }
+    let minutes = ctx.soak_minutes;
+    let length = Duration::from_secs_f64(minutes * 60.0);
+    let case = format!("{AGENTS} agents, an action every 0.8 s for {minutes} min");
+    let dir = ctx.work.path().join("soak");
+    std::fs::create_dir_all(&dir)?;
+    let lab = Lab::new(LabOptions {
+        hosts: AGENTS + 1,
+        ipv6: false,
+    })?;
+    let script = dir.join("zc_watch.py");
+    std::fs::write(&script, include_str!("../py/zc_watch.py"))?;
+    let mut caps = BTreeMap::new();
+    for i in 1..=AGENTS {
+        caps.insert(i, peers::write_caps(&dir, i)?.0);
+    }
+    let agent_bin = ctx.bins.agent.clone();
+    let start_agent = |i: usize| -> Result<LabProcess> {
+        let c = peers::agent_command(&lab, i, &agent_bin, &caps[&i], i);
+        lab.spawn(i, c).context("starting an agent")
+    };
+
+    let h0 = lab.host(0);
+    let mut c = lab.command(0, &ctx.bins.discover);
+    c.args(["watch", "--json", "--interface", &h0.iface]);
+    let watch_wall = wall_ms();
+    let w = lab.spawn(0, c)?;
+    let mut c = lab.command(0, PYTHON);
+    c.arg(&script)
+        .arg(h0.ip.to_string())
+        .arg(format!("{}", length.as_secs() + 200));
+    let z = lab.spawn(0, c)?;
+    z.wait_for_output("ready", Duration::from_secs(60))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    ctx.command(WATCH, "rlx-discover watch --json --interface IFACE");
+    ctx.command(ZC, "/usr/bin/python3 bench/py/zc_watch.py IP SECONDS");
+
+    let mut rng = fastrand::Rng::with_seed(15);
+    let mut truth: Vec<(f64, usize, Act)> = Vec::new();
+    let mut procs: Vec<LabProcess> = Vec::new();
+    let mut running: BTreeMap<usize, usize> = BTreeMap::new();
+    for i in 1..=AGENTS {
+        truth.push((wall_ms(), i, Act::Start));
+        running.insert(i, procs.len());
+        procs.push(start_agent(i)?);
+    }
+    // (seconds into the run, watch RSS kB, watch CPU ns, zc RSS, zc CPU)
+    let mut usage: Vec<(f64, u64, u64, u64, u64)> = Vec::new();
+    let t0 = Instant::now();
+    let end = t0 + length;
+    let (mut tick, mut next_sample) = (t0, t0);
+    while Instant::now() < end {
+        if Instant::now() >= next_sample {
+            next_sample += SAMPLE_EVERY;
+            usage.push((
+                t0.elapsed().as_secs_f64(),
+                rss_kb(w.pid()).unwrap_or(0),
+                cpu_ns(w.pid()).unwrap_or(0),
+                rss_kb(z.pid()).unwrap_or(0),
+                cpu_ns(z.pid()).unwrap_or(0),
+            ));
+        }
+        tick += STEP;
+        std::thread::sleep(tick.saturating_duration_since(Instant::now()));
+        let i = 1 + rng.usize(..AGENTS);
+        let act = if running.contains_key(&i) {
+            [Act::Stop, Act::Crash, Act::Restart][rng.usize(..3)]
+        } else {
+            Act::Start
+        };
+        let now = wall_ms();
+        match act {
+            Act::Start => {}
+            Act::Stop => {
+                procs[running.remove(&i).unwrap()].signal(nix::sys::signal::Signal::SIGTERM);
+            }
+            Act::Crash | Act::Restart => procs[running.remove(&i).unwrap()].kill(),
+        }
+        if matches!(act, Act::Start | Act::Restart) {
+            running.insert(i, procs.len());
+            procs.push(start_agent(i)?);
+        }
+        truth.push((now, i, act));
+        // The dead are reaped as they go: the table of processes is the
+        // only thing here that grows with the run.
+        for p in &procs {
+            let _ = p.try_wait();
+        }
+    }
+    std::thread::sleep(Duration::from_secs(10));
+    let watch = watch_news(&w, watch_wall);
+    let zc = zc_news(&z);
+    let mut members = std::collections::BTreeSet::new();
+    for (_, who, ev) in &watch {
+        match ev.as_str() {
+            "joined" => {
+                members.insert(who.clone());
+            }
+            "left" => {
+                members.remove(who);
+            }
+            _ => {}
+        }
+    }
+    let want: std::collections::BTreeSet<String> =
+        running.keys().map(|&i| peers::node_name(i)).collect();
+    ctx.notes.push(format!(
+        "soak: {case}; seed 15; {} actions; load average at the end {}. At the end watch's \
+         events describe {} members, {} agents run{}.",
+        truth.len(),
+        crate::machine::loadavg(),
+        members.len(),
+        want.len(),
+        if members == want {
+            " (the same)".to_string()
+        } else {
+            format!(" (MISMATCH: events {members:?}, running {want:?})")
+        }
+    ));
+
+    for (tool, news, wants) in [
+        (
+            WATCH,
+            &watch,
+            [
+                &["joined", "restarted"][..],
+                &["left"][..],
+                &["left"][..],
+                &["restarted", "joined"][..],
+            ],
+        ),
+        (
+            ZC,
+            &zc,
+            [
+                &["added", "updated"][..],
+                &["removed"][..],
+                &["removed"][..],
+                &["updated", "added"][..],
+            ],
+        ),
+    ] {
+        let mut lat: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        let mut reps: BTreeMap<&str, u32> = BTreeMap::new();
+        for (k, &(t, i, act)) in truth.iter().enumerate() {
+            let next = truth[k + 1..]
+                .iter()
+                .find(|(_, j, _)| *j == i)
+                .map_or(f64::MAX, |x| x.0);
+            // Quiet before too: an agent stopped right after its start may
+            // never have announced, and a previous action's news may still
+            // be on its way.
+            let prev = truth[..k]
+                .iter()
+                .rfind(|(_, j, _)| *j == i)
+                .map_or(f64::MIN, |x| x.0);
+            let quiet = QUIET.as_secs_f64() * 1000.0;
+            if next < t + quiet || prev > t - quiet {
+                continue;
+            }
+            let until = next.min(t + WINDOW.as_secs_f64() * 1000.0);
+            let name = peers::node_name(i);
+            let want = wants[act as usize];
+            let first = news
+                .iter()
+                .filter(|(at, who, ev)| *who == name && *at >= t && *at < until && ev != "refused")
+                .find(|(_, _, ev)| want.contains(&ev.as_str()));
+            let rep = reps.entry(act.metric()).or_default();
+            let value = first.map(|(at, _, _)| at - t);
+            ctx.record(
+                SCENARIO,
+                &case,
+                tool,
+                act.metric(),
+                *rep,
+                value,
+                None,
+                None,
+                if value.is_none() {
+                    "not reported within the window"
+                } else {
+                    ""
+                },
+            );
+            *rep += 1;
+            if let Some(v) = value {
+                lat.entry(act.metric()).or_default().push(v);
+            }
+        }
+        for (metric, v) in lat {
+            ctx.record(
+                SCENARIO,
+                &case,
+                tool,
+                &format!("{metric} p95"),
+                0,
+                p95(&v),
+                None,
+                None,
+                format!(
+                    "p95 of the {} actions reported, of {} judged",
+                    v.len(),
+                    reps[metric]
+                ),
+            );
+        }
+    }
+
+    // Flat or not: the first and last minute, the maximum, CPU per half.
+    let minute = |from: f64, to: f64| -> Vec<&(f64, u64, u64, u64, u64)> {
+        usage.iter().filter(|u| u.0 >= from && u.0 < to).collect()
+    };
+    let total = t0.elapsed().as_secs_f64().max(1.0);
+    for (tool, rss, cpu) in [(WATCH, 1usize, 2usize), (ZC, 3, 4)] {
+        let get = |u: &(f64, u64, u64, u64, u64), k: usize| match k {
+            1 => u.1,
+            2 => u.2,
+            3 => u.3,
+            _ => u.4,
+        };
+        let avg_rss = |us: &[&(f64, u64, u64, u64, u64)]| {
+            (!us.is_empty())
+                .then(|| us.iter().map(|u| get(u, rss) as f64).sum::<f64>() / us.len() as f64)
+        };
+        let first = avg_rss(&minute(0.0, 60.0));
+        let last = avg_rss(&minute(total - 70.0, total));
+        let max = usage.iter().map(|u| get(u, rss)).max().map(|m| m as f64);
+        for (metric, v) in [
+            ("rss_kb first minute", first),
+            ("rss_kb last minute", last),
+            ("rss_kb max", max),
+        ] {
+            ctx.record(SCENARIO, &case, tool, metric, 0, v, None, None, "");
+        }
+        let half = usage.len() / 2;
+        if half >= 1 {
+            let pct = |a: &(f64, u64, u64, u64, u64), b: &(f64, u64, u64, u64, u64)| {
+                (b.0 > a.0).then(|| {
+                    get(b, cpu).saturating_sub(get(a, cpu)) as f64 / 1e9 / (b.0 - a.0) * 100.0
+                })
+            };
+            let (a, m, b) = (&usage[0], &usage[half], &usage[usage.len() - 1]);
+            ctx.record(
+                SCENARIO,
+                &case,
+                tool,
+                "cpu_pct first half",
+                0,
+                pct(a, m),
+                None,
+                None,
+                "",
+            );
+            ctx.record(
+                SCENARIO,
+                &case,
+                tool,
+                "cpu_pct second half",
+                0,
+                pct(m, b),
+                None,
+                None,
+                "",
+            );
+        }
+    }
+    drop(procs);
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! **A member and its news** — what the engine keeps of each member, and
+//! how a fresh answer from its machine becomes `restarted` or `updated`.
+
+use super::event::{Event, Kind, Out};
+use super::node::material;
+use crate::report::AddedNode;
+use crate::sighting::Sighting;
+use tokio::time::Instant;
+
+/// A current member.
+pub(super) struct Member {
+    pub(super) sighting: Sighting,
+    pub(super) node: AddedNode,
+    /// Caps as first seen by mDNS (TXT), to tell a real update from the
+    /// handshake's fresher copy of the same announcement.
+    pub(super) announced: Option<String>,
+    /// The incarnation its handshake told, to tell a restart.
+    pub(super) incarnation: Option<String>,
+    /// Which membership of this label this is: a check started for an
+    /// earlier one (it left and joined again meanwhile) is not this one's.
+    pub(super) generation: u64,
+    /// When its next health check is due (`None`: one is under way).
+    pub(super) next_check: Option<Instant>,
+    /// Its last check was refused at once; the next failure is a leave.
+    pub(super) failed_once: bool,
+}
+
+/// The incarnation a sighting's caps carry.
+pub(super) fn incarnation_of(s: &Sighting) -> Option<String> {
+    s.caps.as_ref().and_then(|c| c.incarnation.clone())
+}
+
+/// Reports what changed in member `m` now that its machine answered with
+/// `node` and incarnation `inc`: `restarted` when the incarnation changed
+/// (whatever else did: a restart is what the runtime must act on), else
+/// `updated` when something material did. Records the incarnation.
+pub(super) fn news(
+    out: &mut Out<impl FnMut(Event)>,
+    label: &str,
+    m: &mut Member,
+    node: &AddedNode,
+    inc: Option<String>,
+) {
+    if inc != m.incarnation {
+        let say = |i: &Option<String>| i.clone().unwrap_or_else(|| "none".into());
+        let why = format!("incarnation {} -> {}", say(&m.incarnation), say(&inc));
+        out.emit(
+            Kind::Restarted,
+            label,
+            Some(node),
+            inc.as_deref(),
+            Some(why),
+        );
+        m.incarnation = inc;
+    } else if let Some(why) = material(&m.node, node) {
+        out.emit(Kind::Updated, label, Some(node), inc.as_deref(), Some(why));
+    }
+}

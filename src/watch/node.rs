@@ -1,0 +1,47 @@
+//! **What a member is to a scheduler** — the node the pipeline makes of an
+//! admitted sighting, and which of its changes are worth an `updated`.
+
+use crate::pipeline::{expand, NodeDefaults};
+use crate::report::{gib, AddedNode};
+use crate::sighting::{Discovery, Sighting};
+
+/// The node the pipeline makes of one admitted sighting: the same device
+/// selection as `expand`.
+pub(super) fn node_of(s: &Sighting, defaults: &NodeDefaults) -> Option<AddedNode> {
+    let d = Discovery {
+        sightings: vec![s.clone()],
+        ..Default::default()
+    };
+    expand(&[], defaults, d).added.into_iter().next()
+}
+
+/// What makes an update worth reporting, in words; `None` when nothing a
+/// scheduler cares about changed (a fresher copy of the same caps).
+pub(super) fn material(a: &AddedNode, b: &AddedNode) -> Option<String> {
+    let mut why = Vec::new();
+    if a.device != b.device {
+        why.push(format!("device {} -> {}", a.device, b.device));
+    }
+    if a.mem_bytes != b.mem_bytes {
+        why.push(format!(
+            "memory {} -> {}",
+            gib(a.mem_bytes),
+            gib(b.mem_bytes)
+        ));
+    }
+    if a.cores != b.cores {
+        why.push(format!("cores {} -> {}", a.cores, b.cores));
+    }
+    if a.addr != b.addr {
+        why.push(format!("address {} -> {}", a.addr, b.addr));
+    }
+    (!why.is_empty()).then(|| why.join(", "))
+}
+
+/// A discovery of one sighting, for one check.
+pub(super) fn one(s: Sighting) -> Discovery {
+    Discovery {
+        sightings: vec![s],
+        ..Default::default()
+    }
+}
