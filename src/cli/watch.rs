@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Args;
 use rlx_discover::discover::{browse_options, rules};
 use rlx_discover::pipeline::NodeDefaults;
-use rlx_discover::report::{gib, untrusted};
+use rlx_discover::report::untrusted;
 use rlx_discover::sources::dns::DnsSdOptions;
 use rlx_discover::sources::mdns::{ContinuousBrowse, DialPolicy};
 use rlx_discover::watch::{DnsZone, Event, Watch, DNS_POLL_INTERVAL, HEALTH_INTERVAL};
@@ -46,7 +46,8 @@ mod roster;
 use roster::{InFile, Roster};
 
 /// Prints one event: a JSON object per line with `--json`, else an aligned
-/// line (`   1.234s joined    box1 10.0.0.1:9100 cuda 24.0 GiB 16 cores`).
+/// line (`   1.234s joined    box1 10.0.0.1:9100 cuda 24.0 GiB 16 cores`, and
+/// `2x cuda 24.0 GiB` for a box with two, as `browse` shows it).
 /// With a cluster file, `file` says which of its nodes the event is
 /// (`"in_file"` in JSON, `[cluster.toml line 12: up]` in text) or, for a
 /// member in none of them, `[new]`.
@@ -62,13 +63,7 @@ fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
         println!("{v}");
     } else {
         let what = e.node.as_ref().map_or_else(String::new, |n| {
-            format!(
-                " {} {} {} {} cores",
-                n.addr,
-                n.device,
-                gib(n.mem_bytes),
-                n.cores
-            )
+            format!(" {} {} {} cores", n.addr, n.device_summary(), n.cores)
         });
         let why = e
             .reason
