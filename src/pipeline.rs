@@ -736,6 +736,7 @@ pub fn expand_file(
             heard_on: m.sightings.iter().find_map(|s| s.heard_on.clone()),
             found_ms: m.first_found_ms(),
             also_at: m.also_at(&addr),
+            link: None,
         });
         nodes.push(node);
     }

@@ -66,6 +66,9 @@ pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
     if let Some(i) = &a.heard_on {
         c.push_str(&format!(", heard on {i}"));
     }
+    if let Some(l) = &a.link {
+        c.push_str(&format!(", {}", l.summary()));
+    }
     if !a.id.is_empty() {
         c.push_str(&format!(", id {}", a.id));
     }
@@ -378,6 +381,7 @@ mod tests {
             heard_on: Some("eth0".into()),
             found_ms: 40,
             also_at: Vec::new(),
+            link: None,
         }
     }
 

@@ -111,6 +111,21 @@ pub struct AddedNode {
     /// (which a shared key cannot tell apart, see docs/security.md) is at
     /// least visible.
     pub also_at: Vec<String>,
+    /// The link measured to it (`--links`, `measure_links`): absent when
+    /// not asked for or not measured (the reason is in the report's
+    /// `link_problems`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<rlx_proto::handshake::LinkMeasurement>,
+}
+
+/// A node whose link was not measured, and why (an agent too old, a
+/// refusal, a failed transfer). The node is added all the same.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkProblem {
+    /// The node's `addr`.
+    pub addr: String,
+    /// Why, naming what to do.
+    pub why: String,
 }
 
 /// A sighting dropped because the node was already in the list.
@@ -189,6 +204,10 @@ pub struct Report {
     /// Nodes of the file whose machine (recognised by the node id in their
     /// comments) answers at a new address.
     pub moved: Vec<Moved>,
+    /// Nodes whose link measurement was asked for and failed, with the
+    /// reason (absent from the JSON when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub link_problems: Vec<LinkProblem>,
 }
 
 /// A node of the file whose machine now answers at another address: a new
@@ -375,8 +394,12 @@ impl Report {
             } else {
                 format!(", also at {}", a.also_at.join(", "))
             };
+            let link = a
+                .link
+                .as_ref()
+                .map_or_else(String::new, |l| format!(", link {}", l.summary()));
             line(format!(
-                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){also}",
+                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){also}{link}",
                 a.addr,
                 a.device,
                 gib(a.mem_bytes),
@@ -408,6 +431,9 @@ impl Report {
         }
         for u in &self.unheard_by_mdns {
             line(format!("  ? {}", u.render_text()));
+        }
+        for l in &self.link_problems {
+            line(format!("  ? link to {} not measured: {}", l.addr, l.why));
         }
         s
     }

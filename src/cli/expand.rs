@@ -79,6 +79,11 @@ pub struct ExpandArgs {
     /// Do not browse mDNS even when [discover] would.
     #[arg(long)]
     pub no_mdns: bool,
+    /// Measure the RTT and throughput to every added node (as [discover]
+    /// measure_links = true): about 0.6 s per node, one at a time per
+    /// interface; shown in the report, the JSON and the `# found by` comment.
+    #[arg(long)]
+    pub links: bool,
     /// Exit 1 for every refused announcement too, strangers' included (a
     /// neighbour's broken record, another cluster's agent).
     #[arg(long)]
@@ -115,6 +120,7 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         key_file: a.key_file,
         browse_ms: a.browse_ms,
         no_mdns: a.no_mdns,
+        measure_links: a.links,
     };
     let exp = crate::cli::runtime::runtime()?.block_on(expand_config(&cfg, &overrides, bars))?;
     let plan = plan(&cfg, &exp, a.prune, &now_utc())

@@ -49,6 +49,7 @@ impl LanArgs {
             key_file: self.key_file.clone(),
             browse_ms,
             no_mdns: false,
+            measure_links: false,
         }
         .apply(&mut d);
         if self.cluster.is_some() {

@@ -67,6 +67,11 @@ pub struct DiscoverSection {
     /// Admit only agents announcing this cluster name (a filter, not security).
     #[serde(default)]
     pub cluster: Option<String>,
+    /// Measure the RTT and throughput to every added node (the same as
+    /// `--links`): about 0.6 s per node, one node at a time per interface
+    /// of this machine (see `docs/protocol.md`, "Link measurement").
+    #[serde(default)]
+    pub measure_links: bool,
     /// Shared-secret key file; agents must prove it in the handshake.
     #[serde(default)]
     pub key_file: Option<PathBuf>,
@@ -224,6 +229,15 @@ impl DiscoverSection {
         }
         if let Some(dns) = &self.dns_sd {
             dns.check()?;
+        }
+        if self.measure_links && !self.mdns && self.subnet.is_none() && self.dns_sd.is_none() {
+            return Err(Invalid(
+                at("measure_links"),
+                "[discover] measure_links = true measures the links to agents found on the \
+                 network, but mdns = false and no subnet or dns_sd finds any (ssh_hosts \
+                 are probed, not measured): enable a network source or drop measure_links"
+                    .into(),
+            ));
         }
         if self.interfaces.iter().any(|i| i.trim().is_empty()) {
             return Err(Invalid(
