@@ -442,6 +442,29 @@ mod tests {
         assert_eq!(c.nodes.len(), 1, "{out}");
     }
 
+    /// The measured link goes into the comment before the id, and the id
+    /// is still read back from it (a moved machine is recognised by it).
+    #[test]
+    fn a_measured_link_is_in_the_found_by_comment_and_the_id_still_reads_back() {
+        let mut p = prov();
+        p.link = Some(rlx_proto::handshake::LinkMeasurement {
+            rtt_ms: 0.21,
+            rtt_samples_ms: vec![0.21],
+            up_mbps: 9300.0,
+            down_mbps: 9100.0,
+            up_bytes: 1,
+            down_bytes: 1,
+            took_ms: 500,
+        });
+        let c = provenance_comment(&p, "t");
+        assert!(c.contains(", 0.21 ms, 9.3 Gbit/s up, 9.1 down"), "{c}");
+        assert_eq!(
+            crate::provenance::node_id_in(&c).as_deref(),
+            Some(p.id.as_str()).filter(|id| !id.is_empty()),
+            "{c}"
+        );
+    }
+
     /// Guards against line and paragraph separators, C1 controls and bidi
     /// overrides in a host name reaching the file raw (TOML allows them in
     /// a comment, and an editor or terminal shows a line break or

@@ -17,7 +17,8 @@
 //! - [`peers`]: simulated agents, avahi-daemon with a private D-Bus, the
 //!   embedded python scripts.
 //! - [`sc_mdns`], [`sc_scan`], [`sc_ssh`], [`sc_footprint`], [`sc_trust`]:
-//!   the five scenarios of issue 7.
+//!   the five scenarios of issue 7; [`sc_links`]: link measurement against
+//!   iperf3 (issue 14).
 //! - [`report`]: BENCHMARKS.md with the goals of issues 2-5; [`plot`]: PNGs.
 //!
 //! Every scenario builds its network with [`rlx_lab`] and runs
@@ -41,6 +42,8 @@ mod report;
 mod results;
 #[cfg(target_os = "linux")]
 mod sc_footprint;
+#[cfg(target_os = "linux")]
+mod sc_links;
 #[cfg(target_os = "linux")]
 mod sc_mdns;
 #[cfg(target_os = "linux")]
@@ -92,7 +95,7 @@ struct RunArgs {
     #[arg(long)]
     quick: bool,
     /// Only these scenarios (comma-separated: mdns, scan, ssh, footprint,
-    /// trust).
+    /// trust, links).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Repetitions per case (default: 1 quick, 5 full).
@@ -212,7 +215,7 @@ fn run(a: RunArgs) -> Result<()> {
         mdns_n: a.mdns_n.clone(),
         mdns_loss: a.mdns_loss.clone(),
     };
-    let all = ["mdns", "scan", "ssh", "footprint", "trust"];
+    let all = ["mdns", "scan", "ssh", "footprint", "trust", "links"];
     for o in &a.only {
         if !all.contains(&o.as_str()) {
             bail!("unknown scenario `{o}`: use one of {}", all.join(", "));
@@ -220,12 +223,13 @@ fn run(a: RunArgs) -> Result<()> {
     }
     let wanted = |s: &str| a.only.is_empty() || a.only.iter().any(|o| o == s);
     type Scenario = fn(&mut Ctx) -> Result<()>;
-    let scenarios: [(&str, Scenario); 5] = [
+    let scenarios: [(&str, Scenario); 6] = [
         ("scan", sc_scan::run),
         ("ssh", sc_ssh::run),
         ("footprint", sc_footprint::run),
         ("trust", sc_trust::run),
         ("mdns", sc_mdns::run),
+        ("links", sc_links::run),
     ];
     for (name, f) in scenarios {
         if !wanted(name) {

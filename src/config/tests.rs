@@ -72,3 +72,29 @@ standby_for = "a:9100"
     assert_eq!(n.layers, Some([0, 24]));
     assert_eq!(c.nodes[1].role, Role::Standby);
 }
+
+#[test]
+fn measure_links_is_a_checked_boolean_of_discover() {
+    let d = parse("[discover]\nmeasure_links = true\n")
+        .unwrap()
+        .discover
+        .unwrap();
+    assert!(d.measure_links);
+    assert!(
+        !parse("[discover]\n")
+            .unwrap()
+            .discover
+            .unwrap()
+            .measure_links
+    );
+    let e = parse("[discover]\nmeasure_links = \"yes\"\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    let e = parse(
+        "[discover]\nmdns = false\nssh_hosts = [\"a\"]\nckpt_dir = \"/m\"\nmeasure_links = true\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("measure_links") && e.message.contains("network source"),
+        "{e}"
+    );
+}

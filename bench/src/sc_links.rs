@@ -1,0 +1,318 @@
+//! **Scenario 6: link measurement** (issue 14) — `rlx-discover browse
+//! --links` beside iperf3 on the same tbf-shaped links in the same run:
+//!
+//! - accuracy: two agents behind links shaped to 100 Mbit/s and 1 Gbit/s
+//!   (both directions: the host's `eth0` and its switch port), ours against
+//!   `iperf3 -t 2`, up (coordinator to agent) and down;
+//! - cost: each node's measurement (`link.took_ms`), and a whole browse of
+//!   50 agents (10 in quick mode) behind 1 Gbit/s links with `--links`
+//!   against the same browse without it;
+//! - discovery with `--links` off: the browse of the two agents without
+//!   `--links`, and, when `RLX_BENCH_BASELINE_DISCOVER` names the binary
+//!   of the commit before link measurement, that binary's same browse.
+
+use crate::ctx::Ctx;
+use crate::peers::{agent_command, write_caps, STARTUP};
+use crate::proc::run_timed;
+use anyhow::{Context, Result};
+use rlx_lab::{Lab, LabOptions, LabProcess};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+const OURS: &str = "rlx-discover browse --links";
+const PLAIN: &str = "rlx-discover browse";
+const BASELINE: &str = "rlx-discover browse (before links)";
+const IPERF: &str = "iperf3 -t 2";
+
+/// The shaped links of the accuracy case: case name, tbf rate and burst.
+const SHAPES: [(&str, &str, &str); 2] = [
+    ("100 Mbit/s", "100mbit", "128kb"),
+    ("1 Gbit/s", "1gbit", "1mb"),
+];
+
+fn tc(ns: &str, dev: &str, rate: &str, burst: &str) -> Result<()> {
+    let st = Command::new("ip")
+        .args([
+            "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+        ])
+        .args(["rate", rate, "burst", burst, "latency", "20ms"])
+        .status()?;
+    anyhow::ensure!(st.success(), "tc qdisc add dev {dev} in {ns}: {st}");
+    Ok(())
+}
+
+/// Shapes host `i`'s link to `rate` both ways.
+fn shape(lab: &Lab, i: usize, rate: &str, burst: &str) -> Result<()> {
+    let h = lab.host(i);
+    tc(&h.ns, &h.iface, rate, burst)?;
+    let sw = lab.switch_ns().context("a switched lab")?;
+    tc(
+        sw,
+        h.switch_port.as_deref().context("a switch port")?,
+        rate,
+        burst,
+    )
+}
+
+/// Starts one agent per host `1..=n` and waits until each announced.
+fn agents(ctx: &Ctx, lab: &Lab, n: usize) -> Result<Vec<LabProcess>> {
+    let mut procs = Vec::new();
+    for i in 1..=n {
+        let (caps, _) = write_caps(ctx.work.path(), i)?;
+        let c = agent_command(lab, i, &ctx.bins.agent, &caps, i);
+        procs.push(lab.spawn(i, c)?);
+    }
+    for p in &procs {
+        p.wait_for_output("mDNS: announced on", STARTUP)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(procs)
+}
+
+/// One browse from host 0 with `bin`; its wall time and JSON.
+fn browse(
+    lab: &Lab,
+    bin: &PathBuf,
+    links: bool,
+    browse_ms: u64,
+) -> Result<(f64, serde_json::Value)> {
+    let mut c = lab.command(0, bin);
+    c.args(["browse", "--json", "--browse-ms", &browse_ms.to_string()]);
+    if links {
+        c.arg("--links");
+    }
+    let t = run_timed(&mut c, Duration::from_secs(300))?;
+    let v: serde_json::Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
+    Ok((t.wall_ms(), v))
+}
+
+fn nodes(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    v["nodes"].as_array().cloned().unwrap_or_default()
+}
+
+/// iperf3's receiver-side rate from host 0 to host `i` (`reverse`: back).
+fn iperf3(lab: &Lab, i: usize, reverse: bool) -> Result<f64> {
+    let mut c = lab.command(0, "iperf3");
+    c.args(["-c", &lab.host(i).ip.to_string(), "-t", "2", "-J"]);
+    if reverse {
+        c.arg("-R");
+    }
+    let t = run_timed(&mut c, Duration::from_secs(30))?;
+    let v: serde_json::Value = serde_json::from_str(&t.stdout).context("iperf3 -J output")?;
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .map(|b| b / 1e6)
+        .with_context(|| {
+            format!(
+                "no end.sum_received in iperf3's output: {}",
+                t.stderr_tail(3)
+            )
+        })
+}
+
+/// Runs the scenario.
+pub fn run(ctx: &mut Ctx) -> Result<()> {
+    if !rlx_lab::peer::on_path("iperf3") {
+        ctx.not_measured(
+            "links: accuracy",
+            "iperf3 is not installed (apt-get install iperf3)",
+        );
+        return Ok(());
+    }
+    ctx.command(OURS, "rlx-discover browse --links --json --browse-ms 1500");
+    ctx.command(PLAIN, "rlx-discover browse --json --browse-ms 1500");
+    ctx.command(
+        IPERF,
+        "iperf3 -c AGENT -t 2 -J [-R]  (server: iperf3 -s in the agent's namespace)",
+    );
+    ctx.notes.push(
+        "links: coordinator in host 0; agents behind links shaped with tbf in both directions \
+         (the host's eth0 and its switch port; latency 20ms; burst 128kb at 100mbit, 1mb at \
+         1gbit). Ours: the default request (7 round trips, 250 ms each way, the first quarter \
+         of each transfer left out as warm-up), one node at a time per coordinator interface. \
+         iperf3 -t 2 runs in the same namespaces between our runs; both rates are the \
+         receiver's."
+            .into(),
+    );
+    let reps = ctx.reps;
+    {
+        let lab = Lab::new(LabOptions {
+            hosts: 3,
+            ipv6: false,
+        })?;
+        for (i, (_, rate, burst)) in SHAPES.iter().enumerate() {
+            shape(&lab, i + 1, rate, burst)?;
+        }
+        let _agents = agents(ctx, &lab, 2)?;
+        let _servers = (1..=2)
+            .map(|i| {
+                let mut c = lab.command(i, "iperf3");
+                c.args(["-s", "--forceflush"]);
+                let p = lab.spawn(i, c)?;
+                p.wait_for_output("Server listening", STARTUP)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                Ok(p)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let baseline = std::env::var_os("RLX_BENCH_BASELINE_DISCOVER").map(PathBuf::from);
+        if let Some(b) = &baseline {
+            ctx.command(
+                BASELINE,
+                format!("{} browse --json --browse-ms 1500", b.display()),
+            );
+        } else {
+            ctx.not_measured(
+                "links: discovery before links",
+                "RLX_BENCH_BASELINE_DISCOVER not set (the binary of the commit before links)",
+            );
+        }
+        for rep in 0..reps {
+            let (wall, v) = browse(&lab, &ctx.bins.discover, true, 1500)?;
+            let found = nodes(&v);
+            ctx.record(
+                "links",
+                "discovery, 2 agents",
+                OURS,
+                "wall_ms",
+                rep,
+                Some(wall),
+                Some(found.len() as u64),
+                Some(2),
+                "",
+            );
+            for (k, (case, ..)) in SHAPES.iter().enumerate() {
+                let name = crate::peers::node_name(k + 1);
+                let link = found
+                    .iter()
+                    .find(|n| n["hostname"] == name.as_str())
+                    .map(|n| n["link"].clone())
+                    .unwrap_or_default();
+                let why = v["report"]["link_problems"].to_string();
+                for (metric, key) in [
+                    ("up_mbps", "up_mbps"),
+                    ("down_mbps", "down_mbps"),
+                    ("node_ms", "took_ms"),
+                ] {
+                    ctx.record(
+                        "links",
+                        case,
+                        OURS,
+                        metric,
+                        rep,
+                        link[key].as_f64(),
+                        None,
+                        None,
+                        if link.is_null() {
+                            why.clone()
+                        } else {
+                            String::new()
+                        },
+                    );
+                }
+                ctx.record(
+                    "links",
+                    case,
+                    IPERF,
+                    "up_mbps",
+                    rep,
+                    iperf3(&lab, k + 1, false).ok(),
+                    None,
+                    None,
+                    "",
+                );
+                ctx.record(
+                    "links",
+                    case,
+                    IPERF,
+                    "down_mbps",
+                    rep,
+                    iperf3(&lab, k + 1, true).ok(),
+                    None,
+                    None,
+                    "",
+                );
+            }
+            let (wall, v) = browse(&lab, &ctx.bins.discover, false, 1500)?;
+            ctx.record(
+                "links",
+                "discovery, 2 agents",
+                PLAIN,
+                "wall_ms",
+                rep,
+                Some(wall),
+                Some(nodes(&v).len() as u64),
+                Some(2),
+                "",
+            );
+            if let Some(b) = &baseline {
+                let (wall, v) = browse(&lab, b, false, 1500)?;
+                ctx.record(
+                    "links",
+                    "discovery, 2 agents",
+                    BASELINE,
+                    "wall_ms",
+                    rep,
+                    Some(wall),
+                    Some(nodes(&v).len() as u64),
+                    Some(2),
+                    "",
+                );
+            }
+        }
+    }
+
+    let n = if ctx.quick { 10 } else { 50 };
+    let lab = Lab::new(LabOptions {
+        hosts: n + 1,
+        ipv6: false,
+    })?;
+    for i in 1..=n {
+        shape(&lab, i, "1gbit", "1mb")?;
+    }
+    let _agents = agents(ctx, &lab, n)?;
+    let case = format!("{n} agents at 1 Gbit/s");
+    for rep in 0..reps {
+        let (wall, v) = browse(&lab, &ctx.bins.discover, true, 3000)?;
+        let found = nodes(&v);
+        let measured: Vec<f64> = found
+            .iter()
+            .filter_map(|n| n["link"]["took_ms"].as_f64())
+            .collect();
+        ctx.record(
+            "links",
+            &case,
+            OURS,
+            "wall_ms",
+            rep,
+            Some(wall),
+            Some(measured.len() as u64),
+            Some(n as u64),
+            "",
+        );
+        ctx.record(
+            "links",
+            &case,
+            OURS,
+            "measure_ms",
+            rep,
+            Some(measured.iter().sum()),
+            Some(measured.len() as u64),
+            Some(n as u64),
+            "the nodes' took_ms summed: one at a time through the one interface",
+        );
+        let (wall, v) = browse(&lab, &ctx.bins.discover, false, 3000)?;
+        ctx.record(
+            "links",
+            &case,
+            PLAIN,
+            "wall_ms",
+            rep,
+            Some(wall),
+            Some(nodes(&v).len() as u64),
+            Some(n as u64),
+            "",
+        );
+    }
+    Ok(())
+}
