@@ -30,6 +30,8 @@ pub struct Overrides {
     pub no_mdns: bool,
     /// `--links`, setting `measure_links`.
     pub measure_links: bool,
+    /// `--link-window-ms`, replacing `link_window_ms`.
+    pub link_window_ms: Option<u64>,
 }
 
 impl Overrides {
@@ -49,6 +51,9 @@ impl Overrides {
         }
         if self.measure_links {
             d.measure_links = true;
+        }
+        if let Some(w) = self.link_window_ms {
+            d.link_window_ms = w;
         }
     }
 }

@@ -148,10 +148,18 @@ pub fn versions(found: &crate::sighting::Discovery) -> HashMap<String, String> {
         .collect()
 }
 
-/// The options `[discover]` asks for: the default request, the handshake's
+/// The options `[discover]` asks for: the default request with its
+/// `link_window_ms`, the handshake's
 /// timeout (at least [`crate::admit::MIN_ATTEMPT`]), and the current key.
 pub fn options(d: &crate::config::DiscoverSection) -> anyhow::Result<LinkOptions> {
     use anyhow::Context;
+    let max = rlx_proto::handshake::measure::MAX_MS;
+    anyhow::ensure!(
+        (10..=max).contains(&d.link_window_ms),
+        "--link-window-ms {} is out of range: use 10..={max} (an agent sends at most {max} ms \
+         each way)",
+        d.link_window_ms
+    );
     let key = match &d.key_file {
         Some(p) => Some(
             rlx_proto::keys::KeyRing::load(p)
@@ -162,7 +170,11 @@ pub fn options(d: &crate::config::DiscoverSection) -> anyhow::Result<LinkOptions
         None => None,
     };
     Ok(LinkOptions {
-        request: Request::default(),
+        request: Request {
+            up_ms: d.link_window_ms,
+            down_ms: d.link_window_ms,
+            ..Request::default()
+        },
         timeout: Duration::from_millis(d.timeout_ms).max(crate::admit::MIN_ATTEMPT),
         key,
     })

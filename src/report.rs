@@ -499,4 +499,26 @@ mod tests {
             "a \"b\"\\n\\u{85}c\\u{2028}"
         );
     }
+
+    /// A link that was not measured is a reported line with its reason,
+    /// never silence; a measured one is on the node's line.
+    #[test]
+    fn link_figures_and_link_problems_are_in_the_report() {
+        let r = Report {
+            link_problems: vec![LinkProblem {
+                addr: "10.0.0.9:9100".into(),
+                why: "link measurement not supported by agent version 0.0.9".into(),
+            }],
+            ..Default::default()
+        };
+        let text = r.render_text();
+        assert!(
+            text.contains("? link to 10.0.0.9:9100 not measured: link measurement not supported by agent version 0.0.9"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["link_problems"][0]["addr"], "10.0.0.9:9100");
+        let quiet = serde_json::to_value(Report::default()).unwrap();
+        assert!(quiet.get("link_problems").is_none(), "absent when empty");
+    }
 }

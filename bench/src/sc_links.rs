@@ -21,8 +21,12 @@ use std::process::Command;
 use std::time::Duration;
 
 const OURS: &str = "rlx-discover browse --links";
-const PLAIN: &str = "rlx-discover browse";
-const BASELINE: &str = "rlx-discover browse (before links)";
+/// Ours with short windows: the accuracy-for-time trade.
+const SHORT: &str = "rlx-discover browse --links --link-window-ms 50";
+/// Distinct from the mdns scenario's "rlx-discover browse", whose command
+/// differs (the commands table is keyed by tool).
+const PLAIN: &str = "rlx-discover browse, links off";
+const BASELINE: &str = "rlx-discover browse, commit before links";
 const IPERF: &str = "iperf3 -t 2";
 
 /// The shaped links of the accuracy case: case name, tbf rate and burst.
@@ -70,17 +74,18 @@ fn agents(ctx: &Ctx, lab: &Lab, n: usize) -> Result<Vec<LabProcess>> {
     Ok(procs)
 }
 
-/// One browse from host 0 with `bin`; its wall time and JSON.
+/// One browse from host 0 with `bin`; its wall time and JSON. `links`:
+/// `--links` with that window, ms.
 fn browse(
     lab: &Lab,
     bin: &PathBuf,
-    links: bool,
+    links: Option<u64>,
     browse_ms: u64,
 ) -> Result<(f64, serde_json::Value)> {
     let mut c = lab.command(0, bin);
     c.args(["browse", "--json", "--browse-ms", &browse_ms.to_string()]);
-    if links {
-        c.arg("--links");
+    if let Some(w) = links {
+        c.args(["--links", "--link-window-ms", &w.to_string()]);
     }
     let t = run_timed(&mut c, Duration::from_secs(300))?;
     let v: serde_json::Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
@@ -111,6 +116,10 @@ fn iperf3(lab: &Lab, i: usize, reverse: bool) -> Result<f64> {
         })
 }
 
+/// The windows measured: the default, and a short one for the trade of
+/// accuracy against time.
+const WINDOWS: [(&str, u64); 2] = [(OURS, 250), (SHORT, 50)];
+
 /// Runs the scenario.
 pub fn run(ctx: &mut Ctx) -> Result<()> {
     if !rlx_lab::peer::on_path("iperf3") {
@@ -120,8 +129,15 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         );
         return Ok(());
     }
-    ctx.command(OURS, "rlx-discover browse --links --json --browse-ms 1500");
-    ctx.command(PLAIN, "rlx-discover browse --json --browse-ms 1500");
+    ctx.command(
+        OURS,
+        "rlx-discover browse --links --json --browse-ms 1500 (3000 for 50 agents)",
+    );
+    ctx.command(SHORT, "rlx-discover browse --links --link-window-ms 50 --json --browse-ms 1500 (3000 for 50 agents)");
+    ctx.command(
+        PLAIN,
+        "rlx-discover browse --json --browse-ms 1500 (3000 for 50 agents)",
+    );
     ctx.command(
         IPERF,
         "iperf3 -c AGENT -t 2 -J [-R]  (server: iperf3 -s in the agent's namespace)",
@@ -129,10 +145,11 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     ctx.notes.push(
         "links: coordinator in host 0; agents behind links shaped with tbf in both directions \
          (the host's eth0 and its switch port; latency 20ms; burst 128kb at 100mbit, 1mb at \
-         1gbit). Ours: the default request (7 round trips, 250 ms each way, the first quarter \
-         of each transfer left out as warm-up), one node at a time per coordinator interface. \
-         iperf3 -t 2 runs in the same namespaces between our runs; both rates are the \
-         receiver's."
+         1gbit). Ours: 7 round trips, then 250 ms each way (the default) or 50 ms \
+         (--link-window-ms 50), the first quarter of each transfer left out as warm-up; one \
+         node at a time per coordinator interface. iperf3 -t 2 runs in the same namespaces \
+         between our runs; both rates are the receiver's. vs ours on an iperf3 row is \
+         iperf3's rate / ours at the default window."
             .into(),
     );
     let reps = ctx.reps;
@@ -159,7 +176,11 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         if let Some(b) = &baseline {
             ctx.command(
                 BASELINE,
-                format!("{} browse --json --browse-ms 1500", b.display()),
+                format!(
+                    "rlx-discover browse --json --browse-ms 1500, the binary built from the commit \
+                     before link measurement (RLX_BENCH_BASELINE_DISCOVER={})",
+                    b.display()
+                ),
             );
         } else {
             ctx.not_measured(
@@ -167,76 +188,65 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 "RLX_BENCH_BASELINE_DISCOVER not set (the binary of the commit before links)",
             );
         }
+        let two = "discovery, 2 agents";
         for rep in 0..reps {
-            let (wall, v) = browse(&lab, &ctx.bins.discover, true, 1500)?;
-            let found = nodes(&v);
-            ctx.record(
-                "links",
-                "discovery, 2 agents",
-                OURS,
-                "wall_ms",
-                rep,
-                Some(wall),
-                Some(found.len() as u64),
-                Some(2),
-                "",
-            );
-            for (k, (case, ..)) in SHAPES.iter().enumerate() {
-                let name = crate::peers::node_name(k + 1);
-                let link = found
-                    .iter()
-                    .find(|n| n["hostname"] == name.as_str())
-                    .map(|n| n["link"].clone())
-                    .unwrap_or_default();
+            for (tool, window) in WINDOWS {
+                let (wall, v) = browse(&lab, &ctx.bins.discover, Some(window), 1500)?;
+                let found = nodes(&v);
+                ctx.record(
+                    "links",
+                    two,
+                    tool,
+                    "wall_ms",
+                    rep,
+                    Some(wall),
+                    Some(found.len() as u64),
+                    Some(2),
+                    "",
+                );
                 let why = v["report"]["link_problems"].to_string();
-                for (metric, key) in [
-                    ("up_mbps", "up_mbps"),
-                    ("down_mbps", "down_mbps"),
-                    ("node_ms", "took_ms"),
-                ] {
-                    ctx.record(
-                        "links",
-                        case,
-                        OURS,
-                        metric,
-                        rep,
-                        link[key].as_f64(),
-                        None,
-                        None,
-                        if link.is_null() {
-                            why.clone()
-                        } else {
-                            String::new()
-                        },
-                    );
+                for (k, (case, ..)) in SHAPES.iter().enumerate() {
+                    let name = crate::peers::node_name(k + 1);
+                    let link = found
+                        .iter()
+                        .find(|n| n["hostname"] == name.as_str())
+                        .map(|n| n["link"].clone())
+                        .unwrap_or_default();
+                    let note = if link.is_null() {
+                        why.clone()
+                    } else {
+                        String::new()
+                    };
+                    for (metric, key) in [
+                        ("up_mbps", "up_mbps"),
+                        ("down_mbps", "down_mbps"),
+                        ("node_ms", "took_ms"),
+                        ("rtt_ms", "rtt_ms"),
+                    ] {
+                        ctx.record(
+                            "links",
+                            case,
+                            tool,
+                            metric,
+                            rep,
+                            link[key].as_f64(),
+                            None,
+                            None,
+                            note.clone(),
+                        );
+                    }
                 }
-                ctx.record(
-                    "links",
-                    case,
-                    IPERF,
-                    "up_mbps",
-                    rep,
-                    iperf3(&lab, k + 1, false).ok(),
-                    None,
-                    None,
-                    "",
-                );
-                ctx.record(
-                    "links",
-                    case,
-                    IPERF,
-                    "down_mbps",
-                    rep,
-                    iperf3(&lab, k + 1, true).ok(),
-                    None,
-                    None,
-                    "",
-                );
             }
-            let (wall, v) = browse(&lab, &ctx.bins.discover, false, 1500)?;
+            for (k, (case, ..)) in SHAPES.iter().enumerate() {
+                let up = iperf3(&lab, k + 1, false).ok();
+                ctx.record("links", case, IPERF, "up_mbps", rep, up, None, None, "");
+                let down = iperf3(&lab, k + 1, true).ok();
+                ctx.record("links", case, IPERF, "down_mbps", rep, down, None, None, "");
+            }
+            let (wall, v) = browse(&lab, &ctx.bins.discover, None, 1500)?;
             ctx.record(
                 "links",
-                "discovery, 2 agents",
+                two,
                 PLAIN,
                 "wall_ms",
                 rep,
@@ -246,10 +256,10 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 "",
             );
             if let Some(b) = &baseline {
-                let (wall, v) = browse(&lab, b, false, 1500)?;
+                let (wall, v) = browse(&lab, b, None, 1500)?;
                 ctx.record(
                     "links",
-                    "discovery, 2 agents",
+                    two,
                     BASELINE,
                     "wall_ms",
                     rep,
@@ -273,35 +283,37 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let _agents = agents(ctx, &lab, n)?;
     let case = format!("{n} agents at 1 Gbit/s");
     for rep in 0..reps {
-        let (wall, v) = browse(&lab, &ctx.bins.discover, true, 3000)?;
-        let found = nodes(&v);
-        let measured: Vec<f64> = found
-            .iter()
-            .filter_map(|n| n["link"]["took_ms"].as_f64())
-            .collect();
-        ctx.record(
-            "links",
-            &case,
-            OURS,
-            "wall_ms",
-            rep,
-            Some(wall),
-            Some(measured.len() as u64),
-            Some(n as u64),
-            "",
-        );
-        ctx.record(
-            "links",
-            &case,
-            OURS,
-            "measure_ms",
-            rep,
-            Some(measured.iter().sum()),
-            Some(measured.len() as u64),
-            Some(n as u64),
-            "the nodes' took_ms summed: one at a time through the one interface",
-        );
-        let (wall, v) = browse(&lab, &ctx.bins.discover, false, 3000)?;
+        for (tool, window) in WINDOWS {
+            let (wall, v) = browse(&lab, &ctx.bins.discover, Some(window), 3000)?;
+            let measured: Vec<f64> = nodes(&v)
+                .iter()
+                .filter_map(|n| n["link"]["took_ms"].as_f64())
+                .collect();
+            let count = Some(measured.len() as u64);
+            ctx.record(
+                "links",
+                &case,
+                tool,
+                "wall_ms",
+                rep,
+                Some(wall),
+                count,
+                Some(n as u64),
+                "",
+            );
+            ctx.record(
+                "links",
+                &case,
+                tool,
+                "measure_ms",
+                rep,
+                Some(measured.iter().sum()),
+                count,
+                Some(n as u64),
+                "the nodes' took_ms summed: one at a time through the one interface",
+            );
+        }
+        let (wall, v) = browse(&lab, &ctx.bins.discover, None, 3000)?;
         ctx.record(
             "links",
             &case,

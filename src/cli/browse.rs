@@ -31,6 +31,10 @@ pub struct BrowseArgs {
     /// `link` in the JSON): about 0.6 s per node, one at a time per interface.
     #[arg(long)]
     pub links: bool,
+    /// With --links: each transfer's window, each way, ms (10-1000;
+    /// default 250, or link_window_ms). Shorter is faster and less exact.
+    #[arg(long, value_name = "MS")]
+    pub link_window_ms: Option<u64>,
     /// Exit 1 for every refused announcement, strangers' included.
     #[arg(long)]
     pub strict: bool,
@@ -38,7 +42,10 @@ pub struct BrowseArgs {
 
 /// Browses, admits, selects devices through the one pipeline, and prints.
 pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
-    let d = a.lan.section(a.browse_ms, "browse")?;
+    let mut d = a.lan.section(a.browse_ms, "browse")?;
+    if let Some(w) = a.link_window_ms {
+        d.link_window_ms = w;
+    }
     let links = (a.links || d.measure_links)
         .then(|| rlx_discover::links::options(&d))
         .transpose()?;

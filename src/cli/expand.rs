@@ -84,6 +84,10 @@ pub struct ExpandArgs {
     /// interface; shown in the report, the JSON and the `# found by` comment.
     #[arg(long)]
     pub links: bool,
+    /// With --links: each transfer's window, each way, ms (10-1000;
+    /// default 250, or link_window_ms). Shorter is faster and less exact.
+    #[arg(long, value_name = "MS")]
+    pub link_window_ms: Option<u64>,
     /// Exit 1 for every refused announcement too, strangers' included (a
     /// neighbour's broken record, another cluster's agent).
     #[arg(long)]
@@ -121,6 +125,7 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         browse_ms: a.browse_ms,
         no_mdns: a.no_mdns,
         measure_links: a.links,
+        link_window_ms: a.link_window_ms,
     };
     let exp = crate::cli::runtime::runtime()?.block_on(expand_config(&cfg, &overrides, bars))?;
     let plan = plan(&cfg, &exp, a.prune, &now_utc())

@@ -50,6 +50,7 @@ impl LanArgs {
             browse_ms,
             no_mdns: false,
             measure_links: false,
+            link_window_ms: None,
         }
         .apply(&mut d);
         if self.cluster.is_some() {

@@ -16,6 +16,11 @@ use rlx_proto::service::DEFAULT_PORT;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// Default transfer window of a link measurement, each way, ms: within 1%
+/// of iperf3 on the lab's shaped links and about 0.6 s per node; shorter
+/// windows trade accuracy for time (BENCHMARKS.md, "Link measurement").
+pub const DEFAULT_LINK_WINDOW_MS: u64 = 250;
+
 /// Default per-host TCP connect timeout for scans and handshakes.
 pub const DEFAULT_TIMEOUT_MS: u64 = 300;
 /// Default time a one-shot mDNS browse listens at most. Agents already
@@ -72,6 +77,9 @@ pub struct DiscoverSection {
     /// of this machine (see `docs/protocol.md`, "Link measurement").
     #[serde(default)]
     pub measure_links: bool,
+    /// Transfer window of a link measurement, each way, milliseconds.
+    #[serde(default = "default_link_window_ms")]
+    pub link_window_ms: u64,
     /// Shared-secret key file; agents must prove it in the handshake.
     #[serde(default)]
     pub key_file: Option<PathBuf>,
@@ -124,6 +132,9 @@ fn default_port() -> u16 {
 }
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS
+}
+fn default_link_window_ms() -> u64 {
+    DEFAULT_LINK_WINDOW_MS
 }
 fn default_browse_ms() -> u64 {
     DEFAULT_BROWSE_MS
@@ -229,6 +240,17 @@ impl DiscoverSection {
         }
         if let Some(dns) = &self.dns_sd {
             dns.check()?;
+        }
+        let max_window = rlx_proto::handshake::measure::MAX_MS;
+        if !(10..=max_window).contains(&self.link_window_ms) {
+            return Err(Invalid(
+                at("link_window_ms"),
+                format!(
+                    "[discover] link_window_ms = {} is out of range: use 10..={max_window} (an \
+                     agent sends at most {max_window} ms each way; default {DEFAULT_LINK_WINDOW_MS})",
+                    self.link_window_ms
+                ),
+            ));
         }
         if self.measure_links && !self.mdns && self.subnet.is_none() && self.dns_sd.is_none() {
             return Err(Invalid(

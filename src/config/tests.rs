@@ -98,3 +98,27 @@ fn measure_links_is_a_checked_boolean_of_discover() {
         "{e}"
     );
 }
+
+#[test]
+fn link_window_ms_is_checked_against_the_agents_limit() {
+    let d = parse("[discover]\nlink_window_ms = 50\n")
+        .unwrap()
+        .discover
+        .unwrap();
+    assert_eq!(d.link_window_ms, 50);
+    assert_eq!(
+        parse("[discover]\n")
+            .unwrap()
+            .discover
+            .unwrap()
+            .link_window_ms,
+        DEFAULT_LINK_WINDOW_MS
+    );
+    for bad in ["5", "5000"] {
+        let e = parse(&format!("[discover]\nlink_window_ms = {bad}\n")).unwrap_err();
+        assert!(
+            e.message.contains("link_window_ms") && e.message.contains("10..=1000"),
+            "{e}"
+        );
+    }
+}
