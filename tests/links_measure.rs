@@ -174,5 +174,23 @@ fn measured_links_are_within_ten_percent_of_iperf3_at_100_mbit_and_1_gbit() {
         }
     }
     assert!(failures.is_empty(), "more than 10% off: {failures:?}");
+
+    // `expand --links --write` puts the figures in each `# found by` comment.
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(&cfg, "[discover]\nbrowse_ms = 1500\n").unwrap();
+    let e = common::expand(&lab, &cfg, &["--links", "--write"]);
+    assert_eq!(e.code, Some(0), "{}", e.stderr);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let comments: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("# found by"))
+        .collect();
+    assert_eq!(comments.len(), 2, "{text}");
+    assert!(
+        comments
+            .iter()
+            .all(|c| c.contains(" ms, ") && c.contains("Mbit/s up, ")),
+        "{text}"
+    );
     drop(procs);
 }
