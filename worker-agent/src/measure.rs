@@ -101,17 +101,30 @@ pub async fn serve(
         }
     }
     let up_deadline = Instant::now() + step + Duration::from_millis(g.up_ms) + DRAIN_GRACE;
-    let up = match receive(&mut conn, g.up_bytes, up_deadline).await {
-        Ok(m) => m.result(),
+    // Ends the upload as soon as its rate is steady: the figures line is
+    // the coordinator's signal to stop sending; what it had in flight is
+    // read and dropped below.
+    let meter = match receive(&mut conn, g.up_bytes, up_deadline, true).await {
+        Ok(m) => m,
         Err(why) => return refuse(&mut conn, format!("upload refused: {why}")).await,
     };
+    let up = meter.result();
     let up_line = format!(
         "{{\"rlx\":\"up\",{}\n",
         &serde_json::to_string(&up).expect("serializes")[1..]
     );
     send(&mut conn, up_line.as_bytes()).await?;
+    let rest = g.up_bytes - meter.total();
+    if let Err(why) = receive(&mut conn, rest, up_deadline, false).await {
+        return refuse(&mut conn, format!("upload refused: {why}")).await;
+    }
     let down_deadline = Instant::now() + Duration::from_millis(g.down_ms) + DRAIN_GRACE;
-    let sent = send_for(conn.get_mut(), g.down_bytes, g.down_ms, down_deadline).await?;
+    // The coordinator closes the connection once the download's rate is
+    // steady: a failed write after that is the end, not an error.
+    let sent = match send_for(conn.get_mut(), g.down_bytes, g.down_ms, down_deadline).await {
+        Ok(n) => n.to_string(),
+        Err(why) => format!("some (the coordinator ended it: {why})"),
+    };
     let _ = conn.get_mut().shutdown().await;
     Ok(format!(
         "measured: {} round trips, {} bytes up ({:.0} Mbit/s), {sent} bytes down",

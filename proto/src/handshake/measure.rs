@@ -357,6 +357,30 @@ impl Meter {
     /// that opens the window arrived before it, so they are not counted.
     /// A transfer too short to window (fewer than 3 reads) is measured
     /// from its first read to its last.
+    /// Whether the rate has settled: at least [`STEADY_MIN`] in, and the
+    /// two halves of the measured window (the last three quarters) within
+    /// [`STEADY_TOLERANCE`] of each other. A receiver that sees this ends
+    /// the transfer early: more of the same rate would only cost time.
+    pub fn steady(&self) -> bool {
+        let s = &self.samples;
+        let Some(&(t_last, b_last)) = s.last() else {
+            return false;
+        };
+        if t_last < STEADY_MIN.as_micros() as u64 || s.len() < 8 {
+            return false;
+        }
+        let open_t = t_last / 4;
+        let mid_t = open_t + (t_last - open_t) / 2;
+        let (t_open, b_open) = s[s.partition_point(|x| x.0 < open_t)];
+        let (t_mid, b_mid) = s[s.partition_point(|x| x.0 < mid_t)];
+        if t_mid <= t_open || t_last <= t_mid {
+            return false;
+        }
+        let first = (b_mid - b_open) as f64 / (t_mid - t_open) as f64;
+        let second = (b_last - b_mid) as f64 / (t_last - t_mid) as f64;
+        (first - second).abs() <= STEADY_TOLERANCE * first.max(second)
+    }
+
     pub fn result(&self) -> UpResult {
         let (Some(first), Some(last)) = (self.samples.first(), self.samples.last()) else {
             return UpResult::default();
@@ -380,6 +404,16 @@ impl Meter {
 pub(crate) fn left(deadline: tokio::time::Instant) -> Duration {
     deadline.saturating_duration_since(tokio::time::Instant::now())
 }
+
+/// The shortest a transfer runs before its receiver may end it as steady
+/// ([`Meter::steady`]): its first quarter, 10 ms, is the warm-up, well past
+/// TCP slow start on a LAN (a few round trips of a fraction of a ms).
+pub const STEADY_MIN: Duration = Duration::from_millis(40);
+
+/// How far apart the rates of the two halves of the measured window may be
+/// for the transfer to count as steady: 3%, well inside the 10% the
+/// measurement is held to against iperf3.
+pub const STEADY_TOLERANCE: f64 = 0.03;
 
 /// The block one write sends: large enough that a 10 Gbit/s sender makes
 /// few system calls, small enough that the time check after each write
@@ -412,11 +446,13 @@ pub async fn send_for<W: tokio::io::AsyncWrite + Unpin>(
 
 /// Reads `r` to its end, timing every read; refuses more than `max` bytes
 /// and anything still arriving at `deadline`, so a peer cannot make the
-/// receiver read more or longer than was granted.
+/// receiver read more or longer than was granted. With `early`, returns as
+/// soon as the rate is steady ([`Meter::steady`]), the rest unread.
 pub async fn receive<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
     max: u64,
     deadline: tokio::time::Instant,
+    early: bool,
 ) -> Result<Meter, String> {
     use tokio::io::AsyncReadExt;
     let mut buf = vec![0u8; BLOCK];
@@ -440,6 +476,9 @@ pub async fn receive<R: tokio::io::AsyncRead + Unpin>(
                 meter.add(n);
                 if meter.total() > max {
                     return Err(format!("sent more than the {max} bytes granted"));
+                }
+                if early && meter.steady() {
+                    return Ok(meter);
                 }
             }
         }

@@ -3,8 +3,7 @@
 //! connection, under one deadline. The messages are in [`super::measure`].
 
 use super::measure::{
-    mbps, prove_request, receive, send_for, Challenge, Prove, Ready, Request, UpResult,
-    MEASURE_VERSION,
+    mbps, prove_request, receive, Challenge, Prove, Ready, Request, UpResult, MEASURE_VERSION,
 };
 use super::proof::Nonce;
 use super::wire::MAX_HELLO_BYTES;
@@ -244,25 +243,23 @@ pub async fn measure_link(
         }
     }
 
-    let up_bytes = send_for(&mut wr, granted.up_bytes, granted.up_ms, deadline)
+    let (up_bytes, line) = upload(&mut wr, &mut rd, &granted, deadline)
         .await
         .map_err(|e| failed(format!("upload: {e}")))?;
-    let _ = wr.shutdown().await;
-    let line = read_line(&mut rd, deadline)
-        .await
-        .map_err(|e| failed(format!("waiting for the upload's figures: {e}")))?;
     let up: UpResult = match parse_reply(&line, "up") {
         Reply::Ok(u) => u,
         Reply::Refused(why) => return Err(MeasureError::Refused { addr, why }),
         Reply::Garbled(why) => return Err(failed(why)),
     };
-    if up.bytes != up_bytes {
+    if up.bytes > up_bytes {
         return Err(failed(format!(
             "we sent {up_bytes} bytes, the agent counted {}",
             up.bytes
         )));
     }
-    let down = receive(&mut rd, granted.down_bytes, deadline)
+    // Ends the download as soon as its rate is steady: dropping the
+    // connection (below) is the agent's signal to stop.
+    let down = receive(&mut rd, granted.down_bytes, deadline, true)
         .await
         .map_err(|e| failed(format!("download: {e}")))?
         .result();
@@ -277,6 +274,49 @@ pub async fn measure_link(
         down_bytes: down.bytes,
         took_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// Sends the upload until the granted time or bytes are used up, or the
+/// agent's figures arrive first (it ends the upload once the rate is
+/// steady); then half-closes. Returns the bytes sent and the figures line.
+async fn upload(
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    g: &Request,
+    deadline: Instant,
+) -> Result<(u64, Vec<u8>), String> {
+    let block = vec![0u8; 128 * 1024];
+    let start = Instant::now();
+    let stop = Duration::from_millis(g.up_ms);
+    let mut sent = 0u64;
+    let figures = read_line(rd, deadline);
+    tokio::pin!(figures);
+    let mut early = None;
+    while sent < g.up_bytes && start.elapsed() < stop {
+        let n = (g.up_bytes - sent).min(block.len() as u64) as usize;
+        tokio::select! {
+            biased;
+            line = &mut figures => {
+                early = Some(line.map_err(|e| format!("waiting for the agent's figures: {e}"))?);
+                break;
+            }
+            // One write() at a time: cancelled by the figures, it has sent
+            // nothing, so `sent` stays exact.
+            w = timeout_at(deadline, wr.write(&block[..n])) => match w {
+                Err(_) => return Err(format!("sending stalled after {sent} bytes")),
+                Ok(Err(e)) => return Err(format!("connection failed after {sent} bytes sent: {e}")),
+                Ok(Ok(k)) => sent += k as u64,
+            },
+        }
+    }
+    let _ = wr.shutdown().await;
+    let line = match early {
+        Some(l) => l,
+        None => figures
+            .await
+            .map_err(|e| format!("waiting for the agent's figures: {e}"))?,
+    };
+    Ok((sent, line))
 }
 
 /// With a key, the challenge's endpoints must be our connection's ends:

@@ -179,3 +179,27 @@ fn a_measurement_reads_like_the_found_by_comment() {
     };
     assert_eq!(slow.summary(), "12 ms, 94 Mbit/s up, 1.2 Gbit/s down");
 }
+
+/// Guards the early end: a steady rate ends a transfer after
+/// [`STEADY_MIN`], a rate still climbing (slow start) or too short a
+/// transfer does not.
+#[test]
+fn a_transfer_is_steady_only_after_its_minimum_and_at_an_even_rate() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut even = Meter::new();
+    for ms in 0..=30 {
+        even.add_at(at(ms), 100_000);
+    }
+    assert!(!even.steady(), "30 ms is under the minimum");
+    for ms in 31..=60 {
+        even.add_at(at(ms), 100_000);
+    }
+    assert!(even.steady());
+    let mut climbing = Meter::new();
+    for ms in 0..=60 {
+        climbing.add_at(at(ms), 10_000 * (ms as usize + 1));
+    }
+    assert!(!climbing.steady(), "a rate still rising is not steady");
+    assert!(!Meter::new().steady());
+}
