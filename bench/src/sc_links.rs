@@ -146,11 +146,14 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     ctx.notes.push(
         "links: coordinator in host 0; agents behind links shaped with tbf in both directions \
          (the host's eth0 and its switch port; latency 20ms; burst 128kb at 100mbit, 1mb at \
-         1gbit). Ours: 7 round trips, then 250 ms each way (the default) or 50 ms \
-         (--link-window-ms 50), the first quarter of each transfer left out as warm-up; one \
-         node at a time per coordinator interface. iperf3 -t 2 runs in the same namespaces \
-         between our runs; both rates are the receiver's. vs ours on an iperf3 row is \
-         iperf3's rate / ours at the default window."
+         1gbit). Ours: 7 round trips, then each way a transfer of at most 250 ms (the default) \
+         or 50 ms (--link-window-ms 50), ended by its receiver as soon as the rate is steady \
+         (after at least 40 ms, the two halves of the measured window within 3%), the first \
+         quarter left out as warm-up; one node at a time per coordinator interface. node_ms is \
+         one node's whole measurement; on the 100 Mbit/s link it includes the sender's socket \
+         buffer draining after the receiver ended the transfer. iperf3 -t 2 runs in the same \
+         namespaces between our runs; both rates are the receiver's. vs ours on an iperf3 row \
+         is iperf3's rate / ours at the default window."
             .into(),
     );
     let reps = ctx.reps;
