@@ -13,13 +13,13 @@
 //! time. (Two interfaces that share an uplink further on can still meet a
 //! common bottleneck; nothing at the coordinator can see that.)
 //!
-//! **Cost.** Each node costs its round trips plus the two windows
-//! ([`Request::default`]: 7 round trips and 250 ms each way, about 0.6 s on
-//! a LAN); a 50-node cluster behind one interface therefore takes about
-//! 50 × 0.6 s. Shorter windows measure faster and worse: the first quarter
-//! of each is the warm-up (TCP slow start, a token bucket's burst), and the
-//! shorter the rest, the more one scheduling hiccup weighs.
-//! BENCHMARKS.md ("links") has the figures.
+//! **Cost.** Each node costs its round trips plus the two transfers
+//! ([`Request::default`]: 7 round trips, at most 250 ms each way). The
+//! receivers end a transfer once its rate is steady (after 40 ms at the
+//! least), so a steady LAN link costs about 0.1-0.2 s per node and 50 nodes
+//! behind one interface about 5 s; a link whose rate never settles runs to
+//! the window, about 0.6 s per node. BENCHMARKS.md ("links") has the
+//! figures.
 
 use crate::pipeline::Expansion;
 use crate::report::LinkProblem;

@@ -28,11 +28,11 @@ pub struct BrowseArgs {
     #[arg(long)]
     pub json: bool,
     /// Measure the RTT and throughput to every agent found (a LINK column;
-    /// `link` in the JSON): about 0.6 s per node, one at a time per interface.
+    /// `link` in the JSON): 0.1-0.6 s per node, one at a time per interface.
     #[arg(long)]
     pub links: bool,
-    /// With --links: each transfer's window, each way, ms (10-1000;
-    /// default 250, or link_window_ms). Shorter is faster and less exact.
+    /// With --links: the most each transfer runs, each way, ms (10-1000;
+    /// default 250, or link_window_ms); a steady one ends after 40-60 ms.
     #[arg(long, value_name = "MS")]
     pub link_window_ms: Option<u64>,
     /// Exit 1 for every refused announcement, strangers' included.

@@ -80,12 +80,12 @@ pub struct ExpandArgs {
     #[arg(long)]
     pub no_mdns: bool,
     /// Measure the RTT and throughput to every added node (as [discover]
-    /// measure_links = true): about 0.6 s per node, one at a time per
+    /// measure_links = true): 0.1-0.6 s per node, one at a time per
     /// interface; shown in the report, the JSON and the `# found by` comment.
     #[arg(long)]
     pub links: bool,
-    /// With --links: each transfer's window, each way, ms (10-1000;
-    /// default 250, or link_window_ms). Shorter is faster and less exact.
+    /// With --links: the most each transfer runs, each way, ms (10-1000;
+    /// default 250, or link_window_ms); a steady one ends after 40-60 ms.
     #[arg(long, value_name = "MS")]
     pub link_window_ms: Option<u64>,
     /// Exit 1 for every refused announcement too, strangers' included (a

@@ -16,9 +16,9 @@ use rlx_proto::service::DEFAULT_PORT;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// Default transfer window of a link measurement, each way, ms: within 1%
-/// of iperf3 on the lab's shaped links and about 0.6 s per node; shorter
-/// windows trade accuracy for time (BENCHMARKS.md, "Link measurement").
+/// Default transfer window of a link measurement, each way, ms: the most a
+/// transfer runs when its rate never settles (a steady one ends after
+/// 40-60 ms). Longer helps only on links whose rate wobbles (Wi-Fi).
 pub const DEFAULT_LINK_WINDOW_MS: u64 = 250;
 
 /// Default per-host TCP connect timeout for scans and handshakes.
@@ -73,7 +73,7 @@ pub struct DiscoverSection {
     #[serde(default)]
     pub cluster: Option<String>,
     /// Measure the RTT and throughput to every added node (the same as
-    /// `--links`): about 0.6 s per node, one node at a time per interface
+    /// `--links`): 0.1-0.6 s per node, one node at a time per interface
     /// of this machine (see `docs/protocol.md`, "Link measurement").
     #[serde(default)]
     pub measure_links: bool,

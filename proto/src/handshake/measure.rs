@@ -84,9 +84,10 @@ pub struct Request {
 }
 
 impl Default for Request {
-    /// 7 round trips and 250 ms each way: about 0.6 s per node, which keeps
-    /// a measurement within 10% of iperf3's 10 s on the lab's tbf-shaped
-    /// links (see BENCHMARKS.md, "links") while staying under a second.
+    /// 7 round trips and at most 250 ms each way (the receivers end a
+    /// steady transfer after 40-60 ms): at most about 0.6 s per node, 0.1
+    /// to 0.2 s on a steady LAN link, within 0.5% of iperf3 on the lab's
+    /// tbf-shaped links (BENCHMARKS.md, "links").
     fn default() -> Request {
         Request {
             pings: 7,
