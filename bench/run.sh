@@ -45,7 +45,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "bench/run.sh: missing: ${missing[*]}" >&2
   echo "  install (no daemon may start in the root namespace):" >&2
   echo "  printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d" >&2
-  echo "  apt-get install avahi-daemon avahi-utils dbus-daemon python3-zeroconf nmap nftables openssh-server openssh-client gnuplot-nox" >&2
+  echo "  apt-get install avahi-daemon avahi-utils dbus-daemon python3-zeroconf nmap nftables openssh-server openssh-client gnuplot-nox iperf3" >&2
   exit 2
 fi
 

@@ -28,6 +28,10 @@ pub struct Overrides {
     pub browse_ms: Option<u64>,
     /// `--no-mdns`.
     pub no_mdns: bool,
+    /// `--links`, setting `measure_links`.
+    pub measure_links: bool,
+    /// `--link-window-ms`, replacing `link_window_ms`.
+    pub link_window_ms: Option<u64>,
 }
 
 impl Overrides {
@@ -44,6 +48,12 @@ impl Overrides {
         }
         if self.no_mdns {
             d.mdns = false;
+        }
+        if self.measure_links {
+            d.measure_links = true;
+        }
+        if let Some(w) = self.link_window_ms {
+            d.link_window_ms = w;
         }
     }
 }
@@ -166,15 +176,20 @@ pub async fn expand_config(
         ));
     };
     overrides.apply(&mut d);
+    // Loaded before discovery, so a bad key file fails before any source runs.
+    let links = d
+        .measure_links
+        .then(|| crate::links::options(&d))
+        .transpose()?;
     let found = run_sources(&d, started, progress)
         .await
         .with_context(|| format!("discovery for {}", cfg.path.display()))?;
-    Ok(expand_file(
-        &cfg.nodes,
-        &file_marks(cfg),
-        &NodeDefaults::from(&d),
-        found,
-    ))
+    let versions = crate::links::versions(&found);
+    let mut exp = expand_file(&cfg.nodes, &file_marks(cfg), &NodeDefaults::from(&d), found);
+    if let Some(opts) = links {
+        crate::links::measure_expansion(&mut exp, &versions, &opts).await;
+    }
+    Ok(exp)
 }
 
 /// What the comments of `cfg`'s nodes say (their provenance and node ids),

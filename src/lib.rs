@@ -33,6 +33,8 @@
 //!   cluster key, the cluster filter).
 //! - [`pipeline`]: the one pipeline; [`select`]: device selection;
 //!   [`report`]: what was added, dropped, refused and why.
+//! - [`links`]: link measurement (`--links`): RTT and throughput to each
+//!   added node, one at a time per coordinator interface.
 //! - [`prefer`]: the one rule for the address of a machine seen at several.
 //! - [`provenance`]: the `# found by` comment read back (the node id that
 //!   recognises a moved machine).
@@ -58,6 +60,7 @@ pub mod admit;
 pub mod config;
 pub mod discover;
 pub mod doctor;
+pub mod links;
 pub mod pipeline;
 pub mod prefer;
 pub mod progress;

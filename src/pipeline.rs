@@ -766,6 +766,7 @@ pub fn expand_file(
                 .cloned()
                 .collect(),
             link: chosen_link(&caps, &addr),
+            measured_link: None,
         });
         nodes.push(node);
     }

@@ -65,6 +65,9 @@ pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
     if let Some(link) = a.link_text() {
         c.push_str(&format!(", {link}"));
     }
+    if let Some(l) = &a.measured_link {
+        c.push_str(&format!(", {}", l.summary()));
+    }
     if let Some(i) = &a.heard_on {
         c.push_str(&format!(", heard on {i}"));
     }
@@ -382,6 +385,7 @@ mod tests {
             also_at: Vec::new(),
             device_mems: Vec::new(),
             accelerators: Vec::new(),
+            measured_link: None,
             link: None,
         }
     }
@@ -471,6 +475,29 @@ mod tests {
         let out = render_expanded("", &[(node(), p)], "t").unwrap();
         let c = crate::config::ClusterConfig::parse(std::path::Path::new("x"), &out).unwrap();
         assert_eq!(c.nodes.len(), 1, "{out}");
+    }
+
+    /// The measured link goes into the comment before the id, and the id
+    /// is still read back from it (a moved machine is recognised by it).
+    #[test]
+    fn a_measured_link_is_in_the_found_by_comment_and_the_id_still_reads_back() {
+        let mut p = prov();
+        p.measured_link = Some(rlx_proto::handshake::LinkMeasurement {
+            rtt_ms: 0.21,
+            rtt_samples_ms: vec![0.21],
+            up_mbps: 9300.0,
+            down_mbps: 9100.0,
+            up_bytes: 1,
+            down_bytes: 1,
+            took_ms: 500,
+        });
+        let c = provenance_comment(&p, "t");
+        assert!(c.contains(", 0.21 ms, 9.3 Gbit/s up, 9.1 down"), "{c}");
+        assert_eq!(
+            crate::provenance::node_id_in(&c).as_deref(),
+            Some(p.id.as_str()).filter(|id| !id.is_empty()),
+            "{c}"
+        );
     }
 
     /// Guards against line and paragraph separators, C1 controls and bidi

@@ -123,6 +123,21 @@ pub struct AddedNode {
     /// (which a shared key cannot tell apart, see docs/security.md) is at
     /// least visible.
     pub also_at: Vec<String>,
+    /// The link measured to it (`--links`, `measure_links`): absent when
+    /// not asked for or not measured (the reason is in the report's
+    /// `link_problems`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_link: Option<rlx_proto::handshake::LinkMeasurement>,
+}
+
+/// A node whose link was not measured, and why (an agent too old, a
+/// refusal, a failed transfer). The node is added all the same.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkProblem {
+    /// The node's `addr`.
+    pub addr: String,
+    /// Why, naming what to do.
+    pub why: String,
 }
 
 impl AddedNode {
@@ -238,6 +253,10 @@ pub struct Report {
     /// Nodes of the file whose machine (recognised by the node id in their
     /// comments) answers at a new address.
     pub moved: Vec<Moved>,
+    /// Nodes whose link measurement was asked for and failed, with the
+    /// reason (absent from the JSON when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub link_problems: Vec<LinkProblem>,
 }
 
 /// A node of the file whose machine now answers at another address: a new
@@ -425,8 +444,12 @@ impl Report {
                 format!(", also at {}", a.also_at.join(", "))
             };
             let link = a.link_text().map_or_else(String::new, |l| format!(", {l}"));
+            let measured = a
+                .measured_link
+                .as_ref()
+                .map_or_else(String::new, |l| format!(", link {}", l.summary()));
             line(format!(
-                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){link}{also}",
+                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){link}{also}{measured}",
                 a.addr,
                 a.device_cell(),
                 a.memory_cell(),
@@ -458,6 +481,9 @@ impl Report {
         }
         for u in &self.unheard_by_mdns {
             line(format!("  ? {}", u.render_text()));
+        }
+        for l in &self.link_problems {
+            line(format!("  ? link to {} not measured: {}", l.addr, l.why));
         }
         s
     }
@@ -522,5 +548,27 @@ mod tests {
             escape_line("a \"b\"\n\u{85}c\u{2028}"),
             "a \"b\"\\n\\u{85}c\\u{2028}"
         );
+    }
+
+    /// A link that was not measured is a reported line with its reason,
+    /// never silence; a measured one is on the node's line.
+    #[test]
+    fn link_figures_and_link_problems_are_in_the_report() {
+        let r = Report {
+            link_problems: vec![LinkProblem {
+                addr: "10.0.0.9:9100".into(),
+                why: "link measurement not supported by agent version 0.0.9".into(),
+            }],
+            ..Default::default()
+        };
+        let text = r.render_text();
+        assert!(
+            text.contains("? link to 10.0.0.9:9100 not measured: link measurement not supported by agent version 0.0.9"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["link_problems"][0]["addr"], "10.0.0.9:9100");
+        let quiet = serde_json::to_value(Report::default()).unwrap();
+        assert!(quiet.get("link_problems").is_none(), "absent when empty");
     }
 }

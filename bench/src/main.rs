@@ -18,7 +18,8 @@
 //!   embedded python scripts.
 //! - [`sc_mdns`], [`sc_scan`], [`sc_ssh`], [`sc_footprint`], [`sc_trust`]:
 //!   the five scenarios of issue 7; [`sc_soak`]: `watch` under churn for
-//!   half an hour (issue 15, `--only soak`).
+//!   half an hour (issue 15, `--only soak`); [`sc_links`]: link measurement
+//!   against iperf3 (issue 14).
 //! - [`report`]: BENCHMARKS.md with the goals of issues 2-5; [`plot`]: PNGs.
 //!
 //! Every scenario builds its network with [`rlx_lab`] and runs
@@ -42,6 +43,8 @@ mod report;
 mod results;
 #[cfg(target_os = "linux")]
 mod sc_footprint;
+#[cfg(target_os = "linux")]
+mod sc_links;
 #[cfg(target_os = "linux")]
 mod sc_mdns;
 #[cfg(target_os = "linux")]
@@ -95,7 +98,7 @@ struct RunArgs {
     #[arg(long)]
     quick: bool,
     /// Only these scenarios (comma-separated: mdns, scan, ssh, footprint,
-    /// trust, soak). `soak` runs only when named here: it is long.
+    /// trust, soak, links). `soak` runs only when named here: it is long.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Soak scenario: minutes of churn (default 30).
@@ -224,7 +227,7 @@ fn run(a: RunArgs) -> Result<()> {
         mdns_ipv6_n: a.mdns_ipv6_n.clone(),
         soak_minutes: a.soak_minutes,
     };
-    let all = ["mdns", "scan", "ssh", "footprint", "trust", "soak"];
+    let all = ["mdns", "scan", "ssh", "footprint", "trust", "soak", "links"];
     for o in &a.only {
         if !all.contains(&o.as_str()) {
             bail!("unknown scenario `{o}`: use one of {}", all.join(", "));
@@ -232,13 +235,14 @@ fn run(a: RunArgs) -> Result<()> {
     }
     let wanted = |s: &str| (a.only.is_empty() && s != "soak") || a.only.iter().any(|o| o == s);
     type Scenario = fn(&mut Ctx) -> Result<()>;
-    let scenarios: [(&str, Scenario); 6] = [
+    let scenarios: [(&str, Scenario); 7] = [
         ("scan", sc_scan::run),
         ("ssh", sc_ssh::run),
         ("footprint", sc_footprint::run),
         ("trust", sc_trust::run),
         ("mdns", sc_mdns::run),
         ("soak", sc_soak::run),
+        ("links", sc_links::run),
     ];
     for (name, f) in scenarios {
         if !wanted(name) {

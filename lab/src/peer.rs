@@ -27,6 +27,8 @@ pub enum Peer {
     OpenSsh,
     /// `nft`, for loss and silent hosts in the lab.
     Nftables,
+    /// `iperf3`, the reference the link measurement is checked against.
+    Iperf3,
 }
 
 impl Peer {
@@ -39,6 +41,7 @@ impl Peer {
             Peer::Bind => "bind9 bind9-utils",
             Peer::OpenSsh => "openssh-server openssh-client",
             Peer::Nftables => "nftables",
+            Peer::Iperf3 => "iperf3",
         }
     }
 
@@ -51,6 +54,7 @@ impl Peer {
             Peer::Bind => "BIND (/usr/sbin/named, tsig-keygen)",
             Peer::OpenSsh => "OpenSSH (/usr/sbin/sshd, ssh, ssh-keygen)",
             Peer::Nftables => "nftables (nft)",
+            Peer::Iperf3 => "iperf3",
         }
     }
 
@@ -78,6 +82,7 @@ impl Peer {
                 executable(Path::new("/usr/sbin/sshd")) && on_path("ssh") && on_path("ssh-keygen")
             }
             Peer::Nftables => on_path("nft"),
+            Peer::Iperf3 => on_path("iperf3"),
         }
     }
 }
@@ -144,6 +149,7 @@ mod tests {
             Peer::Bind,
             Peer::OpenSsh,
             Peer::Nftables,
+            Peer::Iperf3,
         ] {
             assert!(!p.packages().is_empty() && !p.what().is_empty(), "{p:?}");
         }

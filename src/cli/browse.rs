@@ -27,6 +27,14 @@ pub struct BrowseArgs {
     /// Print JSON: {"nodes": [...], "report": {...}}.
     #[arg(long)]
     pub json: bool,
+    /// Measure the RTT and throughput to every agent found (a LINK column;
+    /// `link` in the JSON): 0.1-0.6 s per node, one at a time per interface.
+    #[arg(long)]
+    pub links: bool,
+    /// With --links: the most each transfer runs, each way, ms (10-1000;
+    /// default 250, or link_window_ms); a steady one ends after 40-60 ms.
+    #[arg(long, value_name = "MS")]
+    pub link_window_ms: Option<u64>,
     /// Exit 1 for every refused announcement, strangers' included.
     #[arg(long)]
     pub strict: bool,
@@ -34,17 +42,31 @@ pub struct BrowseArgs {
 
 /// Browses, admits, selects devices through the one pipeline, and prints.
 pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
-    let d = a.lan.section(a.browse_ms, "browse")?;
+    let mut d = a.lan.section(a.browse_ms, "browse")?;
+    if let Some(w) = a.link_window_ms {
+        d.link_window_ms = w;
+    }
+    let links = (a.links || d.measure_links)
+        .then(|| rlx_discover::links::options(&d))
+        .transpose()?;
     let started = Instant::now();
-    let found = crate::cli::runtime::runtime()?.block_on(run_sources(&d, started, bars))?;
-    let exp = expand(&[], &NodeDefaults::from(&d), found);
+    let rt = crate::cli::runtime::runtime()?;
+    let found = rt.block_on(run_sources(&d, started, bars))?;
+    let versions = rlx_discover::links::versions(&found);
+    let mut exp = expand(&[], &NodeDefaults::from(&d), found);
+    if let Some(opts) = &links {
+        rt.block_on(rlx_discover::links::measure_expansion(
+            &mut exp, &versions, opts,
+        ));
+    }
     if a.json {
         let v = serde_json::json!({ "nodes": exp.added, "report": exp.report });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if !exp.added.is_empty() {
+        let measured_head = if links.is_some() { "  MEASURED" } else { "" };
         println!(
-            "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  LINK",
-            "HOST", "ADDRESS", "DEVICE", "MEMORY", "CORES", "CLUSTER", "FOUND BY", "MS"
+            "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {:<8}{measured_head}",
+            "HOST", "ADDRESS", "DEVICE", "MEMORY", "CORES", "CLUSTER", "FOUND BY", "MS", "LINK"
         );
         for n in &exp.added {
             let host = if n.hostname.is_empty() {
@@ -55,8 +77,15 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             let by: Vec<String> = n.sources.iter().map(|s| s.to_string()).collect();
             // Host and cluster name are whatever the agent (or a stranger)
             // said: one cell each, never a fake row or an escape sequence.
+            // The MEASURED column only when asked for: "-" for a node
+            // not measured (the reason is on stderr).
+            let measured = match (&links, &n.measured_link) {
+                (None, _) => String::new(),
+                (Some(_), Some(l)) => format!("  {}", l.summary()),
+                (Some(_), None) => "  -".to_string(),
+            };
             println!(
-                "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {}",
+                "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {:<8}{measured}",
                 untrusted(host),
                 escape_line(&n.addr),
                 n.device_cell(),
@@ -92,6 +121,12 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         }
         for w in &r.warnings {
             eprintln!("  ? {}", escape_line(w));
+        }
+        for l in &r.link_problems {
+            eprintln!(
+                "  ? {}",
+                escape_line(&format!("link to {} not measured: {}", l.addr, l.why))
+            );
         }
         for t in r.tried.iter().filter(|_| !exp.added.is_empty()) {
             eprintln!(

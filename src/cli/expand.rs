@@ -79,6 +79,15 @@ pub struct ExpandArgs {
     /// Do not browse mDNS even when [discover] would.
     #[arg(long)]
     pub no_mdns: bool,
+    /// Measure the RTT and throughput to every added node (as [discover]
+    /// measure_links = true): 0.1-0.6 s per node, one at a time per
+    /// interface; shown in the report, the JSON and the `# found by` comment.
+    #[arg(long)]
+    pub links: bool,
+    /// With --links: the most each transfer runs, each way, ms (10-1000;
+    /// default 250, or link_window_ms); a steady one ends after 40-60 ms.
+    #[arg(long, value_name = "MS")]
+    pub link_window_ms: Option<u64>,
     /// Exit 1 for every refused announcement too, strangers' included (a
     /// neighbour's broken record, another cluster's agent).
     #[arg(long)]
@@ -115,6 +124,8 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         key_file: a.key_file,
         browse_ms: a.browse_ms,
         no_mdns: a.no_mdns,
+        measure_links: a.links,
+        link_window_ms: a.link_window_ms,
     };
     let exp = crate::cli::runtime::runtime()?.block_on(expand_config(&cfg, &overrides, bars))?;
     let plan = plan(&cfg, &exp, a.prune, &now_utc())

@@ -49,6 +49,8 @@ impl LanArgs {
             key_file: self.key_file.clone(),
             browse_ms,
             no_mdns: false,
+            measure_links: false,
+            link_window_ms: None,
         }
         .apply(&mut d);
         if self.cluster.is_some() {

@@ -17,6 +17,11 @@ use rlx_proto::service::DEFAULT_PORT;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// Default transfer window of a link measurement, each way, ms: the most a
+/// transfer runs when its rate never settles (a steady one ends after
+/// 40-60 ms). Longer helps only on links whose rate wobbles (Wi-Fi).
+pub const DEFAULT_LINK_WINDOW_MS: u64 = 250;
+
 /// Default per-host TCP connect timeout for scans and handshakes.
 pub const DEFAULT_TIMEOUT_MS: u64 = 300;
 /// Default time a one-shot mDNS browse listens at most. Agents already
@@ -72,6 +77,14 @@ pub struct DiscoverSection {
     /// Admit only agents announcing this cluster name (a filter, not security).
     #[serde(default)]
     pub cluster: Option<String>,
+    /// Measure the RTT and throughput to every added node (the same as
+    /// `--links`): 0.1-0.6 s per node, one node at a time per interface
+    /// of this machine (see `docs/protocol.md`, "Link measurement").
+    #[serde(default)]
+    pub measure_links: bool,
+    /// Transfer window of a link measurement, each way, milliseconds.
+    #[serde(default = "default_link_window_ms")]
+    pub link_window_ms: u64,
     /// Shared-secret key file; agents must prove it in the handshake.
     #[serde(default)]
     pub key_file: Option<PathBuf>,
@@ -124,6 +137,9 @@ fn default_port() -> u16 {
 }
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS
+}
+fn default_link_window_ms() -> u64 {
+    DEFAULT_LINK_WINDOW_MS
 }
 fn default_browse_ms() -> u64 {
     DEFAULT_BROWSE_MS
@@ -237,6 +253,26 @@ impl DiscoverSection {
                     "[discover] device_policy = \"all\" has no effect with device = \"{d}\", \
                      which writes that device on every node; remove one of the two"
                 ),
+            ));
+        }
+        let max_window = rlx_proto::handshake::measure::MAX_MS;
+        if !(10..=max_window).contains(&self.link_window_ms) {
+            return Err(Invalid(
+                at("link_window_ms"),
+                format!(
+                    "[discover] link_window_ms = {} is out of range: use 10..={max_window} (an \
+                     agent sends at most {max_window} ms each way; default {DEFAULT_LINK_WINDOW_MS})",
+                    self.link_window_ms
+                ),
+            ));
+        }
+        if self.measure_links && !self.mdns && self.subnet.is_none() && self.dns_sd.is_none() {
+            return Err(Invalid(
+                at("measure_links"),
+                "[discover] measure_links = true measures the links to agents found on the \
+                 network, but mdns = false and no subnet or dns_sd finds any (ssh_hosts \
+                 are probed, not measured): enable a network source or drop measure_links"
+                    .into(),
             ));
         }
         if self.interfaces.iter().any(|i| i.trim().is_empty()) {

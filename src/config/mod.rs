@@ -30,7 +30,10 @@ mod node;
 mod values;
 
 pub(crate) use discover::DEFAULT_BROWSE_MS;
-pub use discover::{DiscoverSection, DnsSdSection, DEFAULT_SCAN_CONCURRENCY, DEFAULT_TIMEOUT_MS};
+pub use discover::{
+    DiscoverSection, DnsSdSection, DEFAULT_LINK_WINDOW_MS, DEFAULT_SCAN_CONCURRENCY,
+    DEFAULT_TIMEOUT_MS,
+};
 pub use node::{KvCache, NodeConfig, Role};
 /// Default worker port, as in the seed.
 pub use rlx_proto::service::DEFAULT_PORT;

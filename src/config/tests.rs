@@ -92,3 +92,53 @@ fn device_policy_defaults_to_the_seeds_rule_and_a_bad_one_names_its_key_and_line
     assert_eq!(e.line, Some(3), "{e}");
     assert!(e.message.contains("no effect with device"), "{e}");
 }
+
+#[test]
+fn measure_links_is_a_checked_boolean_of_discover() {
+    let d = parse("[discover]\nmeasure_links = true\n")
+        .unwrap()
+        .discover
+        .unwrap();
+    assert!(d.measure_links);
+    assert!(
+        !parse("[discover]\n")
+            .unwrap()
+            .discover
+            .unwrap()
+            .measure_links
+    );
+    let e = parse("[discover]\nmeasure_links = \"yes\"\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    let e = parse(
+        "[discover]\nmdns = false\nssh_hosts = [\"a\"]\nckpt_dir = \"/m\"\nmeasure_links = true\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("measure_links") && e.message.contains("network source"),
+        "{e}"
+    );
+}
+
+#[test]
+fn link_window_ms_is_checked_against_the_agents_limit() {
+    let d = parse("[discover]\nlink_window_ms = 50\n")
+        .unwrap()
+        .discover
+        .unwrap();
+    assert_eq!(d.link_window_ms, 50);
+    assert_eq!(
+        parse("[discover]\n")
+            .unwrap()
+            .discover
+            .unwrap()
+            .link_window_ms,
+        DEFAULT_LINK_WINDOW_MS
+    );
+    for bad in ["5", "5000"] {
+        let e = parse(&format!("[discover]\nlink_window_ms = {bad}\n")).unwrap_err();
+        assert!(
+            e.message.contains("link_window_ms") && e.message.contains("10..=1000"),
+            "{e}"
+        );
+    }
+}

@@ -30,6 +30,7 @@ pub mod announce;
 pub mod change;
 pub mod cli;
 pub mod links;
+pub mod measure;
 pub mod naming;
 pub mod probe;
 pub mod register;

@@ -24,6 +24,10 @@
 //!   one arrives at the limit, the **oldest** is closed to make room (see
 //!   [`MAX_CONNECTIONS`] for why oldest-out beats refusing newcomers).
 //!
+//! A first line of `{"rlx":"measure",...}` is a link measurement instead
+//! ([`crate::measure`]): it gets its own, longer bound (the granted
+//! transfer windows), and one runs at a time.
+//!
 //! Shutdown is an argument ([`serve`] returns when the future completes), as
 //! in mini-redis: `main` passes the signal handler, tests pass a oneshot.
 
@@ -125,6 +129,7 @@ pub async fn serve_with(
     // Live connections, oldest first: who to evict at the limit.
     let mut live: VecDeque<AbortHandle> = VecDeque::new();
     let mut backoff = Duration::from_millis(10);
+    let busy = crate::measure::Busy::default();
     tokio::pin!(shutdown);
 
     loop {
@@ -166,6 +171,7 @@ pub async fn serve_with(
             key.clone(),
             Arc::clone(&advertised),
             limits.timeout,
+            Arc::clone(&busy),
         ));
         live.push_back(handle);
     }
@@ -182,6 +188,7 @@ async fn connection(
     key: Option<Key>,
     advertised: Arc<[SocketAddr]>,
     timeout: Duration,
+    busy: crate::measure::Busy,
 ) {
     // What the proof binds: the endpoint this connection was accepted on
     // and the peer it came from, so that the proof is worth nothing to a
@@ -202,24 +209,35 @@ async fn connection(
             tracing::debug!(%peer, "handshake: no complete exchange within {} ms; closed", timeout.as_millis())
         }
         Ok(Err(why)) => tracing::debug!(%peer, "handshake: {why}"),
-        Ok(Ok(())) => tracing::debug!(%peer, "handshake: answered"),
+        Ok(Ok(None)) => tracing::debug!(%peer, "handshake: answered"),
+        Ok(Ok(Some((conn, line)))) => {
+            match crate::measure::serve(conn, &line, key.as_ref(), &busy, &on, timeout).await {
+                Ok(what) => tracing::debug!(%peer, "{what}"),
+                Err(why) => tracing::debug!(%peer, "{why}"),
+            }
+        }
     }
 }
 
+/// A measurement request, handed back with its connection to run outside
+/// the handshake's time bound.
+type MeasureRequest = (BufReader<TcpStream>, Vec<u8>);
+
 /// Reads one hello line (at most [`MAX_HELLO_BYTES`]) and writes the reply,
 /// or an error line for a malformed hello. Longer input is dropped without a
-/// word: whoever sends it is not a coordinator.
+/// word: whoever sends it is not a coordinator. A measurement request is
+/// returned, unanswered, with its connection.
 async fn exchange(
-    mut stream: TcpStream,
+    stream: TcpStream,
     caps: &NodeCaps,
     key: Option<&Key>,
     on: &handshake::Binding,
-) -> Result<(), String> {
+) -> Result<Option<MeasureRequest>, String> {
     let _ = stream.set_nodelay(true);
-    let (rd, mut wr) = stream.split();
+    let mut conn = BufReader::with_capacity(512, stream);
     let mut line = Vec::new();
-    let mut reader = BufReader::with_capacity(512, rd.take(MAX_HELLO_BYTES as u64 + 1));
-    let n = reader
+    let n = (&mut conn)
+        .take(MAX_HELLO_BYTES as u64 + 1)
         .read_until(b'\n', &mut line)
         .await
         .map_err(|e| format!("read failed: {e}"))?;
@@ -231,17 +249,21 @@ async fn exchange(
             "hello longer than {MAX_HELLO_BYTES} bytes; dropped"
         ));
     }
+    if handshake::measure::is_request(&line) {
+        return Ok(Some((conn, line)));
+    }
     let (out, refused) = match handshake::answer(&line, caps, key, on) {
         Ok(reply) => (reply, None),
         Err(e) => (e.to_line(), Some(e)),
     };
+    let wr = conn.get_mut();
     wr.write_all(out.as_bytes())
         .await
         .map_err(|e| format!("write failed: {e}"))?;
     let _ = wr.shutdown().await;
     match refused {
         Some(e) => Err(format!("refused hello: {e}")),
-        None => Ok(()),
+        None => Ok(None),
     }
 }
 

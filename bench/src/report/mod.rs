@@ -317,6 +317,10 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         ("footprint", "4. Agent footprint"),
         ("trust", "5. Trust"),
         ("soak", "6. `watch` under churn (soak)"),
+        (
+            "links",
+            "7. Link measurement (issue 14): accuracy against iperf3, cost",
+        ),
     ];
     for (sc, title) in titles {
         let rows: Vec<&Summary> = s.iter().filter(|x| x.scenario == sc).collect();
@@ -340,6 +344,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
                     "mdns" => Some("rlx-discover browse"),
                     "scan" => Some("rlx-discover scan"),
                     "ssh" => Some("rlx-discover expand (ssh_hosts)"),
+                    "links" => Some("rlx-discover browse --links"),
                     _ => None,
                 };
                 let vs = ours_tool

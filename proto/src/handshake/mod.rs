@@ -53,6 +53,8 @@
 //! - `messages`: the hello, the reply and the error line, built and parsed.
 //! - `proof`: the [`Nonce`] and the HMAC over it ([`prove`], [`verify`]).
 //! - `answer`: the agent's side, one hello line in, one line out ([`answer`]).
+//! - `measure`, `measure_client`: link measurement on the same port (its own
+//!   message type: RTT, upload, download; [`measure_link`]).
 //! - `client`: the coordinator's side ([`query`], [`check_reply`]) and why a
 //!   node was not admitted ([`HandshakeError`]).
 
@@ -60,6 +62,10 @@ mod answer;
 #[cfg(test)]
 mod binding_tests;
 mod client;
+pub mod measure;
+mod measure_client;
+#[cfg(test)]
+mod measure_tests;
 mod messages;
 mod proof;
 #[cfg(test)]
@@ -71,6 +77,7 @@ pub use client::{
     check_reply, query, query_in_cluster, ConnectFailure, HandshakeError, HandshakeReply,
     RelayedPath,
 };
+pub use measure_client::{measure_link, rate_text, LinkMeasurement, MeasureError, DRAIN_GRACE};
 pub use messages::{
     endpoint_text, hello_line, hello_line_for, parse_hello, reply_line, reply_line_v1, Binding,
     Hello, HelloError,

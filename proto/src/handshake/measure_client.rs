@@ -1,0 +1,400 @@
+//! **The coordinator's side of a link measurement** ([`measure_link`]):
+//! the request, the proof, the round trips and both transfers on one
+//! connection, under one deadline. The messages are in [`super::measure`].
+
+use super::measure::{
+    mbps, prove_request, receive, Challenge, Prove, Ready, Request, UpResult, MEASURE_VERSION,
+};
+use super::proof::Nonce;
+use super::wire::MAX_HELLO_BYTES;
+use crate::keys::Key;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::time::{timeout_at, Instant};
+
+/// Extra time a measurement gets beyond its transfer windows: the data
+/// still queued in the sender's socket buffer when its window closes
+/// drains at the link's rate (a few MB: well under a second at 100 Mbit/s).
+pub const DRAIN_GRACE: Duration = Duration::from_secs(3);
+
+/// What one measurement found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkMeasurement {
+    /// Median round trip, ms.
+    pub rtt_ms: f64,
+    /// Every round trip, ms, in order.
+    pub rtt_samples_ms: Vec<f64>,
+    /// Coordinator -> agent, Mbit/s, as the agent received it.
+    pub up_mbps: f64,
+    /// Agent -> coordinator, Mbit/s, as the coordinator received it.
+    pub down_mbps: f64,
+    /// Bytes moved coordinator -> agent.
+    pub up_bytes: u64,
+    /// Bytes moved agent -> coordinator.
+    pub down_bytes: u64,
+    /// Wall time of the whole measurement, connect to close, ms.
+    pub took_ms: u64,
+}
+
+impl LinkMeasurement {
+    /// `0.21 ms, 9.3 Gbit/s up, 9.1 down` (the `# found by` comment and the
+    /// report).
+    pub fn summary(&self) -> String {
+        format!(
+            "{} ms, {} up, {} down",
+            round_sig(self.rtt_ms),
+            rate_text(self.up_mbps),
+            rate_number(self.down_mbps, self.up_mbps)
+        )
+    }
+}
+
+/// Two significant digits, at least two decimals below 1 (`0.21`, `1.4`, `23`).
+fn round_sig(x: f64) -> String {
+    if x < 1.0 {
+        format!("{x:.2}")
+    } else if x < 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// `9.3 Gbit/s`, `940 Mbit/s`.
+pub fn rate_text(mbps: f64) -> String {
+    if mbps >= 1000.0 {
+        format!("{} Gbit/s", round_sig(mbps / 1000.0))
+    } else {
+        format!("{} Mbit/s", round_sig(mbps))
+    }
+}
+
+/// The second rate in the unit of the first, number only (`9.1`), or with
+/// its unit when that differs.
+fn rate_number(mbps: f64, like: f64) -> String {
+    match (mbps >= 1000.0, like >= 1000.0) {
+        (true, true) => round_sig(mbps / 1000.0),
+        (false, false) => round_sig(mbps),
+        _ => rate_text(mbps),
+    }
+}
+
+/// Why a link was not measured. The report shows it and goes on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MeasureError {
+    /// The agent predates link measurement: it answered our request as a
+    /// malformed hello.
+    #[error("{addr}: link measurement not supported by agent version {version} (upgrade rlx-agent on that machine to measure its link)")]
+    Unsupported {
+        /// The address dialled.
+        addr: SocketAddr,
+        /// The agent's version from its caps.
+        version: String,
+    },
+    /// The agent refused, saying why (busy, no proof, wrong key, limits).
+    #[error("{addr}: the agent refused the link measurement: {why}")]
+    Refused {
+        /// The address dialled.
+        addr: SocketAddr,
+        /// Its reason.
+        why: String,
+    },
+    /// The connection is not the one we made (a relay or NAT between us):
+    /// a proof would be bound to another connection, and the rate would be
+    /// another path's.
+    #[error("{addr}: the agent accepted {local} from {peer}, but we dialled {addr} from {from}: something in between carries the connection on, so its link cannot be measured (and a proof would not be bound to our connection)")]
+    Relayed {
+        /// The address dialled.
+        addr: SocketAddr,
+        /// Our end of the connection.
+        from: SocketAddr,
+        /// What the agent says it accepted on.
+        local: String,
+        /// What the agent says the connection came from.
+        peer: String,
+    },
+    /// Anything else: cannot connect, closed, timed out, garbled.
+    #[error("{addr}: link measurement failed: {why}")]
+    Failed {
+        /// The address dialled.
+        addr: SocketAddr,
+        /// What happened.
+        why: String,
+    },
+}
+
+/// Measures the link to the agent at `addr`: the median of the granted
+/// round trips, then the upload and the download (see [`super::measure`]).
+///
+/// `key` is the cluster key to prove (the agent refuses without it when it
+/// holds one); `version` is the agent's version from its caps, named when
+/// the agent is too old to measure. `timeout` bounds each step that waits
+/// for a line; the whole measurement is bounded by `timeout`, the requested
+/// windows and [`DRAIN_GRACE`].
+pub async fn measure_link(
+    addr: SocketAddr,
+    key: Option<&Key>,
+    req: &Request,
+    timeout: Duration,
+    version: &str,
+) -> Result<LinkMeasurement, MeasureError> {
+    let started = std::time::Instant::now();
+    let g = req.granted();
+    let deadline =
+        Instant::now() + timeout + Duration::from_millis(g.up_ms + g.down_ms) + DRAIN_GRACE;
+    let failed = |why: String| MeasureError::Failed { addr, why };
+    let stream = match timeout_at(deadline, TcpStream::connect(addr)).await {
+        Err(_) => return Err(failed("no connection before the deadline".into())),
+        Ok(Err(e)) => return Err(failed(format!("cannot connect: {e}"))),
+        Ok(Ok(s)) => s,
+    };
+    let _ = stream.set_nodelay(true);
+    let from = stream
+        .local_addr()
+        .map_err(|e| failed(format!("no local address: {e}")))?;
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = BufReader::new(rd);
+    // Each wait for a line gets `timeout`, within the whole deadline.
+    let step = || (Instant::now() + timeout).min(deadline);
+
+    let request = req.line();
+    write(&mut wr, request.as_bytes(), deadline)
+        .await
+        .map_err(|e| failed(format!("sending the request: {e}")))?;
+    let line = read_line(&mut rd, step())
+        .await
+        .map_err(|e| failed(format!("waiting for the challenge: {e}")))?;
+    let challenge: Challenge = match parse_reply(&line, "challenge") {
+        Reply::Ok(c) => c,
+        Reply::Refused(why) if why.contains("\"rlx\":\"hello\"") => {
+            return Err(MeasureError::Unsupported {
+                addr,
+                version: version.to_string(),
+            })
+        }
+        Reply::Refused(why) => return Err(MeasureError::Refused { addr, why }),
+        Reply::Garbled(why) => return Err(failed(why)),
+    };
+    if challenge.v != MEASURE_VERSION {
+        return Err(failed(format!(
+            "the agent speaks measure version {}, this build {MEASURE_VERSION}",
+            challenge.v
+        )));
+    }
+    let proof = match key {
+        Some(k) => {
+            check_ends(addr, from, &challenge)?;
+            let nonce = Nonce::from_hex(&challenge.nonce)
+                .ok_or_else(|| failed("the challenge's nonce is not 64 hex".into()))?;
+            Some(prove_request(
+                k,
+                &nonce,
+                &challenge.local,
+                &challenge.peer,
+                request.as_bytes(),
+            ))
+        }
+        None if challenge.keyed => {
+            return Err(MeasureError::Refused {
+                addr,
+                why: "the agent holds a cluster key and measures only for key holders: \
+                      give the coordinator the cluster's key_file"
+                    .into(),
+            })
+        }
+        None => None,
+    };
+    let prove = Prove {
+        rlx: "prove".into(),
+        proof,
+    };
+    let prove_line = format!("{}\n", serde_json::to_string(&prove).expect("serializes"));
+    write(&mut wr, prove_line.as_bytes(), deadline)
+        .await
+        .map_err(|e| failed(format!("sending the proof: {e}")))?;
+    let line = read_line(&mut rd, step())
+        .await
+        .map_err(|e| failed(format!("waiting for the go-ahead: {e}")))?;
+    let granted = match parse_reply::<Ready>(&line, "ready") {
+        Reply::Ok(r) => r.granted,
+        Reply::Refused(why) => return Err(MeasureError::Refused { addr, why }),
+        Reply::Garbled(why) => return Err(failed(why)),
+    };
+    if granted.granted() != granted {
+        return Err(failed(format!(
+            "the agent granted more than its own limits allow: {granted:?}"
+        )));
+    }
+
+    let mut rtts = Vec::with_capacity(granted.pings as usize);
+    for i in 0..granted.pings {
+        let t = std::time::Instant::now();
+        write(&mut wr, b"p", deadline)
+            .await
+            .map_err(|e| failed(format!("round trip {}: {e}", i + 1)))?;
+        let mut b = [0u8; 1];
+        match timeout_at(step(), rd.read_exact(&mut b)).await {
+            Ok(Ok(_)) => rtts.push(t.elapsed().as_secs_f64() * 1000.0),
+            Ok(Err(e)) => return Err(failed(format!("round trip {}: {e}", i + 1))),
+            Err(_) => return Err(failed(format!("round trip {} got no answer", i + 1))),
+        }
+    }
+
+    let (up_bytes, line) = upload(&mut wr, &mut rd, &granted, deadline)
+        .await
+        .map_err(|e| failed(format!("upload: {e}")))?;
+    let up: UpResult = match parse_reply(&line, "up") {
+        Reply::Ok(u) => u,
+        Reply::Refused(why) => return Err(MeasureError::Refused { addr, why }),
+        Reply::Garbled(why) => return Err(failed(why)),
+    };
+    if up.bytes > up_bytes {
+        return Err(failed(format!(
+            "we sent {up_bytes} bytes, the agent counted {}",
+            up.bytes
+        )));
+    }
+    // Ends the download as soon as its rate is steady: dropping the
+    // connection (below) is the agent's signal to stop.
+    let down = receive(&mut rd, granted.down_bytes, deadline, true)
+        .await
+        .map_err(|e| failed(format!("download: {e}")))?
+        .result();
+    let mut sorted = rtts.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok(LinkMeasurement {
+        rtt_ms: sorted[sorted.len() / 2],
+        rtt_samples_ms: rtts,
+        up_mbps: up.mbps(),
+        down_mbps: mbps(down.window_bytes, down.window_us),
+        up_bytes,
+        down_bytes: down.bytes,
+        took_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+/// Sends the upload until the granted time or bytes are used up, or the
+/// agent's figures arrive first (it ends the upload once the rate is
+/// steady); then half-closes. Returns the bytes sent and the figures line.
+async fn upload(
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    g: &Request,
+    deadline: Instant,
+) -> Result<(u64, Vec<u8>), String> {
+    let block = vec![0u8; 128 * 1024];
+    let start = Instant::now();
+    let stop = Duration::from_millis(g.up_ms);
+    let mut sent = 0u64;
+    let figures = read_line(rd, deadline);
+    tokio::pin!(figures);
+    let mut early = None;
+    while sent < g.up_bytes && start.elapsed() < stop {
+        let n = (g.up_bytes - sent).min(block.len() as u64) as usize;
+        tokio::select! {
+            biased;
+            line = &mut figures => {
+                early = Some(line.map_err(|e| format!("waiting for the agent's figures: {e}"))?);
+                break;
+            }
+            // One write() at a time: cancelled by the figures, it has sent
+            // nothing, so `sent` stays exact.
+            w = timeout_at(deadline, wr.write(&block[..n])) => match w {
+                Err(_) => return Err(format!("sending stalled after {sent} bytes")),
+                Ok(Err(e)) => return Err(format!("connection failed after {sent} bytes sent: {e}")),
+                Ok(Ok(k)) => sent += k as u64,
+            },
+        }
+    }
+    let _ = wr.shutdown().await;
+    let line = match early {
+        Some(l) => l,
+        None => figures
+            .await
+            .map_err(|e| format!("waiting for the agent's figures: {e}"))?,
+    };
+    Ok((sent, line))
+}
+
+/// With a key, the challenge's endpoints must be our connection's ends:
+/// the proof binds them, and a relay's would be its own.
+fn check_ends(addr: SocketAddr, from: SocketAddr, c: &Challenge) -> Result<(), MeasureError> {
+    let same = |s: &str, want: SocketAddr| {
+        s.parse::<SocketAddr>().is_ok_and(|a| {
+            a.ip().to_canonical() == want.ip().to_canonical() && a.port() == want.port()
+        })
+    };
+    if same(&c.local, addr) && same(&c.peer, from) {
+        Ok(())
+    } else {
+        Err(MeasureError::Relayed {
+            addr,
+            from,
+            local: super::messages::cut_chars(&c.local, 60),
+            peer: super::messages::cut_chars(&c.peer, 60),
+        })
+    }
+}
+
+async fn write(
+    w: &mut (impl tokio::io::AsyncWrite + Unpin),
+    b: &[u8],
+    deadline: Instant,
+) -> Result<(), String> {
+    match timeout_at(deadline, w.write_all(b)).await {
+        Err(_) => Err("the agent did not take it in time".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(())) => Ok(()),
+    }
+}
+
+/// One line of at most [`MAX_HELLO_BYTES`], by `deadline`.
+async fn read_line(
+    r: &mut (impl AsyncBufRead + Unpin),
+    deadline: Instant,
+) -> Result<Vec<u8>, String> {
+    let mut line = Vec::new();
+    let mut limited = r.take(MAX_HELLO_BYTES as u64 + 1);
+    match timeout_at(deadline, limited.read_until(b'\n', &mut line)).await {
+        Err(_) => Err("no answer in time".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(0)) => Err("the agent closed the connection".into()),
+        Ok(Ok(_)) if line.len() > MAX_HELLO_BYTES || !line.ends_with(b"\n") => Err(format!(
+            "a line longer than {MAX_HELLO_BYTES} bytes, or cut off"
+        )),
+        Ok(Ok(_)) => Ok(line),
+    }
+}
+
+enum Reply<T> {
+    Ok(T),
+    Refused(String),
+    Garbled(String),
+}
+
+/// A line that is either the `want` message or the handshake's error line.
+fn parse_reply<T: for<'de> Deserialize<'de>>(line: &[u8], want: &str) -> Reply<T> {
+    #[derive(Deserialize)]
+    struct Head {
+        rlx: String,
+        #[serde(default)]
+        error: Option<String>,
+    }
+    let quoted = || String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
+    let Ok(head) = serde_json::from_slice::<Head>(line.trim_ascii_end()) else {
+        return Reply::Garbled(format!("expected a {want:?} line, got {:?}", quoted()));
+    };
+    if head.rlx == "error" {
+        return Reply::Refused(head.error.unwrap_or_else(|| "(no reason given)".into()));
+    }
+    if head.rlx != want {
+        return Reply::Garbled(format!("expected a {want:?} line, got {:?}", quoted()));
+    }
+    match serde_json::from_slice::<T>(line.trim_ascii_end()) {
+        Ok(t) => Reply::Ok(t),
+        Err(e) => Reply::Garbled(format!("a {want:?} line that does not parse ({e})")),
+    }
+}

@@ -1,0 +1,205 @@
+//! The measurement messages, the coordinator's proof and the meter.
+
+use super::measure::*;
+use super::{LinkMeasurement, Nonce};
+use crate::keys::Key;
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_request_line_round_trips_and_is_told_apart_from_a_hello() {
+    let r = Request::default();
+    let line = r.line();
+    assert!(line.starts_with("{\"rlx\":\"measure\",\"v\":1,"), "{line}");
+    assert!(line.ends_with('\n'));
+    assert!(is_request(line.as_bytes()));
+    assert_eq!(parse_request(line.as_bytes()), Ok(r));
+    let hello = super::hello_line(&Nonce::from_bytes([1; 32]));
+    assert!(!is_request(hello.as_bytes()));
+    assert!(!is_request(b"SSH-2.0-OpenSSH_9.2\r\n"));
+}
+
+/// Guards the agent's hard limits: whatever a request asks for, what is
+/// granted stays within them, and a zero asks for the least, not nothing.
+#[test]
+fn an_oversized_request_is_granted_only_the_agents_limits() {
+    let huge = Request {
+        pings: u32::MAX,
+        up_bytes: u64::MAX,
+        up_ms: u64::MAX,
+        down_bytes: u64::MAX,
+        down_ms: u64::MAX,
+    };
+    let g = huge.granted();
+    assert_eq!(
+        g,
+        Request {
+            pings: MAX_PINGS,
+            up_bytes: MAX_BYTES,
+            up_ms: MAX_MS,
+            down_bytes: MAX_BYTES,
+            down_ms: MAX_MS,
+        }
+    );
+    let zero = Request {
+        pings: 0,
+        up_bytes: 0,
+        up_ms: 0,
+        down_bytes: 0,
+        down_ms: 0,
+    };
+    let g = zero.granted();
+    assert_eq!((g.pings, g.up_bytes, g.down_ms), (1, 1, 1));
+    assert_eq!(g.granted(), g, "granting is idempotent");
+}
+
+#[test]
+fn malformed_requests_are_refused_with_what_a_request_is() {
+    for (line, says) in [
+        (&b"{\"rlx\":\"measure\",\"v\":1}\n"[..], "missing field"),
+        (
+            b"{\"rlx\":\"measure\",\"v\":9,\"pings\":1,\"up_bytes\":1,\"up_ms\":1,\"down_bytes\":1,\"down_ms\":1}",
+            "measure version 9",
+        ),
+        (
+            b"{\"rlx\":\"measure\",\"v\":1,\"pings\":-1,\"up_bytes\":1,\"up_ms\":1,\"down_bytes\":1,\"down_ms\":1}",
+            "a measure request is",
+        ),
+        (
+            b"{\"rlx\":\"measure\",\"v\":1,\"pings\":1,\"up_bytes\":1e99,\"up_ms\":1,\"down_bytes\":1,\"down_ms\":1}",
+            "a measure request is",
+        ),
+        (b"\xff\xfe", "a measure request is"),
+    ] {
+        let err = parse_request(line).unwrap_err();
+        assert!(err.contains(says), "{err}");
+    }
+}
+
+#[test]
+fn the_proof_binds_the_key_the_nonce_the_connection_and_the_request() {
+    let key = Key::from_bytes([7; 32]);
+    let nonce = Nonce::from_bytes([3; 32]);
+    let req = Request::default().line();
+    let p = prove_request(
+        &key,
+        &nonce,
+        "10.0.0.2:9100",
+        "10.0.0.1:4000",
+        req.as_bytes(),
+    );
+    let ok =
+        |k: &Key, n: &Nonce, l: &str, peer: &str, r: &[u8]| verify_request(k, n, l, peer, r, &p);
+    assert!(ok(
+        &key,
+        &nonce,
+        "10.0.0.2:9100",
+        "10.0.0.1:4000",
+        req.as_bytes()
+    ));
+    assert!(
+        ok(
+            &key,
+            &nonce,
+            "10.0.0.2:9100",
+            "10.0.0.1:4000",
+            req.trim_end().as_bytes()
+        ),
+        "the newline is not under the MAC"
+    );
+    assert!(!ok(
+        &Key::from_bytes([8; 32]),
+        &nonce,
+        "10.0.0.2:9100",
+        "10.0.0.1:4000",
+        req.as_bytes()
+    ));
+    assert!(!ok(
+        &key,
+        &Nonce::from_bytes([4; 32]),
+        "10.0.0.2:9100",
+        "10.0.0.1:4000",
+        req.as_bytes()
+    ));
+    assert!(!ok(
+        &key,
+        &nonce,
+        "10.0.0.2:9100",
+        "10.0.0.9:4000",
+        req.as_bytes()
+    ));
+    let bigger = Request {
+        up_ms: 1000,
+        ..Request::default()
+    }
+    .line();
+    assert!(!ok(
+        &key,
+        &nonce,
+        "10.0.0.2:9100",
+        "10.0.0.1:4000",
+        bigger.as_bytes()
+    ));
+    assert!(!verify_request(&key, &nonce, "a", "b", b"c", "zz"));
+}
+
+#[test]
+fn the_meter_leaves_out_the_first_quarter() {
+    let t0 = Instant::now();
+    let mut m = Meter::new();
+    // A 1 MB burst at the start, then 100 kB every 10 ms for 400 ms.
+    m.add_at(t0, 1_000_000);
+    for i in 1..=40 {
+        m.add_at(t0 + Duration::from_millis(10 * i), 100_000);
+    }
+    let r = m.result();
+    assert_eq!(r.bytes, 5_000_000);
+    assert_eq!(r.window_us, 300_000, "from 100 ms to 400 ms");
+    assert_eq!(r.window_bytes, 3_000_000);
+    assert!((r.mbps() - 80.0).abs() < 1e-9, "{}", r.mbps());
+    assert_eq!(Meter::new().result().mbps(), 0.0);
+}
+
+#[test]
+fn a_measurement_reads_like_the_found_by_comment() {
+    let m = LinkMeasurement {
+        rtt_ms: 0.2149,
+        rtt_samples_ms: vec![0.2149],
+        up_mbps: 9300.0,
+        down_mbps: 9100.0,
+        up_bytes: 1,
+        down_bytes: 1,
+        took_ms: 500,
+    };
+    assert_eq!(m.summary(), "0.21 ms, 9.3 Gbit/s up, 9.1 down");
+    let slow = LinkMeasurement {
+        rtt_ms: 12.4,
+        up_mbps: 94.2,
+        down_mbps: 1200.0,
+        ..m
+    };
+    assert_eq!(slow.summary(), "12 ms, 94 Mbit/s up, 1.2 Gbit/s down");
+}
+
+/// Guards the early end: a steady rate ends a transfer after
+/// [`STEADY_MIN`], a rate still climbing (slow start) or too short a
+/// transfer does not.
+#[test]
+fn a_transfer_is_steady_only_after_its_minimum_and_at_an_even_rate() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut even = Meter::new();
+    for ms in 0..=30 {
+        even.add_at(at(ms), 100_000);
+    }
+    assert!(!even.steady(), "30 ms is under the minimum");
+    for ms in 31..=60 {
+        even.add_at(at(ms), 100_000);
+    }
+    assert!(even.steady());
+    let mut climbing = Meter::new();
+    for ms in 0..=60 {
+        climbing.add_at(at(ms), 10_000 * (ms as usize + 1));
+    }
+    assert!(!climbing.steady(), "a rate still rising is not steady");
+    assert!(!Meter::new().steady());
+}
