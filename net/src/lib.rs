@@ -33,4 +33,5 @@ pub mod linkfacts;
 pub mod links;
 pub mod ndp;
 pub mod neighbour;
+pub mod neighbour6;
 pub mod netguard;
