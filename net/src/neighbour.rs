@@ -98,8 +98,9 @@ fn say_unavailable() {
     static SAID: std::sync::Once = std::sync::Once::new();
     SAID.call_once(|| {
         tracing::debug!(
-            "ARP help is not available on this system (it needs Linux packet sockets): \
-             a lost ARP packet waits for the kernel's own retry"
+            "ARP and IPv6 neighbour help are not available on this system (they need Linux \
+             packet sockets and the netlink neighbour table): a lost ARP or neighbour-discovery \
+             packet waits for the kernel's own retry"
         )
     });
 }
