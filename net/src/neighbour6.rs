@@ -206,7 +206,7 @@ impl Solicitor {
 /// otherwise receives a copy of every one, and this one is never read, so
 /// its buffer would only fill. A failure costs that memory, nothing more;
 /// it is said at debug level.
-fn block_all_input(sock: &socket2::Socket, name: &str) {
+pub(crate) fn block_all_input(sock: &socket2::Socket, name: &str) {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
