@@ -186,8 +186,9 @@ impl Admission {
         handshake_now(&self.rules, &self.permits, &self.nudger, key).await
     }
 
-    /// ARP requests sent to speed up handshakes ([`rlx_net::neighbour`]).
-    pub fn arp_nudges(&self) -> usize {
+    /// ARP and neighbour-discovery frames sent to speed up handshakes
+    /// ([`rlx_net::neighbour`]).
+    pub fn neighbour_nudges(&self) -> usize {
         self.nudger.sent()
     }
 
@@ -238,7 +239,8 @@ impl Drop for Admission {
 }
 
 /// Runs the handshake for `key` now, within the concurrency limit, with
-/// ARP nudged for an IPv4 target ([`rlx_net::neighbour`]).
+/// the target's neighbour resolution nudged, ARP for IPv4 and Neighbor
+/// Solicitations for IPv6 ([`rlx_net::neighbour`]).
 async fn handshake_now(
     rules: &Rules,
     permits: &Semaphore,
@@ -246,11 +248,9 @@ async fn handshake_now(
     key: &Key,
 ) -> Outcome {
     let _permit = permits.acquire().await.expect("never closed");
-    // Keep a lost ARP exchange from costing the handshake a second.
-    let _arp = match key.0.ip() {
-        std::net::IpAddr::V4(v4) => Some(nudger.watch(v4)),
-        std::net::IpAddr::V6(_) => None,
-    };
+    // Keep a lost ARP or neighbour-discovery exchange from costing the
+    // handshake a second.
+    let _nudged = nudger.watch(key.0.ip());
     query_staggered(key.0, rules, key.1.as_deref()).await
 }
 

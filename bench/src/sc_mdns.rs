@@ -106,8 +106,8 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
          --json`; python-zeroconf = from the creation of its Zeroconf instance to the last \
          service resolved (address, port, TXT); avahi-browse -rp = from spawn to the N-th \
          resolved line. Peers get a deadline (10 s lossless, 20 s under loss; quick mode 5/8 s). \
-         The figures under loss are Linux's, with ARP help (rlx-net's neighbour module); a \
-         macOS coordinator has none, so each lost ARP exchange there holds a legacy-query \
+         The figures under loss are Linux's, with ARP and IPv6 neighbour help (rlx-net's \
+         neighbour and neighbour6 modules); a macOS coordinator has none, so each lost ARP exchange there holds a legacy-query \
          reply or a first handshake for the kernel's own one-second retry: without it, at 20% \
          loss with 50 agents, one to four live agents per run failed their handshake, and \
          lossless runs are unaffected.",

@@ -10,7 +10,9 @@
 //!   the machine's initial network namespace.
 //! - [`neighbour`]: gratuitous ARP and nudges, so a lost ARP packet does not
 //!   cost a handshake a second; [`ndp`]: the same announcement for IPv6
-//!   (unsolicited Neighbor Advertisements).
+//!   (unsolicited Neighbor Advertisements); [`neighbour6`]: the IPv6
+//!   neighbour table (netlink) and Neighbor Solicitations the nudger sends
+//!   for IPv6 handshakes.
 //! - [`links`]: the kernel's notifications that an interface or address
 //!   changed, so the agent need not poll for them.
 //! - [`linkfacts`]: what each link is (kind, speed, MTU, RDMA), as the
@@ -25,6 +27,7 @@
 //! | [`netguard`] | network-namespace evidence from `/proc` | `RLX_NETNS_GUARD=1` refuses outright (no namespaces) |
 //! | [`neighbour`] | packet sockets, `/proc/net/arp` | not available (debug log once) |
 //! | [`ndp`] | raw ICMPv6 socket (`CAP_NET_RAW`) | raw ICMPv6 socket (root) |
+//! | [`neighbour6`] | netlink `RTM_GETNEIGH`, raw ICMPv6 socket | not available (the table is not read; nothing sent) |
 //! | [`links`] | netlink route socket | `PF_ROUTE` route socket |
 //! | [`linkfacts`] | `/sys/class/net`, `/sys/class/infiniband` | `getifaddrs` `if_data` (no Wi-Fi/Thunderbolt kinds yet) |
 
@@ -33,4 +36,5 @@ pub mod linkfacts;
 pub mod links;
 pub mod ndp;
 pub mod neighbour;
+pub mod neighbour6;
 pub mod netguard;

@@ -83,6 +83,7 @@ impl NdpSocket {
         sock.set_multicast_hops_v6(255).ok()?;
         sock.set_multicast_if_v6(index).ok()?;
         sock.set_multicast_loop_v6(false).ok()?;
+        crate::neighbour6::block_all_input(&sock, name);
         Some(NdpSocket {
             sock,
             index,

@@ -71,8 +71,9 @@ fn miss_analysis(what: &str) -> &'static str {
         w if w.starts_with("50 agents at 20% loss") => {
             "Why: see the note: a run that did not find every agent lists where it lost them \
              (refused at the handshake, or never heard). The handshakes start as soon as an \
-             agent is resolved and ARP is nudged for them; the browse stops on its loss \
-             estimate when fewer than 0.01 agents are expected to be unheard."
+             agent is resolved and ARP or IPv6 neighbour discovery is nudged for them; the \
+             browse stops on its loss estimate when fewer than 0.01 agents are expected to be \
+             unheard."
         }
         w if w.starts_with("idle agent RSS") => {
             "Why: the anonymous memory (heap, stacks) is about the same as avahi's; the \
