@@ -238,6 +238,7 @@ pub(crate) fn block_all_input(sock: &socket2::Socket, name: &str) {
 /// `RTM_NEWNEIGH`, the type of each entry in a neighbour dump.
 const RTM_NEWNEIGH: u16 = 28;
 /// `RTM_GETNEIGH`, the dump request.
+#[cfg(target_os = "linux")]
 const RTM_GETNEIGH: u16 = 30;
 /// `NLMSG_ERROR` and `NLMSG_DONE`.
 const NLMSG_ERROR: u16 = 2;
@@ -315,6 +316,7 @@ pub fn parse_neighbours(buf: &[u8]) -> Parsed {
 }
 
 /// The request for a dump of the IPv6 neighbour table.
+#[cfg(target_os = "linux")]
 fn dump_request(seq: u32) -> [u8; NLMSG_HDR + NDMSG] {
     const NLM_F_REQUEST: u16 = 0x1;
     const NLM_F_DUMP: u16 = 0x300;

@@ -118,6 +118,7 @@ fn a_netlink_error_is_reported_not_taken_for_an_empty_table() {
     assert!(p.done);
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn the_dump_request_asks_for_ipv6_neighbours() {
     let r = dump_request(7);

@@ -48,10 +48,15 @@ pub(super) const RECV_BUFFER: usize = 2 << 20;
 /// where this process may (`SO_RCVBUFFORCE`, `CAP_NET_ADMIN`), else as much
 /// as the kernel allows. A refusal only leaves the default, so it is logged,
 /// not returned.
+/// `SO_RCVBUFFORCE` is Linux's; a Mac has `kern.ipc.maxsockbuf` as the only
+/// cap, so there the plain request is all there is.
 fn widen_receive_buffer(s: &Socket) {
-    use nix::sys::socket::{setsockopt, sockopt::RcvBufForce};
-    if setsockopt(s, RcvBufForce, &RECV_BUFFER).is_ok() {
-        return;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use nix::sys::socket::{setsockopt, sockopt::RcvBufForce};
+        if setsockopt(s, RcvBufForce, &RECV_BUFFER).is_ok() {
+            return;
+        }
     }
     if let Err(e) = s.set_recv_buffer_size(RECV_BUFFER) {
         tracing::debug!("mDNS query socket keeps its default receive buffer: {e}");
