@@ -1,7 +1,8 @@
 //! `rlx-discover doctor` on a private LAN of namespaces: a healthy host
 //! passes every check and names the agent that answered; a host whose
 //! firewall drops UDP 5353 fails the firewall check with the rule and its
-//! fix, the test query goes unanswered, and the exit code is 1.
+//! fix, the test query goes unanswered, and the exit code is 1; an agent
+//! whose clock is off is a `clock` warning with its offset.
 
 mod common;
 
@@ -16,6 +17,12 @@ use std::time::Duration;
 const UP: Duration = Duration::from_secs(20);
 
 fn start_agent(lab: &Lab, host: usize, dir: &Path) -> Proc {
+    start_agent_under(lab, host, dir, None)
+}
+
+/// The agent, run under `faketime -f <offset>` when an offset is given: its
+/// wall clock is that far off, and its timers (the monotonic clock) are not.
+fn start_agent_under(lab: &Lab, host: usize, dir: &Path, offset: Option<&str>) -> Proc {
     let caps = dir.join("box.json");
     std::fs::write(
         &caps,
@@ -24,7 +31,16 @@ fn start_agent(lab: &Lab, host: usize, dir: &Path) -> Proc {
             "devices":[{"device":"cpu","name":"cpu","mem_bytes":0}]}"#,
     )
     .unwrap();
-    let mut cmd = Command::new(agent_bin());
+    let mut cmd = match offset {
+        None => Command::new(agent_bin()),
+        Some(off) => {
+            let mut c = Command::new("faketime");
+            c.args(["-f", off])
+                .arg(agent_bin())
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+            c
+        }
+    };
     cmd.arg("--caps-file")
         .arg(&caps)
         .args(["--name", "box"])
@@ -87,7 +103,12 @@ fn on_a_healthy_host_every_check_passes_and_the_answering_agent_is_named() {
     ] {
         assert_eq!(check(&v, name)["status"], "ok", "{name}: {v:#}");
     }
-    assert_eq!(check(&v, "clock")["status"], "skip", "{v:#}");
+    let clock = check(&v, "clock");
+    assert_eq!(clock["status"], "ok", "one clock, one machine: {v:#}");
+    assert!(
+        clock["detail"].as_str().unwrap().contains("box"),
+        "the agent compared is named: {clock}"
+    );
     let q = check(&v, "mdns query")["detail"]
         .as_str()
         .unwrap()
@@ -175,6 +196,38 @@ fn an_agent_heard_whose_port_is_blocked_fails_the_handshake_check() {
         "the agent is named: {h}"
     );
     assert!(h["fix"].as_str().unwrap().contains("TCP 9100"), "{h}");
+}
+
+#[test]
+fn an_agent_whose_clock_is_off_by_seconds_is_a_clock_warning_with_its_offset() {
+    if !peer::require(
+        "an_agent_whose_clock_is_off_by_seconds_is_a_clock_warning_with_its_offset",
+        &[Peer::Faketime],
+    ) {
+        return;
+    }
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(2);
+    let dir = tempfile::tempdir().unwrap();
+    let _agent = start_agent_under(&lab, 1, dir.path(), Some("+45s"));
+    let (code, v) = doctor(&lab);
+    let c = check(&v, "clock");
+    assert_eq!(c["status"], "warn", "{v:#}");
+    assert_eq!(
+        code, 0,
+        "a skewed clock is a warning: discovery still works: {v:#}"
+    );
+    let detail = c["detail"].as_str().unwrap();
+    // "box +45.003 s (± 1 ms)": the offset faketime set, to within the
+    // reading's bound and the agent's start-up.
+    let secs: f64 = detail
+        .split("box +")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the agent and its offset are named: {detail}"));
+    assert!((44.5..46.0).contains(&secs), "{detail}");
+    assert!(c["fix"].as_str().unwrap().contains("NTP"), "{c}");
 }
 
 /// Guards against a doctor that multicasts from the machine's own network

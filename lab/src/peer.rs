@@ -29,6 +29,8 @@ pub enum Peer {
     Nftables,
     /// `iperf3`, the reference the link measurement is checked against.
     Iperf3,
+    /// libfaketime's `faketime`, to run an agent whose clock is off.
+    Faketime,
 }
 
 impl Peer {
@@ -42,6 +44,7 @@ impl Peer {
             Peer::OpenSsh => "openssh-server openssh-client",
             Peer::Nftables => "nftables",
             Peer::Iperf3 => "iperf3",
+            Peer::Faketime => "faketime",
         }
     }
 
@@ -55,6 +58,7 @@ impl Peer {
             Peer::OpenSsh => "OpenSSH (/usr/sbin/sshd, ssh, ssh-keygen)",
             Peer::Nftables => "nftables (nft)",
             Peer::Iperf3 => "iperf3",
+            Peer::Faketime => "faketime (libfaketime)",
         }
     }
 
@@ -83,6 +87,7 @@ impl Peer {
             }
             Peer::Nftables => on_path("nft"),
             Peer::Iperf3 => on_path("iperf3"),
+            Peer::Faketime => on_path("faketime"),
         }
     }
 }
@@ -150,6 +155,7 @@ mod tests {
             Peer::OpenSsh,
             Peer::Nftables,
             Peer::Iperf3,
+            Peer::Faketime,
         ] {
             assert!(!p.packages().is_empty() && !p.what().is_empty(), "{p:?}");
         }

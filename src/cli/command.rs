@@ -38,7 +38,7 @@ pub enum Command {
     /// machines with rlx-agent, discovered from an empty [discover].
     Demo(demo::DemoArgs),
     /// Check this box for what keeps agents from being found: interfaces,
-    /// multicast route, firewall, a test query, handshakes; each with a fix.
+    /// multicast route, firewall, a test query, handshakes, clocks; each with a fix.
     Doctor(doctor::DoctorArgs),
     /// TCP-scan a CIDR block for listeners on the worker port.
     Scan(scan::ScanArgs),

@@ -16,14 +16,15 @@
 //! firewall rules that drop UDP 5353 or the agent port ([`firewall`]);
 //! whether this host can join the mDNS groups (224.0.0.251, ff02::fb) on
 //! each interface; whether a query is answered, and by whom; whether the
-//! agents heard answer the handshake; clock skew (not measured: the
-//! handshake carries no clock, said as a `skip`).
+//! agents heard answer the handshake; how far their clocks are from this
+//! one's ([`clock`], one more handshake each).
 //!
 //! The query, the group joins and the handshakes send packets, so they pass
 //! the network-namespace guard like every browse: under `RLX_NETNS_GUARD=1`
 //! in the machine's own namespace they are skipped with the guard's reason,
 //! and only the read-only checks run.
 
+pub mod clock;
 pub mod firewall;
 pub mod kernel;
 
@@ -129,7 +130,7 @@ pub async fn diagnose(d: &DiscoverSection) -> Diagnosis {
     match rlx_net::netguard::ensure_private_netns("rlx-discover doctor's mDNS checks") {
         Err(e) => {
             checks.push(Check::new("groups", Status::Skip, format!("not run: {e}")));
-            for check in ["mdns query", "handshake"] {
+            for check in ["mdns query", "handshake", "clock"] {
                 checks.push(Check::new(
                     check,
                     Status::Skip,
@@ -138,7 +139,7 @@ pub async fn diagnose(d: &DiscoverSection) -> Diagnosis {
             }
         }
         Ok(()) if chosen.is_empty() => {
-            for check in ["groups", "mdns query", "handshake"] {
+            for check in ["groups", "mdns query", "handshake", "clock"] {
                 checks.push(Check::new(
                     check,
                     Status::Skip,
@@ -148,15 +149,11 @@ pub async fn diagnose(d: &DiscoverSection) -> Diagnosis {
         }
         Ok(()) => {
             checks.push(groups(&chosen));
-            checks.extend(query(d, &chosen).await);
+            let (found, heard) = query(d, &chosen).await;
+            checks.extend(found);
+            checks.push(clock_check(d, &heard).await);
         }
     }
-    checks.push(Check::new(
-        "clock",
-        Status::Skip,
-        "not measured: the handshake carries no clock; compare `timedatectl` (or \
-         `chronyc tracking`) on the boxes if DNS-SD leases look expired early",
-    ));
     Diagnosis::of(checks)
 }
 
@@ -380,9 +377,23 @@ fn join_v6(index: u32) -> std::io::Result<socket2::Socket> {
     Ok(s)
 }
 
+/// An agent the test browse admitted: its name, address and id.
+type Admitted = (String, SocketAddr, Option<String>);
+
+/// The `clock` check of the agents the browse admitted.
+async fn clock_check(d: &DiscoverSection, agents: &[Admitted]) -> Check {
+    let rules = match crate::discover::rules(d) {
+        Ok(r) => r,
+        Err(e) => return Check::new("clock", Status::Skip, format!("not read: {e:#}")),
+    };
+    let readings = clock::read(agents, &rules).await;
+    clock::judge(&readings, d.dns_sd.is_some())
+}
+
 /// One browse as `browse` runs it (mDNS only), read as two checks: who
-/// answered the query, and whether those heard answered the handshake.
-async fn query(d: &DiscoverSection, chosen: &[Iface]) -> Vec<Check> {
+/// answered the query, and whether those heard answered the handshake;
+/// with the agents admitted, for the clock check.
+async fn query(d: &DiscoverSection, chosen: &[Iface]) -> (Vec<Check>, Vec<Admitted>) {
     let mut s = d.clone();
     s.mdns = true;
     s.ssh_hosts.clear();
@@ -393,14 +404,12 @@ async fn query(d: &DiscoverSection, chosen: &[Iface]) -> Vec<Check> {
     let found = match run_sources(&s, t0, &Silent).await {
         Ok(f) => f,
         Err(e) => {
-            return vec![
+            let not_run = |c| Check::new(c, Status::Skip, "not run: the browse did not start");
+            let checks = vec![
                 Check::new("mdns query", Status::Fail, format!("{e:#}")),
-                Check::new(
-                    "handshake",
-                    Status::Skip,
-                    "not run: the browse did not start",
-                ),
-            ]
+                not_run("handshake"),
+            ];
+            return (checks, Vec::new());
         }
     };
     let ms = t0.elapsed().as_millis();
@@ -410,6 +419,19 @@ async fn query(d: &DiscoverSection, chosen: &[Iface]) -> Vec<Check> {
         .iter()
         .filter(|x| x.source == Source::Mdns)
         .map(|x| format!("{} ({})", x.host, x.addr))
+        .collect();
+    let agents: Vec<Admitted> = found
+        .sightings
+        .iter()
+        .filter(|x| x.source == Source::Mdns)
+        .filter_map(|x| {
+            let ip = x.ip?;
+            Some((
+                x.host.clone(),
+                SocketAddr::new(ip, x.port),
+                x.id().map(str::to_string),
+            ))
+        })
         .collect();
     let refused: Vec<String> = found
         .problems
@@ -481,7 +503,7 @@ async fn query(d: &DiscoverSection, chosen: &[Iface]) -> Vec<Check> {
             d.port
         ))
     };
-    vec![q, h]
+    (vec![q, h], agents)
 }
 
 #[cfg(test)]

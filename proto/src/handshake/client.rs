@@ -2,6 +2,7 @@
 //! sends a hello and reads one bounded reply line under one deadline;
 //! [`check_reply`] judges that line.
 
+use super::clock::{unix_ms_now, ClockOffset};
 use super::messages::{cut_chars, hello_line_for, IdOnly, ReplyIn};
 use super::proof::{verify_any, BoundTo, Nonce};
 use super::wire::{MAX_REPLY_BYTES, VERSION};
@@ -28,6 +29,13 @@ pub struct HandshakeReply {
     /// With a key ring: the address we dialled is one the agent declares
     /// with `--advertise` (a port-forward), not the one it accepted on.
     pub via_advertised: bool,
+    /// The agent's wall clock when it wrote the reply (Unix ms), if it sent
+    /// one (agents before 0.1 did not). Not covered by the proof.
+    pub agent_time_ms: Option<u64>,
+    /// How far the agent's clock is from ours ([`ClockOffset`]): set by
+    /// [`query`], which saw the exchange's timing; `None` from
+    /// [`check_reply`] alone, or when the agent sent no time.
+    pub clock: Option<ClockOffset>,
 }
 
 /// Why a connect failed.
@@ -265,6 +273,7 @@ pub async fn query_in_cluster(
     let (rd, mut wr) = stream.into_split();
 
     let hello = hello_line_for(&nonce, cluster);
+    let sent_ms = unix_ms_now();
     match timeout_at(deadline, wr.write_all(hello.as_bytes())).await {
         Err(_) => {
             return Err(not_rlx(format!(
@@ -311,7 +320,12 @@ pub async fn query_in_cluster(
         }
         Ok(Ok(_)) => {}
     }
-    check_reply(addr, from, &line, &nonce, keys, expect_id)
+    let got_ms = unix_ms_now();
+    let mut reply = check_reply(addr, from, &line, &nonce, keys, expect_id)?;
+    reply.clock = reply
+        .agent_time_ms
+        .and_then(|t| ClockOffset::from_exchange(sent_ms, t, got_ms));
+    Ok(reply)
 }
 
 /// Checks one reply line against the nonce we sent, on the connection we
@@ -456,6 +470,8 @@ pub fn check_reply(
         caps_json: caps_json.to_string(),
         key_index,
         via_advertised,
+        agent_time_ms: msg.time_ms,
+        clock: None,
     })
 }
 

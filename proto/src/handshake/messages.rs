@@ -1,6 +1,7 @@
 //! **The handshake's messages**: the hello line, the agent's reply, and its
 //! error line, each built and parsed here so both ends agree byte for byte.
 
+use super::clock::unix_ms_now;
 use super::proof::{prove, BoundTo, Nonce};
 use super::wire::VERSION;
 use crate::caps::NodeCaps;
@@ -175,6 +176,9 @@ struct ReplyOut<'a> {
     advertised: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     proof: Option<String>,
+    /// The agent's wall clock as it writes the reply (Unix ms), for
+    /// [`super::clock`]. Outside the proof: a diagnosis, not a claim.
+    time_ms: u64,
 }
 
 fn declares_none(a: &&[String]) -> bool {
@@ -223,6 +227,7 @@ fn reply_of(
         peer: bound.map(|b| b.peer),
         advertised: bound.map_or(&[], |b| b.advertised),
         proof,
+        time_ms: unix_ms_now(),
     };
     format!(
         "{}\n",
@@ -259,6 +264,9 @@ pub(super) struct ReplyIn<'a> {
     /// In an error line: the agent's cluster, when it refused ours.
     #[serde(default)]
     pub(super) cluster: Option<String>,
+    /// The agent's wall clock (Unix ms); absent from agents that predate it.
+    #[serde(default)]
+    pub(super) time_ms: Option<u64>,
 }
 
 /// Just the id out of a caps object, read before the proof is checked so a

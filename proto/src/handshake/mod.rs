@@ -6,7 +6,8 @@
 //! coordinator -> agent   {"rlx":"hello","v":2,"nonce":"<64 hex: 32 random bytes>"}\n
 //! agent -> coordinator   {"rlx":"caps","v":2,"nonce":"<echo>","caps":{...},
 //!                         "local":"10.0.0.2:9100","peer":"10.0.0.1:40312",
-//!                         "advertised":["198.51.100.7:9100"],"proof":"<64 hex>"}\n
+//!                         "advertised":["198.51.100.7:9100"],"proof":"<64 hex>",
+//!                         "time_ms":1796130990123}\n
 //! ```
 //!
 //! One line each way, then the agent closes. The hello may also carry the
@@ -55,6 +56,8 @@
 //! - `answer`: the agent's side, one hello line in, one line out ([`answer`]).
 //! - `measure`, `measure_client`: link measurement on the same port (its own
 //!   message type: RTT, upload, download; [`measure_link`]).
+//! - `clock`: the agent's clock offset, read off a reply's `"time_ms"`
+//!   ([`ClockOffset`]; `rlx-discover doctor` shows it).
 //! - `client`: the coordinator's side ([`query`], [`check_reply`]) and why a
 //!   node was not admitted ([`HandshakeError`]).
 
@@ -62,6 +65,7 @@ mod answer;
 #[cfg(test)]
 mod binding_tests;
 mod client;
+mod clock;
 pub mod measure;
 mod measure_client;
 #[cfg(test)]
@@ -77,6 +81,7 @@ pub use client::{
     check_reply, query, query_in_cluster, ConnectFailure, HandshakeError, HandshakeReply,
     RelayedPath,
 };
+pub use clock::ClockOffset;
 pub use measure_client::{measure_link, rate_text, LinkMeasurement, MeasureError, DRAIN_GRACE};
 pub use messages::{
     endpoint_text, hello_line, hello_line_for, parse_hello, reply_line, reply_line_v1, Binding,
