@@ -228,6 +228,9 @@ enum Job {
         label: String,
         generation: u64,
         started: Instant,
+        /// The address dialled: a member that moved meanwhile is judged
+        /// at its new one, not by a failure at the old.
+        addr: String,
     },
     Confirm {
         label: String,
@@ -380,8 +383,8 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                     Ok((Job::Admit { label, announced, key }, checked)) => {
                         self.admitted(&mut out, label, announced, key, checked)
                     }
-                    Ok((Job::Health { label, generation, started }, checked)) => {
-                        self.checked(&mut out, &label, generation, started, checked)
+                    Ok((Job::Health { label, generation, started, addr }, checked)) => {
+                        self.checked(&mut out, &label, (generation, &addr), started, checked)
                     }
                     Ok((Job::Confirm { label, gone }, checked)) => {
                         self.confirmed(&mut out, &label, gone, checked)
@@ -710,6 +713,7 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                     label: label.clone(),
                     generation: m.generation,
                     started: now,
+                    addr: m.sighting.addr.clone(),
                 };
                 jobs.push((job, one(m.sighting.clone())));
             }
@@ -722,13 +726,16 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         self.members.values().filter_map(|m| m.next_check).min()
     }
 
-    /// The end of one member's health check: alive (perhaps restarted or
-    /// updated), refused at once (checked again shortly, once), or gone.
+    /// The end of one member's health check of `(generation, address)`:
+    /// alive (perhaps restarted or updated), refused at once (checked
+    /// again shortly, once), or gone. A failure at an address the member
+    /// has since moved from (a new lease announced while the check ran)
+    /// says nothing of it: it is checked at the new one on schedule.
     fn checked(
         &mut self,
         out: &mut Out<impl FnMut(Event)>,
         label: &str,
-        generation: u64,
+        (generation, dialled): (u64, &str),
         started: Instant,
         checked: Discovery,
     ) {
@@ -748,6 +755,14 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                 m.node = node;
                 m.sighting = s;
             }
+            return;
+        }
+        if m.sighting.addr != dialled {
+            tracing::debug!(
+                "{label}: moved to {} while checked at {dialled}",
+                m.sighting.addr
+            );
+            m.next_check = Some(now + health::next_interval(&mut self.rng));
             return;
         }
         let reason = checked

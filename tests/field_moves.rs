@@ -5,6 +5,8 @@
 //!   new DHCP lease) keeps its one node, whose `addr` is updated in place;
 //! - a hand-written node whose machine moved is reported, not rewritten,
 //!   and the machine is not appended a second time;
+//! - `watch` reports a running agent whose address changes as one
+//!   `updated` event with the new address (not a `left` and a `joined`);
 //! - an agent on two links the coordinator shares gets the same address
 //!   in every run, the one docs/protocol.md's rule names.
 //!
@@ -12,7 +14,7 @@
 
 mod common;
 
-use common::{agent_bin, expand, require_lab, run_ok, spawn, Proc};
+use common::{agent_bin, discover_bin, eventually, expand, require_lab, run_ok, spawn, Proc};
 use rlx_lab::Lab;
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -127,6 +129,73 @@ fn a_found_agent_whose_address_changed_keeps_one_node_with_its_new_addr_in_place
     let third = expand(&lab, &cfg, &["--write"]);
     assert_eq!(std::fs::read_to_string(&cfg).unwrap(), after);
     assert_eq!(third.code, Some(0), "{}", third.stderr);
+}
+
+/// The events `watch --json` printed so far.
+fn watch_events(w: &Proc) -> Vec<serde_json::Value> {
+    w.0.stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn watch_reports_a_running_agent_whose_address_changed_as_updated_with_the_new_address() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(2);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(discover_bin());
+    cmd.args(["watch", "--json", "--interface", "eth0"]).env(
+        "RUST_LOG",
+        std::env::var("WATCH_LOG").unwrap_or("warn".into()),
+    );
+    let w = spawn(&lab, 0, cmd);
+    let _a = agent(&lab, 1, dir.path());
+    let old = format!("{}:9100", lab.host(1).ip);
+    eventually(UP, "the agent joined", || {
+        let evs = watch_events(&w);
+        evs.iter()
+            .find(|e| e["event"] == "joined")
+            .filter(|e| e["node"]["addr"] == old.as_str())
+            .map(|_| ())
+            .ok_or(format!("{evs:?}"))
+    });
+
+    // A new lease while the agent runs: it re-announces at the new address.
+    let to = new_lease(&lab, 1);
+    readdress(&lab, 1, to);
+    let new = format!("{to}:9100");
+    let update = eventually(
+        Duration::from_secs(15),
+        "an update to the new address",
+        || {
+            let evs = watch_events(&w);
+            evs.iter()
+                .find(|e| e["event"] == "updated" && e["node"]["addr"] == new.as_str())
+                .cloned()
+                .ok_or(format!("{evs:?}"))
+        },
+    );
+    let reason = update["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&old) && reason.contains(&new),
+        "the update says from where to where: {update}"
+    );
+    // Past the health checks' bound: still one member, never left.
+    std::thread::sleep(Duration::from_secs(8));
+    let evs = watch_events(&w);
+    let kinds: Vec<&str> = evs.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "joined").count(),
+        1,
+        "one join, no re-join: {evs:?}"
+    );
+    assert!(
+        !kinds.contains(&"left"),
+        "the moved agent never left: {evs:?}"
+    );
+    let last = evs.iter().rev().find(|e| e["node"].is_object()).unwrap();
+    assert_eq!(last["node"]["addr"], new.as_str(), "{evs:?}");
 }
 
 #[test]

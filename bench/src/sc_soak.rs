@@ -341,8 +341,15 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         let first = avg_rss(&minute(0.0, 60.0));
         let last = avg_rss(&minute(total - 70.0, total));
         let max = usage.iter().map(|u| get(u, rss)).max().map(|m| m as f64);
+        // The minute around each quarter of the run: whether a rise between
+        // the first and last minute levels off (allocator warm-up, tables
+        // at their bound) or keeps climbing (a leak).
+        let around = |q: f64| avg_rss(&minute(total * q - 30.0, total * q + 30.0));
         for (metric, v) in [
             ("rss_kb first minute", first),
+            ("rss_kb at 25%", around(0.25)),
+            ("rss_kb at 50%", around(0.5)),
+            ("rss_kb at 75%", around(0.75)),
             ("rss_kb last minute", last),
             ("rss_kb max", max),
         ] {

@@ -154,6 +154,7 @@ impl ContinuousBrowse {
         };
         let mut table = Table::new(ifaces);
         table.multicast_by_claim = false;
+        table.resolved_replaces = true;
         Ok(ContinuousBrowse {
             browser,
             table,

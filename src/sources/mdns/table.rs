@@ -118,6 +118,17 @@ pub(super) struct Table {
     /// Whether instances first heard on the multicast path count the
     /// address they announce as their source (see [`MAX_UNSOURCED`]).
     pub(super) multicast_by_claim: bool,
+    /// Whether a resolution's addresses replace the ones its host was heard
+    /// at before (a continuous browse), instead of adding to them (a
+    /// one-shot browse). mdns-sd resolves with the host's whole address set
+    /// as its cache holds it, stale records flushed (RFC 6762 §10.2: a
+    /// cache-flush record replaces the older ones of its name and type), so
+    /// a running agent's new DHCP lease replaces its old address; adding
+    /// would keep the dead address for good and, the lower of the two, keep
+    /// choosing it. A one-shot browse lasts a few seconds, starts with an
+    /// empty cache, and also learns addresses from legacy replies that a
+    /// resolution made before they arrived must not drop.
+    pub(super) resolved_replaces: bool,
 }
 
 impl Table {
@@ -135,6 +146,7 @@ impl Table {
             newly_resolved: Vec::new(),
             delivered: 0,
             multicast_by_claim: true,
+            resolved_replaces: false,
         }
     }
 
@@ -199,6 +211,24 @@ impl Table {
         }
         let addrs = self.hosts.entry(key).or_default();
         dnssd::add_addr(addrs, (ip, iface));
+    }
+
+    /// The addresses a resolution gave `host` (address, interface): added
+    /// to the ones known, or in place of them ([`Table::resolved_replaces`]).
+    fn resolved_addrs(
+        &mut self,
+        host: &str,
+        resolved: Vec<(IpAddr, usize)>,
+        source: Option<IpAddr>,
+    ) {
+        if self.resolved_replaces && !resolved.is_empty() {
+            if let Some(known) = self.hosts.get_mut(&host_key(host)) {
+                known.retain(|a| resolved.contains(a));
+            }
+        }
+        for (ip, k) in resolved {
+            self.add_addr(host, ip, k, source);
+        }
     }
 
     fn set_txt(&mut self, i: usize, strings: Vec<Vec<u8>>) {
@@ -367,6 +397,7 @@ impl Table {
             self.set_txt(i, strings);
         }
         let mut first_iface = None;
+        let mut resolved: Vec<(IpAddr, usize)> = Vec::new();
         for a in &r.addresses {
             let (ip, names): (IpAddr, Vec<&str>) = match a {
                 ScopedIp::V4(v4) => (
@@ -382,10 +413,11 @@ impl Table {
             for name in names {
                 if let Some(k) = self.ifaces.iter().position(|i| i.name == name) {
                     first_iface.get_or_insert(k);
-                    self.add_addr(&r.host, ip, k, source);
+                    resolved.push((ip, k));
                 }
             }
         }
+        self.resolved_addrs(&r.host, resolved, source);
         if let Some(k) = first_iface {
             self.instances[i].heard_on.get_or_insert(k);
         }
@@ -592,6 +624,47 @@ mod tests {
         );
         assert_eq!(t.per_source.get(&src), Some(&2), "n1 and one-more");
         assert_eq!(t.lookup("n1"), Some(0), "the index follows");
+    }
+
+    /// Guards against issue 13 item 2 in `watch`: a running agent's new
+    /// lease was added beside the dead address, the lower of the two was
+    /// still chosen, and its health check then failed: a `left` instead of
+    /// an `updated`.
+    #[test]
+    fn in_a_continuous_browse_a_resolution_replaces_the_hosts_old_addresses() {
+        use crate::sources::mdns::fixtures::{reply, GOOD};
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        for (replaces, want) in [(true, "10.9.1.200"), (false, "10.9.1.5")] {
+            let mut t = Table::new(vec![eth0()]);
+            t.resolved_replaces = replaces;
+            t.apply_reply(
+                &reply(7, "box", "box.local.", 9100, GOOD, &["10.9.1.5"]),
+                0,
+                0,
+                Instant::now(),
+            );
+            t.resolved_addrs("box.local.", vec![(ip("10.9.1.200"), 0)], None);
+            let i = t.lookup("box").unwrap();
+            assert_eq!(
+                t.chosen(i).map(|c| c.0),
+                Some(ip(want)),
+                "replaces: {replaces}"
+            );
+        }
+        // A resolution without addresses (TXT first) forgets none.
+        let mut t = Table::new(vec![eth0()]);
+        t.resolved_replaces = true;
+        t.apply_reply(
+            &reply(7, "box", "box.local.", 9100, GOOD, &["10.9.1.5"]),
+            0,
+            0,
+            Instant::now(),
+        );
+        t.resolved_addrs("box.local.", Vec::new(), None);
+        assert_eq!(
+            t.chosen(t.lookup("box").unwrap()).map(|c| c.0),
+            Some(ip("10.9.1.5"))
+        );
     }
 
     /// Guards against issue 13 item 3: an agent on two of this host's links
