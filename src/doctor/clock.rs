@@ -10,7 +10,7 @@
 //! cluster registers in DNS. The comparison is with this machine, which may
 //! itself be the one that is off: the fix says to check both.
 
-use super::{Check, Status};
+use super::check::{Check, Status};
 use crate::admit::Rules;
 use futures::stream::{self, StreamExt};
 use rlx_proto::handshake::{query_in_cluster, ClockOffset};

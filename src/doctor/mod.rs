@@ -24,9 +24,12 @@
 //! in the machine's own namespace they are skipped with the guard's reason,
 //! and only the read-only checks run.
 
+mod check;
 pub mod clock;
 pub mod firewall;
 pub mod kernel;
+
+pub use check::{Check, Status};
 
 use crate::config::DiscoverSection;
 use crate::discover::run_sources;
@@ -37,63 +40,6 @@ use rlx_proto::service::MDNS_SERVICE_TYPE;
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
-
-/// How a check came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Nothing wrong.
-    Ok,
-    /// Possibly wrong, or wrong for some of the traffic: worth a look.
-    Warn,
-    /// Discovery cannot work as configured until this is fixed.
-    Fail,
-    /// Not checked, and why (another platform, no permission, the guard).
-    Skip,
-}
-
-impl Status {
-    /// The word printed for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Warn => "warn",
-            Status::Fail => "fail",
-            Status::Skip => "skip",
-        }
-    }
-}
-
-/// One check's outcome.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Check {
-    /// Which check (`interfaces`, `multicast route`, `firewall`, `groups`,
-    /// `mdns query`, `handshake`, `clock`).
-    pub check: &'static str,
-    /// How it came out.
-    pub status: Status,
-    /// What was seen.
-    pub detail: String,
-    /// What to do about it, for `warn` and `fail`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-}
-
-impl Check {
-    fn new(check: &'static str, status: Status, detail: impl Into<String>) -> Check {
-        Check {
-            check,
-            status,
-            detail: detail.into(),
-            fix: None,
-        }
-    }
-
-    fn fix(mut self, fix: impl Into<String>) -> Check {
-        self.fix = Some(fix.into());
-        self
-    }
-}
 
 /// Every check, in the order they ran.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,0 +1,61 @@
+//! **One check's outcome**, shared by the checks of [`super`] and their
+//! own modules ([`super::clock`]).
+
+use serde::Serialize;
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Nothing wrong.
+    Ok,
+    /// Possibly wrong, or wrong for some of the traffic: worth a look.
+    Warn,
+    /// Discovery cannot work as configured until this is fixed.
+    Fail,
+    /// Not checked, and why (another platform, no permission, the guard).
+    Skip,
+}
+
+impl Status {
+    /// The word printed for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::Skip => "skip",
+        }
+    }
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// Which check (`interfaces`, `multicast route`, `firewall`, `groups`,
+    /// `mdns query`, `handshake`, `clock`).
+    pub check: &'static str,
+    /// How it came out.
+    pub status: Status,
+    /// What was seen.
+    pub detail: String,
+    /// What to do about it, for `warn` and `fail`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    pub(super) fn new(check: &'static str, status: Status, detail: impl Into<String>) -> Check {
+        Check {
+            check,
+            status,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    pub(super) fn fix(mut self, fix: impl Into<String>) -> Check {
+        self.fix = Some(fix.into());
+        self
+    }
+}
