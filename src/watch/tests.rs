@@ -37,6 +37,9 @@ fn whole_round() -> Duration {
 #[derive(Default)]
 struct Machines {
     dead: BTreeMap<String, Death>,
+    /// Addresses (`IP:port`) that fail whoever is dialled there: a lease
+    /// given up.
+    dead_at: BTreeMap<String, Death>,
     fresh: BTreeMap<String, NodeCaps>,
     /// When each host was dialled (checked), in order.
     dials: Vec<(String, Instant)>,
@@ -53,7 +56,7 @@ impl Check for FakeCheck {
             let mut m = self.0.lock().unwrap();
             for mut s in d.sightings {
                 m.dials.push((s.host.clone(), Instant::now()));
-                match m.dead.get(&s.host) {
+                match m.dead.get(&s.host).or(m.dead_at.get(&s.addr)).copied() {
                     Some(death) => {
                         let (delay, reason) = match death {
                             Death::Reset => (Duration::ZERO, "connection refused"),
@@ -597,6 +600,43 @@ fn the_refusals_remembered_are_bounded() {
         );
     }
     assert_eq!(r.len(), MAX_REMEMBERED);
+}
+
+/// Guards against a `left` for a move: the health check dialled the old
+/// address just before the agent's new lease was announced, and failed
+/// there after the member had been updated to the new one.
+#[tokio::test(start_paused = true)]
+async fn a_check_that_fails_at_the_address_a_member_moved_from_is_no_leave() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    // The old lease is gone: a check there hears nothing for a whole round.
+    w.machines
+        .0
+        .lock()
+        .unwrap()
+        .dead_at
+        .insert("10.0.0.1:9100".into(), Death::Vanished);
+    // Just after the first check (at 2.8 s or later) left for the old address.
+    tokio::time::sleep(first_check() + Duration::from_millis(800)).await;
+    assert_eq!(
+        w.dials_of("box1").len(),
+        2,
+        "admission, then the first check"
+    );
+    let moved = seen(Source::Mdns, "box1", "10.0.0.7", caps("box1", 8, 24 << 30));
+    w.announce(vec![moved], vec![]);
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Updated, "{e:?}");
+    assert_eq!(e.node.as_ref().unwrap().addr, "10.0.0.7:9100");
+    // The old address's check fails meanwhile; later ones dial the new one.
+    let later = w.during(Duration::from_secs(12)).await;
+    assert!(later.is_empty(), "no left, no re-join: {later:?}");
+    assert!(
+        w.dials_of("box1").len() >= 5,
+        "checked on at the new address"
+    );
+    w.stop().await.unwrap();
 }
 
 /// Issue 13 item 2: a member that re-announces at a new address (a new

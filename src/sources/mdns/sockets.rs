@@ -48,6 +48,7 @@ pub(super) const RECV_BUFFER: usize = 2 << 20;
 /// where this process may (`SO_RCVBUFFORCE`, `CAP_NET_ADMIN`), else as much
 /// as the kernel allows. A refusal only leaves the default, so it is logged,
 /// not returned.
+///
 /// `SO_RCVBUFFORCE` is Linux's; a Mac has `kern.ipc.maxsockbuf` as the only
 /// cap, so there the plain request is all there is.
 fn widen_receive_buffer(s: &Socket) {
