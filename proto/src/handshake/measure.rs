@@ -43,7 +43,7 @@
 //! transfer's last three quarters ([`Meter`]): the first quarter (TCP slow
 //! start, a token bucket's initial burst) is the warm-up, left out.
 
-use super::proof::Nonce;
+use super::proof::{check, field, sign, Nonce};
 use crate::keys::Key;
 use hmac::Mac;
 use serde::{Deserialize, Serialize};
@@ -280,12 +280,6 @@ pub fn mbps(bytes: u64, us: u64) -> f64 {
     }
 }
 
-fn field(mac: &mut impl Mac, b: &[u8]) {
-    // Every field is far below 4 GiB (a line is at most MAX_HELLO_BYTES).
-    mac.update(&(b.len() as u32).to_be_bytes());
-    mac.update(b);
-}
-
 fn mac_input(mac: &mut impl Mac, nonce: &Nonce, local: &str, peer: &str, request: &[u8]) {
     mac.update(MEASURE_TAG);
     mac.update(nonce.as_bytes());
@@ -296,9 +290,7 @@ fn mac_input(mac: &mut impl Mac, nonce: &Nonce, local: &str, peer: &str, request
 
 /// The coordinator's proof for a challenge (hex).
 pub fn prove_request(key: &Key, nonce: &Nonce, local: &str, peer: &str, request: &[u8]) -> String {
-    let mut mac = key.mac();
-    mac_input(&mut mac, nonce, local, peer, request);
-    hex::encode(mac.finalize().into_bytes())
+    sign(key, |mac| mac_input(mac, nonce, local, peer, request))
 }
 
 /// Whether `proof` is the proof under `key` (constant-time comparison).
@@ -310,13 +302,9 @@ pub fn verify_request(
     request: &[u8],
     proof: &str,
 ) -> bool {
-    let mut tag = [0u8; 32];
-    if proof.len() != 64 || hex::decode_to_slice(proof, &mut tag).is_err() {
-        return false;
-    }
-    let mut mac = key.mac();
-    mac_input(&mut mac, nonce, local, peer, request);
-    mac.verify_slice(&tag).is_ok()
+    check(key, proof, |mac| {
+        mac_input(mac, nonce, local, peer, request)
+    })
 }
 
 /// The receive side of a transfer: when each read arrived and how much had

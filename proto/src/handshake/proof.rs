@@ -5,7 +5,8 @@
 
 use super::wire::{NONCE_BYTES, PROOF_TAG, PROOF_TAG_V1};
 use crate::keys::{Key, KeyRing};
-use hmac::Mac;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use std::fmt;
 
 /// A handshake nonce: 32 random bytes, 64 lowercase hex characters on the wire.
@@ -72,9 +73,33 @@ pub struct BoundTo<'a> {
 
 /// Feeds one length-prefixed field. Every field is far below 4 GiB (the id
 /// is 16 bytes, caps at most MAX_JSON_BYTES, an endpoint under 50 bytes).
-fn field(mac: &mut impl Mac, b: &[u8]) {
+/// One length-prefixed field of a MAC input: the prefix keeps the field
+/// boundaries unambiguous. Every field is far below 4 GiB (a line is at most
+/// a few KiB).
+pub(super) fn field(mac: &mut impl Mac, b: &[u8]) {
     mac.update(&(b.len() as u32).to_be_bytes());
     mac.update(b);
+}
+
+/// The HMAC under `key` of what `input` feeds it, as 64 lowercase hex: the
+/// one way every proof of the handshake (the agent's reply, the
+/// coordinator's measurement request) is made.
+pub(super) fn sign(key: &Key, input: impl FnOnce(&mut Hmac<Sha256>)) -> String {
+    let mut mac = key.mac();
+    input(&mut mac);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// Whether `proof` (64 hex, either case) is the HMAC under `key` of what
+/// `input` feeds it. Compares in constant time.
+pub(super) fn check(key: &Key, proof: &str, input: impl FnOnce(&mut Hmac<Sha256>)) -> bool {
+    let mut tag = [0u8; 32];
+    if proof.len() != 64 || hex::decode_to_slice(proof, &mut tag).is_err() {
+        return false;
+    }
+    let mut mac = key.mac();
+    input(&mut mac);
+    mac.verify_slice(&tag).is_ok()
 }
 
 fn mac_input(
@@ -118,9 +143,7 @@ pub fn prove(
     caps_json: &[u8],
     bound: Option<&BoundTo<'_>>,
 ) -> String {
-    let mut mac = key.mac();
-    mac_input(&mut mac, nonce, id, caps_json, bound);
-    hex::encode(mac.finalize().into_bytes())
+    sign(key, |mac| mac_input(mac, nonce, id, caps_json, bound))
 }
 
 /// Whether `proof` (hex, either case) is the proof under `key` for these
@@ -133,13 +156,9 @@ pub fn verify(
     bound: Option<&BoundTo<'_>>,
     proof: &str,
 ) -> bool {
-    let mut tag = [0u8; 32];
-    if proof.len() != 64 || hex::decode_to_slice(proof, &mut tag).is_err() {
-        return false;
-    }
-    let mut mac = key.mac();
-    mac_input(&mut mac, nonce, id, caps_json, bound);
-    mac.verify_slice(&tag).is_ok()
+    check(key, proof, |mac| {
+        mac_input(mac, nonce, id, caps_json, bound)
+    })
 }
 
 /// Index in `ring` of the first key under which `proof` verifies.
