@@ -7,28 +7,11 @@ mod common;
 use common::{agent_bin, eventually, require_lab, run_ok, spawn};
 use rlx_lab::peer::{self, Peer};
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 /// How long a responder may take to come up on a loaded 2-core box.
 const READY: Duration = Duration::from_secs(20);
-
-/// The example binary that runs one browse and prints its JSON.
-fn browse_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("current test executable");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test binary lives in target/<profile>/deps");
-    let bin = dir.join("examples").join("browse_once");
-    assert!(
-        bin.is_file(),
-        "{} not found: build it first (`cargo build --example browse_once`, or `cargo test`)",
-        bin.display()
-    );
-    bin
-}
 
 /// avahi-daemon and rlx-agent run in the same network namespace, both on
 /// UDP 5353: a coordinator on the LAN still finds the agent, avahi (asked
@@ -60,7 +43,10 @@ fn an_agent_beside_avahi_daemon_is_found_and_avahi_keeps_working_on_the_same_mac
 
     // The coordinator, on another machine of the LAN, finds the agent.
     eventually(READY, "the agent found from host 0", || {
-        let out = run_ok(lab.command(0, browse_bin()).args(["--browse-ms", "1000"]));
+        let out = run_ok(
+            lab.command(0, common::browse_once_bin())
+                .args(["--browse-ms", "1000"]),
+        );
         let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
         let found = v["sightings"]
             .as_array()

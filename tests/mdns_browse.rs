@@ -17,8 +17,6 @@ use rlx_lab::peer::{self, Peer};
 use rlx_lab::Lab;
 use rlx_proto::caps::{DeviceInfo, NodeCaps};
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -30,43 +28,6 @@ const READY: Duration = Duration::from_secs(20);
 /// The browse window the loss tests use, and the bound they promise: every
 /// agent found within this many ms of the start at 10% loss.
 const LOSSY_WINDOW_MS: u64 = 3000;
-
-/// The example binary that runs one browse and prints its JSON.
-fn browse_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("current test executable");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test binary lives in target/<profile>/deps");
-    let bin = dir.join("examples").join("browse_once");
-    assert!(
-        bin.is_file(),
-        "{} not found: build it first (`cargo build --example browse_once`, or `cargo test`)",
-        bin.display()
-    );
-    bin
-}
-
-/// Runs one browse in host `i` and returns its JSON.
-fn browse(lab: &Lab, i: usize, args: &[&str]) -> Value {
-    let out = run_ok(lab.command(i, browse_bin()).args(args));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "browse printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-/// Sightings of a browse by instance name.
-fn sightings(v: &Value) -> BTreeMap<String, Value> {
-    v["sightings"]
-        .as_array()
-        .expect("sightings")
-        .iter()
-        .map(|s| (s["host"].as_str().unwrap().to_string(), s.clone()))
-        .collect()
-}
 
 /// One service for [`zeroconf`] to publish.
 struct Svc {
@@ -283,8 +244,8 @@ fn python_zeroconf_publishers_on_a_lan_are_all_found_with_their_caps_and_address
         })
         .collect();
     // No --interface: the default rule picks eth0 (lo is skipped).
-    let v = browse(&lab, 0, &["--browse-ms", "2000"]);
-    let found = sightings(&v);
+    let v = common::browse_once(&lab, 0, &["--browse-ms", "2000"]);
+    let found = common::sightings_by_host(&v);
     assert_eq!(found.len(), 3, "all three publishers: {v:#}");
     for i in 1..4 {
         let s = &found[&format!("zc{i}")];
@@ -324,8 +285,8 @@ fn a_malformed_announcement_is_reported_by_key_and_instance_while_the_others_are
         Svc::new("good-b", 9103, txt_v1(3, "32"), &lo),
     ];
     let _p = zeroconf(&lab, 0, &lo, "v4", &services);
-    let v = browse(&lab, 0, &["--interface", "lo", "--browse-ms", "2000"]);
-    let found = sightings(&v);
+    let v = common::browse_once(&lab, 0, &["--interface", "lo", "--browse-ms", "2000"]);
+    let found = common::sightings_by_host(&v);
     assert_eq!(
         found.keys().collect::<Vec<_>>(),
         ["good-a", "good-b"],
@@ -350,8 +311,8 @@ fn mdns_sd_responders_like_the_agents_are_found_with_the_devices_they_announce()
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(6);
     let _r = responders(&lab, 1);
-    let v = browse(&lab, 0, &["--browse-ms", "2000"]);
-    let found = sightings(&v);
+    let v = common::browse_once(&lab, 0, &["--browse-ms", "2000"]);
+    let found = common::sightings_by_host(&v);
     assert_eq!(found.len(), 5, "{v:#}");
     for i in 1..6 {
         let s = &found[&format!("node{i}")];
@@ -395,14 +356,14 @@ fn real_rlx_agents_are_found_with_the_devices_of_their_caps_files() {
         .collect();
     // An agent is visible once its mdns-sd probing is over (about 1 s).
     let v = eventually(READY, "three agents found by one browse", || {
-        let v = browse(&lab, 0, &["--browse-ms", "1000"]);
-        if sightings(&v).len() == 3 {
+        let v = common::browse_once(&lab, 0, &["--browse-ms", "1000"]);
+        if common::sightings_by_host(&v).len() == 3 {
             Ok(v)
         } else {
             Err(format!("{v:#}"))
         }
     });
-    let found = sightings(&v);
+    let found = common::sightings_by_host(&v);
     for i in 1..4 {
         let s = &found[&format!("agent{i}")];
         assert_eq!(s["addr"], format!("{}:9100", lab.host(i).ip), "{s:#}");
@@ -454,14 +415,14 @@ fn a_node_announced_by_hand_with_avahi_publish_is_found_with_its_txt_caps() {
         ],
     );
     let v = eventually(READY, "the avahi service found", || {
-        let v = browse(&lab, 0, &["--browse-ms", "1000"]);
-        if sightings(&v).contains_key("handbox") {
+        let v = common::browse_once(&lab, 0, &["--browse-ms", "1000"]);
+        if common::sightings_by_host(&v).contains_key("handbox") {
             Ok(v)
         } else {
             Err(format!("{v:#}"))
         }
     });
-    let s = &sightings(&v)["handbox"];
+    let s = &common::sightings_by_host(&v)["handbox"];
     assert_eq!(s["addr"], format!("{}:9100", lab.host(1).ip), "{s:#}");
     assert_eq!(s["caps"]["cores"], 16);
     assert_eq!(s["caps"]["devices"][0]["name"], "RTX 4090");
@@ -487,8 +448,8 @@ fn with_ten_percent_loss_on_the_coordinators_link_every_agent_is_found_within_th
     lab.set_loss(0, 10).expect("loss");
     let window = LOSSY_WINDOW_MS.to_string();
     for run in 0..3 {
-        let v = browse(&lab, 0, &["--browse-ms", &window]);
-        let found = sightings(&v);
+        let v = common::browse_once(&lab, 0, &["--browse-ms", &window]);
+        let found = common::sightings_by_host(&v);
         assert_eq!(found.len(), 10, "run {run}: {v:#}");
         for s in found.values() {
             assert!(
@@ -536,8 +497,8 @@ fn an_ipv6_only_publisher_is_found_at_a_bracketed_ipv6_address() {
             std::slice::from_ref(&v6),
         )],
     );
-    let v = browse(&lab, 0, &["--interface", "eth0", "--browse-ms", "2000"]);
-    let found = sightings(&v);
+    let v = common::browse_once(&lab, 0, &["--interface", "eth0", "--browse-ms", "2000"]);
+    let found = common::sightings_by_host(&v);
     let s = found
         .get("six")
         .unwrap_or_else(|| panic!("not found: {v:#}"));
@@ -576,8 +537,8 @@ fn on_an_ipv6_only_lan_the_browse_stops_as_early_as_on_ipv4() {
         .env(RESPONDER_ENV, spec.to_string());
     let p = spawn(&lab, 1, cmd);
     p.expect_output("RESPONDER-ANNOUNCED", READY);
-    let v = browse(&lab, 0, &["--interface", "eth0", "--browse-ms", "3000"]);
-    let s = sightings(&v)
+    let v = common::browse_once(&lab, 0, &["--interface", "eth0", "--browse-ms", "3000"]);
+    let s = common::sightings_by_host(&v)
         .get("six")
         .cloned()
         .unwrap_or_else(|| panic!("not found: {v:#}"));
@@ -599,7 +560,7 @@ fn on_an_ipv6_only_lan_the_browse_stops_as_early_as_on_ipv4() {
 fn an_empty_network_is_browsed_for_the_whole_window_and_says_so() {
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(2);
-    let v = browse(&lab, 0, &["--browse-ms", "400"]);
+    let v = common::browse_once(&lab, 0, &["--browse-ms", "400"]);
     assert_eq!(v["sightings"], serde_json::json!([]));
     assert_eq!(v["stats"]["stopped_early"], false);
     assert!(v["stats"]["listened_ms"].as_u64().unwrap() >= 400, "{v:#}");
@@ -621,7 +582,7 @@ fn the_browse_refuses_to_run_in_the_root_namespace_under_the_guard() {
     }
     // The interface does not exist, so even a broken guard would fail on
     // it before any socket is opened: nothing can reach the real network.
-    let out = Command::new(browse_bin())
+    let out = Command::new(common::browse_once_bin())
         .args(["--interface", "rlx-no-such-if"])
         .env("RLX_NETNS_GUARD", "1")
         .output()
@@ -661,11 +622,11 @@ fn measure_fifty_responders_lossless_and_at_twenty_percent_loss() {
     // announcements: measured too, by dropping the capability.
     let browse_as = |unprivileged: bool, args: &[&str]| -> Value {
         if !unprivileged {
-            return browse(&lab, 0, args);
+            return common::browse_once(&lab, 0, args);
         }
         let mut cmd = lab.command(0, "setpriv");
         cmd.args(["--bounding-set", "-net_raw", "--inh-caps", "-net_raw", "--"])
-            .arg(browse_bin())
+            .arg(common::browse_once_bin())
             .args(args);
         serde_json::from_slice(&run_ok(&mut cmd).stdout).expect("browse JSON")
     };
@@ -674,7 +635,7 @@ fn measure_fifty_responders_lossless_and_at_twenty_percent_loss() {
         for run in 0..runs {
             flush_arp();
             let v = browse_as(unprivileged, args);
-            let found = sightings(&v);
+            let found = common::sightings_by_host(&v);
             let last = found
                 .values()
                 .map(|s| s["found_ms"].as_u64().unwrap())

@@ -6,57 +6,19 @@
 
 mod common;
 
-use common::{agent_bin, eventually, require_lab, run_ok, spawn, Proc};
+use common::{agent_bin, eventually, require_lab, spawn, Proc};
 use rlx_lab::Lab;
 use rlx_proto::caps::NodeCaps;
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 /// How long an agent may take to come up and announce.
 const READY: Duration = Duration::from_secs(20);
 
-/// The example binary that runs one browse and prints its JSON.
-fn browse_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("current test executable");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test binary lives in target/<profile>/deps");
-    let bin = dir.join("examples").join("browse_once");
-    assert!(
-        bin.is_file(),
-        "{} not found: build it first (`cargo build --example browse_once`, or `cargo test`)",
-        bin.display()
-    );
-    bin
-}
-
 /// One browse in host `i`, as JSON.
 fn browse(lab: &Lab, i: usize) -> Value {
-    let out =
-        run_ok(
-            lab.command(i, browse_bin())
-                .args(["--interface", "eth0", "--browse-ms", "2000"]),
-        );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "browse printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-/// Sightings by instance name.
-fn sightings(v: &Value) -> BTreeMap<String, Value> {
-    v["sightings"]
-        .as_array()
-        .expect("sightings")
-        .iter()
-        .map(|s| (s["host"].as_str().unwrap().to_string(), s.clone()))
-        .collect()
+    common::browse_once(lab, i, &["--interface", "eth0", "--browse-ms", "2000"])
 }
 
 /// An rlx-agent in host `i` announcing simulated caps as `agent<i>`.
@@ -92,7 +54,7 @@ fn on_a_dual_stack_lan_one_family_is_queried_once_the_other_reaches_every_agent(
     let mut agents: Vec<Proc> = (1..4).map(|i| agent(&lab, i)).collect();
     let v = eventually(READY, "three dual-stack agents found by one browse", || {
         let v = browse(&lab, 0);
-        if sightings(&v).len() == 3 && v["stats"]["stop_rule"] == "clean" {
+        if common::sightings_by_host(&v).len() == 3 && v["stats"]["stop_rule"] == "clean" {
             Ok(v)
         } else {
             Err(format!("{v:#}"))
@@ -112,13 +74,13 @@ fn on_a_dual_stack_lan_one_family_is_queried_once_the_other_reaches_every_agent(
     let v6 = lab.host(4).ipv6.expect("IPv6 lab host").to_string();
     let v = eventually(READY, "the IPv6-only agent found beside the others", || {
         let v = browse(&lab, 0);
-        if sightings(&v).len() == 4 {
+        if common::sightings_by_host(&v).len() == 4 {
             Ok(v)
         } else {
             Err(format!("{v:#}"))
         }
     });
-    let s = &sightings(&v)["agent4"];
+    let s = &common::sightings_by_host(&v)["agent4"];
     assert_eq!(s["ip"], v6, "{s:#}");
     assert_eq!(s["addr"], format!("[{v6}]:9100"), "{s:#}");
     drop(agents);

@@ -166,6 +166,46 @@ pub fn agent_bin() -> PathBuf {
     agent
 }
 
+/// The `browse_once` example (one mDNS browse, its JSON on stdout): next
+/// to this test's `deps/` directory, like [`agent_bin`].
+pub fn browse_once_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test binary lives in target/<profile>/deps");
+    let bin = dir.join("examples").join("browse_once");
+    assert!(
+        bin.is_file(),
+        "{} not found: build it first (`cargo build --example browse_once`, or `cargo test`)",
+        bin.display()
+    );
+    bin
+}
+
+/// Runs one `browse_once ARGS..` in lab host `i` and returns its JSON.
+pub fn browse_once(lab: &Lab, i: usize, args: &[&str]) -> serde_json::Value {
+    let out = run_ok(lab.command(i, browse_once_bin()).args(args));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "browse printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// The sightings of a browse's JSON by instance name.
+pub fn sightings_by_host(
+    v: &serde_json::Value,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    v["sightings"]
+        .as_array()
+        .expect("sightings")
+        .iter()
+        .map(|s| (s["host"].as_str().unwrap().to_string(), s.clone()))
+        .collect()
+}
+
 /// One `rlx-discover expand --format json EXTRA.. CFG` in lab host 0, with
 /// `RUST_LOG=debug` (refusal reasons are then in stderr too).
 pub struct Expanded {
