@@ -64,6 +64,9 @@ pub struct Ctx {
     pub mdns_ipv6_n: Vec<usize>,
     /// Soak scenario: minutes of churn.
     pub soak_minutes: f64,
+    /// Soak scenario: record a second watch's heap with heaptrack and keep
+    /// its data here.
+    pub soak_heap: Option<std::path::PathBuf>,
 }
 
 impl Ctx {

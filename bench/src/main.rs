@@ -30,6 +30,8 @@
 #[cfg(target_os = "linux")]
 mod ctx;
 #[cfg(target_os = "linux")]
+mod heap;
+#[cfg(target_os = "linux")]
 mod machine;
 #[cfg(target_os = "linux")]
 mod peers;
@@ -104,6 +106,11 @@ struct RunArgs {
     /// Soak scenario: minutes of churn (default 30).
     #[arg(long, default_value_t = 30.0, value_name = "MIN")]
     soak_minutes: f64,
+    /// Soak scenario: also run a second watch under heaptrack, record its
+    /// heap in use over the run, and keep heaptrack's data in DIR (needs
+    /// heaptrack installed).
+    #[arg(long, value_name = "DIR")]
+    soak_heap: Option<PathBuf>,
     /// Repetitions per case (default: 1 quick, 5 full).
     #[arg(long)]
     reps: Option<u32>,
@@ -226,6 +233,7 @@ fn run(a: RunArgs) -> Result<()> {
         mdns_loss: a.mdns_loss.clone(),
         mdns_ipv6_n: a.mdns_ipv6_n.clone(),
         soak_minutes: a.soak_minutes,
+        soak_heap: a.soak_heap.clone(),
     };
     let all = ["mdns", "scan", "ssh", "footprint", "trust", "soak", "links"];
     for o in &a.only {

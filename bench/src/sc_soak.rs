@@ -17,12 +17,17 @@
 //! - watch's RSS and CPU (and the browser's) sampled every 10 s: first and
 //!   last minute, maximum, CPU % per half of the run, to show both stay
 //!   flat (bounded tables).
+//! - with `--soak-heap`, a second watch on the same LAN runs under
+//!   heaptrack ([`crate::heap`]): its heap in use (the bytes it has
+//!   allocated, without what the allocator keeps) at the same moments,
+//!   which tells a leak from allocator settling when RSS creeps up; and
+//!   the largest sites still allocated at the end, in the notes.
 //!
 //! Lab: h0 watch and the browser, h1-h10 the agents.
 
 use crate::ctx::Ctx;
 use crate::peers::{self, PYTHON};
-use crate::proc::{cpu_ns, rss_kb};
+use crate::proc::{cpu_ns, rss_kb, status_kb};
 use anyhow::{Context, Result};
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use serde_json::Value;
@@ -32,6 +37,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const SCENARIO: &str = "soak";
 const WATCH: &str = "rlx-discover watch --json";
 const ZC: &str = "python-zeroconf AsyncServiceBrowser (zc_watch.py)";
+const WATCH_HEAP: &str = "rlx-discover watch --json, under heaptrack";
 const AGENTS: usize = 10;
 const STEP: Duration = Duration::from_millis(800);
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
@@ -99,6 +105,38 @@ fn zc_news(z: &LabProcess) -> Vec<(f64, String, String)> {
         .collect()
 }
 
+/// One reading of watch's (`[0]`) and the browser's (`[1]`) use.
+struct Usage {
+    /// Seconds into the run.
+    at: f64,
+    /// Resident set, kB.
+    rss: [u64; 2],
+    /// Its anonymous part, kB (`RssAnon`): heap, stacks, allocator caches.
+    /// The rest is the program's files (code paged in as paths first run,
+    /// bounded by the binary's size) and shared memory.
+    anon: [u64; 2],
+    /// CPU time so far, ns.
+    cpu: [u64; 2],
+}
+
+/// A figure over the first minute, the minute around each quarter and the
+/// last minute of a run `total` seconds long: whether a rise between the
+/// first and last minute levels off (allocator warm-up, tables at their
+/// bound) or keeps climbing (a leak).
+fn quarters(
+    total: f64,
+    mean: impl Fn(f64, f64) -> Option<f64>,
+) -> [(&'static str, Option<f64>); 5] {
+    let around = |q: f64| mean(total * q - 30.0, total * q + 30.0);
+    [
+        ("first minute", mean(0.0, 60.0)),
+        ("at 25%", around(0.25)),
+        ("at 50%", around(0.5)),
+        ("at 75%", around(0.75)),
+        ("last minute", mean(total - 70.0, total)),
+    ]
+}
+
 fn p95(v: &[f64]) -> Option<f64> {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -141,6 +179,33 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     c.args(["watch", "--json", "--interface", &h0.iface]);
     let watch_wall = wall_ms();
     let w = lab.spawn(0, c)?;
+    let heaptrack = match (&ctx.soak_heap, crate::heap::Heaptrack::find()) {
+        (None, _) => None,
+        (Some(_), Ok(h)) => Some(h),
+        (Some(_), Err(why)) => {
+            ctx.not_measured("soak: watch's heap in use", &why);
+            None
+        }
+    };
+    let raw = dir.join("watch.heaptrack.raw");
+    let heap_watch = match &heaptrack {
+        Some(h) => {
+            let mut c = lab.command(0, "env");
+            c.args(h.env_args(&raw)).arg(&ctx.bins.discover).args([
+                "watch",
+                "--json",
+                "--interface",
+                &h0.iface,
+            ]);
+            ctx.command(
+                WATCH_HEAP,
+                "env LD_PRELOAD=libheaptrack_preload.so DUMP_HEAPTRACK_OUTPUT=FILE \
+                 rlx-discover watch --json --interface IFACE",
+            );
+            Some((lab.spawn(0, c)?, Instant::now()))
+        }
+        None => None,
+    };
     let mut c = lab.command(0, PYTHON);
     c.arg(&script)
         .arg(h0.ip.to_string())
@@ -160,21 +225,20 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         running.insert(i, procs.len());
         procs.push(start_agent(i)?);
     }
-    // (seconds into the run, watch RSS kB, watch CPU ns, zc RSS, zc CPU)
-    let mut usage: Vec<(f64, u64, u64, u64, u64)> = Vec::new();
+    let mut usage: Vec<Usage> = Vec::new();
     let t0 = Instant::now();
     let end = t0 + length;
     let (mut tick, mut next_sample) = (t0, t0);
     while Instant::now() < end {
         if Instant::now() >= next_sample {
             next_sample += SAMPLE_EVERY;
-            usage.push((
-                t0.elapsed().as_secs_f64(),
-                rss_kb(w.pid()).unwrap_or(0),
-                cpu_ns(w.pid()).unwrap_or(0),
-                rss_kb(z.pid()).unwrap_or(0),
-                cpu_ns(z.pid()).unwrap_or(0),
-            ));
+            let pids = [w.pid(), z.pid()];
+            usage.push(Usage {
+                at: t0.elapsed().as_secs_f64(),
+                rss: pids.map(|p| rss_kb(p).unwrap_or(0)),
+                anon: pids.map(|p| status_kb(p, "RssAnon:").unwrap_or(0)),
+                cpu: pids.map(|p| cpu_ns(p).unwrap_or(0)),
+            });
         }
         tick += STEP;
         std::thread::sleep(tick.saturating_duration_since(Instant::now()));
@@ -204,6 +268,26 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         }
     }
     std::thread::sleep(Duration::from_secs(10));
+    let heap = match (&heaptrack, heap_watch) {
+        (Some(h), Some((hw, started))) => {
+            // Ctrl-C: watch ends its run and heaptrack writes its last data.
+            hw.signal(nix::sys::signal::Signal::SIGINT);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while hw.try_wait().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            hw.kill();
+            match h.read(&raw, ctx.soak_heap.as_deref().unwrap_or(&dir)) {
+                // On the soak's clock: heaptrack counts from the program's start.
+                Ok(r) => Some((r, t0.duration_since(started).as_secs_f64())),
+                Err(e) => {
+                    ctx.not_measured("soak: watch's heap in use", format!("{e:#}"));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let watch = watch_news(&w, watch_wall);
     let zc = zc_news(&z);
     let mut members = std::collections::BTreeSet::new();
@@ -322,70 +406,90 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         }
     }
 
-    // Flat or not: the first and last minute, the maximum, CPU per half.
-    let minute = |from: f64, to: f64| -> Vec<&(f64, u64, u64, u64, u64)> {
-        usage.iter().filter(|u| u.0 >= from && u.0 < to).collect()
-    };
+    // Flat or not: the first and last minute, the minute around each
+    // quarter, the maximum, CPU per half.
     let total = t0.elapsed().as_secs_f64().max(1.0);
-    for (tool, rss, cpu) in [(WATCH, 1usize, 2usize), (ZC, 3, 4)] {
-        let get = |u: &(f64, u64, u64, u64, u64), k: usize| match k {
-            1 => u.1,
-            2 => u.2,
-            3 => u.3,
-            _ => u.4,
+    for (tool, k) in [(WATCH, 0usize), (ZC, 1)] {
+        let mean = |from: f64, to: f64, field: fn(&Usage) -> [u64; 2]| {
+            let v: Vec<f64> = usage
+                .iter()
+                .filter(|u| u.at >= from && u.at < to)
+                .map(|u| field(u)[k] as f64)
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         };
-        let avg_rss = |us: &[&(f64, u64, u64, u64, u64)]| {
-            (!us.is_empty())
-                .then(|| us.iter().map(|u| get(u, rss) as f64).sum::<f64>() / us.len() as f64)
-        };
-        let first = avg_rss(&minute(0.0, 60.0));
-        let last = avg_rss(&minute(total - 70.0, total));
-        let max = usage.iter().map(|u| get(u, rss)).max().map(|m| m as f64);
-        // The minute around each quarter of the run: whether a rise between
-        // the first and last minute levels off (allocator warm-up, tables
-        // at their bound) or keeps climbing (a leak).
-        let around = |q: f64| avg_rss(&minute(total * q - 30.0, total * q + 30.0));
-        for (metric, v) in [
-            ("rss_kb first minute", first),
-            ("rss_kb at 25%", around(0.25)),
-            ("rss_kb at 50%", around(0.5)),
-            ("rss_kb at 75%", around(0.75)),
-            ("rss_kb last minute", last),
-            ("rss_kb max", max),
+        for (name, field) in [
+            ("rss_kb", (|u| u.rss) as fn(&Usage) -> [u64; 2]),
+            ("rss_anon_kb", |u| u.anon),
         ] {
-            ctx.record(SCENARIO, &case, tool, metric, 0, v, None, None, "");
+            for (when, v) in quarters(total, |a, b| mean(a, b, field)) {
+                ctx.record(
+                    SCENARIO,
+                    &case,
+                    tool,
+                    &format!("{name} {when}"),
+                    0,
+                    v,
+                    None,
+                    None,
+                    "",
+                );
+            }
+            let max = usage.iter().map(|u| field(u)[k]).max().map(|m| m as f64);
+            ctx.record(
+                SCENARIO,
+                &case,
+                tool,
+                &format!("{name} max"),
+                0,
+                max,
+                None,
+                None,
+                "",
+            );
         }
         let half = usage.len() / 2;
         if half >= 1 {
-            let pct = |a: &(f64, u64, u64, u64, u64), b: &(f64, u64, u64, u64, u64)| {
-                (b.0 > a.0).then(|| {
-                    get(b, cpu).saturating_sub(get(a, cpu)) as f64 / 1e9 / (b.0 - a.0) * 100.0
-                })
+            let pct = |a: &Usage, b: &Usage| {
+                (b.at > a.at)
+                    .then(|| b.cpu[k].saturating_sub(a.cpu[k]) as f64 / 1e9 / (b.at - a.at) * 100.0)
             };
             let (a, m, b) = (&usage[0], &usage[half], &usage[usage.len() - 1]);
-            ctx.record(
-                SCENARIO,
-                &case,
-                tool,
-                "cpu_pct first half",
-                0,
-                pct(a, m),
-                None,
-                None,
-                "",
-            );
-            ctx.record(
-                SCENARIO,
-                &case,
-                tool,
-                "cpu_pct second half",
-                0,
-                pct(m, b),
-                None,
-                None,
-                "",
-            );
+            for (metric, v) in [
+                ("cpu_pct first half", pct(a, m)),
+                ("cpu_pct second half", pct(m, b)),
+            ] {
+                ctx.record(SCENARIO, &case, tool, metric, 0, v, None, None, "");
+            }
         }
+    }
+    if let Some((r, before)) = heap {
+        for (when, v) in quarters(total, |a, b| r.mean_kb(a + before, b + before)) {
+            let metric = format!("heap_kb {when}");
+            ctx.record(SCENARIO, &case, WATCH_HEAP, &metric, 0, v, None, None, "");
+        }
+        ctx.record(
+            SCENARIO,
+            &case,
+            WATCH_HEAP,
+            "heap_kb max",
+            0,
+            r.max_kb(),
+            None,
+            None,
+            "",
+        );
+        ctx.notes.push(format!(
+            "soak: heaptrack's {} snapshots of the second watch (data and report in {}); the \
+             largest sites still allocated when it ended: {}",
+            r.timeline.len(),
+            ctx.soak_heap.as_deref().unwrap_or(&dir).display(),
+            if r.leaks.is_empty() {
+                "none".to_string()
+            } else {
+                r.leaks.join("; ")
+            }
+        ));
     }
     drop(procs);
     Ok(())
