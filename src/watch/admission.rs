@@ -115,10 +115,27 @@ struct Backoff {
     until: Instant,
 }
 
-/// Refusals remembered, with their back-off; at most [`MAX_REMEMBERED`].
+/// A refusal whose back-off ended this long ago and that was not refused
+/// again is forgotten: its candidate was not retried (the instance is gone:
+/// a crashed incarnation's cached record, an address that moved), so there
+/// is nothing left to back off. A candidate still being refused is retried
+/// when its back-off ends and refused again, so its entry stays, and its
+/// back-off keeps doubling.
+pub const FORGET_AFTER: Duration = RETRY_CAP;
+
+/// How often the map is swept for refusals to forget.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Refusals remembered, with their back-off; at most [`MAX_REMEMBERED`],
+/// and in steady state only those of the last [`RETRY_CAP`] +
+/// [`FORGET_AFTER`]. Without that sweep a churning cluster (each crashed
+/// incarnation is a key of its own: its TXT carries the incarnation) filled
+/// the map to its bound over hours, about 300 bytes a crash.
 #[derive(Debug, Default)]
 pub(super) struct Refusals {
     map: HashMap<Key, Backoff>,
+    /// When the map was last swept (`None`: never).
+    swept: Option<Instant>,
 }
 
 impl Refusals {
@@ -134,6 +151,7 @@ impl Refusals {
 
     /// Records a refusal of `key`; returns the back-off it now waits.
     pub(super) fn refused(&mut self, key: Key, now: Instant) -> Duration {
+        self.sweep(now);
         if !self.map.contains_key(&key) && self.map.len() >= MAX_REMEMBERED {
             self.map.retain(|_, b| b.until > now);
             if self.map.len() >= MAX_REMEMBERED {
@@ -158,6 +176,18 @@ impl Refusals {
             .min(RETRY_CAP);
         b.until = now + wait;
         wait
+    }
+
+    /// Forgets the refusals whose back-off ended over [`FORGET_AFTER`] ago,
+    /// at most once every [`SWEEP_EVERY`].
+    fn sweep(&mut self, now: Instant) {
+        if self.swept.is_some_and(|t| now < t + SWEEP_EVERY) {
+            return;
+        }
+        self.swept = Some(now);
+        self.map.retain(|_, b| b.until + FORGET_AFTER > now);
+        // Give back what a burst of refusals made the table grow to.
+        self.map.shrink_to(self.map.len() * 2);
     }
 
     /// Forgets `key` (it was admitted).

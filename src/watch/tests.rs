@@ -602,6 +602,42 @@ fn the_refusals_remembered_are_bounded() {
     assert_eq!(r.len(), MAX_REMEMBERED);
 }
 
+/// Guards the soak's slow heap growth: each crashed incarnation's refusal
+/// is a key of its own, and they were kept until the map was full.
+#[test]
+fn a_refusal_not_refused_again_is_forgotten_once_its_back_off_is_long_over() {
+    let mut r = admission::Refusals::default();
+    let t0 = Instant::now();
+    let crashed = |i: usize| {
+        (
+            "10.0.0.1:9100".to_string(),
+            Some("id".into()),
+            Some(format!("inc {i}")),
+        )
+    };
+    // One crashed incarnation a minute for an hour, and one stranger
+    // refused again each time its back-off ends.
+    let stranger = ("10.0.0.9:9100".to_string(), None, None);
+    let mut stranger_due = t0;
+    let mut stranger_wait = Duration::ZERO;
+    for minute in 0..60u64 {
+        let now = t0 + Duration::from_secs(60 * minute);
+        r.refused(crashed(minute as usize), now);
+        if now >= stranger_due {
+            stranger_wait = r.refused(stranger.clone(), now);
+            stranger_due = now + stranger_wait;
+        }
+    }
+    // Remembered: the crashes of the last RETRY_FIRST + FORGET_AFTER (and
+    // up to one sweep interval more), and the stranger.
+    let window = (RETRY_FIRST + admission::FORGET_AFTER).as_secs() / 60 + 2;
+    assert!(r.len() as u64 <= window + 1, "{} remembered", r.len());
+    assert!(r.known(&stranger), "the stranger is still backed off");
+    assert_eq!(stranger_wait, RETRY_CAP, "and its back-off kept doubling");
+    assert!(!r.known(&crashed(0)), "the first crash is forgotten");
+    assert!(r.known(&crashed(59)));
+}
+
 /// Guards against a `left` for a move: the health check dialled the old
 /// address just before the agent's new lease was announced, and failed
 /// there after the member had been updated to the new one.

@@ -8,6 +8,7 @@
 
 mod cells;
 mod goals;
+mod watch_goals;
 
 use crate::results::{Results, Summary};
 use cells::{find, fmt_ms, found_cell, median_cell, range_cell, ratio};
@@ -290,7 +291,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         );
     }
 
-    let _ = writeln!(o, "\n## Goals (issues 2, 3, 4, 5, 13)\n");
+    let _ = writeln!(o, "\n## Goals (issues 2, 3, 4, 5, 13, 15)\n");
     let _ = writeln!(
         o,
         "| issue | goal | status | measured (median) | beside | note |"

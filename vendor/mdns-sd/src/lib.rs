@@ -196,6 +196,8 @@ mod service_daemon;
 mod service_info;
 // rlx patch: RFC 6762 §11 source address check, legacy reply limit (PATCHES.md).
 mod source_check;
+// rlx patch: the daemon's wake-up times, coalesced and bounded (PATCHES.md).
+mod timers;
 
 #[cfg(feature = "unstable-fuzz-api")]
 #[doc(hidden)]

@@ -43,6 +43,7 @@ use crate::{
         valid_ip_on_intf, DnsRegistry, MyIntf, Probe, ServiceInfo, ServiceStatus,
         MULTICAST_RATE_LIMIT_MILLIS,
     },
+    timers::Timers,
     Receiver, ResolvedService, TxtProperties,
 };
 use flume::{bounded, Sender, TrySendError};
@@ -54,8 +55,8 @@ use mio::{event::Source, net::UdpSocket as MioUdpSocket, Interest, Poll, Registr
 use socket2::Domain;
 use socket_pktinfo::PktInfoUdpSocket;
 use std::{
-    cmp::{self, Reverse},
-    collections::{BinaryHeap, HashMap, HashSet},
+    cmp,
+    collections::{HashMap, HashSet},
     fmt, io,
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6},
     str,
@@ -1246,7 +1247,10 @@ struct Zeroconf {
     ///
     /// When the run loop goes through a single iteration, it will
     /// set its timeout to the earliest timer in this list.
-    timers: BinaryHeap<Reverse<Instant>>,
+    ///
+    /// rlx patch: a bounded set of coalesced times (`timers.rs`), not a
+    /// heap of every record's expiry and refresh, which grew with traffic.
+    timers: Timers,
 
     status: DaemonStatus,
 
@@ -1447,7 +1451,7 @@ impl Zeroconf {
         let service_name_len_max = SERVICE_NAME_LEN_MAX_DEFAULT;
         let ip_check_interval = IP_CHECK_INTERVAL_IN_SECS_DEFAULT as u64 * 1000;
 
-        let timers = BinaryHeap::new();
+        let timers = Timers::new(Instant::now());
 
         // Enable everything, including loopback interfaces.
         let if_selections = vec![];
@@ -1997,25 +2001,16 @@ impl Zeroconf {
     }
 
     fn add_timer(&mut self, next_time: Instant) {
-        self.timers.push(Reverse(next_time));
+        self.timers.add(next_time);
     }
 
     fn peek_earliest_timer(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse(v)| *v)
-    }
-
-    fn _pop_earliest_timer(&mut self) -> Option<Instant> {
-        self.timers.pop().map(|Reverse(v)| v)
+        self.timers.peek()
     }
 
     /// Pop all timers that are already passed till `now`.
     fn pop_timers_till(&mut self, now: Instant) {
-        while let Some(Reverse(v)) = self.timers.peek() {
-            if *v > now {
-                break;
-            }
-            self.timers.pop();
-        }
+        self.timers.pop_till(now);
     }
 
     /// Apply all selections to `interfaces` and return the selected addresses.
@@ -2490,7 +2485,7 @@ impl Zeroconf {
                     announced_now.push(service_info.get_fullname().to_string());
                 } else {
                     for timer in dns_registry.new_timers.drain(..) {
-                        self.timers.push(Reverse(timer));
+                        self.timers.add(timer);
                     }
                     service_info.set_status(if_index, ServiceStatus::Probing);
                 }
@@ -2632,7 +2627,7 @@ impl Zeroconf {
                 info.set_status(intf.index, ServiceStatus::Announced);
             } else {
                 for timer in dns_registry.new_timers.drain(..) {
-                    self.timers.push(Reverse(timer));
+                    self.timers.add(timer);
                 }
                 info.set_status(*if_index, ServiceStatus::Probing);
             }
@@ -2746,7 +2741,7 @@ impl Zeroconf {
                         let command =
                             Command::RegisterResend(info.get_fullname().to_string(), *if_index);
                         self.retransmissions.push(ReRun { next_time, command });
-                        self.timers.push(Reverse(next_time));
+                        self.timers.add(next_time);
 
                         let fullname = dns_registry.resolve_name(&service_name).to_string();
 
@@ -3687,7 +3682,7 @@ impl Zeroconf {
 
             for record in new_records {
                 if dns_registry.update_hostname(name, record.get_name(), create_time) {
-                    self.timers.push(Reverse(create_time));
+                    self.timers.add(create_time);
                 }
 
                 // remember the name changes (note: `name` might not be the original, it could be already changed once.)
@@ -3706,7 +3701,7 @@ impl Zeroconf {
                                 debug!("conflict handler: new probe of {}", record.get_name());
                                 Probe::new(create_time)
                             });
-                        self.timers.push(Reverse(new_probe.next_send));
+                        self.timers.add(new_probe.next_send);
                         new_probe
                     }
                 };
@@ -5700,7 +5695,7 @@ fn hostname_change(original: &str) -> String {
 /// that are finished.
 fn check_probing(
     dns_registry: &mut DnsRegistry,
-    timers: &mut BinaryHeap<Reverse<Instant>>,
+    timers: &mut Timers,
     now: Instant,
 ) -> (DnsOutgoing, Vec<String>) {
     let mut expired_probes = Vec::new();
@@ -5730,7 +5725,7 @@ fn check_probing(
                 probe.update_next_send(now);
 
                 // add timer
-                timers.push(Reverse(probe.next_send));
+                timers.add(probe.next_send);
             }
         }
     }

@@ -1214,7 +1214,7 @@ impl DnsRegistry {
             last_multicast_v6: HashMap::new(),
             multicast_seen_v4: HashMap::new(), // rlx patch: RFC 6762 §5.4
             multicast_seen_v6: HashMap::new(), // rlx patch: RFC 6762 §5.4
-            conflicts: VecDeque::new(), // rlx patch: RFC 6762 §8.1
+            conflicts: VecDeque::new(),        // rlx patch: RFC 6762 §8.1
         }
     }
 

@@ -9,7 +9,6 @@ use crate::dns_parser::{ip_address_rr_type, RRType, CLASS_CACHE_FLUSH, CLASS_IN}
 use crate::dns_parser::{DnsAddress, DnsIncoming, DnsRecordBox, DnsRecordExt, DnsSrv, DnsTxt};
 use crate::log::debug;
 use crate::service_info::{DnsRegistry, MyIntf, ServiceInfo, ServiceStatus};
-use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::time::Instant;
@@ -138,7 +137,7 @@ impl Zeroconf {
                 probe.start_time = start;
                 probe.next_send = start;
             }
-            self.timers.push(Reverse(probe.next_send));
+            self.timers.add(probe.next_send);
         }
     }
 }

@@ -202,7 +202,7 @@ fn a_conflicting_announcement_after_probing_puts_the_host_back_to_probing() {
     );
     for probe in registry.probing.values() {
         assert!(
-            daemon.timers.iter().any(|t| t.0 == probe.next_send),
+            daemon.timers.wakes_for(probe.next_send),
             "a timer wakes the daemon for the probe's first send"
         );
     }

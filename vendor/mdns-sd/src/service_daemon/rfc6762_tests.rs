@@ -10,10 +10,11 @@ use crate::dns_parser::{
     CLASS_CACHE_FLUSH, CLASS_IN, FLAGS_QR_QUERY, FLAGS_QR_RESPONSE,
 };
 use crate::service_info::{compare_probe_records, DnsRegistry, MyIntf, Probe};
+use crate::timers::Timers;
 use crate::ServiceInfo;
 use if_addrs::{IfAddr, Ifv6Addr};
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::HashSet;
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
 
@@ -79,7 +80,11 @@ fn probes_carry_the_unicast_response_bit_on_the_wire() {
     probe.insert_record(a_record("10.0.0.1", 120));
     registry.probing.insert("host.local.".to_string(), probe);
 
-    let (out, _) = check_probing(&mut registry, &mut BinaryHeap::new(), Instant::now());
+    let (out, _) = check_probing(
+        &mut registry,
+        &mut Timers::new(Instant::now()),
+        Instant::now(),
+    );
     assert_eq!(out.questions().len(), 1);
     let packet = out.to_data_on_wire(1500, true).remove(0);
     let msg = DnsIncoming::new(packet, intf_id()).unwrap();
