@@ -1,5 +1,5 @@
 //! **The goals of issues 2-5 and 13** (issue 15's are in
-//! [`super::watch_goals`]), each judged met / not met / not yet measured
+//! `watch_goals.rs`), each judged met / not met / not yet measured
 //! against the summaries, with the measured ratio and, when missed, why.
 
 use super::cells::{find, fmt_ms, found_cell, median_cell, range_cell, ratio};
@@ -575,7 +575,6 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         }
         out.push(g);
     }
-    out.extend(super::watch_goals::watch_goals(s));
     for g in &mut out {
         let why = miss_analysis(g.what);
         if g.status == Status::NotMet && !why.is_empty() {

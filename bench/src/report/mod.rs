@@ -297,7 +297,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         "| issue | goal | status | measured (median) | beside | note |"
     );
     let _ = writeln!(o, "|---|---|---|---|---|---|");
-    for g in goals(&s, r) {
+    for g in goals(&s, r).into_iter().chain(watch_goals::watch_goals(&s)) {
         let _ = writeln!(
             o,
             "| {} | {} | {} | {} | {} | {} |",
