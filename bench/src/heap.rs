@@ -196,7 +196,7 @@ fn top_leaks(text: &str, n: usize) -> Vec<String> {
             let f = lines.next().unwrap_or_default().trim();
             let is_location = f.starts_with("at ") || f.starts_with("in ");
             if frame.is_none() && !is_location && !plumbing.iter().any(|p| f.starts_with(p)) {
-                frame = Some(strip_hash(f).to_string());
+                frame = Some(unescape(strip_hash(f)));
             }
         }
         stacks.push((
@@ -218,6 +218,23 @@ fn parse_size(s: &str) -> f64 {
         _ => (s, 1.0),
     };
     num.parse::<f64>().map_or(0.0, |v| v * mult)
+}
+
+/// The escapes heaptrack leaves in a legacy-mangled Rust path
+/// (`Watch$LT$C$GT$::run::_$u7b$$u7b$closure$u7d$$u7d$`), as Rust writes them.
+fn unescape(f: &str) -> String {
+    [
+        ("$LT$", "<"),
+        ("$GT$", ">"),
+        ("$C$", ","),
+        ("$RF$", "&"),
+        ("$u20$", " "),
+        ("$u7b$", "{"),
+        ("$u7d$", "}"),
+        ("..", "::"),
+    ]
+    .iter()
+    .fold(f.to_string(), |s, (from, to)| s.replace(from, to))
 }
 
 /// A Rust symbol without its `::h0123456789abcdef` hash.
@@ -256,6 +273,14 @@ mod tests {
                 "32.77K leaked over 9 calls from mdns_sd::service_daemon::Zeroconf::handle_response",
                 "6.27K leaked over 582 calls from rlx_proto::caps::NodeCaps::from_json",
             ]
+        );
+    }
+
+    #[test]
+    fn the_escapes_of_a_mangled_path_are_written_as_rust_writes_them() {
+        assert_eq!(
+            unescape("rlx_discover::watch::Watch$LT$C$GT$::run::_$u7b$$u7b$closure$u7d$$u7d$"),
+            "rlx_discover::watch::Watch<C>::run::_{{closure}}"
         );
     }
 

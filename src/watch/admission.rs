@@ -130,7 +130,8 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// and in steady state only those of the last [`RETRY_CAP`] +
 /// [`FORGET_AFTER`]. Without that sweep a churning cluster (each crashed
 /// incarnation is a key of its own: its TXT carries the incarnation) filled
-/// the map to its bound over hours, about 300 bytes a crash.
+/// the map to its bound over hours, about 500 bytes a crash (the key's caps
+/// JSON and address).
 #[derive(Debug, Default)]
 pub(super) struct Refusals {
     map: HashMap<Key, Backoff>,

@@ -2000,6 +2000,8 @@ impl Zeroconf {
         }
     }
 
+    // rlx patch: the timers are a bounded, coalesced set (`timers.rs`); the
+    // call sites that pushed `Reverse(t)` into the heap call `add(t)`.
     fn add_timer(&mut self, next_time: Instant) {
         self.timers.add(next_time);
     }
