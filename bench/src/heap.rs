@@ -35,7 +35,8 @@ impl Heaptrack {
                 lib.join("libheaptrack_preload.so"),
                 lib.join("libexec/heaptrack_interpret"),
             );
-            if preload.is_file() && interpret.is_file() && which("heaptrack_print") {
+            if preload.is_file() && interpret.is_file() && rlx_lab::peer::on_path("heaptrack_print")
+            {
                 return Ok(Heaptrack { preload, interpret });
             }
         }
@@ -128,11 +129,6 @@ impl HeapRun {
             .max()
             .map(|b| b as f64 / 1024.0)
     }
-}
-
-fn which(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
 /// massif's `time=` (in the header's `time_unit`: heaptrack writes `s`)

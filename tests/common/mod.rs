@@ -148,16 +148,21 @@ pub fn discover_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_rlx-discover"))
 }
 
+/// `target/<profile>/`, where this test's binary (in its `deps/`) and the
+/// workspace's other binaries and examples are.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
 /// The `rlx-agent` binary (another package of the workspace, so not in
 /// `CARGO_BIN_EXE_*`): next to this test's `deps/` directory. Panics with
 /// what to run when it has not been built.
 pub fn agent_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("current test executable");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test binary lives in target/<profile>/deps");
-    let agent = dir.join("rlx-agent");
+    let agent = profile_dir().join("rlx-agent");
     assert!(
         agent.is_file(),
         "{} not found: build it first (`cargo build -p rlx-agent`, or `cargo test --workspace`)",
@@ -169,12 +174,7 @@ pub fn agent_bin() -> PathBuf {
 /// The `browse_once` example (one mDNS browse, its JSON on stdout): next
 /// to this test's `deps/` directory, like [`agent_bin`].
 pub fn browse_once_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("current test executable");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test binary lives in target/<profile>/deps");
-    let bin = dir.join("examples").join("browse_once");
+    let bin = profile_dir().join("examples").join("browse_once");
     assert!(
         bin.is_file(),
         "{} not found: build it first (`cargo build --example browse_once`, or `cargo test`)",

@@ -9,7 +9,7 @@
 //! within 10% of the heap at a quarter of the run (after start-up), and
 //! the second half's CPU within 0.2 points of the first's.
 
-use super::cells::{fmt_ms, median_cell};
+use super::cells::{find, fmt_ms, median_cell};
 use super::goals::{goal, Goal, Status};
 use crate::results::Summary;
 
@@ -18,8 +18,7 @@ const WATCH_HEAP: &str = "rlx-discover watch --json, under heaptrack";
 const ZC: &str = "python-zeroconf AsyncServiceBrowser (zc_watch.py)";
 
 fn get<'a>(s: &'a [Summary], case: &str, tool: &str, metric: &str) -> Option<&'a Summary> {
-    s.iter()
-        .find(|x| x.scenario == "soak" && x.case == case && x.tool == tool && x.metric == metric)
+    find(s, "soak", case, tool, metric)
 }
 
 /// `reported/judged, median, p95, slowest` of one action's latency.
