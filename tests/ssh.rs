@@ -228,7 +228,7 @@ fn an_agent_behind_an_ssh_alias_is_probed_and_becomes_a_node() {
 }
 
 /// One dead host never stops the rest: a stopped sshd (accepts TCP, never
-/// speaks) costs one deadline, a host without rlx-agent and a closed port are
+/// speaks) costs one timeout and is reported as timed out, not unreachable, a host without rlx-agent and a closed port are
 /// reported with reasons a user can act on, and the live host is still found.
 #[test]
 fn dead_and_broken_hosts_are_reported_while_the_live_one_is_found() {
@@ -241,7 +241,9 @@ fn dead_and_broken_hosts_are_reported_while_the_live_one_is_found() {
     w.server("frozen", true).signal("-STOP");
     let closed = free_port();
     let cfg = w.ssh_config(&[("closed", closed)]);
-    let cluster = w.cluster(&["live", "no-agent", "frozen", "closed"], &cfg, 2_000);
+    // 2.9 s: ssh's ConnectTimeout is then 2 s, which also bounds the wait
+    // for the frozen sshd's greeting and so usually ends it first.
+    let cluster = w.cluster(&["live", "no-agent", "frozen", "closed"], &cfg, 2_900);
     let t0 = Instant::now();
     let (out, v) = expand_json(&cluster);
     let took = t0.elapsed();
@@ -254,8 +256,12 @@ fn dead_and_broken_hosts_are_reported_while_the_live_one_is_found() {
     assert_eq!(nodes.len(), 1, "{v:#}");
     assert_eq!(nodes[0]["addr"], "live:9100");
     let frozen = failure_for(&v, "frozen");
+    // Either timer may end it (ssh's start-up eats into the 0.9 s between
+    // them on a loaded box); each names itself. Never "unreachable": the
+    // host is up.
     assert!(
-        frozen.contains("timed out") && frozen.contains("2000 ms"),
+        frozen.starts_with("timed out")
+            && (frozen.contains("no greeting within 2000 ms") || frozen.contains("within 2900 ms")),
         "{frozen}"
     );
     let no_agent = failure_for(&v, "no-agent");

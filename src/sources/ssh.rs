@@ -101,8 +101,16 @@ impl SshOptions {
         cmd
     }
 
+    /// The `ConnectTimeout` ssh is given, in the whole seconds ssh takes.
+    /// OpenSSH applies it to the TCP connect *and* to the server's greeting
+    /// (the banner), so a host whose sshd accepts but never speaks ends on
+    /// this timer, which can fire before or at our overall deadline.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout.min(MAX_CONNECT_TIMEOUT).as_secs().max(1))
+    }
+
     fn command(&self, host: &str) -> Command {
-        let connect = self.timeout.min(MAX_CONNECT_TIMEOUT);
+        let connect = self.connect_timeout();
         let mut c = Command::new(&self.ssh_program);
         if let Some(f) = &self.ssh_config {
             c.arg("-F").arg(f);
@@ -111,7 +119,7 @@ impl SshOptions {
             "-o",
             "BatchMode=yes",
             "-o",
-            &format!("ConnectTimeout={}", connect.as_secs().max(1)),
+            &format!("ConnectTimeout={}", connect.as_secs()),
             "-o",
             "LogLevel=ERROR",
         ]);
@@ -132,6 +140,11 @@ impl SshOptions {
 pub enum SshFailure {
     /// No answer within the deadline.
     TimedOut(Duration),
+    /// The TCP connection was accepted but no SSH greeting came within
+    /// ssh's `ConnectTimeout`: the host is up, its sshd is hung or
+    /// overloaded (or the port is not an sshd). Told apart from
+    /// [`SshFailure::Unreachable`] because "is it up?" is the wrong advice.
+    Silent(Duration),
     /// The network or name lookup failed before SSH could talk.
     Unreachable(String),
     /// SSH refused us (key not accepted, host key unknown or changed).
@@ -152,6 +165,13 @@ impl std::fmt::Display for SshFailure {
             SshFailure::TimedOut(d) => write!(
                 f,
                 "timed out: no answer within {} ms (ssh_timeout_ms); the host, or its sshd, is not responding",
+                d.as_millis()
+            ),
+            SshFailure::Silent(d) => write!(
+                f,
+                "timed out: the host accepted the connection but its sshd sent no greeting within {} ms \
+                 (ssh's ConnectTimeout: ssh_timeout_ms, at most 5 s); that sshd is hung or overloaded, \
+                 or the port is not an sshd",
                 d.as_millis()
             ),
             SshFailure::Unreachable(s) => write!(f, "unreachable: {s}"),
@@ -179,9 +199,12 @@ fn last_line(s: &str) -> String {
 }
 
 /// Classifies a finished ssh run into caps or a reason a user can act on.
+/// `connect` is the `ConnectTimeout` ssh ran with, named when ssh gave up
+/// waiting for the server's greeting.
 pub fn classify(
     host: &str,
     remote_bin: &str,
+    connect: Duration,
     code: Option<i32>,
     stdout: &str,
     stderr: &str,
@@ -210,6 +233,8 @@ pub fn classify(
                 Err(SshFailure::Unreachable(format!(
                     "connection refused: no sshd listening on {host}'s ssh port ({last})"
                 )))
+            } else if err.contains("during banner exchange") {
+                Err(SshFailure::Silent(connect))
             } else if err.contains("timed out") || err.contains("no route to host") || err.contains("network is unreachable") {
                 Err(SshFailure::Unreachable(format!("{last}; is {host} up and on this network?")))
             } else if err.contains("host key verification failed") || err.contains("remote host identification has changed") {
@@ -282,6 +307,7 @@ pub async fn probe_host(opts: &SshOptions, host: &str) -> Result<NodeCaps, SshFa
             classify(
                 host,
                 &opts.remote_bin,
+                opts.connect_timeout(),
                 status.code(),
                 &String::from_utf8_lossy(&so),
                 &String::from_utf8_lossy(&se),
@@ -348,10 +374,11 @@ mod tests {
     use super::*;
 
     const CAPS: &str = r#"{"os":"linux","cores":4,"ram_total":1000,"ram_avail":10}"#;
+    const SEC: Duration = Duration::from_secs(1);
 
     #[test]
     fn a_clean_exit_with_caps_json_is_a_success() {
-        assert!(classify("h", "rlx-agent", Some(0), CAPS, "").is_ok());
+        assert!(classify("h", "rlx-agent", SEC, Some(0), CAPS, "").is_ok());
     }
 
     #[test]
@@ -374,6 +401,12 @@ mod tests {
                 "",
                 "ssh: connect to host h port 22: Connection timed out",
                 "unreachable",
+            ),
+            (
+                Some(255),
+                "",
+                "Connection timed out during banner exchange\nConnection to 10.0.0.7 port 22 timed out",
+                "sent no greeting within 1000 ms",
             ),
             (
                 Some(255),
@@ -402,7 +435,7 @@ mod tests {
             ),
         ];
         for (code, out, err, want) in cases {
-            let e = classify("h", "rlx-agent", code, out, err)
+            let e = classify("h", "rlx-agent", SEC, code, out, err)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(want), "{err:?} gave {e:?}, wanted {want:?}");
@@ -426,6 +459,16 @@ mod tests {
             o.remote_command(),
             "rlx-agent --probe --port 9100 --ckpt-dir '/data/my models/$x'"
         );
+    }
+
+    #[test]
+    fn ssh_gets_the_deadline_as_its_connect_timeout_in_whole_seconds_at_most_five() {
+        let mut o = SshOptions::from_section(&crate::config::DiscoverSection::default());
+        for (ms, want) in [(300, 1), (2_000, 2), (2_900, 2), (10_000, 5)] {
+            o.timeout = Duration::from_millis(ms);
+            assert_eq!(o.connect_timeout(), Duration::from_secs(want), "{ms} ms");
+            assert!(args(&o).contains(&format!("ConnectTimeout={want}")));
+        }
     }
 
     fn args(o: &SshOptions) -> Vec<String> {
@@ -459,6 +502,7 @@ mod tests {
         let err = classify(
             "h1",
             "rlx-agent",
+            SEC,
             Some(255),
             "",
             "command-line line 0: Bad key exchange algorithms '^curve25519-sha256'.\n",
