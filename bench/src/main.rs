@@ -279,6 +279,15 @@ fn run(a: RunArgs) -> Result<()> {
         not_measured: ctx.not_measured,
         samples: ctx.samples,
     };
+    // Judged on this run's own samples, before a merge adds older ones.
+    let mut broken = results::never_measured(&results.samples);
+    broken.extend(
+        results
+            .not_measured
+            .iter()
+            .filter(|(what, _)| what.starts_with("scenario "))
+            .map(|(what, why)| format!("{what} {why}")),
+    );
     if a.merge {
         results = merge(&a.results, &a.only, results)?;
     }
@@ -297,6 +306,18 @@ fn run(a: RunArgs) -> Result<()> {
         a.markdown.display(),
         a.plots.display()
     );
+    // Written first, so nothing measured is lost; then a broken suite
+    // fails the run (and CI's quick mode) instead of passing quietly.
+    if !broken.is_empty() {
+        for b in &broken {
+            eprintln!("rlx-bench: broken: {b}");
+        }
+        bail!(
+            "{} figure(s) of ours were never measured or a scenario failed (above); \
+             the bench or the tool it runs is broken",
+            broken.len()
+        );
+    }
     Ok(())
 }
 

@@ -195,6 +195,23 @@ impl Results {
     }
 }
 
+/// Figures of our own tools (`rlx-...`) that no run of a case produced:
+/// `scenario | tool | metric` for each. A peer may fail to finish under
+/// loss; ours producing nothing at all in every case and repetition is the
+/// bench reading the wrong thing or our tool broken, and must not pass as
+/// a run of "unfinished" figures (which is how a renamed JSON field once
+/// went unnoticed).
+pub fn never_measured(samples: &[Sample]) -> Vec<String> {
+    let mut any: BTreeMap<(&str, &str, &str), bool> = BTreeMap::new();
+    for s in samples.iter().filter(|s| s.tool.starts_with("rlx-")) {
+        *any.entry((&s.scenario, &s.tool, &s.metric)).or_default() |= s.value.is_some();
+    }
+    any.into_iter()
+        .filter(|(_, measured)| !measured)
+        .map(|((sc, tool, metric), _)| format!("{sc} | {tool} | {metric}"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,6 +229,33 @@ mod tests {
     #[test]
     fn an_even_count_averages_the_middle_pair() {
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
+
+    #[test]
+    fn a_figure_of_ours_that_no_run_produced_is_named_and_a_peers_is_not() {
+        let s = |tool: &str, case: &str, value: Option<f64>| Sample {
+            scenario: "links".into(),
+            case: case.into(),
+            tool: tool.into(),
+            metric: "up_mbps".into(),
+            rep: 0,
+            value,
+            found: None,
+            expected: None,
+            computed: false,
+            load1: 0.0,
+            note: String::new(),
+        };
+        let ours = "rlx-discover browse --links";
+        assert_eq!(
+            never_measured(&[
+                s(ours, "100M", None),
+                s(ours, "1G", None),
+                s("iperf3", "1G", None)
+            ]),
+            vec!["links | rlx-discover browse --links | up_mbps".to_string()]
+        );
+        assert!(never_measured(&[s(ours, "100M", None), s(ours, "1G", Some(9.0))]).is_empty());
     }
 
     #[test]

@@ -97,6 +97,12 @@ fn nodes(v: &serde_json::Value) -> Vec<serde_json::Value> {
     v["nodes"].as_array().cloned().unwrap_or_default()
 }
 
+/// A browse node's measured link (`AddedNode::measured_link`; `link` is
+/// the agent's link facts, which carry no rates). Null when not measured.
+fn measured(node: &serde_json::Value) -> &serde_json::Value {
+    &node["measured_link"]
+}
+
 /// iperf3's receiver-side rate from host 0 to host `i` (`reverse`: back).
 fn iperf3(lab: &Lab, i: usize, reverse: bool) -> Result<f64> {
     let mut c = lab.command(0, "iperf3");
@@ -214,7 +220,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                     let link = found
                         .iter()
                         .find(|n| n["hostname"] == name.as_str())
-                        .map(|n| n["link"].clone())
+                        .map(|n| measured(n).clone())
                         .unwrap_or_default();
                     let note = if link.is_null() {
                         why.clone()
@@ -294,7 +300,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             let (wall, v) = browse(&lab, &ctx.bins.discover, Some(window), 3000)?;
             let measured: Vec<f64> = nodes(&v)
                 .iter()
-                .filter_map(|n| n["link"]["took_ms"].as_f64())
+                .filter_map(|n| measured(n)["took_ms"].as_f64())
                 .collect();
             let count = Some(measured.len() as u64);
             ctx.record(
@@ -334,4 +340,49 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlx_discover::report::AddedNode;
+
+    /// The bench reads browse's JSON by key; a renamed field would turn
+    /// every rate into "unfinished" with the scenario still passing, as it
+    /// once did. So the key is checked against the real type's JSON.
+    #[test]
+    fn the_measured_rates_are_read_from_the_field_browse_writes_them_to() {
+        let m = rlx_proto::handshake::LinkMeasurement {
+            rtt_ms: 0.2,
+            rtt_samples_ms: vec![0.2],
+            up_mbps: 95.5,
+            down_mbps: 96.0,
+            up_bytes: 1,
+            down_bytes: 1,
+            took_ms: 190,
+        };
+        let node = AddedNode {
+            addr: "10.0.0.2:9100".into(),
+            host: "10.0.0.2".into(),
+            hostname: "n1".into(),
+            id: String::new(),
+            sources: vec![],
+            evidence: rlx_discover::sighting::Evidence::Authenticated,
+            device: "cpu".into(),
+            mem_bytes: 0,
+            device_mems: vec![],
+            accelerators: vec![],
+            link: None,
+            cores: 1,
+            cluster: None,
+            heard_on: None,
+            found_ms: 0,
+            also_at: vec![],
+            measured_link: Some(m),
+        };
+        let v = serde_json::json!({ "nodes": [node] });
+        let n = &nodes(&v)[0];
+        assert_eq!(measured(n)["up_mbps"].as_f64(), Some(95.5));
+        assert_eq!(measured(n)["took_ms"].as_f64(), Some(190.0));
+    }
 }
