@@ -228,8 +228,9 @@ fn an_agent_behind_an_ssh_alias_is_probed_and_becomes_a_node() {
 }
 
 /// One dead host never stops the rest: a stopped sshd (accepts TCP, never
-/// speaks) costs one timeout and is reported as timed out, not unreachable, a host without rlx-agent and a closed port are
-/// reported with reasons a user can act on, and the live host is still found.
+/// speaks) costs one timeout and is reported as timed out, not unreachable;
+/// a host without rlx-agent and a closed port are reported with reasons a
+/// user can act on; and the live host is still found.
 #[test]
 fn dead_and_broken_hosts_are_reported_while_the_live_one_is_found() {
     if !have_sshd() {
