@@ -6,7 +6,6 @@ mod common;
 
 use common::{agent_bin, eventually, require_lab, run_ok, spawn};
 use rlx_lab::peer::{self, Peer};
-use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
 
@@ -43,15 +42,8 @@ fn an_agent_beside_avahi_daemon_is_found_and_avahi_keeps_working_on_the_same_mac
 
     // The coordinator, on another machine of the LAN, finds the agent.
     eventually(READY, "the agent found from host 0", || {
-        let out = run_ok(
-            lab.command(0, common::browse_once_bin())
-                .args(["--browse-ms", "1000"]),
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
-        let found = v["sightings"]
-            .as_array()
-            .is_some_and(|s| s.iter().any(|s| s["host"] == "box1"));
-        if found {
+        let v = common::browse_once(&lab, 0, &["--browse-ms", "1000"]);
+        if common::sightings_by_host(&v).contains_key("box1") {
             Ok(())
         } else {
             Err(format!("{v:#}"))

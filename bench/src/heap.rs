@@ -6,11 +6,10 @@
 //! allocated at each moment are the program's own memory, nothing else.
 //!
 //! How: heaptrack's preload library goes straight into the measured
-//! process's environment (`LD_PRELOAD`, `DUMP_HEAPTRACK_OUTPUT` to a file)
-//! (through `env`)
-//! rather than through the `heaptrack` script, so the PID the soak signals
-//! and samples stays the program's own and the lab wrapper (`ip netns
-//! exec`) is untouched. After the run, `heaptrack_interpret` turns the raw
+//! process's environment (`LD_PRELOAD`, and `DUMP_HEAPTRACK_OUTPUT` to a
+//! file, set through `env`) rather than through the `heaptrack` script, so
+//! the PID the soak signals and samples stays the program's own and the lab
+//! wrapper (`ip netns exec`) is untraced. After the run, `heaptrack_interpret` turns the raw
 //! trace into heaptrack's format and `heaptrack_print` writes it as massif
 //! snapshots (time, heap bytes) plus the allocation sites still live at
 //! the end.

@@ -35,9 +35,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const SCENARIO: &str = "soak";
-const WATCH: &str = "rlx-discover watch --json";
-const ZC: &str = "python-zeroconf AsyncServiceBrowser (zc_watch.py)";
-const WATCH_HEAP: &str = "rlx-discover watch --json, under heaptrack";
+/// The tools' names in the results (the report's goals read them too).
+pub(crate) const WATCH: &str = "rlx-discover watch --json";
+pub(crate) const ZC: &str = "python-zeroconf AsyncServiceBrowser (zc_watch.py)";
+pub(crate) const WATCH_HEAP: &str = "rlx-discover watch --json, under heaptrack";
 const AGENTS: usize = 10;
 const STEP: Duration = Duration::from_millis(800);
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
@@ -179,9 +180,10 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     c.args(["watch", "--json", "--interface", &h0.iface]);
     let watch_wall = wall_ms();
     let w = lab.spawn(0, c)?;
+    // heaptrack, and where its data is kept.
     let heaptrack = match (&ctx.soak_heap, crate::heap::Heaptrack::find()) {
         (None, _) => None,
-        (Some(_), Ok(h)) => Some(h),
+        (Some(keep), Ok(h)) => Some((h, keep.clone())),
         (Some(_), Err(why)) => {
             ctx.not_measured("soak: watch's heap in use", &why);
             None
@@ -189,7 +191,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     };
     let raw = dir.join("watch.heaptrack.raw");
     let heap_watch = match &heaptrack {
-        Some(h) => {
+        Some((h, _)) => {
             let mut c = lab.command(0, "env");
             c.args(h.env_args(&raw)).arg(&ctx.bins.discover).args([
                 "watch",
@@ -269,7 +271,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     }
     std::thread::sleep(Duration::from_secs(10));
     let heap = match (&heaptrack, heap_watch) {
-        (Some(h), Some((hw, started))) => {
+        (Some((h, keep)), Some((hw, started))) => {
             // Ctrl-C: watch ends its run and heaptrack writes its last data.
             hw.signal(nix::sys::signal::Signal::SIGINT);
             let deadline = Instant::now() + Duration::from_secs(30);
@@ -277,9 +279,9 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 std::thread::sleep(Duration::from_millis(100));
             }
             hw.kill();
-            match h.read(&raw, ctx.soak_heap.as_deref().unwrap_or(&dir)) {
+            match h.read(&raw, keep) {
                 // On the soak's clock: heaptrack counts from the program's start.
-                Ok(r) => Some((r, t0.duration_since(started).as_secs_f64())),
+                Ok(r) => Some((r, t0.duration_since(started).as_secs_f64(), keep)),
                 Err(e) => {
                     ctx.not_measured("soak: watch's heap in use", format!("{e:#}"));
                     None
@@ -463,7 +465,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             }
         }
     }
-    if let Some((r, before)) = heap {
+    if let Some((r, before, keep)) = heap {
         for (when, v) in quarters(total, |a, b| r.mean_kb(a + before, b + before)) {
             let metric = format!("heap_kb {when}");
             ctx.record(SCENARIO, &case, WATCH_HEAP, &metric, 0, v, None, None, "");
@@ -483,7 +485,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             "soak: heaptrack's {} snapshots of the second watch (data and report in {}); the \
              largest sites still allocated when it ended: {}",
             r.timeline.len(),
-            ctx.soak_heap.as_deref().unwrap_or(&dir).display(),
+            keep.display(),
             if r.leaks.is_empty() {
                 "none".to_string()
             } else {

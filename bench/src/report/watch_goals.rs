@@ -13,9 +13,7 @@ use super::cells::{find, fmt_ms, median_cell};
 use super::goals::{goal, Goal, Status};
 use crate::results::Summary;
 
-const WATCH: &str = "rlx-discover watch --json";
-const WATCH_HEAP: &str = "rlx-discover watch --json, under heaptrack";
-const ZC: &str = "python-zeroconf AsyncServiceBrowser (zc_watch.py)";
+use crate::sc_soak::{WATCH, WATCH_HEAP, ZC};
 
 fn get<'a>(s: &'a [Summary], case: &str, tool: &str, metric: &str) -> Option<&'a Summary> {
     find(s, "soak", case, tool, metric)

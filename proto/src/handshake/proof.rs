@@ -71,11 +71,10 @@ pub struct BoundTo<'a> {
     pub advertised: &'a [String],
 }
 
-/// Feeds one length-prefixed field. Every field is far below 4 GiB (the id
-/// is 16 bytes, caps at most MAX_JSON_BYTES, an endpoint under 50 bytes).
-/// One length-prefixed field of a MAC input: the prefix keeps the field
-/// boundaries unambiguous. Every field is far below 4 GiB (a line is at most
-/// a few KiB).
+/// Feeds one length-prefixed field of a MAC input: the prefix keeps the
+/// field boundaries unambiguous. Every field is far below 4 GiB (the id is
+/// 16 bytes, caps at most MAX_JSON_BYTES, an endpoint under 50 bytes, a
+/// measurement request a few hundred).
 pub(super) fn field(mac: &mut impl Mac, b: &[u8]) {
     mac.update(&(b.len() as u32).to_be_bytes());
     mac.update(b);
