@@ -14,7 +14,7 @@
 //! is the lenient reading used to compare addresses that never went through
 //! that check (an ssh alias is written `alias:port` as the user gave it).
 
-use rlx_proto::service::DEFAULT_PORT;
+use rlx_proto::service::DEFAULT_WORKER_PORT;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
@@ -32,7 +32,7 @@ pub struct NodeAddr {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AddrError {
     /// No `:port` at all.
-    #[error("{addr:?} needs a port, e.g. \"{addr}:{DEFAULT_PORT}\"")]
+    #[error("{addr:?} needs a port, e.g. \"{addr}:{DEFAULT_WORKER_PORT}\"")]
     NoPort {
         /// The address as written.
         addr: String,
@@ -177,7 +177,7 @@ mod tests {
         let e = |s: &str| NodeAddr::parse(s).unwrap_err().to_string();
         assert_eq!(
             e("gpu-a"),
-            format!("\"gpu-a\" needs a port, e.g. \"gpu-a:{DEFAULT_PORT}\"")
+            format!("\"gpu-a\" needs a port, e.g. \"gpu-a:{DEFAULT_WORKER_PORT}\"")
         );
         assert_eq!(e(":9100"), "\":9100\" has no host");
         assert_eq!(

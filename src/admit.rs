@@ -262,9 +262,11 @@ fn handshake_key(s: &Sighting, rules: &Rules) -> Option<Key> {
         return None;
     }
     if let (Some(want), Some(caps)) = (&rules.cluster, &s.caps) {
-        cluster_mismatch(caps.cluster.as_deref(), want)?;
+        if cluster_mismatch(caps.cluster.as_deref(), want).is_some() {
+            return None;
+        }
     }
-    Some((SocketAddr::new(s.ip?, s.port), s.id().map(str::to_string)))
+    Some((s.agent_endpoint()?, s.id().map(str::to_string)))
 }
 
 /// Outcome for one sighting.
@@ -293,13 +295,32 @@ async fn check(mut s: Sighting, admission: &Admission) -> Verdict {
             return refuse(&s, why);
         }
     }
-    if s.source != Source::Ssh {
-        let Some(ip) = s.ip else {
+    // A bare listener a scan found on the worker port, with no agent
+    // beside it: nothing to ask. Without a key it is the seed's case, a
+    // worker already listening, and goes on with no caps (the report says
+    // nothing vouched for it); with a key it cannot prove it.
+    let bare = s.agent_port.is_none() && s.source == Source::Subnet;
+    if bare && rules.keys.is_some() {
+        return refuse(
+            &s,
+            "refused: something listens on the worker port, but no rlx-agent answered \
+             beside it, so it cannot prove the cluster key (start rlx-agent there)"
+                .into(),
+        );
+    }
+    if s.source != Source::Ssh && !bare {
+        let Some(agent) = s.agent_endpoint() else {
             return refuse(&s, "no address to check it at".into());
         };
-        let key = (SocketAddr::new(ip, s.port), s.id().map(str::to_string));
+        let key = (agent, s.id().map(str::to_string));
         match admission.handshake(&key).await {
             Ok(reply) => {
+                // The agent's word on its worker's port wins over the SRV
+                // record's: with a key it is proved, and either way it is
+                // fresh.
+                if let Some(port) = reply.caps.worker_port {
+                    s.use_worker_port(port);
+                }
                 s.caps = Some(reply.caps);
                 s.evidence = if rules.keys.is_some() {
                     Evidence::Authenticated
@@ -385,6 +406,7 @@ mod tests {
             addr: "192.0.2.1:9".into(),
             ip: Some("192.0.2.1".parse().unwrap()),
             port: 9,
+            agent_port: Some(9),
             ssh: None,
             caps: Some(NodeCaps {
                 cores: 4,
@@ -474,6 +496,7 @@ mod tests {
         let mut s = txt_sighting(None);
         s.ip = Some(addr.ip());
         s.port = addr.port();
+        s.agent_port = Some(addr.port());
         s.addr = addr.to_string();
         s.caps.as_mut().unwrap().id = "00000000000000aa".into();
         let admission = Admission::new(Rules {

@@ -88,7 +88,10 @@ pub async fn run_sources(
             Some(net) => {
                 subnet::discover(
                     net,
-                    d.port,
+                    subnet::Ports {
+                        worker: d.port,
+                        agent: d.agent_port,
+                    },
                     Duration::from_millis(d.timeout_ms),
                     d.scan_concurrency,
                     started,

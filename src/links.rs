@@ -47,7 +47,8 @@ pub struct LinkOptions {
 /// from its caps (named when the agent is too old to measure).
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// `host:port` as in the node's `addr`.
+    /// Its agent's endpoint (`host:port` as in the node's `addr`, with the
+    /// agent's port): the measurement runs over the agent's port.
     pub addr: String,
     /// The agent's version, or empty when unknown.
     pub version: String,
@@ -117,16 +118,29 @@ pub async fn measure_expansion(
     versions: &HashMap<String, String>,
     opts: &LinkOptions,
 ) {
-    let targets: Vec<Target> = exp
-        .added
+    // The measurement is the agent's, on its own port; a node no agent
+    // vouched for has nothing to measure with.
+    let (with_agent, without): (Vec<usize>, Vec<usize>) =
+        (0..exp.added.len()).partition(|&i| exp.added[i].agent.is_some());
+    for i in without {
+        exp.report.link_problems.push(LinkProblem {
+            addr: exp.added[i].addr.clone(),
+            why: "no rlx-agent answered there, and the measurement is the agent's".into(),
+        });
+    }
+    let targets: Vec<Target> = with_agent
         .iter()
-        .map(|a| Target {
-            addr: a.addr.clone(),
-            version: versions.get(&a.id).cloned().unwrap_or_default(),
+        .map(|&i| {
+            let a = &exp.added[i];
+            Target {
+                addr: a.agent.clone().unwrap_or_default(),
+                version: versions.get(&a.id).cloned().unwrap_or_default(),
+            }
         })
         .collect();
     let results = measure_all(&targets, opts).await;
-    for (a, r) in exp.added.iter_mut().zip(results) {
+    for (&i, r) in with_agent.iter().zip(results) {
+        let a = &mut exp.added[i];
         match r {
             Ok(m) => a.measured_link = Some(m),
             Err(why) => exp.report.link_problems.push(LinkProblem {

@@ -725,9 +725,10 @@ pub fn expand_file(
             }
             (None, None) => {
                 report.warnings.push(format!(
-                    "{addr} ({}) accepted a connection but did not say what it has, so it was \
-                     added as a CPU node with default settings; run rlx-agent there to have its \
-                     devices found",
+                    "{addr} ({}) accepted a connection on the worker port but no rlx-agent \
+                     answered beside it, so nothing vouched for it (it may not be an RLX worker) \
+                     and it was added as a CPU node with default settings; run rlx-agent there \
+                     to have it vouched for and its devices found",
                     crate::report::untrusted(&best.host)
                 ));
                 (Default::default(), 0)
@@ -767,7 +768,17 @@ pub fn expand_file(
                 .collect(),
             link: chosen_link(&caps, &addr),
             measured_link: None,
+            agent: addr_s.agent_addr(),
+            worker_listening: caps.worker_listening,
         });
+        if caps.worker_listening == Some(false) {
+            report.warnings.push(format!(
+                "{addr} ({}): nothing listens on its worker port (its agent just looked); the \
+                 node is written all the same, for the runtime to start its RLX worker (over \
+                 ssh, or start it there yourself)",
+                crate::report::untrusted(&best.host)
+            ));
+        }
         nodes.push(node);
     }
     report.added = added.clone();

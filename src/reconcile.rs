@@ -328,6 +328,7 @@ mod tests {
             addr: format!("{host}:9100"),
             ip: None,
             port: 9100,
+            agent_port: Some(9100),
             ssh: Some(host.into()),
             caps: Some(NodeCaps {
                 hostname: host.into(),

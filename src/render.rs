@@ -62,6 +62,9 @@ pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
     if a.cores > 0 {
         c.push_str(&format!(", {} cores", a.cores));
     }
+    if let Some(w) = a.worker_text() {
+        c.push_str(&format!(", {w}"));
+    }
     if let Some(link) = a.link_text() {
         c.push_str(&format!(", {link}"));
     }
@@ -387,6 +390,8 @@ mod tests {
             accelerators: Vec::new(),
             measured_link: None,
             link: None,
+            agent: Some("10.0.0.5:6184".into()),
+            worker_listening: Some(true),
         }
     }
 
@@ -404,7 +409,7 @@ mod tests {
         assert!(out.starts_with(text), "{out}");
         assert!(out.contains(
             "# found by mdns (handshake) 2026-11-30: gpu-a, cuda 24.0 GiB, 32 cores, \
-             heard on eth0, id 0123456789abcdef\n"
+             worker listening, heard on eth0, id 0123456789abcdef\n"
         ));
         let reparsed =
             crate::config::ClusterConfig::parse(std::path::Path::new("x"), &out).unwrap();
@@ -429,7 +434,7 @@ mod tests {
         assert_eq!(
             provenance_comment(&two, "2026-12-01"),
             "# found by mdns (handshake) 2026-12-01: gpu-a, 2x cuda 24.0 GiB, 32 cores, \
-             10 GbE, heard on eth0, id 0123456789abcdef"
+             worker listening, 10 GbE, heard on eth0, id 0123456789abcdef"
         );
         let mut mixed = prov();
         mixed.device = "cuda:0,cuda:1".into();

@@ -128,6 +128,17 @@ pub struct AddedNode {
     /// `link_problems`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured_link: Option<rlx_proto::handshake::LinkMeasurement>,
+    /// Where its agent answers (handshake, link measurement, health
+    /// checks): `addr`'s host with the agent's port. Absent when no agent
+    /// answered (a bare listener a scan found).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Whether something listened on its worker port (the one in `addr`)
+    /// when its agent last looked; absent when no agent said (an older
+    /// agent, a bare listener). A node whose worker is not running is
+    /// written all the same: the runtime may start it over ssh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_listening: Option<bool>,
 }
 
 /// A node whose link was not measured, and why (an agent too old, a
@@ -169,6 +180,18 @@ impl AddedNode {
     /// `2x cuda 24.0 GiB`: the two cells as one phrase.
     pub fn device_summary(&self) -> String {
         format!("{} {}", self.device_cell(), self.memory_cell())
+    }
+
+    /// Its worker as people say it: `worker listening`, `worker not
+    /// listening`, or `None` when no agent said.
+    pub fn worker_text(&self) -> Option<&'static str> {
+        self.worker_listening.map(|up| {
+            if up {
+                "worker listening"
+            } else {
+                "worker not listening"
+            }
+        })
     }
 
     /// The link behind the chosen address as people say it (`10 GbE`).
@@ -444,12 +467,15 @@ impl Report {
                 format!(", also at {}", a.also_at.join(", "))
             };
             let link = a.link_text().map_or_else(String::new, |l| format!(", {l}"));
+            let worker = a
+                .worker_text()
+                .map_or_else(String::new, |w| format!(", {w}"));
             let measured = a
                 .measured_link
                 .as_ref()
                 .map_or_else(String::new, |l| format!(", link {}", l.summary()));
             line(format!(
-                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){link}{also}{measured}",
+                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){worker}{link}{also}{measured}",
                 a.addr,
                 a.device_cell(),
                 a.memory_cell(),

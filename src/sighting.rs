@@ -96,8 +96,14 @@ pub struct Sighting {
     pub addr: String,
     /// The IP the source reached it at, when it knows one.
     pub ip: Option<IpAddr>,
-    /// The worker port.
+    /// The worker port: the one in `addr`, which the runtime dials.
     pub port: u16,
+    /// The agent's port on the same host: its handshake, link measurement
+    /// and `watch`'s health checks. Equal to `port` for an agent that
+    /// predates the split of the two (its one port served both); `None`
+    /// when no agent answered there (a bare listener a scan found on the
+    /// worker port).
+    pub agent_port: Option<u16>,
     /// SSH alias, for SSH-found nodes.
     pub ssh: Option<String>,
     /// What the node reported, if it said anything.
@@ -111,6 +117,39 @@ pub struct Sighting {
 }
 
 impl Sighting {
+    /// Where its agent answers the handshake, when the source knows an IP.
+    pub fn agent_endpoint(&self) -> Option<std::net::SocketAddr> {
+        Some(std::net::SocketAddr::new(self.ip?, self.agent_port?))
+    }
+
+    /// Its agent's endpoint written as `addr` is (`IP:port`, `[v6%scope]:port`,
+    /// `alias:port`), with the agent's port.
+    pub fn agent_addr(&self) -> Option<String> {
+        let port = self.agent_port?;
+        let (host, _) = self.addr.rsplit_once(':')?;
+        Some(format!("{host}:{port}"))
+    }
+
+    /// Takes the worker port its agent reported in a handshake (proved
+    /// with the cluster key when there is one), which wins over the one
+    /// the announcement's SRV record named: `addr` keeps its host (and an
+    /// IPv6 scope) and gets that port.
+    pub fn use_worker_port(&mut self, port: u16) {
+        if port == self.port {
+            return;
+        }
+        if let Some((host, _)) = self.addr.rsplit_once(':') {
+            self.addr = format!("{host}:{port}");
+        }
+        self.port = port;
+    }
+
+    /// Whether its worker was listening when its agent last looked
+    /// (`None`: not told).
+    pub fn worker_listening(&self) -> Option<bool> {
+        self.caps.as_ref().and_then(|c| c.worker_listening)
+    }
+
     /// The node id the caps carry, if any.
     pub fn id(&self) -> Option<&str> {
         self.caps

@@ -17,6 +17,11 @@
 //!             // A worker that restarted lost its state: reschedule its stage.
 //!             Kind::Joined | Kind::Restarted => println!("up: {}", e.instance),
 //!             Kind::Left => println!("down: {}", e.instance),
+//!             // Its agent is there, its RLX worker started or stopped.
+//!             Kind::Worker => {
+//!                 let up = e.node.as_ref().and_then(|n| n.worker_listening);
+//!                 println!("worker of {}: {up:?}", e.instance)
+//!             }
 //!             Kind::Updated | Kind::Refused => {}
 //!         }
 //!     })
@@ -31,7 +36,7 @@
 //! # The stream
 //!
 //! Per instance the events follow one grammar: `joined`, then (`updated` |
-//! `restarted`)*, then `left`, and so on; never two joins without a left,
+//! `restarted` | `worker`)*, then `left`, and so on; never two joins without a left,
 //! never a left without a join (held as an invariant where events leave
 //! the engine, `event.rs`). `refused` stands outside it.
 //!

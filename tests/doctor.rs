@@ -179,7 +179,7 @@ fn an_agent_heard_whose_port_is_blocked_fails_the_handshake_check() {
         1,
         "add table inet fw\n\
          add chain inet fw input { type filter hook input priority 0; policy accept; }\n\
-         add rule inet fw input tcp dport 9100 drop\n",
+         add rule inet fw input tcp dport 6184 drop\n",
     )
     .unwrap();
     let (code, v) = doctor(&lab);
@@ -195,7 +195,7 @@ fn an_agent_heard_whose_port_is_blocked_fails_the_handshake_check() {
         h["detail"].as_str().unwrap().contains("box"),
         "the agent is named: {h}"
     );
-    assert!(h["fix"].as_str().unwrap().contains("TCP 9100"), "{h}");
+    assert!(h["fix"].as_str().unwrap().contains("TCP 6184"), "{h}");
 }
 
 #[test]

@@ -89,6 +89,7 @@ fn two_listeners_are_found_and_silent_hosts_cost_one_timeout_in_total() {
     let _lb = listener(&lab, 2, 9100);
     let block = block_of(a);
     lab.silence_tcp(0, block, 9100, &[a, b]).unwrap();
+    lab.silence_tcp(0, block, 6184, &[a, b]).unwrap();
     let (out, v) = run_ok(
         &lab,
         0,
@@ -127,6 +128,7 @@ fn listeners_that_do_not_speak_the_handshake_become_default_nodes_with_a_warning
     let _lb = listener(&lab, 2, 9100);
     let block = block_of(a);
     lab.silence_tcp(0, block, 9100, &[a, b]).unwrap();
+    lab.silence_tcp(0, block, 6184, &[a, b]).unwrap();
     let (out, v) = expand_subnet(&lab, block, "ckpt_dir = \"/data\"\n");
     assert_eq!(out.status.code(), Some(0), "{v:#}");
     let addrs: Vec<&str> = v["nodes"]
@@ -145,7 +147,7 @@ fn listeners_that_do_not_speak_the_handshake_become_default_nodes_with_a_warning
     assert!(warnings[0]
         .as_str()
         .unwrap()
-        .contains("did not say what it has"));
+        .contains("no rlx-agent answered beside it, so nothing vouched for it"));
 }
 
 /// The guard: a scan from the machine's own network namespace is refused
@@ -186,7 +188,8 @@ fn an_agent_found_by_the_scan_is_planned_from_its_handshake_caps() {
     let caps = dir.path().join("cuda.json");
     std::fs::write(&caps, CUDA_BOX).unwrap();
     let mut agent = Command::new(common::agent_bin());
-    agent.args(["--caps-file", caps.to_str().unwrap(), "--port", "9100"]);
+    // The agent on its own port (6184), no worker: the scan asks both.
+    agent.args(["--caps-file", caps.to_str().unwrap()]);
     let agent = common::spawn(&lab, 1, agent);
     agent.expect_output(
         "answering the handshake",
@@ -195,6 +198,7 @@ fn an_agent_found_by_the_scan_is_planned_from_its_handshake_caps() {
     let _plain = listener(&lab, 2, 9100);
     let block = block_of(a);
     lab.silence_tcp(0, block, 9100, &[a, b]).unwrap();
+    lab.silence_tcp(0, block, 6184, &[a, b]).unwrap();
     let (out, v) = expand_subnet(&lab, block, "");
     assert_eq!(out.status.code(), Some(0), "{v:#}");
     let nodes = v["nodes"].as_array().unwrap();

@@ -104,12 +104,15 @@ def serve(c):
             c.sendall(b'{"rlx":"caps","v":1,"nonce":"' + hello["nonce"].encode()
                       + b'","caps":' + caps_of(captured) + b'}\n')
 if mode != "none":
-    srv = socket.create_server((ip, 9100), backlog=64)
-    def accept():
+    # The SRV port (the worker's, where a third party's handshake is tried)
+    # and the agent port a copied TXT names (agent=).
+    def accept(srv):
         while True:
             c, _ = srv.accept()
             threading.Thread(target=serve, args=(c,), daemon=True).start()
-    threading.Thread(target=accept, daemon=True).start()
+    for port in (9100, 6184):
+        srv = socket.create_server((ip, port), backlog=64)
+        threading.Thread(target=accept, args=(srv,), daemon=True).start()
 zc = Zeroconf(interfaces=[ip], ip_version=IPVersion.V4Only)
 info = ServiceInfo("_rlx._tcp.local.", instance + "._rlx._tcp.local.", port=9100,
                    addresses=[socket.inet_aton(addr)], server=instance + ".local.",
@@ -138,7 +141,7 @@ zc.close()
 assert info is not None and info.text, "no TXT for " + instance
 open(os.path.join(out, "txt.hex"), "w").write(info.text.hex())
 nonce = os.urandom(32).hex()
-with socket.create_connection((agent_ip, 9100), timeout=5) as s:
+with socket.create_connection((agent_ip, 6184), timeout=5) as s:
     s.sendall(json.dumps({"rlx": "hello", "v": 1, "nonce": nonce}).encode() + b"\n")
     line = s.makefile("rb").readline(70000)
 assert line.startswith(b'{"rlx":"caps"') and b'"proof"' in line, line[:80]
@@ -542,7 +545,7 @@ for cluster in ["prod", "lab", None]:
     hello = {"rlx": "hello", "v": 1, "nonce": "11" * 32}
     if cluster:
         hello["cluster"] = cluster
-    with socket.create_connection((ip, 9100), timeout=5) as s:
+    with socket.create_connection((ip, 6184), timeout=5) as s:
         s.sendall(json.dumps(hello).encode() + b"\n")
         print(s.makefile("r").readline().strip(), flush=True)
 "#;

@@ -27,6 +27,8 @@ const UP: Duration = Duration::from_secs(30);
 
 /// The worker port everyone uses.
 const PORT: u16 = 9100;
+/// The agent's own port, the handshake's.
+const AGENT_PORT: u16 = 6184;
 
 const AGENT_ID: &str = "a000000000000001";
 
@@ -152,8 +154,12 @@ fn a_relay_of_a_keyed_agent_is_refused_and_the_agent_is_admitted_at_its_own_addr
     let _agent = agent(&lab, &key, d, &[]);
     let _stranger = stranger(&lab, d);
     let cfg = keyed_config(d, &key);
+    // The node's addr is the worker's; the handshake a relay passes on,
+    // which the refusal names, is on the agent's port.
     let agent_at = format!("{}:{PORT}", lab.host(1).ip);
     let relay_at = format!("{}:{PORT}", lab.host(2).ip);
+    let agent_hs = format!("{}:{AGENT_PORT}", lab.host(1).ip);
+    let relay_hs = format!("{}:{AGENT_PORT}", lab.host(2).ip);
 
     // Only the stranger's announcement reaches the coordinator.
     deafen_to_agent(&lab);
@@ -172,7 +178,7 @@ fn a_relay_of_a_keyed_agent_is_refused_and_the_agent_is_admitted_at_its_own_addr
     let why = refused
         .get("imp-relay")
         .unwrap_or_else(|| panic!("the relay is reported as refused: {v:#}"));
-    for needle in ["relay or NAT is in between", &relay_at, &agent_at] {
+    for needle in ["relay or NAT is in between", &relay_hs, &agent_hs] {
         assert!(why.contains(needle), "{needle:?} in the reason: {why}");
     }
 
@@ -215,12 +221,16 @@ fn an_endpoint_the_agent_advertises_is_admitted_through_its_port_forward() {
     let d = dir.path();
     let key = d.join("cluster.key");
     keygen(&key);
+    // The forward of the agent's port is what --advertise declares; the
+    // node is written at the forwarder's worker port (its operator forwards
+    // that one too).
+    let forward_hs = format!("{}:{AGENT_PORT}", lab.host(2).ip);
     let forward_at = format!("{}:{PORT}", lab.host(2).ip);
     let agent = agent(
         &lab,
         &key,
         d,
-        &["--advertise".to_string(), forward_at.clone()],
+        &["--advertise".to_string(), forward_hs.clone()],
     );
     let _forwarder = stranger(&lab, d);
     let cfg = keyed_config(d, &key);
@@ -239,7 +249,7 @@ fn an_endpoint_the_agent_advertises_is_admitted_through_its_port_forward() {
         "the advertised endpoint is the node's address:\n{written}"
     );
     assert!(
-        agent.stderr().contains(&forward_at),
+        agent.stderr().contains(&forward_hs),
         "the agent logs what it advertises:\n{}",
         agent.stderr()
     );

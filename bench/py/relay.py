@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The stranger of the relay case (issue 16, item 1; the lab case of
 tests/trust_relay.rs): learns a real agent's TXT over mDNS, relays its own
-worker port to the agent's byte for byte, and announces INSTANCE with that
-TXT at its own address. It holds no key. Prints "relaying" once announced.
+agent port (6184, the one the copied TXT names) to the agent's byte for
+byte, and announces INSTANCE with that TXT at its own address. It holds no key. Prints "relaying" once announced.
 Runs until killed, only inside a lab namespace.
 
 usage: relay.py MY_IP AGENT_INSTANCE AGENT_IP INSTANCE
@@ -35,6 +35,7 @@ def nsec_write(self, out):
 
 zeroconf._dns.DNSNsec.write = nsec_write
 my_ip, agent_instance, agent_ip, instance = sys.argv[1:5]
+AGENT_PORT = 6184  # the agents' own port: the handshake the relay passes on
 zc = Zeroconf(interfaces=[my_ip], ip_version=IPVersion.V4Only)
 deadline = time.monotonic() + 20
 info = None
@@ -61,7 +62,7 @@ def pump(src, dst):
 
 def relay(client):
     try:
-        upstream = socket.create_connection((agent_ip, 9100), timeout=5)
+        upstream = socket.create_connection((agent_ip, AGENT_PORT), timeout=5)
     except OSError:
         client.close()
         return
@@ -73,7 +74,7 @@ def relay(client):
     upstream.close()
 
 
-srv = socket.create_server((my_ip, 9100), backlog=64)
+srv = socket.create_server((my_ip, AGENT_PORT), backlog=64)
 
 
 def accept():

@@ -18,7 +18,10 @@ use std::time::Duration;
 pub const PYTHON: &str = "/usr/bin/python3";
 
 /// The worker port every simulated agent listens on.
-pub const PORT: u16 = rlx_proto::service::DEFAULT_PORT;
+pub const PORT: u16 = rlx_proto::service::DEFAULT_WORKER_PORT;
+
+/// The agents' own port: their handshake, where a scan asks for caps.
+pub const AGENT_PORT: u16 = rlx_proto::service::DEFAULT_AGENT_PORT;
 
 /// How long a publisher or daemon may take to come up on a busy 2-core
 /// machine with 100 of them starting at once.
@@ -145,7 +148,7 @@ pub fn agent_command(lab: &Lab, i: usize, agent: &Path, caps: &Path, node: usize
         .arg(agent)
         .arg("--caps-file")
         .arg(caps)
-        .args(["--name", &node_name(node), "--port", &PORT.to_string()])
+        .args(["--name", &node_name(node)])
         .args(["--interface", &host.iface]);
     c.env("RUST_LOG", "info");
     c
@@ -209,7 +212,7 @@ pub fn wait_publishers_on(
         Publisher::RlxAgent => {
             let addrs = procs
                 .iter()
-                .map(|(i, _)| std::net::SocketAddr::new(addr_of(*i), PORT))
+                .map(|(i, _)| std::net::SocketAddr::new(addr_of(*i), AGENT_PORT))
                 .collect();
             let left = crate::proc::wait_tcp(&lab.host(0).ns, addrs, STARTUP)?;
             if let Some(a) = left.first() {

@@ -5,7 +5,7 @@
 //! `rlx-agent --probe` with and without the GFLOP/s measurement.
 
 use crate::ctx::{Bins, Ctx};
-use crate::peers::{self, Avahi, Publisher, PORT};
+use crate::peers::{self, Avahi, Publisher, AGENT_PORT, PORT};
 use crate::proc::{cpu_ns, iface_packets, rss_kb, run_timed};
 use anyhow::Result;
 use rlx_lab::{Lab, LabOptions, LabProcess};
@@ -33,7 +33,7 @@ pub fn agent_run_mode_works(bins: &Bins, work: &Path) -> bool {
     };
     let up = crate::proc::wait_tcp(
         &lab.host(0).ns,
-        vec![(lab.host(0).ip, PORT).into()],
+        vec![(lab.host(0).ip, AGENT_PORT).into()],
         Duration::from_secs(5),
     )
     .is_ok_and(|left| left.is_empty());
@@ -98,7 +98,7 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
         });
         ctx.command(
             AGENT,
-            "rlx-agent --caps-file caps.json --name node-0 --port 9100 --interface eth0",
+            "rlx-agent --caps-file caps.json --name node-0 --interface eth0",
         );
         // The agent as users run it: probing this machine (and watching it
         // for material changes) instead of reading a caps file, and as
@@ -118,7 +118,7 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
         ])
         .arg("bench-probing")
         .arg(&ctx.bins.agent)
-        .args(["--port", &PORT.to_string(), "--interface", "eth0"])
+        .args(["--interface", "eth0"])
         .arg("--state-dir")
         .arg(&state)
         .env("RUST_LOG", "info");
@@ -135,7 +135,7 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
         });
         ctx.command(
             AGENT_PROBING,
-            "setpriv --reuid 65534 --regid 65534 --clear-groups rlx-agent --port 9100 --interface eth0 --state-dir DIR   # as the service's DynamicUser: not the binary's owner",
+            "setpriv --reuid 65534 --regid 65534 --clear-groups rlx-agent --interface eth0 --state-dir DIR   # as the service's DynamicUser: not the binary's owner",
         );
     } else {
         ctx.not_measured(

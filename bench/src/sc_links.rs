@@ -379,6 +379,8 @@ mod tests {
             found_ms: 0,
             also_at: vec![],
             measured_link: Some(m),
+            agent: Some("10.0.0.2:6184".into()),
+            worker_listening: None,
         };
         let v = serde_json::json!({ "nodes": [node] });
         let n = &nodes(&v)[0];

@@ -119,14 +119,14 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         ),
     )?;
     let serial_script = format!(
-        "for h in {}; do ssh -F {} $h bench-probe --probe --port 9100 || echo FAILED $h; done",
+        "for h in {}; do ssh -F {} $h bench-probe --probe --worker-port 9100 || echo FAILED $h; done",
         aliases.join(" "),
         cfg_path.display()
     );
     ctx.command(OURS, "rlx-discover expand --format json cluster.toml   # [discover] ssh_hosts = [h1..hN], remote_bin = \"bench-probe\", mdns = false");
     ctx.command(
         SERIAL,
-        "for h in h1 .. hN; do ssh -F ssh_config $h bench-probe --probe --port 9100; done",
+        "for h in h1 .. hN; do ssh -F ssh_config $h bench-probe --probe --worker-port 9100; done",
     );
     ctx.notes.push(format!(
         "ssh: {hosts} lab hosts, one OpenSSH server each (ed25519 keys, BatchMode); `bench-probe` on \

@@ -22,7 +22,7 @@
 //!   they are not re-measured here.
 
 use crate::ctx::Ctx;
-use crate::peers::{self, Publisher, PORT, PYTHON};
+use crate::peers::{self, Publisher, AGENT_PORT, PORT, PYTHON};
 use crate::proc::run_timed;
 use anyhow::Result;
 use rlx_lab::{Lab, LabOptions, LabProcess};
@@ -123,7 +123,7 @@ fn handshake_strangers(ctx: &mut Ctx) -> Result<()> {
         c.arg(&ctx.scripts.hostile)
             .arg(mode)
             .arg(lab.host(i).ip.to_string())
-            .arg(PORT.to_string())
+            .arg(AGENT_PORT.to_string())
             .arg(&caps)
             .arg(&key);
         procs.push(lab.spawn(i, c)?);
@@ -140,11 +140,11 @@ fn handshake_strangers(ctx: &mut Ctx) -> Result<()> {
     let live: Vec<Ipv4Addr> = by_ip.keys().copied().collect();
     let left = crate::proc::wait_tcp(
         &lab.host(0).ns,
-        live.iter().map(|a| (*a, PORT).into()).collect(),
+        live.iter().map(|a| (*a, AGENT_PORT).into()).collect(),
         peers::STARTUP,
     )?;
     anyhow::ensure!(left.is_empty(), "hostile peers never listened at {left:?}");
-    lab.silence_tcp(0, lab.subnet(), PORT, &live)?;
+    lab.silence_tcp(0, lab.subnet(), AGENT_PORT, &live)?;
     let x = lab.subnet().addr().octets()[1];
     let net = format!("10.{x}.1.0/24");
     let ckpt = dir.join("ckpt");

@@ -69,6 +69,7 @@
 //! - `cmd`: running the helper commands (`ip`, `nft`) with errors that name
 //!   them.
 //! - `error`: [`LabError`].
+//! - [`worker`]: a stand-in RLX worker (holds the worker port, greets).
 //! - [`peer`]: the real peers the tests run against (python-zeroconf,
 //!   avahi, BIND, OpenSSH, nftables): present, or `SKIP` with the package to
 //!   install (never under `CI=true`).
@@ -83,6 +84,7 @@ mod process;
 #[cfg(test)]
 mod tests;
 mod topology;
+pub mod worker;
 
 pub use error::{LabError, Result};
 pub use privilege::{in_user_namespace, lab_support, unshare_command, LabMode};

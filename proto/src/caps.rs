@@ -333,6 +333,23 @@ pub struct NodeCaps {
     /// each link. Empty: an older agent, or caps from a file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<LinkInfo>,
+    /// The port of this node's RLX worker, the one the runtime dials (and
+    /// the SRV record's). `None` from agents that predate the split of the
+    /// two ports (their one port served both) and from TXT, where the SRV
+    /// record carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_port: Option<u16>,
+    /// Whether something listened on [`NodeCaps::worker_port`] when the
+    /// agent last looked (at each re-probe and each handshake). `None`:
+    /// not checked (an older agent, caps from a file). A worker that is not
+    /// running is a fact, not an error: the runtime may start it over ssh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_listening: Option<bool>,
+    /// The port of this node's agent (handshake, link measurement, health
+    /// checks), when it is not the worker's. `None` from older agents, whose
+    /// handshake is on the SRV port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_port: Option<u16>,
 }
 
 /// Upper bounds on what a node may claim. Anything beyond is a bug or a lie,
@@ -517,6 +534,21 @@ impl NodeCaps {
         }
         for (i, l) in self.links.iter().enumerate() {
             l.validate(i)?;
+        }
+        for (field, port) in [
+            ("worker_port", self.worker_port),
+            ("agent_port", self.agent_port),
+        ] {
+            if port == Some(0) {
+                return Err(absurd(field, 0, "a port is 1-65535"));
+            }
+        }
+        if self.worker_port.is_some() && self.worker_port == self.agent_port {
+            return Err(absurd(
+                "agent_port",
+                self.agent_port.unwrap_or_default(),
+                "the agent and the worker cannot share one port",
+            ));
         }
         Ok(())
     }

@@ -3,8 +3,11 @@
 //! the same code.
 //!
 //! ```
-//! use rlx_proto::service::{DEFAULT_PORT, MDNS_SERVICE_TYPE};
-//! assert_eq!((MDNS_SERVICE_TYPE, DEFAULT_PORT), ("_rlx._tcp.local.", 9100));
+//! use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT, MDNS_SERVICE_TYPE};
+//! assert_eq!(
+//!     (MDNS_SERVICE_TYPE, DEFAULT_WORKER_PORT, DEFAULT_AGENT_PORT),
+//!     ("_rlx._tcp.local.", 9100, 6184)
+//! );
 //! ```
 //!
 //! # Layout

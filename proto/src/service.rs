@@ -48,9 +48,22 @@ const fn split_service(s: &'static str) -> [&'static str; 2] {
     }
 }
 
-/// The port the agent listens on and announces unless `--port` says
-/// otherwise; `[discover] port` and `rlx-discover scan --port` default to it.
-pub const DEFAULT_PORT: u16 = 9100;
+/// The RLX worker's port: what the runtime dials at a node's `addr`, the
+/// port the SRV record names (RFC 6763 §5: SRV says where the service is),
+/// and the seed's `[discover] port` default. `rlx-agent --worker-port`,
+/// `[discover] port` and `rlx-discover scan --port` default to it.
+pub const DEFAULT_WORKER_PORT: u16 = 9100;
+
+/// The agent's own port: its handshake, link measurement and the health
+/// checks of `watch`, announced in TXT (`agent`, [`crate::txt::AGENT_PORT_KEY`]).
+/// `rlx-agent --port`, `[discover] agent_port` and `rlx-discover scan
+/// --agent-port` default to it. Chosen so that no common daemon of this
+/// audience holds it: outside the Prometheus exporters' allocations (9100
+/// and up, node_exporter's 9100 first), JetDirect's 9100-9102, Ceph's
+/// 6789 and 6800-7300, Slurm's 6817-6819, X11's 6000-6063 and the
+/// ephemeral ranges (32768 and up), neither registered with IANA nor ever
+/// seen open in nmap's port-frequency table (docs/protocol.md, "Ports").
+pub const DEFAULT_AGENT_PORT: u16 = 6184;
 
 /// The standard DNS port (RFC 1035 §4.2).
 pub const DNS_PORT: u16 = 53;

@@ -65,8 +65,17 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     } else if !exp.added.is_empty() {
         let measured_head = if links.is_some() { "  MEASURED" } else { "" };
         println!(
-            "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {:<8}{measured_head}",
-            "HOST", "ADDRESS", "DEVICE", "MEMORY", "CORES", "CLUSTER", "FOUND BY", "MS", "LINK"
+            "{:<20} {:<26} {:<6} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {:<8}{measured_head}",
+            "HOST",
+            "ADDRESS",
+            "WORKER",
+            "DEVICE",
+            "MEMORY",
+            "CORES",
+            "CLUSTER",
+            "FOUND BY",
+            "MS",
+            "LINK"
         );
         for n in &exp.added {
             let host = if n.hostname.is_empty() {
@@ -85,9 +94,16 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
                 (Some(_), None) => "  -".to_string(),
             };
             println!(
-                "{:<20} {:<26} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {:<8}{measured}",
+                "{:<20} {:<26} {:<6} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {:<8}{measured}",
                 untrusted(host),
                 escape_line(&n.addr),
+                // Whether something listens on the worker port in ADDRESS,
+                // as its agent saw just now: up, down, or - (no agent said).
+                match n.worker_listening {
+                    Some(true) => "up",
+                    Some(false) => "down",
+                    None => "-",
+                },
                 n.device_cell(),
                 n.memory_cell(),
                 n.cores,

@@ -50,4 +50,8 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the manual page, or write every page into a directory.
     Man(man::ManArgs),
+    /// A stand-in RLX worker for the lab, the demo and the tests: holds
+    /// the worker port and greets every connection.
+    #[command(hide = true)]
+    LabWorker(demo::LabWorkerArgs),
 }

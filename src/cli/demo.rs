@@ -17,7 +17,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use rlx_lab::{lab_support, unshare_command, Lab, LabMode, LabOptions, LabProcess};
-use rlx_proto::service::DEFAULT_PORT;
+use rlx_proto::service::DEFAULT_WORKER_PORT;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -51,6 +51,10 @@ struct Machine {
     name: &'static str,
     what: &'static str,
     caps: &'static str,
+    /// Whether its RLX worker runs (a stand-in, on the worker port): a box
+    /// without one is still written, and the report says its worker is
+    /// not listening.
+    worker: bool,
 }
 
 /// The four machines of the demo: the boxes people actually mix.
@@ -65,6 +69,7 @@ const MACHINES: [Machine; 4] = [
             {"device":"cuda","name":"NVIDIA GeForce RTX 4090","mem_bytes":25757220864},
             {"device":"cuda","name":"NVIDIA GeForce RTX 4090","mem_bytes":25757220864},
             {"device":"vulkan","name":"NVIDIA GeForce RTX 4090","mem_bytes":25757220864}]}"#,
+        worker: true,
     },
     Machine {
         name: "mac-studio",
@@ -75,6 +80,7 @@ const MACHINES: [Machine; 4] = [
             {"device":"cpu","name":"Apple M2 Ultra","mem_bytes":0,"unified":true},
             {"device":"metal","name":"Apple M2 Ultra GPU","mem_bytes":0,"unified":true},
             {"device":"ane","name":"Apple Neural Engine","mem_bytes":0,"unified":true}]}"#,
+        worker: true,
     },
     Machine {
         name: "cpu-box",
@@ -83,6 +89,7 @@ const MACHINES: [Machine; 4] = [
           "cores":32,"ram_total":137438953472,"ram_avail":130000000000,"disk_free":500000000000,
           "gflops":400,"devices":[
             {"device":"cpu","name":"Intel Xeon Gold 6338","mem_bytes":0,"unified":true}]}"#,
+        worker: true,
     },
     Machine {
         name: "old-build",
@@ -92,6 +99,7 @@ const MACHINES: [Machine; 4] = [
           "gflops":250,"devices":[
             {"device":"cpu","name":"AMD Ryzen 9 7950X","mem_bytes":0,"unified":true},
             {"device":"rocm","name":"AMD Radeon PRO W7800","mem_bytes":34359738368,"available":false}]}"#,
+        worker: false,
     },
 ];
 
@@ -168,9 +176,44 @@ fn start_agent(
     let mut cmd = Command::new(agent);
     cmd.args(["--caps-file"])
         .arg(&caps)
-        .args(["--name", m.name, "--port", &DEFAULT_PORT.to_string()])
+        .args(["--name", m.name])
         .env("RUST_LOG", "info");
     Ok(lab.spawn(host, cmd)?)
+}
+
+/// Arguments of the hidden `lab-worker`.
+#[derive(Debug, Args)]
+pub struct LabWorkerArgs {
+    /// The port to hold.
+    #[arg(long, default_value_t = DEFAULT_WORKER_PORT)]
+    pub port: u16,
+    /// The name it greets with.
+    #[arg(long, default_value = "worker")]
+    pub name: String,
+}
+
+/// `rlx-discover lab-worker`: [`rlx_lab::worker::serve`] until killed.
+pub fn lab_worker(a: LabWorkerArgs) -> Result<ExitCode> {
+    rlx_lab::worker::serve(a.port, &a.name)
+        .with_context(|| format!("stand-in worker: cannot listen on port {}", a.port))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the stand-in RLX worker of machine `m` (the runtime's worker, as
+/// far as discovery can tell) on the default worker port.
+fn start_worker(lab: &Lab, host: usize, me: &Path, m: &Machine) -> Result<LabProcess> {
+    let mut cmd = Command::new(me);
+    cmd.args(["lab-worker", "--name", m.name]);
+    let p = lab.spawn(host, cmd)?;
+    p.wait_for_output("listening on", AGENT_START_TIMEOUT)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}'s stand-in worker did not start: {e}\n{}",
+                m.name,
+                p.dump()
+            )
+        })?;
+    Ok(p)
 }
 
 fn demo(a: &DemoArgs) -> Result<ExitCode> {
@@ -189,6 +232,7 @@ fn demo(a: &DemoArgs) -> Result<ExitCode> {
     ));
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
     let mut agents = Vec::new();
+    let mut workers = Vec::new();
     for (i, m) in MACHINES.iter().enumerate() {
         let h = lab.host(i + 1);
         println!(
@@ -196,6 +240,18 @@ fn demo(a: &DemoArgs) -> Result<ExitCode> {
             m.name, h.ip, m.name, m.what
         );
         agents.push(start_agent(&lab, i + 1, &agent, m, dir.path())?);
+        if m.worker {
+            println!(
+                "  {:<11} {:<15} its RLX worker on port {DEFAULT_WORKER_PORT} (a stand-in that greets)",
+                "", ""
+            );
+            workers.push(start_worker(&lab, i + 1, &me, m)?);
+        } else {
+            println!(
+                "  {:<11} {:<15} no RLX worker running yet (the runtime may start it over ssh)",
+                "", ""
+            );
+        }
     }
     println!(
         "  {:<11} {:<15} the coordinator",
@@ -235,7 +291,8 @@ fn demo(a: &DemoArgs) -> Result<ExitCode> {
         let _ = std::io::stdin().read_line(&mut line);
     }
     drop(agents);
+    drop(workers);
     drop(lab);
-    banner("cleaned up: agents stopped, namespaces deleted");
+    banner("cleaned up: agents and workers stopped, namespaces deleted");
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

@@ -38,5 +38,6 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Keygen(a) => keygen::run(a),
         Command::Completions(a) => completions::run(a, Cli::command()),
         Command::Man(a) => man::run(a, Cli::command()),
+        Command::LabWorker(a) => demo::lab_worker(a),
     }
 }

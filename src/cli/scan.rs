@@ -1,23 +1,28 @@
-//! `rlx-discover scan`: which addresses of a block listen on the worker port.
+//! `rlx-discover scan`: which addresses of a block run an agent or listen on
+//! the worker port, and what the listeners without an agent are.
 
 use crate::cli::progress::Bars;
 use anyhow::Result;
 use clap::Args;
-use rlx_discover::config::{Subnet, DEFAULT_PORT, DEFAULT_TIMEOUT_MS};
-use rlx_discover::sources::subnet::{scan, DEFAULT_SCAN_CONCURRENCY};
+use rlx_discover::config::{Subnet, DEFAULT_AGENT_PORT, DEFAULT_TIMEOUT_MS, DEFAULT_WORKER_PORT};
+use rlx_discover::sources::identify::Identity;
+use rlx_discover::sources::subnet::{scan, Listener, Ports, DEFAULT_SCAN_CONCURRENCY};
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// Arguments of `scan`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  rlx-discover scan 10.0.0.0/24\n  \
-                        rlx-discover scan 10.1.0.0/16 --port 9100 --timeout-ms 200 --json\n")]
+                        rlx-discover scan 10.1.0.0/16 --port 9100 --agent-port 6184 --timeout-ms 200 --json\n")]
 pub struct ScanArgs {
     /// The block to scan, at most a /16.
     pub cidr: String,
-    /// Worker port.
-    #[arg(long, default_value_t = DEFAULT_PORT)]
+    /// The RLX worker's port.
+    #[arg(long, default_value_t = DEFAULT_WORKER_PORT, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
+    /// rlx-agent's port, tried at the same time.
+    #[arg(long, default_value_t = DEFAULT_AGENT_PORT, value_parser = clap::value_parser!(u16).range(1..))]
+    pub agent_port: u16,
     /// Per-connect timeout, ms.
     #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS)]
     pub timeout_ms: u64,
@@ -33,16 +38,70 @@ pub struct ScanArgs {
 pub fn run(a: ScanArgs, bars: &Bars) -> Result<ExitCode> {
     let net: Subnet = a.cidr.parse().map_err(|e: String| anyhow::anyhow!(e))?;
     rlx_net::netguard::ensure_private_netns("a subnet scan")?;
+    anyhow::ensure!(
+        a.port != a.agent_port,
+        "--port and --agent-port are both {}: the worker and the agent each have their own port",
+        a.port
+    );
+    let ports = Ports {
+        worker: a.port,
+        agent: a.agent_port,
+    };
     let r = crate::cli::runtime::runtime()?.block_on(scan(
         &net,
-        a.port,
+        ports,
         Duration::from_millis(a.timeout_ms),
         a.concurrency,
         bars,
     ));
+    let what = |l: &Listener| match l {
+        Listener::Agent { worker_open, .. } => format!(
+            "rlx-agent on port {}, worker {}",
+            ports.agent,
+            if *worker_open {
+                "listening"
+            } else {
+                "not listening"
+            }
+        ),
+        Listener::Bare { identity, .. } => match identity {
+            Identity::Other { .. } => format!("{}: not an RLX worker", identity.describe()),
+            Identity::Unknown { .. } => {
+                format!(
+                    "{}, no rlx-agent: nothing vouches for it",
+                    identity.describe()
+                )
+            }
+        },
+    };
     if a.json {
+        let found: Vec<serde_json::Value> = r
+            .found
+            .iter()
+            .map(|l| {
+                let (agent, worker_open, identity) = match l {
+                    Listener::Agent { worker_open, .. } => (true, Some(*worker_open), None),
+                    Listener::Bare { identity, .. } => (
+                        false,
+                        Some(true),
+                        Some(match identity {
+                            Identity::Other { protocol, .. } => (*protocol).to_string(),
+                            Identity::Unknown { .. } => "unknown".into(),
+                        }),
+                    ),
+                };
+                serde_json::json!({
+                    "addr": l.worker().to_string(),
+                    "agent": agent,
+                    "worker_open": worker_open,
+                    "identity": identity,
+                    "what": what(l),
+                })
+            })
+            .collect();
         let v = serde_json::json!({
-            "open": r.open.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "open": r.open().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "found": found,
             "refused": r.refused,
             "silent": r.silent,
             "concurrency": r.concurrency,
@@ -50,19 +109,19 @@ pub fn run(a: ScanArgs, bars: &Bars) -> Result<ExitCode> {
         });
         println!("{v}");
     } else {
-        for a in &r.open {
-            println!("{a}");
+        for l in &r.found {
+            println!("{:<22} {}", l.worker().to_string(), what(l));
         }
         eprintln!(
-            "{net}: {} open, {} refused, {} silent in {} ms ({} in flight)",
-            r.open.len(),
+            "{net}: {} listening, {} refused, {} silent in {} ms ({} addresses in flight)",
+            r.found.len(),
             r.refused,
             r.silent,
             r.elapsed.as_millis(),
             r.concurrency
         );
     }
-    Ok(if r.open.is_empty() {
+    Ok(if r.found.is_empty() {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -63,7 +63,15 @@ fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
         println!("{v}");
     } else {
         let what = e.node.as_ref().map_or_else(String::new, |n| {
-            format!(" {} {} {} cores", n.addr, n.device_summary(), n.cores)
+            let worker = n
+                .worker_text()
+                .map_or_else(String::new, |w| format!(", {w}"));
+            format!(
+                " {} {} {} cores{worker}",
+                n.addr,
+                n.device_summary(),
+                n.cores
+            )
         });
         let why = e
             .reason

@@ -5,6 +5,8 @@
 //! [discover]                 # empty: browse the LAN for rlx-agents over mDNS
 //! ssh_hosts = ["node-a"]     # optional: ~/.ssh/config aliases to probe
 //! subnet    = "10.0.0.0/24"  # optional: TCP-scan for running workers
+//! port      = 9100           # the RLX worker's port, in every written addr
+//! agent_port = 6184          # rlx-agent's own port (handshake)
 //! ckpt_dir  = "/data/models/GLM-5.3-Flash"
 //! dns_sd    = { domain = "rlx.example.org" }  # optional: unicast DNS-SD
 //! device_policy = "all"      # optional: cuda:0,cuda:1 on multi-GPU nodes
@@ -13,7 +15,7 @@
 use super::keypath::{Invalid, KeyRef};
 use super::values::{DeviceList, DevicePolicy, Precision, Subnet};
 use rlx_proto::dnssd::check_server;
-use rlx_proto::service::DEFAULT_PORT;
+use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -48,9 +50,14 @@ pub struct DiscoverSection {
     /// CIDR to TCP-scan for already-running workers.
     #[serde(default)]
     pub subnet: Option<Subnet>,
-    /// Worker port (SSH-found nodes and the scan).
+    /// Worker port: the RLX worker's, which every written `addr` names
+    /// (SSH-found nodes, and the port a scan looks for workers on).
     #[serde(default = "default_port")]
     pub port: u16,
+    /// The agents' own port, where a scan asks for the handshake (mDNS and
+    /// DNS-SD agents announce theirs in TXT).
+    #[serde(default = "default_agent_port")]
+    pub agent_port: u16,
     /// Checkpoint directory, as it appears on the discovered hosts.
     #[serde(default)]
     pub ckpt_dir: Option<String>,
@@ -133,7 +140,10 @@ pub struct DnsSdSection {
 }
 
 fn default_port() -> u16 {
-    DEFAULT_PORT
+    DEFAULT_WORKER_PORT
+}
+fn default_agent_port() -> u16 {
+    DEFAULT_AGENT_PORT
 }
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS
@@ -194,6 +204,23 @@ impl DiscoverSection {
             return Err(Invalid(
                 at("port"),
                 "[discover] port must be 1-65535".into(),
+            ));
+        }
+        if self.agent_port == 0 {
+            return Err(Invalid(
+                at("agent_port"),
+                "[discover] agent_port must be 1-65535".into(),
+            ));
+        }
+        if self.agent_port == self.port {
+            return Err(Invalid(
+                at("agent_port"),
+                format!(
+                    "[discover] agent_port = {} is also `port`, the worker's: the agent and the \
+                     RLX worker each need their own port (defaults: port = {DEFAULT_WORKER_PORT}, \
+                     agent_port = {DEFAULT_AGENT_PORT})",
+                    self.agent_port
+                ),
             ));
         }
         if !(1..=60_000).contains(&self.timeout_ms) {

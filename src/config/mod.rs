@@ -35,8 +35,8 @@ pub use discover::{
     DEFAULT_TIMEOUT_MS,
 };
 pub use node::{KvCache, NodeConfig, Role};
-/// Default worker port, as in the seed.
-pub use rlx_proto::service::DEFAULT_PORT;
+/// Default worker port, as in the seed, and the agents' own port.
+pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
 pub use values::{DeviceList, DevicePolicy, DeviceSpec, Precision, Subnet};
 
 use keypath::{span_of, Invalid};

@@ -9,7 +9,8 @@ fn an_empty_discover_stanza_means_browse_with_defaults() {
     let c = parse("[discover]\n").unwrap();
     let d = c.discover.unwrap();
     assert!(d.mdns);
-    assert_eq!(d.port, DEFAULT_PORT);
+    assert_eq!(d.port, DEFAULT_WORKER_PORT);
+    assert_eq!(d.agent_port, DEFAULT_AGENT_PORT);
     assert_eq!(d.timeout_ms, DEFAULT_TIMEOUT_MS);
     assert_eq!(d.remote_bin, "rlx-agent");
 }

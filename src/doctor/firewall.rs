@@ -24,7 +24,8 @@ use std::process::Command;
 /// What discovery needs through the firewall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Needs {
-    /// The agents' TCP port (`[discover] port`).
+    /// A TCP port that must get through: the agents' (`[discover]
+    /// agent_port`), or, read a second time, the workers' (`port`).
     pub agent_port: u16,
 }
 

@@ -72,7 +72,7 @@ pub async fn diagnose(d: &DiscoverSection) -> Diagnosis {
         }
     };
     checks.push(multicast_route(&chosen));
-    checks.push(firewall_check(d.port));
+    checks.push(firewall_check(d.agent_port, d.port));
     match rlx_net::netguard::ensure_private_netns("rlx-discover doctor's mDNS checks") {
         Err(e) => {
             checks.push(Check::new("groups", Status::Skip, format!("not run: {e}")));
@@ -196,8 +196,16 @@ fn multicast_route(chosen: &[Iface]) -> Check {
     }
 }
 
-fn firewall_check(port: u16) -> Check {
-    let f = firewall::read(firewall::Needs { agent_port: port });
+/// The firewall check for both TCP ports: the agents' (the handshake:
+/// discovery needs it) and the workers' (the runtime needs it).
+fn firewall_check(port: u16, worker_port: u16) -> Check {
+    let mut f = firewall::read(firewall::Needs { agent_port: port });
+    let w = firewall::read(firewall::Needs {
+        agent_port: worker_port,
+    });
+    let worker_tcp = format!("tcp {worker_port}");
+    f.blockers
+        .extend(w.blockers.into_iter().filter(|b| b.what == worker_tcp));
     let full: Vec<&firewall::Blocker> = f.blockers.iter().filter(|b| !b.partial).collect();
     let partial: Vec<&firewall::Blocker> = f.blockers.iter().filter(|b| b.partial).collect();
     let describe = |bs: &[&firewall::Blocker]| {
@@ -207,9 +215,11 @@ fn firewall_check(port: u16) -> Check {
             .join("; ")
     };
     let fix = format!(
-        "let mDNS through on the local link (UDP 5353, both ways) and the handshake out to \
-         the agents (TCP {port}), e.g. `nft insert rule inet filter input udp dport 5353 accept`; \
-         the agents need UDP 5353 from the link and TCP {port} from the coordinators"
+        "let mDNS through on the local link (UDP 5353, both ways), the handshake out to the \
+         agents (TCP {port}) and the runtime out to the workers (TCP {worker_port}), e.g. `nft \
+         insert rule inet filter input udp dport 5353 accept`; each worker box needs UDP 5353 \
+         from the link and TCP {port} (its agent) and {worker_port} (its RLX worker) from the \
+         coordinators"
     );
     if !full.is_empty() {
         return Check::new("firewall", Status::Fail, describe(&full)).fix(fix);
@@ -230,7 +240,7 @@ fn firewall_check(port: u16) -> Check {
         );
     }
     let mut detail = format!(
-        "nothing in {} stops udp 5353 or tcp {port}",
+        "nothing in {} stops udp 5353, tcp {port} (agents) or tcp {worker_port} (workers)",
         f.read.join(" or ")
     );
     if !f.unreadable.is_empty() {
@@ -371,10 +381,9 @@ async fn query(d: &DiscoverSection, chosen: &[Iface]) -> (Vec<Check>, Vec<Admitt
         .iter()
         .filter(|x| x.source == Source::Mdns)
         .filter_map(|x| {
-            let ip = x.ip?;
             Some((
                 x.host.clone(),
-                SocketAddr::new(ip, x.port),
+                x.agent_endpoint()?,
                 x.id().map(str::to_string),
             ))
         })
@@ -444,9 +453,10 @@ async fn query(d: &DiscoverSection, chosen: &[Iface]) -> (Vec<Check>, Vec<Admitt
             ),
         )
         .fix(format!(
-            "an unreachable agent: open TCP {} on it (and between the two hosts); a refused \
-             one: the reason says which cluster name or key it holds",
-            d.port
+            "an unreachable agent: open TCP {} (the agent's port; its worker's is {}) on it \
+             (and between the two hosts); a refused one: the reason says which cluster name or \
+             key it holds",
+            d.agent_port, d.port
         ))
     };
     (vec![q, h], agents)

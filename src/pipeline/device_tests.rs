@@ -55,6 +55,7 @@ fn run(caps: NodeCaps, policy: DevicePolicy) -> Expansion {
             addr: "10.0.0.5:9100".into(),
             ip: "10.0.0.5".parse().ok(),
             port: 9100,
+            agent_port: Some(9100),
             ssh: None,
             evidence: Evidence::Handshake,
             caps: Some(caps),

@@ -32,6 +32,7 @@ fn seen(source: Source, addr: &str, caps: Option<NodeCaps>, ms: u64) -> Sighting
         addr: addr.into(),
         ip: host.parse().ok(),
         port: port.unwrap(),
+        agent_port: Some(port.unwrap()),
         ssh: (source == Source::Ssh).then(|| host.to_string()),
         evidence: match (source, &caps) {
             (_, None) => Evidence::TcpOnly,
@@ -174,7 +175,28 @@ fn a_listener_without_caps_becomes_a_default_node_with_a_warning() {
     let found = discovery(vec![seen(Source::Subnet, "10.0.0.9:9100", None, 1)]);
     let e = expand(&[], &NodeDefaults::default(), found);
     assert_eq!(e.nodes[0].device.as_str(), "cpu");
-    assert!(e.report.warnings[0].contains("did not say what it has"));
+    assert!(e.report.warnings[0].contains("nothing vouched for it"));
+}
+
+/// A node whose worker is not running is still written (the runtime may
+/// start it), with a warning naming it.
+#[test]
+fn a_node_whose_worker_is_not_listening_is_written_with_a_warning() {
+    let mut c = caps("00000000000000a1", "gpu-a", "cuda", 24 << 30);
+    c.worker_listening = Some(false);
+    let found = discovery(vec![seen(Source::Mdns, "10.0.0.9:9100", Some(c), 1)]);
+    let e = expand(&[], &NodeDefaults::default(), found);
+    assert_eq!(e.nodes.len(), 1);
+    assert_eq!(e.added[0].worker_listening, Some(false));
+    assert_eq!(e.added[0].agent.as_deref(), Some("10.0.0.9:9100"));
+    assert!(
+        e.report.warnings.iter().any(
+            |w| w.contains("10.0.0.9:9100") && w.contains("nothing listens on its worker port")
+        ),
+        "{:?}",
+        e.report.warnings
+    );
+    assert!(e.report.render_text().contains("worker not listening"));
 }
 
 #[test]

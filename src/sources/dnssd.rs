@@ -83,7 +83,16 @@ impl Records<'_> {
 
     /// The sighting of the instance at `ip`, with `caps` from
     /// [`Records::caps`], completed `found_ms` after discovery started.
+    ///
+    /// The SRV port is the worker's (what `addr` names); the TXT `agent`
+    /// key, when present, is the agent's port, where the handshake goes. A
+    /// record without it is an agent whose one port serves both.
     pub fn sighting(&self, mut caps: NodeCaps, ip: IpAddr, found_ms: u64) -> Sighting {
+        caps.agent_port = caps.agent_port.filter(|&p| p != self.port);
+        let agent_port = caps.agent_port.unwrap_or(self.port);
+        if caps.agent_port.is_some() {
+            caps.worker_port = Some(self.port);
+        }
         let (source, addr, heard_on) = match self.path {
             Path::Link { iface, host } => {
                 let addr = match ip {
@@ -109,6 +118,7 @@ impl Records<'_> {
             addr,
             ip: Some(ip),
             port: self.port,
+            agent_port: Some(agent_port),
             ssh: None,
             caps: Some(caps),
             evidence: Evidence::Txt,
@@ -135,4 +145,60 @@ pub fn pick_routable(addrs: &[IpAddr]) -> Option<IpAddr> {
         .copied()
         .filter(routable)
         .min_by_key(|ip| ip.is_ipv6())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::net::if_::InterfaceFlags;
+
+    fn sighting_of(txt: &[&str]) -> Sighting {
+        let iface = Iface {
+            name: "eth0".into(),
+            index: 2,
+            flags: InterfaceFlags::IFF_UP | InterfaceFlags::IFF_MULTICAST,
+            addrs: vec!["10.9.1.1/16".parse().unwrap()],
+        };
+        let txt: Vec<Vec<u8>> = txt.iter().map(|s| s.as_bytes().to_vec()).collect();
+        let r = Records {
+            label: "box",
+            port: 9100,
+            txt: &txt,
+            path: Path::Link {
+                iface: &iface,
+                host: "box.local.",
+            },
+        };
+        r.sighting(r.caps().unwrap(), "10.9.1.2".parse().unwrap(), 1)
+    }
+
+    /// The SRV port is the worker's, in `addr`; the handshake goes to the
+    /// port TXT `agent` names.
+    #[test]
+    fn an_agent_port_in_txt_is_where_the_handshake_goes_and_addr_keeps_the_srv_port() {
+        let s = sighting_of(&["txtvers=1", "agent=6184", "worker=1", "cores=4"]);
+        assert_eq!(s.addr, "10.9.1.2:9100");
+        assert_eq!(s.agent_endpoint(), Some("10.9.1.2:6184".parse().unwrap()));
+        assert_eq!(s.agent_addr().as_deref(), Some("10.9.1.2:6184"));
+        let caps = s.caps.as_ref().unwrap();
+        assert_eq!(
+            (caps.worker_port, caps.worker_listening),
+            (Some(9100), Some(true))
+        );
+    }
+
+    /// Guards against breaking agents that predate the split: no `agent`
+    /// key (or one equal to the SRV port) means one port for both.
+    #[test]
+    fn a_record_without_an_agent_port_is_an_older_agent_whose_handshake_is_on_the_srv_port() {
+        for txt in [
+            &["txtvers=1", "cores=4"][..],
+            &["txtvers=1", "agent=9100", "cores=4"],
+        ] {
+            let s = sighting_of(txt);
+            assert_eq!(s.addr, "10.9.1.2:9100");
+            assert_eq!(s.agent_endpoint(), Some("10.9.1.2:9100".parse().unwrap()));
+            assert_eq!(s.caps.as_ref().unwrap().worker_port, None);
+        }
+    }
 }

@@ -3,7 +3,8 @@
 //! chooses devices or merges (that is [`crate::pipeline`]'s job alone).
 //!
 //! - [`ssh`]: hosts of `~/.ssh/config`, probed over ssh;
-//! - [`subnet`]: a scan of the local subnets for the agent's port;
+//! - [`subnet`]: a scan of a block for agents and workers, with
+//!   [`identify`] naming the other daemons found on the worker port;
 //! - [`mdns`]: the one-shot mDNS browse of `_rlx._tcp.local.` (and the
 //!   continuous one of `watch`);
 //! - [`dns`]: unicast DNS-SD, `_rlx._tcp.<domain>` on a DNS server, for
@@ -13,6 +14,7 @@
 
 pub mod dns;
 pub mod dnssd;
+pub mod identify;
 pub mod mdns;
 pub mod ssh;
 pub mod subnet;

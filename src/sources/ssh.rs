@@ -90,7 +90,9 @@ impl SshOptions {
     /// The remote command line: the probe, with the checkpoint dir quoted
     /// for the remote shell (ssh joins its arguments into one string).
     pub fn remote_command(&self) -> String {
-        let mut cmd = format!("{} --probe --port {}", self.remote_bin, self.port);
+        // `--worker-port`: the probe checks whether the worker listens on
+        // the port this node's `addr` will name.
+        let mut cmd = format!("{} --probe --worker-port {}", self.remote_bin, self.port);
         if !self.ckpt_dir.is_empty() {
             let q = shlex::try_quote(&self.ckpt_dir)
                 .map(|c| c.into_owned())
@@ -264,6 +266,11 @@ pub fn classify(
                 Err(SshFailure::NotInstalled(format!(
                     "`{remote_bin}` was not found on {host} ({last})"
                 )))
+            } else if err.contains("unexpected argument '--worker-port'") {
+                Err(SshFailure::ProbeFailed(format!(
+                    "`{remote_bin}` on {host} is older than this coordinator (it does not know \
+                     --worker-port, the worker's own port); upgrade rlx-agent there: {last}"
+                )))
             } else if err.contains("unexpected argument") || err.contains("unrecognized option") {
                 Err(SshFailure::ProbeFailed(format!(
                     "`{remote_bin}` on {host} does not understand --probe (an older or different program?): {last}"
@@ -341,6 +348,10 @@ pub async fn discover(opts: &SshOptions, started: Instant, progress: &dyn Progre
                 host: host.clone(),
                 ip: None,
                 port: opts.port,
+                agent_port: Some(
+                    caps.agent_port
+                        .unwrap_or(rlx_proto::service::DEFAULT_AGENT_PORT),
+                ),
                 ssh: Some(host),
                 caps: Some(caps),
                 evidence: Evidence::Ssh,
@@ -457,7 +468,7 @@ mod tests {
         };
         assert_eq!(
             o.remote_command(),
-            "rlx-agent --probe --port 9100 --ckpt-dir '/data/my models/$x'"
+            "rlx-agent --probe --worker-port 9100 --ckpt-dir '/data/my models/$x'"
         );
     }
 

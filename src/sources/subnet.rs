@@ -17,7 +17,8 @@
 use crate::addr::NodeAddr;
 use crate::config::Subnet;
 use crate::progress::Progress;
-use crate::sighting::{Attempt, Discovery, Evidence, Sighting, Source};
+use crate::sighting::{Attempt, Discovery, Evidence, Problem, Sighting, Source};
+use crate::sources::identify::{identify, Identity};
 use futures::stream::{self, StreamExt};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -67,41 +68,136 @@ pub fn fit_concurrency(want: usize) -> usize {
     }
 }
 
+/// The two ports a scan tries on every address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ports {
+    /// The RLX worker's (`[discover] port`): what a written `addr` names.
+    pub worker: u16,
+    /// The agent's (`[discover] agent_port`): the handshake, and the caps.
+    pub agent: u16,
+}
+
+/// One address where something listened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listener {
+    /// An agent accepted on its port (the handshake that follows tells
+    /// what the box has); `worker_open` says whether the worker port also
+    /// accepted, from here.
+    Agent {
+        /// The worker's endpoint (what the node's `addr` names).
+        worker: SocketAddr,
+        /// Whether the worker port accepted a connection too.
+        worker_open: bool,
+    },
+    /// No agent, but the worker port accepted: what [`identify`] made of
+    /// the listener there.
+    Bare {
+        /// The worker port's endpoint.
+        worker: SocketAddr,
+        /// What it is, when it said.
+        identity: Identity,
+    },
+}
+
+impl Listener {
+    /// The worker endpoint at this address.
+    pub fn worker(&self) -> SocketAddr {
+        match self {
+            Listener::Agent { worker, .. } | Listener::Bare { worker, .. } => *worker,
+        }
+    }
+}
+
 /// What a scan found.
 #[derive(Debug, Clone, Default)]
 pub struct ScanResult {
-    /// Addresses that accepted a connection, in address order.
-    pub open: Vec<SocketAddr>,
-    /// Addresses that refused (RST): a host is there, no worker.
+    /// Addresses where something listened, in address order.
+    pub found: Vec<Listener>,
+    /// Addresses where both ports refused (RST): a host is there, no worker.
     pub refused: usize,
-    /// Addresses that did not answer within the timeout.
+    /// Addresses that did not answer on either port within the timeout.
     pub silent: usize,
-    /// Connects actually allowed in flight.
+    /// Connects actually allowed in flight (each address takes two).
     pub concurrency: usize,
     /// Wall time of the scan.
     pub elapsed: Duration,
 }
 
-/// Dials `port` on every host of `net`, with at most `concurrency` connects
-/// in flight and `timeout` per connect.
+impl ScanResult {
+    /// The worker endpoints of every address where something listened.
+    pub fn open(&self) -> Vec<SocketAddr> {
+        self.found.iter().map(Listener::worker).collect()
+    }
+}
+
+/// How one connect ended: accepted, refused (a host is there, nothing
+/// listens) or silent (nothing answered within the timeout).
+enum Dial {
+    Open(TcpStream),
+    Refused,
+    Silent,
+}
+
+async fn dial(sa: SocketAddr, timeout: Duration) -> Dial {
+    match tokio::time::timeout(timeout, TcpStream::connect(sa)).await {
+        Ok(Ok(s)) => Dial::Open(s),
+        Ok(Err(_)) => Dial::Refused,
+        Err(_) => Dial::Silent,
+    }
+}
+
+/// Outcome at one address: a listener, or how it did not answer.
+enum Probed {
+    Found(Listener),
+    Refused,
+    Silent,
+}
+
+/// Tries both ports of `ip` at once, each within `timeout`; a listener on
+/// the worker port with no agent beside it is then named ([`identify`]),
+/// within one more `timeout` from its connect.
+async fn probe(ip: IpAddr, ports: Ports, timeout: Duration) -> Probed {
+    let worker = SocketAddr::new(ip, ports.worker);
+    let (a, w) = tokio::join!(
+        dial(SocketAddr::new(ip, ports.agent), timeout),
+        dial(worker, timeout)
+    );
+    match (a, w) {
+        (Dial::Open(_), w) => Probed::Found(Listener::Agent {
+            worker,
+            worker_open: matches!(w, Dial::Open(_)),
+        }),
+        (_, Dial::Open(stream)) => {
+            let identity = identify(worker, stream, tokio::time::Instant::now() + timeout).await;
+            Probed::Found(Listener::Bare { worker, identity })
+        }
+        (Dial::Refused, _) | (_, Dial::Refused) => Probed::Refused,
+        _ => Probed::Silent,
+    }
+}
+
+/// Dials both `ports` on every host of `net`, with at most `concurrency`
+/// addresses in flight and `timeout` per connect.
 pub async fn scan(
     net: &Subnet,
-    port: u16,
+    ports: Ports,
     timeout: Duration,
     concurrency: usize,
     progress: &dyn Progress,
 ) -> ScanResult {
     let t0 = Instant::now();
     let addrs = hosts(net);
-    let concurrency = fit_concurrency(concurrency.min(addrs.len()).max(1));
-    let task = &progress.task(addrs.len() as u64, &format!("scanning {net} port {port}"));
-    let outcomes: Vec<(SocketAddr, Option<bool>)> = stream::iter(addrs)
+    // Two sockets per address in flight.
+    let concurrency = fit_concurrency(2 * concurrency.min(addrs.len()).max(1)).div_ceil(2);
+    let task = &progress.task(
+        addrs.len() as u64,
+        &format!("scanning {net} ports {} and {}", ports.worker, ports.agent),
+    );
+    let outcomes: Vec<Probed> = stream::iter(addrs)
         .map(|ip| async move {
-            let sa = SocketAddr::new(IpAddr::V4(ip), port);
-            let r = tokio::time::timeout(timeout, TcpStream::connect(sa)).await;
+            let r = probe(IpAddr::V4(ip), ports, timeout).await;
             task.step();
-            // Some(true) open, Some(false) refused/unreachable, None silent.
-            (sa, r.ok().map(|c| c.is_ok()))
+            r
         })
         .buffer_unordered(concurrency)
         .collect()
@@ -110,38 +206,68 @@ pub async fn scan(
         concurrency,
         ..Default::default()
     };
-    for (sa, o) in outcomes {
+    for o in outcomes {
         match o {
-            Some(true) => res.open.push(sa),
-            Some(false) => res.refused += 1,
-            None => res.silent += 1,
+            Probed::Found(l) => res.found.push(l),
+            Probed::Refused => res.refused += 1,
+            Probed::Silent => res.silent += 1,
         }
     }
-    res.open.sort();
+    res.found.sort_by_key(Listener::worker);
     res.elapsed = t0.elapsed();
     res
 }
 
-/// Scans `[discover] subnet` and returns one sighting per listener (no caps
-/// yet: the handshake stage fills them in).
+/// Scans `[discover] subnet` and returns one sighting per agent or
+/// unnamed listener on the worker port (no caps yet: the handshake stage
+/// fills them in); a listener named as another service (node_exporter, a
+/// printer, sshd) is a reported problem, never a node.
 pub async fn discover(
     net: &Subnet,
-    port: u16,
+    ports: Ports,
     timeout: Duration,
     concurrency: usize,
     started: Instant,
     progress: &dyn Progress,
 ) -> Discovery {
-    let r = scan(net, port, timeout, concurrency, progress).await;
+    let r = scan(net, ports, timeout, concurrency, progress).await;
     let found_ms = started.elapsed().as_millis() as u64;
     let mut d = Discovery::default();
-    for sa in &r.open {
+    let mut named = 0;
+    for l in &r.found {
+        let sa = l.worker();
+        let agent_port = match l {
+            Listener::Agent { .. } => Some(ports.agent),
+            Listener::Bare {
+                identity: identity @ Identity::Other { .. },
+                ..
+            } => {
+                named += 1;
+                d.problems.push(
+                    Problem::stranger(
+                        Source::Subnet,
+                        sa.ip().to_string(),
+                        format!(
+                            "{sa} is {}, not an RLX worker, and no rlx-agent answered on port {}: \
+                         not written (if an RLX worker should be here, it is on another port: \
+                         set [discover] port)",
+                            identity.describe(),
+                            ports.agent
+                        ),
+                    )
+                    .claiming(Some(NodeAddr::from(sa).to_string()), None),
+                );
+                continue;
+            }
+            Listener::Bare { .. } => None,
+        };
         d.sightings.push(Sighting {
             source: Source::Subnet,
             host: sa.ip().to_string(),
-            addr: NodeAddr::from(*sa).to_string(),
+            addr: NodeAddr::from(sa).to_string(),
             ip: Some(sa.ip()),
-            port,
+            port: ports.worker,
+            agent_port,
             ssh: None,
             caps: None,
             evidence: Evidence::TcpOnly,
@@ -152,7 +278,10 @@ pub async fn discover(
     d.attempts.push(Attempt {
         source: Source::Subnet,
         what: format!(
-            "{net} port {port}: {} addresses, {} in flight, {} ms timeout ({} refused, {} silent)",
+            "{net} port {} (agents on {}): {} addresses, {} in flight, {} ms timeout ({} refused, \
+             {} silent, {named} other service(s))",
+            ports.worker,
+            ports.agent,
             hosts(net).len(),
             r.concurrency,
             timeout.as_millis(),
@@ -160,7 +289,7 @@ pub async fn discover(
             r.silent
         ),
         elapsed_ms: r.elapsed.as_millis() as u64,
-        answered: r.open.len(),
+        answered: r.found.len() - named,
         stopped_early: None,
         late: None,
     });
@@ -211,35 +340,121 @@ mod tests {
         assert_eq!(hosts(&net("10.0.0.4/32").unwrap()).len(), 1);
     }
 
-    /// Loopback only: a listener and a closed port on 127.0.0.1 (no traffic
-    /// leaves the machine).
-    #[tokio::test]
-    async fn a_listener_is_found_and_a_closed_port_is_counted_as_refused() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let r = scan(
-            &net("127.0.0.1/32").unwrap(),
-            port,
-            Duration::from_millis(300),
-            16,
-            &crate::progress::Silent,
-        )
-        .await;
-        assert_eq!(r.open, vec![l.local_addr().unwrap()]);
-        // A bound but not listening socket holds a port nobody else can take,
-        // and answers connects with a reset.
+    /// A port bound but not listening: it holds a port nobody else can
+    /// take, and answers connects with a reset.
+    fn closed_port() -> (tokio::net::TcpSocket, u16) {
         let closed = tokio::net::TcpSocket::new_v4().unwrap();
         closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let port = closed.local_addr().unwrap().port();
-        let r = scan(
+        (closed, port)
+    }
+
+    async fn scan_lo(ports: Ports) -> ScanResult {
+        scan(
             &net("127.0.0.1/32").unwrap(),
-            port,
+            ports,
             Duration::from_millis(300),
             16,
             &crate::progress::Silent,
         )
+        .await
+    }
+
+    /// Loopback only (no traffic leaves the machine): an agent beside a
+    /// worker, an agent whose worker is down, a bare listener, nothing.
+    #[tokio::test]
+    async fn a_scan_tries_both_ports_and_tells_an_agent_from_a_bare_listener() {
+        let agent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let worker = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (_c, closed) = closed_port();
+        let (a, w) = (agent.local_addr().unwrap(), worker.local_addr().unwrap());
+        let r = scan_lo(Ports {
+            worker: w.port(),
+            agent: a.port(),
+        })
         .await;
-        assert!(r.open.is_empty(), "{:?}", r.open);
+        assert_eq!(
+            r.found,
+            vec![Listener::Agent {
+                worker: w,
+                worker_open: true
+            }]
+        );
+        let r = scan_lo(Ports {
+            worker: closed,
+            agent: a.port(),
+        })
+        .await;
+        assert_eq!(
+            r.found,
+            vec![Listener::Agent {
+                worker: "127.0.0.1:0"
+                    .parse::<SocketAddr>()
+                    .map(|mut x| {
+                        x.set_port(closed);
+                        x
+                    })
+                    .unwrap(),
+                worker_open: false
+            }],
+            "an agent whose worker is not running is still found"
+        );
+        let r = scan_lo(Ports {
+            worker: w.port(),
+            agent: closed,
+        })
+        .await;
+        assert_eq!(
+            r.found,
+            vec![Listener::Bare {
+                worker: w,
+                identity: Identity::Unknown { greeting: None }
+            }]
+        );
+        let (_c2, closed2) = closed_port();
+        let r = scan_lo(Ports {
+            worker: closed2,
+            agent: closed,
+        })
+        .await;
+        assert!(r.found.is_empty(), "{:?}", r.found);
         assert_eq!(r.refused, 1);
+    }
+
+    /// A named service on the worker port is reported as what it is, and
+    /// never becomes a sighting.
+    #[tokio::test]
+    async fn an_sshd_on_the_worker_port_is_reported_and_not_a_sighting() {
+        use tokio::io::AsyncWriteExt;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let w = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let _ = s.write_all(b"SSH-2.0-OpenSSH_9.2p1\r\n").await;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        });
+        let (_c, closed) = closed_port();
+        let d = discover(
+            &net("127.0.0.1/32").unwrap(),
+            Ports {
+                worker: w.port(),
+                agent: closed,
+            },
+            Duration::from_millis(300),
+            16,
+            Instant::now(),
+            &crate::progress::Silent,
+        )
+        .await;
+        assert!(d.sightings.is_empty(), "{:?}", d.sightings);
+        assert_eq!(d.problems.len(), 1);
+        let why = &d.problems[0].reason;
+        assert!(
+            why.contains("is SSH (SSH-2.0-OpenSSH_9.2p1), not an RLX worker"),
+            "{why}"
+        );
+        assert_eq!(d.problems[0].concern, crate::sighting::Concern::Stranger);
+        assert_eq!(d.attempts[0].answered, 0);
     }
 }

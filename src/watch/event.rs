@@ -1,6 +1,6 @@
 //! **The events of `watch`** — what a member's stream is made of, and the
 //! grammar every stream obeys: per instance, `joined`, then (`updated` |
-//! `restarted`)*, then `left`, and so on. [`Out`] is the one way events
+//! `restarted` | `worker`)*, then `left`, and so on. [`Out`] is the one way events
 //! leave the engine, and it holds that grammar as an invariant: an event
 //! that would break it is a bug of the engine, which panics in debug builds
 //! (every test) and is logged as an error and dropped in release builds, so
@@ -29,6 +29,10 @@ pub enum Kind {
     /// A member whose agent restarted (its incarnation changed): same
     /// instance, but whatever the worker held is gone.
     Restarted,
+    /// A member whose worker started or stopped listening on its worker
+    /// port (`node.worker_listening` says which): the member itself, its
+    /// agent, is still there.
+    Worker,
     /// A member gone: goodbye, failed health check, or DNS registration gone.
     Left,
     /// A candidate refused (malformed, unreachable, untrusted), once per
@@ -37,13 +41,14 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The word printed for it: `joined`, `updated`, `restarted`, `left`,
-    /// `refused`.
+    /// The word printed for it: `joined`, `updated`, `restarted`, `worker`,
+    /// `left`, `refused`.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Joined => "joined",
             Kind::Updated => "updated",
             Kind::Restarted => "restarted",
+            Kind::Worker => "worker",
             Kind::Left => "left",
             Kind::Refused => "refused",
         }
@@ -63,7 +68,7 @@ impl fmt::Display for Kind {
 pub struct Event {
     /// The schema version, [`SCHEMA_VERSION`].
     pub v: u32,
-    /// `joined`, `updated`, `restarted`, `left` or `refused`.
+    /// `joined`, `updated`, `restarted`, `worker`, `left` or `refused`.
     pub event: Kind,
     /// Milliseconds since the watch started.
     pub at_ms: u64,
@@ -76,7 +81,7 @@ pub struct Event {
     /// `refused` and for agents that predate it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<String>,
-    /// Why (for `left`, `updated`, `restarted` and `refused`).
+    /// Why (for `left`, `updated`, `restarted`, `worker` and `refused`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -112,7 +117,7 @@ impl<E: FnMut(Event)> Out<E> {
         let fits = match event {
             Kind::Joined => self.joined.insert(instance.to_string()),
             Kind::Left => self.joined.remove(instance),
-            Kind::Updated | Kind::Restarted => self.joined.contains(instance),
+            Kind::Updated | Kind::Restarted | Kind::Worker => self.joined.contains(instance),
             Kind::Refused => true,
         };
         if !fits {

@@ -33,7 +33,8 @@ pub(super) fn incarnation_of(s: &Sighting) -> Option<String> {
 /// Reports what changed in member `m` now that its machine answered with
 /// `node` and incarnation `inc`: `restarted` when the incarnation changed
 /// (whatever else did: a restart is what the runtime must act on), else
-/// `updated` when something material did. Records the incarnation.
+/// `updated` when something material did; and `worker` when its worker
+/// started or stopped listening. Records the incarnation.
 pub(super) fn news(
     out: &mut Out<impl FnMut(Event)>,
     label: &str,
@@ -54,5 +55,25 @@ pub(super) fn news(
         m.incarnation = inc;
     } else if let Some(why) = material(&m.node, node) {
         out.emit(Kind::Updated, label, Some(node), inc.as_deref(), Some(why));
+    }
+    if let Some(up) = node
+        .worker_listening
+        .filter(|&up| Some(up) != m.node.worker_listening)
+    {
+        let why = if up {
+            format!("its worker listens on {}", node.addr)
+        } else {
+            format!(
+                "nothing listens on its worker port any more ({})",
+                node.addr
+            )
+        };
+        out.emit(
+            Kind::Worker,
+            label,
+            Some(node),
+            m.incarnation.as_deref(),
+            Some(why),
+        );
     }
 }

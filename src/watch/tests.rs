@@ -124,6 +124,7 @@ fn seen(source: Source, host: &str, ip: &str, caps: NodeCaps) -> Sighting {
         addr: format!("{ip}:9100"),
         ip: ip.parse().ok(),
         port: 9100,
+        agent_port: Some(9100),
         ssh: None,
         caps: Some(caps),
         evidence: Evidence::Txt,

@@ -138,13 +138,15 @@ const GOODBYE_POLL: Duration = Duration::from_millis(20);
 /// mdns-sd's counter of repeated goodbye packets (`Counter::UnregisterResend`).
 const UNREGISTER_RESEND_METRIC: &str = "unregister-resend";
 
-/// How the node is announced. `Default` gives port [`rlx_proto::service::DEFAULT_PORT`], the host name as
-/// instance name, the default interface rule and [`MIN_REANNOUNCE_INTERVAL`].
+/// How the node is announced. `Default` gives port
+/// [`rlx_proto::service::DEFAULT_WORKER_PORT`], the host name as instance
+/// name, the default interface rule and [`MIN_REANNOUNCE_INTERVAL`].
 #[derive(Debug, Clone)]
 pub struct AnnounceOptions {
     /// Instance name; `None` = the host name's first label.
     pub name: Option<String>,
-    /// The worker (handshake) port, announced in the SRV record.
+    /// The worker port, announced in the SRV record (RFC 6763 §5: where the
+    /// service is). The agent's own port rides in TXT (`agent`), from the caps.
     pub port: u16,
     /// Interfaces to announce on; empty = the default rule.
     pub interfaces: Vec<String>,
@@ -156,7 +158,7 @@ impl Default for AnnounceOptions {
     fn default() -> Self {
         AnnounceOptions {
             name: None,
-            port: rlx_proto::service::DEFAULT_PORT,
+            port: rlx_proto::service::DEFAULT_WORKER_PORT,
             interfaces: Vec::new(),
             min_interval: MIN_REANNOUNCE_INTERVAL,
         }

@@ -70,7 +70,8 @@ pub enum Update {
 ///    `available` (a device appeared, vanished or changed; device GFLOP/s are
 ///    measurements and follow rule 5);
 /// 2. a descriptive field differs: `id`, `hostname`, `os`, `arch`, `version`,
-///    `cluster`, `ckpt_dir`, `cores`, `ram_total`;
+///    `cluster`, `ckpt_dir`, `cores`, `ram_total`, the two ports, and whether
+///    the worker listens;
 /// 3. free RAM moved by at least [`RAM_FREE_THRESHOLD_PERCENT`] of total RAM
 ///    and [`RAM_FREE_THRESHOLD_MIN_BYTES`];
 /// 4. free disk moved by at least [`DISK_FREE_THRESHOLD_PERCENT`] of the old
@@ -93,7 +94,20 @@ pub fn material_change(old: &NodeCaps, new: &NodeCaps) -> Option<String> {
             }
         )*};
     }
-    same!(id, hostname, os, arch, version, cluster, ckpt_dir, cores, ram_total);
+    same!(
+        id,
+        hostname,
+        os,
+        arch,
+        version,
+        cluster,
+        ckpt_dir,
+        cores,
+        ram_total,
+        worker_port,
+        agent_port,
+        worker_listening
+    );
 
     let ram_threshold =
         (new.ram_total / 100 * RAM_FREE_THRESHOLD_PERCENT).max(RAM_FREE_THRESHOLD_MIN_BYTES);

@@ -10,8 +10,8 @@ use rlx_proto::caps::{is_valid_id, limits, Device, NodeCaps};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// The worker port coordinators assume when `[discover]` names none.
-pub use rlx_proto::service::DEFAULT_PORT;
+/// The agent's own port and the worker's, when no flag names them.
+pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
 
 /// Runs on every machine of an RLX cluster: probes this box (cores, RAM,
 /// disk, every GPU and accelerator), announces it on the local network as
@@ -49,9 +49,20 @@ pub struct AgentArgs {
     #[arg(long)]
     pub name: Option<String>,
 
-    /// TCP port of the handshake, announced in the SRV record.
-    #[arg(long, default_value_t = DEFAULT_PORT)]
+    /// This agent's own TCP port: the coordinator's handshake, link
+    /// measurement and watch's health checks. Announced in TXT (`agent`);
+    /// 0 picks a free port. Must differ from --worker-port.
+    #[arg(long, default_value_t = DEFAULT_AGENT_PORT)]
     pub port: u16,
+
+    /// The port of this box's RLX worker, the one the runtime dials: the
+    /// SRV record names it, every written [[node]] addr carries it, and the
+    /// agent reports whether something listens there (checked at each
+    /// re-probe and each handshake). A worker that is not running is
+    /// reported, not an error. Coordinators: `[discover] port`.
+    #[arg(long, default_value_t = DEFAULT_WORKER_PORT, value_name = "PORT",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub worker_port: u16,
 
     /// Checkpoint directory on this machine: reported to the coordinator,
     /// and its free space and read speed are measured.
@@ -200,9 +211,34 @@ impl AgentArgs {
         })
     }
 
+    /// Refuses an agent port that is the worker's: one of the two could
+    /// not bind, and a coordinator would dial the agent as the worker.
+    pub fn check_ports(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.port != self.worker_port,
+            "--port {} is also the worker's port (--worker-port {}): the agent and the RLX \
+             worker each need their own port; keep the agent on its default {DEFAULT_AGENT_PORT} \
+             or pick another with --port",
+            self.port,
+            self.worker_port
+        );
+        Ok(())
+    }
+
     /// This node's caps: the caps file's (with command-line overrides) when
-    /// `--caps-file` is given, else a fresh probe.
+    /// `--caps-file` is given, else a fresh probe; with the two ports and
+    /// whether the worker listens now ([`crate::worker`]).
     pub fn caps(&self) -> anyhow::Result<NodeCaps> {
+        let mut caps = self.hardware()?;
+        caps.worker_port = Some(self.worker_port);
+        caps.agent_port = (self.port != 0).then_some(self.port);
+        caps.worker_listening = Some(crate::worker::listening_now(self.worker_port));
+        Ok(caps)
+    }
+
+    /// What the box has: the caps file's (with command-line overrides), or
+    /// a fresh probe.
+    fn hardware(&self) -> anyhow::Result<NodeCaps> {
         let Some(file) = &self.caps_file else {
             return probe(&self.probe_options()?);
         };
@@ -307,7 +343,10 @@ mod tests {
     fn targets_default_to_every_kind_and_parse_from_a_comma_list() {
         let a = AgentArgs::parse_from(["rlx-agent"]);
         assert_eq!(a.targets, Device::ALL.to_vec());
-        assert_eq!(a.port, DEFAULT_PORT);
+        assert_eq!(
+            (a.port, a.worker_port),
+            (DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT)
+        );
         let a = AgentArgs::parse_from([
             "rlx-agent",
             "--targets",
@@ -320,6 +359,24 @@ mod tests {
         assert_eq!(a.targets, [Device::Cpu, Device::Vulkan]);
         assert_eq!(a.interfaces, ["eth0", "eth1"]);
         assert!(AgentArgs::try_parse_from(["rlx-agent", "--targets", "cpu,tpu"]).is_err());
+    }
+
+    #[test]
+    fn a_worker_port_outside_1_to_65535_or_equal_to_the_agents_is_refused() {
+        for bad in ["0", "65536", "-1", "http"] {
+            assert!(
+                AgentArgs::try_parse_from(["rlx-agent", "--worker-port", bad]).is_err(),
+                "--worker-port {bad}"
+            );
+        }
+        let same = AgentArgs::parse_from(["rlx-agent", "--port", "9100"]);
+        let err = same.check_ports().unwrap_err().to_string();
+        assert!(
+            err.contains("--port 9100 is also the worker's port"),
+            "{err}"
+        );
+        let moved = AgentArgs::parse_from(["rlx-agent", "--port", "9100", "--worker-port", "9200"]);
+        assert!(moved.check_ports().is_ok());
     }
 
     #[test]

@@ -19,12 +19,14 @@
 //! - [`change`]: when changed caps are re-announced (the material-change rule and the pacer).
 //! - [`announce`]: `_rlx._tcp` over mDNS, re-announced when the caps change, goodbye on exit.
 //! - [`links`]: the kernel's notifications of interfaces coming and going, so that nothing polls.
-//! - [`server`]: the handshake on the advertised port.
+//! - [`server`]: the handshake on the agent's own port (`--port`).
+//! - [`worker`]: whether the box's RLX worker listens on its port (`--worker-port`).
 //! - [`register`]: the same records in a unicast DNS zone (`--register`), by TSIG-signed DNS UPDATE, for coordinators beyond the LAN ([`register::tsig`]: its key file).
 //!
 //! The modules depend one way: `run` on everything; `announce` and
-//! `register` on `change`, `naming` and `shutdown`; `cli` on `probe` and on
-//! the lease settings of `register`; nothing back.
+//! `register` on `change`, `naming` and `shutdown`; `cli` on `probe`,
+//! `worker` and the lease settings of `register`; `server` on `worker`;
+//! nothing back.
 
 pub mod announce;
 pub mod change;
@@ -37,3 +39,4 @@ pub mod register;
 pub mod run;
 pub mod server;
 pub mod shutdown;
+pub mod worker;

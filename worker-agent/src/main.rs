@@ -31,6 +31,7 @@ fn init_logging(default: &str) {
 }
 
 fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
+    args.check_ports()?;
     let caps = args.caps()?;
     if args.probe {
         let mut out = std::io::stdout().lock();

@@ -33,15 +33,17 @@ fn small() -> Request {
 async fn agent(key: Option<Key>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (_tx, rx) = watch::channel(Arc::new(NodeCaps {
-        id: "0123456789abcdef".into(),
-        ..Default::default()
-    }));
+    let tx = Arc::new(
+        watch::channel(Arc::new(NodeCaps {
+            id: "0123456789abcdef".into(),
+            ..Default::default()
+        }))
+        .0,
+    );
     tokio::spawn(async move {
-        let _keep = _tx;
         serve_with(
             listener,
-            rx,
+            tx,
             key,
             vec![],
             Limits::default(),

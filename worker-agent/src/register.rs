@@ -166,7 +166,7 @@ pub struct Registration {
     pub instance: Name,
     /// `H.Z.`
     pub host: Name,
-    /// The handshake port.
+    /// The worker port, which the SRV record names (the agent's own port rides in TXT, `agent`).
     pub port: u16,
     /// Addresses published for `host`.
     pub addrs: Vec<IpAddr>,
@@ -445,7 +445,7 @@ pub struct RegisterOptions {
     pub key_file: PathBuf,
     /// Instance name (`--name`), else the host name's first label.
     pub name: Option<String>,
-    /// The handshake port.
+    /// The worker port, which the SRV record names.
     pub port: u16,
     /// The lease.
     pub lease: Duration,

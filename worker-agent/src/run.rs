@@ -53,7 +53,11 @@ async fn bind(port: u16) -> Result<TcpListener> {
         Err(v6) => TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
             .await
             .with_context(|| {
-                format!("cannot listen on port {port} (IPv6: {v6}); is another agent running? choose another with --port")
+                format!(
+                    "cannot listen on the agent's port {port} (IPv6: {v6}); is another agent \
+                     running, or another daemon on that port? choose another with --port \
+                     (coordinators: [discover] agent_port for scans)"
+                )
             }),
     }
 }
@@ -93,7 +97,17 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
     );
     let listener = bind(args.port).await?;
     let port = listener.local_addr()?.port();
-    let (caps_tx, caps_rx) = watch::channel(Arc::new(caps.clone()));
+    // With `--port 0` the port is known only now.
+    caps.agent_port = Some(port);
+    if caps.worker_listening == Some(false) {
+        tracing::info!(
+            worker_port = args.worker_port,
+            "nothing listens on the worker port yet: coordinators write this node all the same \
+             and report its worker as not listening"
+        );
+    }
+    let caps_tx = Arc::new(watch::channel(Arc::new(caps.clone())).0);
+    let caps_rx = caps_tx.subscribe();
     // Prepared before anything is announced: a bad key file or zone is a
     // start-up error, like a bad --key-file.
     let registration = match (&args.register, &args.tsig_key) {
@@ -103,7 +117,7 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
                     target: target.clone(),
                     key_file: key_file.clone(),
                     name: args.name.clone(),
-                    port,
+                    port: args.worker_port,
                     lease: Duration::from_secs(args.lease_secs),
                     addrs: args.register_addrs.clone(),
                 },
@@ -117,7 +131,7 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
     let stop = shutdown.clone();
     let server = tokio::spawn(serve(
         listener,
-        caps_rx.clone(),
+        Arc::clone(&caps_tx),
         key,
         args.advertise.clone(),
         async move {
@@ -133,7 +147,7 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
         &caps,
         AnnounceOptions {
             name: args.name.clone(),
-            port,
+            port: args.worker_port,
             interfaces: args.interfaces.clone(),
             ..Default::default()
         },
@@ -142,11 +156,13 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
     tracing::info!(
         instance = %announcer.instance_name(),
         port,
+        worker_port = args.worker_port,
         id = %caps.id,
         keyed = args.key_file.is_some(),
         advertised = ?args.advertise,
-        "announcing {}; answering the handshake",
-        rlx_proto::service::SERVICE
+        "announcing {} (worker port {}); answering the handshake on port {port}",
+        rlx_proto::service::SERVICE,
+        args.worker_port
     );
 
     // Start-up (argument parsing, the probe, the GPU libraries, mdns-sd's
@@ -204,6 +220,7 @@ async fn reprobe_until_stopped(
         let fresh = tokio::task::spawn_blocking(move || quick.caps()).await;
         match fresh.map_err(anyhow::Error::from).and_then(|r| r) {
             Ok(mut c) => {
+                c.agent_port = first.agent_port;
                 c.gflops = first.gflops;
                 c.io_mbps = first.io_mbps;
                 c.incarnation.clone_from(&first.incarnation);

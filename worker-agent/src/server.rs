@@ -95,14 +95,16 @@ impl Default for Limits {
 /// default [`Limits`].
 ///
 /// `caps` is read when each connection arrives, so the agent can update it
-/// (RAM free, a device appearing) without restarting the server. `key` is the
+/// (RAM free, a device appearing) without restarting the server; when its
+/// `worker_port` is set, whether the worker listens is checked then too
+/// (and published through `caps` when it changed). `key` is the
 /// cluster key the agent proves (the first of its key file); `None` answers
 /// without a proof. `advertised` are the endpoints `--advertise` declares
 /// (port-forwards to this agent): each proof binds them along with the
 /// connection it answers on.
 pub async fn serve(
     listener: TcpListener,
-    caps: watch::Receiver<Arc<NodeCaps>>,
+    caps: Arc<watch::Sender<Arc<NodeCaps>>>,
     key: Option<Key>,
     advertised: Vec<SocketAddr>,
     shutdown: impl Future,
@@ -117,7 +119,7 @@ pub async fn serve(
 /// finishing), then returns.
 pub async fn serve_with(
     listener: TcpListener,
-    caps: watch::Receiver<Arc<NodeCaps>>,
+    caps: Arc<watch::Sender<Arc<NodeCaps>>>,
     key: Option<Key>,
     advertised: Vec<SocketAddr>,
     limits: Limits,
@@ -130,6 +132,12 @@ pub async fn serve_with(
     let mut live: VecDeque<AbortHandle> = VecDeque::new();
     let mut backoff = Duration::from_millis(10);
     let busy = crate::measure::Busy::default();
+    // Every handshake tells whether the worker listens now (at most
+    // `worker::MAX_AGE` old), not as of the last re-probe.
+    let worker = caps
+        .borrow()
+        .worker_port
+        .map(crate::worker::WorkerCheck::new);
     tokio::pin!(shutdown);
 
     loop {
@@ -163,7 +171,10 @@ pub async fn serve_with(
                 oldest.abort();
             }
         }
-        let caps = caps.borrow().clone();
+        let caps = match &worker {
+            Some(w) => w.refresh(&caps),
+            None => caps.borrow().clone(),
+        };
         let handle = tasks.spawn(connection(
             stream,
             peer,
@@ -304,7 +315,7 @@ mod tests {
 
     struct Agent {
         addr: SocketAddr,
-        caps: watch::Sender<Arc<NodeCaps>>,
+        caps: Arc<watch::Sender<Arc<NodeCaps>>>,
         stop: Option<oneshot::Sender<()>>,
         task: JoinHandle<()>,
     }
@@ -321,11 +332,11 @@ mod tests {
         limits: Limits,
     ) -> Agent {
         let addr = listener.local_addr().unwrap();
-        let (caps_tx, caps_rx) = watch::channel(Arc::new(caps(8)));
+        let caps_tx = Arc::new(watch::channel(Arc::new(caps(8))).0);
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(serve_with(
             listener,
-            caps_rx,
+            caps_tx.clone(),
             key,
             advertised,
             limits,
@@ -351,7 +362,7 @@ mod tests {
             .unwrap();
         assert_eq!(r.caps, caps(8));
 
-        agent.caps.send(Arc::new(caps(16))).unwrap();
+        agent.caps.send_replace(Arc::new(caps(16)));
         let r = query(agent.addr, GOOD, None, None).await.unwrap();
         assert_eq!(
             r.caps.cores, 16,
@@ -386,13 +397,10 @@ mod tests {
     #[tokio::test]
     async fn an_agent_in_a_cluster_answers_only_hellos_for_it_or_for_none() {
         let agent = start(Some(key(1)), Limits::default()).await;
-        agent
-            .caps
-            .send(Arc::new(NodeCaps {
-                cluster: Some("lab".into()),
-                ..caps(8)
-            }))
-            .unwrap();
+        agent.caps.send_replace(Arc::new(NodeCaps {
+            cluster: Some("lab".into()),
+            ..caps(8)
+        }));
         let ring = KeyRing::single(key(1));
         let err = handshake::query_in_cluster(agent.addr, GOOD, Some(&ring), None, Some("prod"))
             .await

@@ -228,6 +228,10 @@ fn python_zeroconf_sees_the_announced_node_with_its_exact_txt_schema_v1_record()
     assert!(rlx_proto::caps::is_valid_id(&inc), "inc={inc}: 16 hex");
     let mut announced = caps.clone();
     announced.incarnation = Some(inc);
+    // And its own port (`--port`, TXT agent) and whether its worker
+    // listens (TXT worker: nothing does in this lab).
+    announced.agent_port = Some(PORT);
+    announced.worker_listening = Some(false);
     let expected = txt::to_strings(&txt::encode(&announced).expect("test caps encode"));
     assert_eq!(
         seen.txt(),
@@ -246,7 +250,11 @@ fn python_zeroconf_sees_the_announced_node_with_its_exact_txt_schema_v1_record()
     ] {
         assert_eq!(seen.txt_value(key).as_deref(), Some(value), "TXT key {key}");
     }
-    assert_eq!(seen.port(), u64::from(PORT), "SRV port = the worker port");
+    assert_eq!(
+        seen.port(),
+        u64::from(rlx_proto::service::DEFAULT_WORKER_PORT),
+        "SRV port = the worker port (the agent's own is in TXT)"
+    );
     assert_eq!(
         seen.server(),
         "itest-host-5f0c1d.local.",

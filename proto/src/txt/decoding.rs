@@ -3,15 +3,17 @@
 
 use super::error::TxtError;
 use super::error::{caps_error, quote};
-use super::schema::{INCARNATION_KEY, MAX_DECODE_BYTES, TXT_VERSION};
+use super::schema::{AGENT_PORT_KEY, INCARNATION_KEY, MAX_DECODE_BYTES, TXT_VERSION, WORKER_KEY};
 use crate::caps::{limits, DeviceInfo, NodeCaps};
 use std::collections::HashMap;
 
 /// The keys of schema v1 other than `devN`.
-const KEYS: [&str; 14] = [
+const KEYS: [&str; 16] = [
     "txtvers",
     "id",
     INCARNATION_KEY,
+    AGENT_PORT_KEY,
+    WORKER_KEY,
     "cluster",
     "os",
     "arch",
@@ -119,6 +121,14 @@ pub fn decode<S: AsRef<[u8]>>(strings: &[S]) -> Result<NodeCaps, TxtError> {
         disk_free: int("disk")?,
         gflops: float("gflops")?,
         io_mbps: float("io")?,
+        agent_port: fields
+            .get(AGENT_PORT_KEY)
+            .map(|v| parse_port(AGENT_PORT_KEY, v.unwrap_or_default()))
+            .transpose()?,
+        worker_listening: fields
+            .get(WORKER_KEY)
+            .map(|v| parse_flag(WORKER_KEY, v.unwrap_or_default()))
+            .transpose()?,
         ..NodeCaps::default()
     };
     // DESIGN.md makes every key but `txtvers` optional: a record without
@@ -257,6 +267,24 @@ fn parse_device(key: &str, v: &[u8]) -> Result<DeviceInfo, TxtError> {
         available: flag("available", available)?,
         ..Default::default()
     })
+}
+
+/// A TCP port: a decimal number in 1-65535.
+fn parse_port(key: &str, v: &[u8]) -> Result<u16, TxtError> {
+    match parse_count(v) {
+        Ok(p @ 1..=65535) => Ok(p as u16),
+        Ok(_) => Err(invalid(key, v, "not a port (1-65535)")),
+        Err(why) => Err(invalid(key, v, why)),
+    }
+}
+
+/// A schema v1 boolean: `0` or `1`.
+fn parse_flag(key: &str, v: &[u8]) -> Result<bool, TxtError> {
+    match v {
+        b"0" => Ok(false),
+        b"1" => Ok(true),
+        _ => Err(invalid(key, v, "not 0 or 1")),
+    }
 }
 
 fn parse_u64(key: &str, v: &[u8]) -> Result<u64, TxtError> {

@@ -5,18 +5,20 @@
 use super::error::TxtError;
 use super::error::{caps_error, quote};
 use super::schema::{
-    INCARNATION_KEY, MAX_RECORD_BYTES, MAX_STRING_BYTES, SHORT_NAME_BYTES, TXT_VERSION,
+    AGENT_PORT_KEY, INCARNATION_KEY, MAX_RECORD_BYTES, MAX_STRING_BYTES, SHORT_NAME_BYTES,
+    TXT_VERSION, WORKER_KEY,
 };
 use crate::caps::{Device, DeviceInfo, NodeCaps};
 use std::fmt;
 
 /// Encodes caps as TXT schema v1 `(key, value)` pairs in announcement order:
-/// `txtvers` first, then `id`, `inc`, `cluster`, `os`, `arch`, `cores`, `ram`,
+/// `txtvers` first, then `id`, `inc`, `agent`, `worker`, `cluster`, `os`, `arch`, `cores`, `ram`,
 /// `ramfree`, `disk`, `ckpt`, `gflops`, `io`, `dev0`..`devN`, `ver`.
 ///
 /// Empty strings (`id`, `os`, `arch`, `ver`) and an absent `cluster` or
-/// `ckpt` are left out. The SRV record, not TXT, carries the port and the host
-/// name, so neither appears here.
+/// `ckpt` are left out, and so are `agent` and `worker` when unknown. The
+/// SRV record, not TXT, carries the worker's port and the host name, so
+/// neither appears here (`worker_port` is not encoded).
 ///
 /// Every string stays within [`MAX_STRING_BYTES`]: device names and the
 /// descriptive `os`, `arch`, `ver` are cut on a character boundary, and `ckpt`
@@ -53,6 +55,12 @@ pub fn encode(caps: &NodeCaps) -> Result<Vec<(String, String)>, TxtError> {
     push_str(&mut head, "id", &caps.id);
     if let Some(inc) = &caps.incarnation {
         head.push((INCARNATION_KEY.into(), inc.clone()));
+    }
+    if let Some(port) = caps.agent_port {
+        head.push((AGENT_PORT_KEY.into(), port.to_string()));
+    }
+    if let Some(up) = caps.worker_listening {
+        head.push((WORKER_KEY.into(), if up { "1" } else { "0" }.into()));
     }
     if let Some(cluster) = &caps.cluster {
         if "cluster=".len() + cluster.len() > MAX_STRING_BYTES {

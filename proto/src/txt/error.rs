@@ -84,6 +84,7 @@ pub(super) fn caps_error(e: CapsError, dev_keys: &[usize]) -> TxtError {
                 "version" => "ver".to_string(),
                 "ckpt_dir" => "ckpt".to_string(),
                 "incarnation" => super::schema::INCARNATION_KEY.to_string(),
+                "agent_port" => super::schema::AGENT_PORT_KEY.to_string(),
                 "devices" => "devN".to_string(),
                 f => match f.strip_prefix("devices[").and_then(|r| r.split_once(']')) {
                     Some((i, _)) => i

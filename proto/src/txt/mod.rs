@@ -3,7 +3,8 @@
 //! tested against each other and against hand-written bytes.
 //!
 //! ```text
-//! txtvers=1  id=5f0c1d2e3a4b5c6d  inc=9a1b2c3d4e5f6071  os=linux  arch=x86_64  cores=32
+//! txtvers=1  id=5f0c1d2e3a4b5c6d  inc=9a1b2c3d4e5f6071  agent=6184  worker=1
+//! os=linux  arch=x86_64  cores=32
 //! ram=137438953472  ramfree=120000000000  disk=900000000000
 //! ckpt=/data/models  gflops=410.5  io=1800
 //! dev0=cuda,25769803776,0,1,0,NVIDIA GeForce RTX 4090  ver=0.1.0
@@ -42,6 +43,6 @@ pub use decoding::{decode, decode_properties, decode_rdata, split_rdata, strings
 pub use encoding::{encode, to_rdata, to_strings, wire_len, TxtPairs};
 pub use error::TxtError;
 pub use schema::{
-    INCARNATION_KEY, MAX_DECODE_BYTES, MAX_RECORD_BYTES, MAX_STRING_BYTES, SHORT_NAME_BYTES,
-    TXT_VERSION,
+    AGENT_PORT_KEY, INCARNATION_KEY, MAX_DECODE_BYTES, MAX_RECORD_BYTES, MAX_STRING_BYTES,
+    SHORT_NAME_BYTES, TXT_VERSION, WORKER_KEY,
 };

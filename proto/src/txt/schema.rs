@@ -31,3 +31,19 @@ pub const SHORT_NAME_BYTES: usize = 24;
 ///
 /// [`NodeCaps::incarnation`]: crate::caps::NodeCaps::incarnation
 pub const INCARNATION_KEY: &str = "inc";
+
+/// The TXT key of the agent's own port ([`NodeCaps::agent_port`]): where
+/// its handshake, link measurement and health checks are, while the SRV
+/// record names the worker's port, the one the runtime dials. Additive to
+/// schema v1: a record without it comes from an agent whose one port served
+/// both, and its handshake is on the SRV port.
+///
+/// [`NodeCaps::agent_port`]: crate::caps::NodeCaps::agent_port
+pub const AGENT_PORT_KEY: &str = "agent";
+
+/// The TXT key saying whether the node's worker was listening when the
+/// agent last looked ([`NodeCaps::worker_listening`]): `1` or `0`. Additive
+/// to schema v1; absent means not checked.
+///
+/// [`NodeCaps::worker_listening`]: crate::caps::NodeCaps::worker_listening
+pub const WORKER_KEY: &str = "worker";

@@ -123,6 +123,55 @@ fn an_incarnation_that_is_not_16_hex_characters_is_refused_naming_inc() {
     }
 }
 
+/// The agent's port and its worker's state ride in TXT after `inc`; the
+/// worker's port does not (the SRV record names it).
+#[test]
+fn the_agent_port_and_the_worker_state_round_trip_and_the_worker_port_stays_out() {
+    let mut c = sample();
+    c.agent_port = Some(6184);
+    c.worker_listening = Some(false);
+    c.worker_port = Some(9100);
+    let pairs = encode(&c).unwrap();
+    let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        &keys[..5],
+        ["txtvers", "id", "inc", AGENT_PORT_KEY, WORKER_KEY]
+    );
+    assert!(
+        pairs.iter().all(|(_, v)| v != "9100"),
+        "no worker port in TXT"
+    );
+    let back = decode(&to_strings(&pairs)).unwrap();
+    assert_eq!(
+        (back.agent_port, back.worker_listening, back.worker_port),
+        (Some(6184), Some(false), None)
+    );
+}
+
+/// An agent that predates the two ports announces neither key: its one
+/// port (the SRV's) serves both, which the reader decides.
+#[test]
+fn a_record_without_agent_or_worker_decodes_as_unknown() {
+    let c = decode(&["txtvers=1", "cores=4"]).unwrap();
+    assert_eq!((c.agent_port, c.worker_listening), (None, None));
+}
+
+#[test]
+fn a_bad_agent_port_or_worker_flag_is_refused_naming_its_key() {
+    for (bad, key) in [
+        ("agent=0", "agent"),
+        ("agent=65536", "agent"),
+        ("agent=-1", "agent"),
+        ("agent=", "agent"),
+        ("worker=yes", "worker"),
+        ("worker=2", "worker"),
+        ("worker", "worker"),
+    ] {
+        let e = decode(&["txtvers=1", "cores=4", bad]).unwrap_err();
+        assert_eq!(e.key(), Some(key), "{bad}: {e}");
+    }
+}
+
 #[test]
 fn a_typical_record_stays_under_400_bytes() {
     let n = wire_len(&encode(&sample()).unwrap());

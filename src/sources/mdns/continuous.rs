@@ -461,6 +461,7 @@ mod tests {
             addr: format!("{ip}:9100"),
             ip: ip.parse().ok(),
             port: 9100,
+            agent_port: Some(9100),
             ssh: None,
             caps: None,
             evidence: Evidence::Txt,

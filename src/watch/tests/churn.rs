@@ -183,14 +183,14 @@ enum Act {
 }
 
 /// Checks one instance's events against the grammar: joined, then
-/// (updated | restarted)*, then left, and so on.
+/// (updated | restarted | worker)*, then left, and so on.
 fn grammar_holds(instance: &str, events: &[Event], seed: u64) {
     let mut member = false;
     for e in events.iter().filter(|e| e.instance == instance) {
         let ok = match e.event {
             Kind::Joined => !std::mem::replace(&mut member, true),
             Kind::Left => std::mem::replace(&mut member, false),
-            Kind::Updated | Kind::Restarted => member,
+            Kind::Updated | Kind::Restarted | Kind::Worker => member,
             Kind::Refused => true,
         };
         assert!(ok, "seed {seed}: {instance}: {:?} out of order", what(e));
