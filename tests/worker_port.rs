@@ -271,7 +271,7 @@ fn scan_names_each_listener_on_the_worker_port() {
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(4);
     let dir = tempfile::tempdir().unwrap();
-    let http = start_exporter(&lab, 2, dir.path());
+    let _http = start_exporter(&lab, 2, dir.path());
     let _worker = start_worker(&lab, 3, 9100);
     let _agent = start_agent(&lab, 1, dir.path(), &[]);
     let net = format!("{}/24", lab.host(1).ip);
