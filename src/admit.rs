@@ -407,6 +407,7 @@ mod tests {
             ip: Some("192.0.2.1".parse().unwrap()),
             port: 9,
             agent_port: Some(9),
+            worker_reachable: None,
             ssh: None,
             caps: Some(NodeCaps {
                 cores: 4,

@@ -771,14 +771,13 @@ pub fn expand_file(
             agent: addr_s.agent_addr(),
             worker_listening: caps.worker_listening,
         });
-        if caps.worker_listening == Some(false) {
-            report.warnings.push(format!(
-                "{addr} ({}): nothing listens on its worker port (its agent just looked); the \
-                 node is written all the same, for the runtime to start its RLX worker (over \
-                 ssh, or start it there yourself)",
-                crate::report::untrusted(&best.host)
-            ));
-        }
+        report.warnings.extend(worker::warnings(
+            &addr,
+            &best.host,
+            addr_s.port,
+            &caps,
+            &m.sightings,
+        ));
         nodes.push(node);
     }
     report.added = added.clone();
@@ -788,6 +787,8 @@ pub fn expand_file(
         report,
     }
 }
+
+mod worker;
 
 #[cfg(test)]
 mod tests;

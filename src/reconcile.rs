@@ -329,6 +329,7 @@ mod tests {
             ip: None,
             port: 9100,
             agent_port: Some(9100),
+            worker_reachable: None,
             ssh: Some(host.into()),
             caps: Some(NodeCaps {
                 hostname: host.into(),

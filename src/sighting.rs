@@ -104,6 +104,11 @@ pub struct Sighting {
     /// when no agent answered there (a bare listener a scan found on the
     /// worker port).
     pub agent_port: Option<u16>,
+    /// Whether the worker port accepted a connection from this coordinator,
+    /// when the source tried it (a scan): with an agent that says its worker
+    /// listens, a `false` here is a firewall in between.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_reachable: Option<bool>,
     /// SSH alias, for SSH-found nodes.
     pub ssh: Option<String>,
     /// What the node reported, if it said anything.

@@ -214,6 +214,42 @@ fn a_non_default_worker_port_is_written_by_mdns_and_by_a_scan() {
     }
 }
 
+/// A firewall on the box that lets the agent's port through but not the
+/// worker's: the node is written (its agent says the worker listens), and
+/// the scan, whose connect to the worker port failed, says why the runtime
+/// will not get through.
+#[test]
+fn a_worker_port_blocked_by_a_firewall_is_warned_of_by_a_scan() {
+    if !peer::require(
+        "a_worker_port_blocked_by_a_firewall_is_warned_of_by_a_scan",
+        &[Peer::Nftables],
+    ) {
+        return;
+    }
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(2);
+    let dir = tempfile::tempdir().unwrap();
+    let _agent = start_agent(&lab, 1, dir.path(), &[]);
+    let _worker = start_worker(&lab, 1, 9100);
+    lab.nft(
+        1,
+        "add table inet fw\n\
+         add chain inet fw input { type filter hook input priority 0; policy accept; }\n\
+         add rule inet fw input tcp dport 9100 drop\n",
+    )
+    .unwrap();
+    let net = format!("{}/24", lab.host(1).ip);
+    let (code, v) = expand(
+        &lab,
+        dir.path(),
+        &format!("[discover]\nmdns = false\nsubnet = {net:?}\n"),
+    );
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(addrs(&v), [format!("{}:9100", lab.host(1).ip)]);
+    let warned = v["report"]["warnings"].to_string();
+    assert!(warned.contains("a firewall between"), "{warned}");
+}
+
 /// A page like node_exporter's on 9100 of a box with no agent is named by
 /// the scan and never written; a box with an agent and its worker beside
 /// it, in the same block, is.

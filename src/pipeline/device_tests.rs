@@ -56,6 +56,7 @@ fn run(caps: NodeCaps, policy: DevicePolicy) -> Expansion {
             ip: "10.0.0.5".parse().ok(),
             port: 9100,
             agent_port: Some(9100),
+            worker_reachable: None,
             ssh: None,
             evidence: Evidence::Handshake,
             caps: Some(caps),

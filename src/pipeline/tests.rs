@@ -33,6 +33,7 @@ fn seen(source: Source, addr: &str, caps: Option<NodeCaps>, ms: u64) -> Sighting
         ip: host.parse().ok(),
         port: port.unwrap(),
         agent_port: Some(port.unwrap()),
+        worker_reachable: None,
         ssh: (source == Source::Ssh).then(|| host.to_string()),
         evidence: match (source, &caps) {
             (_, None) => Evidence::TcpOnly,
@@ -197,6 +198,23 @@ fn a_node_whose_worker_is_not_listening_is_written_with_a_warning() {
         e.report.warnings
     );
     assert!(e.report.render_text().contains("worker not listening"));
+}
+
+/// Guards against a firewall in front of the worker going unnoticed: the
+/// agent says its worker listens, the scan's connect to it failed.
+#[test]
+fn a_worker_that_listens_but_refused_the_scan_is_a_firewall_warning() {
+    let mut c = caps("00000000000000a2", "gpu-b", "cuda", 24 << 30);
+    c.worker_listening = Some(true);
+    let mut s = seen(Source::Subnet, "10.0.0.8:9100", Some(c), 1);
+    s.worker_reachable = Some(false);
+    let e = expand(&[], &NodeDefaults::default(), discovery(vec![s]));
+    assert_eq!(e.nodes.len(), 1);
+    let w = e.report.warnings.join("\n");
+    assert!(
+        w.contains("10.0.0.8:9100") && w.contains("a firewall"),
+        "{w}"
+    );
 }
 
 #[test]

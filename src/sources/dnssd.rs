@@ -119,6 +119,7 @@ impl Records<'_> {
             ip: Some(ip),
             port: self.port,
             agent_port: Some(agent_port),
+            worker_reachable: None,
             ssh: None,
             caps: Some(caps),
             evidence: Evidence::Txt,

@@ -355,12 +355,12 @@ fn first_line(b: &[u8]) -> String {
     escape(line)
 }
 
-/// Text a stranger sent, made safe for one terminal line and short.
+/// Text a stranger sent, made safe for one terminal line (escaped) and
+/// short: at most 80 characters of the escaped text.
 fn escape(s: &str) -> String {
-    let short: String = s.chars().take(80).collect();
-    let cut = short.len() < s.len();
-    let mut out = crate::report::escape_line(&short);
-    if cut {
+    let escaped = crate::report::escape_line(s);
+    let mut out: String = escaped.chars().take(80).collect();
+    if out.len() < escaped.len() {
         out.push('…');
     }
     out

@@ -352,6 +352,7 @@ pub async fn discover(opts: &SshOptions, started: Instant, progress: &dyn Progre
                     caps.agent_port
                         .unwrap_or(rlx_proto::service::DEFAULT_AGENT_PORT),
                 ),
+                worker_reachable: None,
                 ssh: Some(host),
                 caps: Some(caps),
                 evidence: Evidence::Ssh,

@@ -236,8 +236,8 @@ pub async fn discover(
     let mut named = 0;
     for l in &r.found {
         let sa = l.worker();
-        let agent_port = match l {
-            Listener::Agent { .. } => Some(ports.agent),
+        let (agent_port, worker_reachable) = match l {
+            Listener::Agent { worker_open, .. } => (Some(ports.agent), Some(*worker_open)),
             Listener::Bare {
                 identity: identity @ Identity::Other { .. },
                 ..
@@ -259,7 +259,7 @@ pub async fn discover(
                 );
                 continue;
             }
-            Listener::Bare { .. } => None,
+            Listener::Bare { .. } => (None, Some(true)),
         };
         d.sightings.push(Sighting {
             source: Source::Subnet,
@@ -268,6 +268,7 @@ pub async fn discover(
             ip: Some(sa.ip()),
             port: ports.worker,
             agent_port,
+            worker_reachable,
             ssh: None,
             caps: None,
             evidence: Evidence::TcpOnly,

@@ -125,6 +125,7 @@ fn seen(source: Source, host: &str, ip: &str, caps: NodeCaps) -> Sighting {
         ip: ip.parse().ok(),
         port: 9100,
         agent_port: Some(9100),
+        worker_reachable: None,
         ssh: None,
         caps: Some(caps),
         evidence: Evidence::Txt,

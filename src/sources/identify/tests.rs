@@ -10,12 +10,12 @@ use tokio::net::TcpListener;
 /// and what it answers to the first bytes it gets (`None`: say nothing;
 /// close when `close_on_data`).
 /// A stand-in's answer to the first bytes it gets.
-type Reply = fn(&[u8]) -> Vec<u8>;
+type Answer = fn(&[u8]) -> Vec<u8>;
 
 #[derive(Clone, Default)]
 struct Plays {
     greeting: Option<&'static [u8]>,
-    reply: Option<Reply>,
+    reply: Option<Answer>,
     close_on_data: bool,
 }
 
@@ -285,4 +285,24 @@ fn the_client_hello_is_one_well_formed_tls_record() {
     assert_eq!(len, h.len() - 5, "the record length covers the handshake");
     let hs_len = u32::from_be_bytes([0, h[6], h[7], h[8]]) as usize;
     assert_eq!(hs_len, len - 4, "the handshake length covers its body");
+}
+
+proptest::proptest! {
+    /// Whatever a stranger's listener sends, naming it never panics and
+    /// nothing it said reaches a report line with a control character.
+    #[test]
+    fn any_bytes_a_listener_sends_are_named_safely(b in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+        let texts = match from_greeting(&b) {
+            Identity::Other { detail, .. } => vec![detail],
+            Identity::Unknown { greeting } => greeting.into_iter().collect(),
+        };
+        let reply = match from_reply(&b) {
+            Some(Reply::Known(Identity::Other { detail, .. })) => detail,
+            _ => String::new(),
+        };
+        for t in texts.iter().chain([&reply, &describe_http(&b)]) {
+            proptest::prop_assert!(!t.chars().any(char::is_control), "{t:?}");
+            proptest::prop_assert!(t.chars().count() <= 200, "{}", t.len());
+        }
+    }
 }

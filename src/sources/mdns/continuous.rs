@@ -462,6 +462,7 @@ mod tests {
             ip: ip.parse().ok(),
             port: 9100,
             agent_port: Some(9100),
+            worker_reachable: None,
             ssh: None,
             caps: None,
             evidence: Evidence::Txt,
