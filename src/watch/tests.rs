@@ -378,6 +378,40 @@ async fn a_member_whose_handshake_caps_change_materially_is_reported_updated_at_
     w.stop().await.unwrap();
 }
 
+/// The runtime learns when a member's worker starts or stops listening:
+/// one `worker` event each way, the member itself staying joined.
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_worker_stops_and_starts_listening_is_reported_by_worker_events() {
+    let mut w = Running::start(false);
+    let mut up = caps("box1", 8, 24 << 30);
+    up.worker_listening = Some(true);
+    let mut first = box1();
+    first.caps = Some(up.clone());
+    w.announce(vec![first], vec![]);
+    let joined = w.next().await;
+    assert_eq!(joined.event, Kind::Joined);
+    assert_eq!(joined.node.unwrap().worker_listening, Some(true));
+    let set = |w: &Running, listening: bool| {
+        let mut c = up.clone();
+        c.worker_listening = Some(listening);
+        w.machines.0.lock().unwrap().fresh.insert("box1".into(), c);
+    };
+    set(&w, false);
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Worker, "{e:?}");
+    assert_eq!(e.node.as_ref().unwrap().worker_listening, Some(false));
+    assert!(e
+        .reason
+        .unwrap()
+        .contains("nothing listens on its worker port"));
+    assert_eq!(w.during(Duration::from_secs(10)).await, vec![], "once");
+    set(&w, true);
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Worker);
+    assert_eq!(e.node.unwrap().worker_listening, Some(true));
+    w.stop().await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_fresher_copy_of_the_same_caps_is_not_an_update() {
     let mut w = Running::start(false);
