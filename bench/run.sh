@@ -65,7 +65,7 @@ case "$profile" in
 esac
 echo "bench/run.sh: building ($profile)..." >&2
 t0=$(date +%s)
-cargo build --profile "$profile" -p rlx-discover -p rlx-agent -p rlx-bench --bins
+cargo build --profile "$profile" -p rlx-discover-cli -p rlx-agent -p rlx-bench --bins
 echo "bench/run.sh: built in $(( $(date +%s) - t0 )) s" >&2
 
 if [ "$quick" = 1 ]; then

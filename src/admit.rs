@@ -103,6 +103,41 @@ pub struct Rules {
     pub concurrency: usize,
 }
 
+/// Why `[discover]`'s admission rules cannot be had: its key file. The
+/// caller can tell it from a browse that cannot start, and the message
+/// names the file and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+#[error("[discover] key_file: {source}")]
+pub struct RulesError {
+    /// The key file named.
+    pub path: std::path::PathBuf,
+    /// What is wrong with it (missing, readable by others, malformed).
+    #[source]
+    pub source: rlx_proto::keys::KeyError,
+}
+
+impl Rules {
+    /// The rules `[discover]` asks for: its key file loaded (a key file that
+    /// cannot be used is an error: discovering without it would admit
+    /// strangers), its cluster filter, its timeout (at least
+    /// [`MIN_ATTEMPT`]) and the default concurrency.
+    pub fn from_section(d: &crate::config::DiscoverSection) -> Result<Rules, RulesError> {
+        let keys = match &d.key_file {
+            Some(p) => Some(KeyRing::load(p).map_err(|source| RulesError {
+                path: p.clone(),
+                source,
+            })?),
+            None => None,
+        };
+        Ok(Rules {
+            keys,
+            cluster: d.cluster.clone(),
+            timeout: Duration::from_millis(d.timeout_ms).max(MIN_ATTEMPT),
+            concurrency: DEFAULT_HANDSHAKE_CONCURRENCY,
+        })
+    }
+}
+
 /// What a handshake is started for: the address, and the node id the
 /// sighting announced (the reply must carry the same one).
 type Key = (SocketAddr, Option<String>);

@@ -7,14 +7,13 @@
 //! multicast or scans passes the network-namespace guard first
 //! ([`rlx_net::netguard`]).
 
-use crate::admit::{Admission, Rules, DEFAULT_HANDSHAKE_CONCURRENCY};
+use crate::admit::{Admission, Rules};
 use crate::config::{ClusterConfig, DiscoverSection};
 use crate::pipeline::{expand, expand_file, Expansion, FileMark, NodeDefaults};
 use crate::progress::Progress;
 use crate::sighting::Discovery;
 use crate::sources::{dns, mdns, ssh, subnet};
 use anyhow::{Context, Result};
-use rlx_proto::keys::KeyRing;
 use std::time::{Duration, Instant};
 
 /// Command-line overrides of `[discover]` keys.
@@ -148,18 +147,7 @@ pub fn browse_options(d: &DiscoverSection) -> mdns::BrowseOptions {
 /// The admission rules `[discover]` asks for; a key file that cannot be
 /// used is an error (discovering without the key would admit strangers).
 pub fn rules(d: &DiscoverSection) -> Result<Rules> {
-    let keys = match &d.key_file {
-        Some(p) => {
-            Some(KeyRing::load(p).with_context(|| format!("[discover] key_file {}", p.display()))?)
-        }
-        None => None,
-    };
-    Ok(Rules {
-        keys,
-        cluster: d.cluster.clone(),
-        timeout: Duration::from_millis(d.timeout_ms).max(crate::admit::MIN_ATTEMPT),
-        concurrency: DEFAULT_HANDSHAKE_CONCURRENCY,
-    })
+    Ok(Rules::from_section(d)?)
 }
 
 /// Loads nothing, runs the sources of `cfg` and the pipeline: the whole of

@@ -44,13 +44,16 @@
 //! - [`watch`]: the live membership engine behind `rlx-discover watch`, and a
 //!   library for a runtime: joined, updated, restarted and left events from
 //!   the continuous browse, the agents' incarnations and health checks.
+//! - [`follow`]: [`follow::LiveWatch`], the watch a runtime embeds, built
+//!   from `[discover]` with the CLI's secure defaults.
 //! - [`doctor`]: `rlx-discover doctor`'s checks of this box (interfaces,
 //!   multicast route, firewall, group joins, a test query, handshakes).
 //! - [`progress`]: the hook slow sources report steps to (the CLI draws bars).
 //!
-//! The `rlx-discover` command line is the binary (`src/main.rs`,
-//! `src/cli/`), not part of this library; the namespace lab its `demo`, the
-//! tests and the benchmarks run on is the `rlx-lab` crate.
+//! The `rlx-discover` command line is another package (`cli/`,
+//! `rlx-discover-cli`), so a runtime that depends on this library pulls in
+//! none of its crates (clap, completions, man pages, progress bars, the
+//! namespace lab its `demo`, the tests and the benchmarks run on).
 
 pub use rlx_net as net;
 pub use rlx_proto as proto;
@@ -60,6 +63,7 @@ pub mod admit;
 pub mod config;
 pub mod discover;
 pub mod doctor;
+pub mod follow;
 pub mod links;
 pub mod pipeline;
 pub mod prefer;

@@ -2,28 +2,24 @@
 //! left, as a stream of typed [`Event`]s: the feed `rlx-discover watch`
 //! prints, and that a runtime embeds to know which workers are up.
 //!
+//! A runtime starts one with [`crate::follow::LiveWatch::start`] from its
+//! `[discover]` section (the browse, the zone, the rules and the secure
+//! dial policy), and reads the events it hands to a closure:
+//!
 //! ```no_run
-//! use rlx_discover::pipeline::NodeDefaults;
-//! use rlx_discover::sources::mdns::{BrowseOptions, ContinuousBrowse};
-//! use rlx_discover::watch::{Kind, NoZone, Watch};
-//! # async fn demo(rules: rlx_discover::admit::Rules) -> anyhow::Result<()> {
-//! let started = std::time::Instant::now();
-//! let mut lan = ContinuousBrowse::start(&BrowseOptions::default(), started)?;
-//! let mut watch = Watch::new(rules, NodeDefaults::default(), started.into());
-//! let stop = tokio::signal::ctrl_c();
-//! watch
-//!     .run(Some(&mut lan), None::<&mut NoZone>, async { let _ = stop.await; }, |e| {
-//!         match e.event {
-//!             // A worker that restarted lost its state: reschedule its stage.
-//!             Kind::Joined | Kind::Restarted => println!("up: {}", e.instance),
-//!             Kind::Left => println!("down: {}", e.instance),
-//!             // Its agent is there, its RLX worker started or stopped.
-//!             Kind::Worker => {
-//!                 let up = e.node.as_ref().and_then(|n| n.worker_listening);
-//!                 println!("worker of {}: {up:?}", e.instance)
-//!             }
-//!             Kind::Updated | Kind::Refused => {}
-//!         }
+//! use rlx_discover::follow::{LiveWatch, WatchOptions};
+//! use rlx_discover::watch::Kind;
+//! # async fn demo(d: rlx_discover::config::DiscoverSection) -> anyhow::Result<()> {
+//! let stop = async { let _ = tokio::signal::ctrl_c().await; };
+//! LiveWatch::start(&d, WatchOptions::default())?
+//!     .run(stop, |e| match e.event {
+//!         // A worker that restarted lost its state: reschedule its stage.
+//!         Kind::Joined | Kind::Restarted => println!("up: {}", e.instance),
+//!         Kind::Left => println!("down: {}", e.instance),
+//!         // Its agent is there; its RLX worker started or stopped.
+//!         Kind::Worker => println!("worker of {}: {:?}", e.instance,
+//!             e.node.as_ref().and_then(|n| n.worker_listening)),
+//!         Kind::Updated | Kind::Refused => {}
 //!     })
 //!     .await?;
 //! # Ok(()) }

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rlx-discover"));
+    let mut c = Command::new(rlx_lab::bins::workspace_bin("rlx-discover"));
     c.env_remove("RUST_LOG");
     c
 }
@@ -69,17 +69,8 @@ fn the_top_level_help_lists_the_exit_codes() {
 
 #[test]
 fn completions_generate_for_every_shell() {
-    use clap_complete::Shell;
-    for shell in [
-        Shell::Bash,
-        Shell::Zsh,
-        Shell::Fish,
-        Shell::Elvish,
-        Shell::PowerShell,
-    ] {
-        let s = run(&["completions", &shell.to_string()])
-            .expect_code(0)
-            .stdout();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let s = run(&["completions", shell]).expect_code(0).stdout();
         assert!(
             s.contains("expand") && s.contains("--dry-run"),
             "{shell}: {s}"
@@ -303,7 +294,7 @@ fn a_slow_probe_shows_a_progress_bar_on_a_terminal() {
     );
     let line = format!(
         "{} expand cluster.toml --no-mdns > /dev/null",
-        env!("CARGO_BIN_EXE_rlx-discover")
+        rlx_lab::bins::workspace_bin("rlx-discover").display()
     );
     let mut script = Command::new("script");
     c.configure(&mut script);

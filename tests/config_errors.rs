@@ -9,7 +9,7 @@ fn expand(text: &str) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cluster.toml");
     std::fs::write(&path, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rlx-discover"))
+    let out = Command::new(rlx_lab::bins::workspace_bin("rlx-discover"))
         .args(["expand", path.to_str().unwrap()])
         .env_remove("RUST_LOG")
         .output()
@@ -122,7 +122,7 @@ fn broken_toml_syntax_points_at_the_line() {
 
 #[test]
 fn a_missing_file_is_named() {
-    let out = Command::new(env!("CARGO_BIN_EXE_rlx-discover"))
+    let out = Command::new(rlx_lab::bins::workspace_bin("rlx-discover"))
         .args(["expand", "/nonexistent/cluster.toml"])
         .output()
         .unwrap();
@@ -140,7 +140,7 @@ fn hand_written_nodes_without_discover_are_printed_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cluster.toml");
     std::fs::write(&path, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rlx-discover"))
+    let out = Command::new(rlx_lab::bins::workspace_bin("rlx-discover"))
         .args(["expand", path.to_str().unwrap()])
         .output()
         .unwrap();

@@ -70,10 +70,12 @@
 //!   them.
 //! - `error`: [`LabError`].
 //! - [`worker`]: a stand-in RLX worker (holds the worker port, greets).
+//! - [`bins`]: where a test finds the workspace's programs.
 //! - [`peer`]: the real peers the tests run against (python-zeroconf,
 //!   avahi, BIND, OpenSSH, nftables): present, or `SKIP` with the package to
 //!   install (never under `CI=true`).
 
+pub mod bins;
 mod cmd;
 mod error;
 mod impair;

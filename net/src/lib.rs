@@ -29,11 +29,13 @@
 //! | [`ndp`] | raw ICMPv6 socket (`CAP_NET_RAW`) | raw ICMPv6 socket (root) |
 //! | [`neighbour6`] | netlink `RTM_GETNEIGH`, raw ICMPv6 socket | not available (the table is not read; nothing sent) |
 //! | [`links`] | netlink route socket | `PF_ROUTE` route socket |
+//! | [`listening`] | netlink `sock_diag` (listening TCP sockets) | not available (the agent connects to loopback instead) |
 //! | [`linkfacts`] | `/sys/class/net`, `/sys/class/infiniband` | `getifaddrs` `if_data` (no Wi-Fi/Thunderbolt kinds yet) |
 
 pub mod iface;
 pub mod linkfacts;
 pub mod links;
+pub mod listening;
 pub mod ndp;
 pub mod neighbour;
 pub mod neighbour6;

@@ -34,10 +34,11 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 300;
 pub(crate) const DEFAULT_BROWSE_MS: u64 = 3000;
 /// Default overall deadline for one SSH probe (connect, auth, run the probe).
 pub(crate) const DEFAULT_SSH_TIMEOUT_MS: u64 = 10_000;
-/// Most TCP connects in flight at once during a subnet scan
-/// (`scan_concurrency` overrides it). A /16 at 4096 in flight costs 16
-/// rounds of `timeout_ms` against silent hosts; the open-file soft limit is
-/// raised to fit ([`crate::sources::subnet`]).
+/// Most addresses in flight at once during a subnet scan
+/// (`scan_concurrency` overrides it), each with two connects (the agent's
+/// port and the worker's). A /16 at 4096 in flight costs 16 rounds of
+/// `timeout_ms` against silent hosts; the open-file soft limit is raised to
+/// fit the 8192 sockets ([`crate::sources::subnet`]).
 pub const DEFAULT_SCAN_CONCURRENCY: usize = 4096;
 
 /// The `[discover]` section.
@@ -113,7 +114,7 @@ pub struct DiscoverSection {
     /// non-virtual one).
     #[serde(default)]
     pub interfaces: Vec<String>,
-    /// Most TCP connects in flight during a subnet scan.
+    /// Most addresses in flight during a subnet scan (two connects each).
     #[serde(default = "default_scan_concurrency")]
     pub scan_concurrency: usize,
     /// Browse `_rlx._tcp.<domain>` on a unicast DNS server too (nodes

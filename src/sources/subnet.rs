@@ -117,7 +117,8 @@ pub struct ScanResult {
     pub refused: usize,
     /// Addresses that did not answer on either port within the timeout.
     pub silent: usize,
-    /// Connects actually allowed in flight (each address takes two).
+    /// Addresses actually allowed in flight (each takes two connects, so
+    /// twice as many sockets are open).
     pub concurrency: usize,
     /// Wall time of the scan.
     pub elapsed: Duration,

@@ -143,44 +143,32 @@ pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool)
     })
 }
 
-/// The `rlx-discover` binary built for this test run.
+/// The `rlx-discover` binary (of the `rlx-discover-cli` package, beside
+/// this test's `deps/`: [`rlx_lab::bins`]).
 pub fn discover_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_rlx-discover"))
+    rlx_lab::bins::workspace_bin("rlx-discover")
 }
 
-/// `target/<profile>/`, where this test's binary (in its `deps/`) and the
-/// workspace's other binaries and examples are.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current test executable");
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .expect("test binary lives in target/<profile>/deps")
-        .to_path_buf()
-}
-
-/// The `rlx-agent` binary (another package of the workspace, so not in
-/// `CARGO_BIN_EXE_*`): next to this test's `deps/` directory. Panics with
-/// what to run when it has not been built.
+/// The `rlx-agent` binary, likewise.
 pub fn agent_bin() -> PathBuf {
-    let agent = profile_dir().join("rlx-agent");
-    assert!(
-        agent.is_file(),
-        "{} not found: build it first (`cargo build -p rlx-agent`, or `cargo test --workspace`)",
-        agent.display()
-    );
-    agent
+    rlx_lab::bins::workspace_bin("rlx-agent")
 }
 
-/// The `browse_once` example (one mDNS browse, its JSON on stdout): next
-/// to this test's `deps/` directory, like [`agent_bin`].
-pub fn browse_once_bin() -> PathBuf {
-    let bin = profile_dir().join("examples").join("browse_once");
+/// The example program `name` (`browse_once`, `runtime`), built beside
+/// this test's `deps/`; panics with what to run when it has not been.
+pub fn example_bin(name: &str) -> PathBuf {
+    let bin = rlx_lab::bins::profile_dir().join("examples").join(name);
     assert!(
         bin.is_file(),
-        "{} not found: build it first (`cargo build --example browse_once`, or `cargo test`)",
+        "{} not found: build it first (`cargo build --examples`, or `cargo test`)",
         bin.display()
     );
     bin
+}
+
+/// The `browse_once` example (one mDNS browse, its JSON on stdout).
+pub fn browse_once_bin() -> PathBuf {
+    example_bin("browse_once")
 }
 
 /// Runs one `browse_once ARGS..` in lab host `i` and returns its JSON.

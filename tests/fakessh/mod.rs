@@ -103,7 +103,7 @@ impl Cluster {
 
     /// `rlx-discover` set up to use the fake ssh, run in the temp dir.
     pub fn command(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_rlx-discover"));
+        let mut c = Command::new(rlx_lab::bins::workspace_bin("rlx-discover"));
         self.configure(&mut c);
         c
     }

@@ -4,13 +4,14 @@
 //! [`MAX_AGE`]), and reported in the caps (`worker_listening`) and TXT
 //! (`worker`).
 //!
-//! On Linux the check reads the kernel's socket tables
-//! (`/proc/net/tcp`, `/proc/net/tcp6`) for a listening socket on the port:
-//! no connection is made, so the worker never sees a probe, and a worker
-//! bound to one address only (not loopback) is found too. Elsewhere (macOS),
-//! or where `/proc` cannot be read, it connects to the port on loopback
-//! (IPv4, then IPv6), which finds workers that listen on every address or
-//! on loopback.
+//! On Linux the check asks the kernel for this namespace's listening TCP
+//! sockets over netlink `sock_diag` ([`rlx_net::listening`], what `ss
+//! -ltn` uses): no connection is made, so the worker never sees a probe, a
+//! worker bound to one address only (not loopback) is found too, and it
+//! costs tens of microseconds (`/proc/net/tcp` walks every namespace's TCP
+//! tables: milliseconds). Elsewhere (macOS), or where `sock_diag` cannot be
+//! used, it connects to the port on loopback (IPv4, then IPv6), which finds
+//! workers that listen on every address or on loopback.
 //!
 //! What it tells is that *something* listens on the port, not that it is
 //! the RLX worker: the agent cannot read another program's sockets under
@@ -23,69 +24,32 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// How old a check may be before a handshake checks again: a flood of
-/// handshakes costs at most ten reads of `/proc` a second (each well under
-/// a millisecond on a box with a few thousand sockets), and a worker that
+/// handshakes costs at most ten kernel queries a second, and a worker that
 /// just started is reported within this long.
 pub const MAX_AGE: Duration = Duration::from_millis(100);
 
-/// Deadline of one loopback connect (where `/proc` is not used): loopback
+/// Deadline of one loopback connect (where `sock_diag` is not used): loopback
 /// answers in microseconds, or refuses at once.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
 
-/// The TCP state number of a listening socket in `/proc/net/tcp*`
-/// (`TCP_LISTEN`, include/net/tcp_states.h).
-const TCP_LISTEN: &str = "0A";
-
 /// Whether something listens on TCP `port` on this box now.
 pub fn listening_now(port: u16) -> bool {
-    #[cfg(target_os = "linux")]
-    if let Some(up) = listening_in_proc(port) {
-        return up;
-    }
-    [
-        SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
-        SocketAddr::from((Ipv6Addr::LOCALHOST, port)),
-    ]
-    .iter()
-    .any(|a| TcpStream::connect_timeout(a, CONNECT_TIMEOUT).is_ok())
-}
-
-/// Reads `/proc/net/tcp` and `/proc/net/tcp6`; `None` when neither can be
-/// read (a `/proc` without `net`).
-#[cfg(target_os = "linux")]
-fn listening_in_proc(port: u16) -> Option<bool> {
-    let mut any_read = false;
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        if let Ok(text) = std::fs::read_to_string(table) {
-            any_read = true;
-            if listens_in(&text, port) {
-                return Some(true);
-            }
+    match rlx_net::listening::tcp_listening(port) {
+        Ok(up) => up,
+        Err(e) => {
+            tracing::debug!("sock_diag unavailable ({e}); connecting to the worker port instead");
+            [
+                SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+                SocketAddr::from((Ipv6Addr::LOCALHOST, port)),
+            ]
+            .iter()
+            .any(|a| TcpStream::connect_timeout(a, CONNECT_TIMEOUT).is_ok())
         }
     }
-    any_read.then_some(false)
-}
-
-/// Whether a `/proc/net/tcp`-format table has a listening socket on `port`
-/// (its lines: `sl local_address rem_address st ...`, addresses as
-/// `HEXIP:HEXPORT`).
-pub fn listens_in(table: &str, port: u16) -> bool {
-    table.lines().skip(1).any(|line| {
-        let mut f = line.split_whitespace();
-        let (Some(_), Some(local), Some(_), Some(state)) = (f.next(), f.next(), f.next(), f.next())
-        else {
-            return false;
-        };
-        state == TCP_LISTEN
-            && local
-                .rsplit_once(':')
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-                == Some(port)
-    })
 }
 
 /// The worker check the handshake server runs: the last answer and when,
-/// so that a burst of handshakes reads `/proc` once.
+/// so that a burst of handshakes asks the kernel once.
 #[derive(Debug)]
 pub struct WorkerCheck {
     port: u16,
@@ -138,22 +102,6 @@ impl WorkerCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const TABLE: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 00000000:238C 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1234 1 0000000000000000 100 0 0 10 0
-   1: 0100007F:1823 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 1235 1 0000000000000000 20 4 30 10 -1
-";
-
-    #[test]
-    fn a_listening_socket_is_found_by_its_port_and_an_established_one_is_not() {
-        assert!(listens_in(TABLE, 9100), "0x238C = 9100, state 0A");
-        assert!(
-            !listens_in(TABLE, 6179),
-            "0x1823 is an established connection (01)"
-        );
-        assert!(!listens_in(TABLE, 80));
-        assert!(!listens_in("", 9100));
-    }
 
     /// Loopback only: a real listener, then none.
     #[test]

@@ -1,18 +1,17 @@
 //! `rlx-discover watch`: live membership of the cluster, printed.
 //!
 //! The engine (membership, health checks, DNS polling, what counts as a
-//! material change) is [`rlx_discover::watch`]; this module builds its
-//! inputs from the command line and prints its events, as aligned lines or
-//! (`--json`) one JSON object per line.
+//! material change) and its wiring from `[discover]` (the browse, the zone,
+//! the rules, the dial policy) are the library's
+//! [`rlx_discover::follow::LiveWatch`]; this module parses the command line
+//! and prints the events, as aligned lines or (`--json`) one JSON object
+//! per line.
 
 use anyhow::Result;
 use clap::Args;
-use rlx_discover::discover::{browse_options, rules};
-use rlx_discover::pipeline::NodeDefaults;
+use rlx_discover::follow::{LiveWatch, WatchOptions};
 use rlx_discover::report::untrusted;
-use rlx_discover::sources::dns::DnsSdOptions;
-use rlx_discover::sources::mdns::{ContinuousBrowse, DialPolicy};
-use rlx_discover::watch::{DnsZone, Event, Watch, DNS_POLL_INTERVAL, HEALTH_INTERVAL};
+use rlx_discover::watch::{Event, DNS_POLL_INTERVAL, HEALTH_INTERVAL};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -96,41 +95,23 @@ fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
     }
 }
 
-/// Runs the watch until interrupted (or `--for-ms`).
+/// Runs the watch until interrupted (or `--for-ms`): the library's
+/// [`LiveWatch`], printed.
 pub fn run(a: WatchArgs) -> Result<ExitCode> {
     let d = a.lan.section(None, "watch")?;
-    let rules = rules(&d)?;
-    let defaults = NodeDefaults::from(&d);
     let rt = crate::cli::runtime::runtime()?;
     rt.block_on(async {
         let started = Instant::now();
-        let clock = tokio::time::Instant::from_std(started);
-        let mut browse = if d.mdns || d.dns_sd.is_none() {
-            let mut b = ContinuousBrowse::start(&browse_options(&d), started)?;
-            if rules.keys.is_some() && !a.dial_off_link {
-                b.set_dial_policy(DialPolicy::OnLinkOrSource);
-            }
-            Some(b)
-        } else {
-            None
-        };
-        let mut dns = match &d.dns_sd {
-            Some(s) => Some(DnsZone {
-                opts: DnsSdOptions::from_section(s, d.browse_ms)
-                    .map_err(|e| anyhow::anyhow!("dns_sd: {e}"))?,
-                started,
-            }),
-            None => None,
-        };
+        let live = LiveWatch::start(&d, WatchOptions::default().dial_off_link(a.dial_off_link))?;
         if !a.json {
             let mut on = Vec::new();
-            if let Some(b) = &browse {
-                on.push(format!("mDNS on {}", b.interfaces().join(", ")));
+            let ifaces = live.interfaces();
+            if !ifaces.is_empty() {
+                on.push(format!("mDNS on {}", ifaces.join(", ")));
             }
-            if let Some(z) = &dns {
+            if let Some(z) = live.zone() {
                 on.push(format!(
-                    "DNS-SD in {} every {} s",
-                    z.opts.domain,
+                    "DNS-SD in {z} every {} s",
                     DNS_POLL_INTERVAL.as_secs()
                 ));
             }
@@ -167,16 +148,11 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
                 eprintln!("{:>8.3}s {:<9} {} [{name} line {line}: not seen yet]", 0.0, "down", untrusted(addr));
             }
         }
-        let ran = Watch::new(rules, defaults, clock)
-            .run(browse.as_mut(), dns.as_mut(), stop, |e| {
-                let file = roster.as_mut().map(|(name, r)| (name.as_str(), r.apply(&e)));
-                print(json, &e, file)
-            })
-            .await;
-        ran?;
-        if let Some(b) = browse {
-            b.shutdown();
-        }
+        live.run(stop, |e| {
+            let file = roster.as_mut().map(|(name, r)| (name.as_str(), r.apply(&e)));
+            print(json, &e, file)
+        })
+        .await?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -1,0 +1,145 @@
+//! **A watch from `[discover]`** — the one constructor a runtime needs to
+//! follow the cluster's membership: the continuous mDNS browse, the DNS-SD
+//! zone, the admission rules and the dial policy that a `[discover]`
+//! stanza means, with the same secure defaults as `rlx-discover watch`.
+//!
+//! ```no_run
+//! use rlx_discover::config::DiscoverSection;
+//! use rlx_discover::follow::{LiveWatch, WatchOptions};
+//! use rlx_discover::watch::Kind;
+//! # async fn demo(d: DiscoverSection) -> anyhow::Result<()> {
+//! let watch = LiveWatch::start(&d, WatchOptions::default())?;
+//! let stop = tokio::signal::ctrl_c();
+//! watch
+//!     .run(async { let _ = stop.await; }, |e| {
+//!         if e.event == Kind::Left {
+//!             println!("re-plan without {}", e.instance);
+//!         }
+//!     })
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The defaults, and the one way to lift each:
+//! - **With a cluster key, only on-link addresses are dialled**: an
+//!   announcement naming an address off the browsed interfaces' subnets,
+//!   which its sender does not hold itself, is refused
+//!   ([`DialPolicy::OnLinkOrSource`], docs/security.md), so a stranger
+//!   cannot make the coordinator dial addresses of its choosing. A routed
+//!   network between coordinator and agents lifts it with
+//!   [`WatchOptions::dial_off_link`].
+//! - The admission rules are `[discover]`'s ([`Rules::from_section`]): its
+//!   key, its cluster filter, its timeout.
+//! - mDNS is browsed unless `mdns = false` with a `dns_sd` zone to poll
+//!   instead; the zone is polled every [`crate::watch::DNS_POLL_INTERVAL`].
+
+use crate::admit::{Rules, RulesError};
+use crate::config::DiscoverSection;
+use crate::pipeline::NodeDefaults;
+use crate::sources::dns::DnsSdOptions;
+use crate::sources::mdns::{BrowseOptions, ContinuousBrowse, DialPolicy, MdnsError};
+use crate::watch::{DnsZone, Event, Watch, WatchError};
+use std::future::Future;
+use std::time::Instant;
+
+/// What an embedding may change of [`LiveWatch::start`]'s defaults.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WatchOptions {
+    /// With a cluster key, also dial announced addresses off the browsed
+    /// interfaces' subnets that their announcer does not hold (a routed
+    /// network between coordinator and agents). Off by default: see the
+    /// module doc.
+    pub dial_off_link: bool,
+}
+
+impl WatchOptions {
+    /// The defaults with [`WatchOptions::dial_off_link`] set to `yes`.
+    pub fn dial_off_link(mut self, yes: bool) -> Self {
+        self.dial_off_link = yes;
+        self
+    }
+}
+
+/// Why a watch could not start. Each says which part and what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The key file of `[discover]` cannot be used.
+    #[error(transparent)]
+    Rules(#[from] RulesError),
+    /// The mDNS browse cannot start (the namespace guard, no interface, no
+    /// socket).
+    #[error(transparent)]
+    Mdns(#[from] MdnsError),
+    /// `dns_sd` names a domain or server that cannot be used.
+    #[error("[discover] dns_sd: {0}")]
+    DnsSd(String),
+}
+
+/// A watch ready to run: its inputs built from `[discover]`.
+pub struct LiveWatch {
+    engine: Watch<Rules>,
+    browse: Option<ContinuousBrowse>,
+    zone: Option<DnsZone>,
+}
+
+impl LiveWatch {
+    /// Builds the watch `d` asks for, starting its browse now (so call it
+    /// inside a tokio runtime); events begin when [`LiveWatch::run`] does.
+    pub fn start(d: &DiscoverSection, opts: WatchOptions) -> Result<LiveWatch, StartError> {
+        let started = Instant::now();
+        let rules = Rules::from_section(d)?;
+        let browse = if d.mdns || d.dns_sd.is_none() {
+            let mut b = ContinuousBrowse::start(&BrowseOptions::from_section(d), started)?;
+            if rules.keys.is_some() && !opts.dial_off_link {
+                b.set_dial_policy(DialPolicy::OnLinkOrSource);
+            }
+            Some(b)
+        } else {
+            None
+        };
+        let zone = match &d.dns_sd {
+            Some(s) => Some(DnsZone {
+                opts: DnsSdOptions::from_section(s, d.browse_ms).map_err(StartError::DnsSd)?,
+                started,
+            }),
+            None => None,
+        };
+        Ok(LiveWatch {
+            engine: Watch::new(rules, NodeDefaults::from(d), started.into()),
+            browse,
+            zone,
+        })
+    }
+
+    /// The interfaces the mDNS browse listens on (empty without one).
+    pub fn interfaces(&self) -> Vec<String> {
+        self.browse
+            .as_ref()
+            .map(ContinuousBrowse::interfaces)
+            .unwrap_or_default()
+    }
+
+    /// The DNS-SD domain polled, if any.
+    pub fn zone(&self) -> Option<String> {
+        self.zone.as_ref().map(|z| z.opts.domain.to_string())
+    }
+
+    /// Runs until `stop` completes, handing each event to `emit` in order
+    /// (see [`Watch::run`]); the browse is shut down at the end.
+    pub async fn run(
+        mut self,
+        stop: impl Future<Output = ()>,
+        emit: impl FnMut(Event),
+    ) -> Result<(), WatchError> {
+        let ran = self
+            .engine
+            .run(self.browse.as_mut(), self.zone.as_mut(), stop, emit)
+            .await;
+        if let Some(b) = self.browse {
+            b.shutdown();
+        }
+        ran
+    }
+}
