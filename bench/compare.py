@@ -30,6 +30,8 @@ def load(path):
 
 
 def verdict(before, after):
+    if len(before) < 2 or len(after) < 2:
+        return "one sample: no spread to judge by"
     lo = min(before) - (max(after) - min(after))
     hi = max(before) + (max(after) - min(after))
     return "within noise" if lo <= statistics.median(after) <= hi else "changed"
