@@ -561,6 +561,47 @@ mod tests {
         );
     }
 
+    /// Guards against the early handshake's cluster filter being inverted
+    /// (it once started handshakes for other clusters' agents and skipped
+    /// the cluster's own): with `cluster = "lab"`, an agent announcing
+    /// `lab` is dialled as soon as it is heard, one announcing `prod` never.
+    #[tokio::test]
+    async fn the_early_handshake_starts_for_the_clusters_own_agents_only() {
+        let mine = NodeCaps {
+            id: "00000000000000bb".into(),
+            cluster: Some("lab".into()),
+            cores: 8,
+            ..Default::default()
+        };
+        let (addr, connections) = counting_agent(mine.clone()).await;
+        let admission = Admission::new(Rules {
+            timeout: Duration::from_secs(2),
+            concurrency: 4,
+            ..rules("lab")
+        });
+        let at = |cluster: &str| {
+            let mut s = txt_sighting(Some(cluster));
+            s.ip = Some(addr.ip());
+            s.agent_port = Some(addr.port());
+            s.caps.as_mut().unwrap().id = "00000000000000bb".into();
+            s
+        };
+        (admission.early().0)(&at("prod"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            connections.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "another cluster's agent is not dialled"
+        );
+        (admission.early().0)(&at("lab"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            connections.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "the cluster's own agent is dialled at once"
+        );
+    }
+
     #[test]
     fn only_timeouts_leave_the_handshake_question_open() {
         use rlx_proto::handshake::ConnectFailure;
