@@ -86,7 +86,7 @@
 //! is remembered per (address, id, TXT) and that candidate is not dialled
 //! again for [`RETRY_FIRST`], doubling up to [`RETRY_CAP`]; at most
 //! [`MAX_REMEMBERED`] refusals and queued candidates are kept, and a
-//! refusal not refused again within [`admission::FORGET_AFTER`] of its
+//! refusal not refused again within `FORGET_AFTER` (5 min) of its
 //! back-off's end is forgotten (each crashed incarnation is a key of its
 //! own: kept until the bound, they grew the heap for hours). The
 //! browse's own bounds (shares by real source, pruning, the on-link rule

@@ -7,7 +7,7 @@
 //! ip netns add t && ip netns exec t env RLX_NETNS_GUARD=1 rlx-agent --interface lo   # runs
 //! ```
 //!
-//! The lab ([`crate::lab`]) sets the variable on every command it starts, so a
+//! The lab (the `rlx-lab` crate) sets the variable on every command it starts, so a
 //! test that forgets `ip netns exec` fails loudly instead of multicasting onto
 //! the developer's LAN. Without the variable the guard does nothing: real
 //! deployments run in the initial namespace on purpose.

@@ -3,6 +3,10 @@
 //! probing ([`AgentArgs::probe_options`]) or reading a caps file
 //! ([`read_caps_file`]).
 
+// Doc comments on the clap types are the `--help` text, where `[[node]]`
+// and `[IPv6]:PORT` are what users type, not documentation links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use crate::probe::{probe, ProbeOptions};
 use anyhow::Context;
 use clap::Parser;

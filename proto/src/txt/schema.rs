@@ -8,13 +8,13 @@ pub const TXT_VERSION: &str = "1";
 /// holds at most 255 bytes of `key=value`.
 pub const MAX_STRING_BYTES: usize = 255;
 
-/// Largest record [`encode`] produces, counting each string's length byte
+/// Largest record [`encode`](super::encode) produces, counting each string's length byte
 /// (the TXT RDATA size). 1300 bytes leaves room in a 1500-byte Ethernet frame
 /// for the IP/UDP/DNS headers and the PTR, SRV and A records that travel with
 /// it; measured: a 1.5 KB TXT went out IP-fragmented, which lossy Wi-Fi drops.
 pub const MAX_RECORD_BYTES: usize = 1300;
 
-/// Largest record [`decode`] reads. RFC 6762 §17 caps an mDNS packet at 9000
+/// Largest record [`decode`](super::decode) reads. RFC 6762 §17 caps an mDNS packet at 9000
 /// bytes, so no real TXT is larger; past this the input is not a record but
 /// an attack on the decoder's memory.
 pub const MAX_DECODE_BYTES: usize = 9000;

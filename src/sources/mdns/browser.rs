@@ -49,7 +49,7 @@ pub enum BrowserEvent {
 /// Drain it promptly with [`MdnsBrowser::next`]: mdns-sd closes the event
 /// channel silently when 1000 events are waiting, and `next` then browses
 /// again after a wait that doubles while the overload lasts
-/// ([`REBROWSE_FIRST`] to [`REBROWSE_MAX`]), rather than going quiet.
+/// (`REBROWSE_FIRST` to `REBROWSE_MAX`), rather than going quiet.
 pub struct MdnsBrowser {
     daemon: ServiceDaemon,
     events: mdns_sd::Receiver<ServiceEvent>,
