@@ -235,7 +235,7 @@ impl AgentArgs {
     pub fn caps(&self) -> anyhow::Result<NodeCaps> {
         let mut caps = self.hardware()?;
         caps.worker_port = Some(self.worker_port);
-        caps.agent_port = (self.port != 0).then_some(self.port);
+        caps.agent_port = (self.port != 0 && self.port != self.worker_port).then_some(self.port);
         caps.worker_listening = Some(crate::worker::listening_now(self.worker_port));
         Ok(caps)
     }

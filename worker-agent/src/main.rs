@@ -31,7 +31,12 @@ fn init_logging(default: &str) {
 }
 
 fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
-    args.check_ports()?;
+    // `--probe` opens no port: only a running agent needs its own port apart
+    // from the worker's (a coordinator whose workers are on 6184 probes with
+    // `--worker-port 6184`).
+    if !args.probe {
+        args.check_ports()?;
+    }
     let caps = args.caps()?;
     if args.probe {
         let mut out = std::io::stdout().lock();

@@ -83,6 +83,35 @@ fn debug_logging_goes_to_stderr_and_leaves_stdout_parseable() {
     );
 }
 
+/// `--probe` opens no port, so a worker on the agent's default port is no
+/// conflict there: the probe answers, naming no agent port of its own.
+#[test]
+fn a_probe_for_a_worker_on_the_agents_default_port_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("node.json");
+    std::fs::write(
+        &file,
+        r#"{"os":"linux","cores":4,"ram_total":1000,"ram_avail":500}"#,
+    )
+    .unwrap();
+    let (out, report) = agent(
+        [
+            "--probe".as_ref(),
+            "--caps-file".as_ref(),
+            file.as_os_str(),
+            "--worker-port".as_ref(),
+            "6184".as_ref(),
+        ],
+        &[],
+    );
+    let caps = stdout_caps(&out, &report);
+    assert_eq!(
+        (caps.worker_port, caps.agent_port),
+        (Some(6184), None),
+        "{report}"
+    );
+}
+
 #[test]
 fn probe_with_a_good_caps_file_echoes_it() {
     let dir = tempfile::tempdir().unwrap();
