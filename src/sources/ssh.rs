@@ -348,10 +348,9 @@ pub async fn discover(opts: &SshOptions, started: Instant, progress: &dyn Progre
                 host: host.clone(),
                 ip: None,
                 port: opts.port,
-                agent_port: Some(
-                    caps.agent_port
-                        .unwrap_or(rlx_proto::service::DEFAULT_AGENT_PORT),
-                ),
+                // The agent's own port as its probe tells it; a probe that
+                // names none is an agent whose one port serves both.
+                agent_port: caps.agent_port.or(Some(opts.port)),
                 worker_reachable: None,
                 ssh: Some(host),
                 caps: Some(caps),
