@@ -40,3 +40,4 @@ pub mod ndp;
 pub mod neighbour;
 pub mod neighbour6;
 pub mod netguard;
+mod netlink;

@@ -11,16 +11,13 @@
 //! the port, it finds a listener bound to one address only, and the
 //! listener never sees a probe.
 
+use crate::netlink::{walk, NLMSG_HDR};
 use std::io;
 
 /// `SOCK_DIAG_BY_FAMILY`: the request and the type of each answer.
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
-/// `NLMSG_ERROR` and `NLMSG_DONE`.
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-/// Bytes of `struct nlmsghdr`, `struct inet_diag_req_v2` and the start of
-/// `struct inet_diag_msg` up to its source port.
-const NLMSG_HDR: usize = 16;
+/// Bytes of `struct inet_diag_req_v2`, and the start of `struct
+/// inet_diag_msg` up to its source port.
 #[cfg(target_os = "linux")]
 const REQ_V2: usize = 56;
 /// `idiag_family, idiag_state, idiag_timer, idiag_retrans`, then the
@@ -64,37 +61,21 @@ pub struct Parsed {
 /// `inet_diag_msg`, aligned to 4 bytes); truncated and other messages are
 /// skipped.
 pub fn parse_listeners(buf: &[u8]) -> Parsed {
-    let u16_at = |b: &[u8], i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
-    let u32_at = |b: &[u8], i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let mut out = Parsed::default();
-    let mut at = 0;
-    while at + NLMSG_HDR <= buf.len() {
-        let len = u32_at(buf, at) as usize;
-        if len < NLMSG_HDR || at + len > buf.len() {
-            break;
+    let mut ports = Vec::new();
+    let end = walk(buf, |t, msg| {
+        if t == SOCK_DIAG_BY_FAMILY
+            && msg.len() >= NLMSG_HDR + MSG_SPORT + 2
+            && msg[NLMSG_HDR + 1] == TCP_LISTEN
+        {
+            let d = &msg[NLMSG_HDR..];
+            ports.push(u16::from_be_bytes([d[MSG_SPORT], d[MSG_SPORT + 1]]));
         }
-        let msg = &buf[at..at + len];
-        match u16_at(msg, 4) {
-            NLMSG_DONE => out.done = true,
-            NLMSG_ERROR if len >= NLMSG_HDR + 4 => {
-                let errno = u32_at(msg, NLMSG_HDR) as i32;
-                if errno != 0 {
-                    out.error = Some(errno);
-                }
-                out.done = true;
-            }
-            SOCK_DIAG_BY_FAMILY if len >= NLMSG_HDR + MSG_SPORT + 2 => {
-                let d = &msg[NLMSG_HDR..];
-                if d[1] == TCP_LISTEN {
-                    out.ports
-                        .push(u16::from_be_bytes([d[MSG_SPORT], d[MSG_SPORT + 1]]));
-                }
-            }
-            _ => {}
-        }
-        at += (len + 3) & !3;
+    });
+    Parsed {
+        ports,
+        done: end.done,
+        error: end.error,
     }
-    out
 }
 
 /// Whether a TCP socket listens on `port` in this network namespace, on any
@@ -163,6 +144,7 @@ pub fn tcp_listening(_port: u16) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::netlink::NLMSG_DONE;
 
     /// A dump answer as the kernel writes it: a listener on 9100, an
     /// established socket on 6184 (never asked for, but skipped if sent),

@@ -29,6 +29,7 @@
 //! [`std::io::ErrorKind::Unsupported`] there and the nudger sends nothing
 //! (handshakes go at the kernel's own pace, as before).
 
+use crate::netlink::{u16_at, u32_at, walk, NLMSG_HDR};
 use std::io;
 use std::net::{Ipv6Addr, SocketAddrV6};
 
@@ -240,13 +241,9 @@ const RTM_NEWNEIGH: u16 = 28;
 /// `RTM_GETNEIGH`, the dump request.
 #[cfg(target_os = "linux")]
 const RTM_GETNEIGH: u16 = 30;
-/// `NLMSG_ERROR` and `NLMSG_DONE`.
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
 /// `NDA_DST`: the neighbour's address attribute.
 const NDA_DST: u16 = 1;
-/// Bytes of `struct nlmsghdr` and `struct ndmsg`.
-const NLMSG_HDR: usize = 16;
+/// Bytes of `struct ndmsg`.
 const NDMSG: usize = 12;
 /// `AF_INET6` as the kernel numbers it on Linux.
 const AF_INET6: u8 = 10;
@@ -267,52 +264,38 @@ pub struct Parsed {
 /// aligned to 4 bytes). Messages of other types and truncated ones are
 /// skipped.
 pub fn parse_neighbours(buf: &[u8]) -> Parsed {
-    let u16_at = |b: &[u8], i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
-    let u32_at = |b: &[u8], i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let mut out = Parsed::default();
-    let mut at = 0;
-    while at + NLMSG_HDR <= buf.len() {
-        let len = u32_at(buf, at) as usize;
-        if len < NLMSG_HDR || at + len > buf.len() {
-            break;
+    let mut entries = Vec::new();
+    let end = walk(buf, |t, msg| {
+        let len = msg.len();
+        if t != RTM_NEWNEIGH || len < NLMSG_HDR + NDMSG || msg[NLMSG_HDR] != AF_INET6 {
+            return;
         }
-        let msg = &buf[at..at + len];
-        match u16_at(msg, 4) {
-            NLMSG_DONE => out.done = true,
-            NLMSG_ERROR if len >= NLMSG_HDR + 4 => {
-                let errno = u32_at(msg, NLMSG_HDR) as i32;
-                if errno != 0 {
-                    out.error = Some(errno);
-                }
-                out.done = true;
+        let nd = &msg[NLMSG_HDR..];
+        let ifindex = u32_at(nd, 4);
+        let state = u16_at(nd, 8);
+        let mut a = NLMSG_HDR + NDMSG;
+        while a + 4 <= len {
+            let alen = usize::from(u16_at(msg, a));
+            if alen < 4 || a + alen > len {
+                break;
             }
-            RTM_NEWNEIGH if len >= NLMSG_HDR + NDMSG && msg[NLMSG_HDR] == AF_INET6 => {
-                let nd = &msg[NLMSG_HDR..];
-                let ifindex = u32_at(nd, 4);
-                let state = u16_at(nd, 8);
-                let mut a = NLMSG_HDR + NDMSG;
-                while a + 4 <= len {
-                    let alen = usize::from(u16_at(msg, a));
-                    if alen < 4 || a + alen > len {
-                        break;
-                    }
-                    if u16_at(msg, a + 2) == NDA_DST && alen == 4 + 16 {
-                        let mut ip = [0u8; 16];
-                        ip.copy_from_slice(&msg[a + 4..a + 20]);
-                        out.entries.push(Neighbour6 {
-                            ip: Ipv6Addr::from(ip),
-                            ifindex,
-                            state,
-                        });
-                    }
-                    a += (alen + 3) & !3;
-                }
+            if u16_at(msg, a + 2) == NDA_DST && alen == 4 + 16 {
+                let mut ip = [0u8; 16];
+                ip.copy_from_slice(&msg[a + 4..a + 20]);
+                entries.push(Neighbour6 {
+                    ip: Ipv6Addr::from(ip),
+                    ifindex,
+                    state,
+                });
             }
-            _ => {}
+            a += (alen + 3) & !3;
         }
-        at += (len + 3) & !3;
+    });
+    Parsed {
+        entries,
+        done: end.done,
+        error: end.error,
     }
-    out
 }
 
 /// The request for a dump of the IPv6 neighbour table.

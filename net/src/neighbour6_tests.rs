@@ -1,4 +1,5 @@
 use super::*;
+use crate::netlink::NLMSG_ERROR;
 
 fn ip(s: &str) -> Ipv6Addr {
     s.parse().unwrap()
