@@ -64,20 +64,8 @@ fn start_exporter(lab: &Lab, host: usize, dir: &Path) -> Proc {
 fn expand(lab: &Lab, dir: &Path, toml: &str) -> (i32, Value) {
     let cfg = dir.join("cluster.toml");
     std::fs::write(&cfg, toml).unwrap();
-    let out = lab
-        .command(0, discover_bin())
-        .args(["expand", "--format", "json"])
-        .arg(&cfg)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "expand printed no JSON ({e}); stderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), v)
+    let e = common::expand(lab, &cfg, &[]);
+    (e.code.unwrap_or(-1), e.json)
 }
 
 /// The first line a connection to `addr` (`IP:PORT`) gets, dialled from
