@@ -281,6 +281,29 @@ fn the_same_agent_found_by_ssh_and_mdns_is_one_node() {
         common::sshd::client_entry(dir.path(), "box1", &ip.to_string(), 2222),
     )
     .unwrap();
+    // sshd starts no faster than the agent on a loaded box: log in once from
+    // the coordinator before discovery, so the test measures the merge and
+    // not sshd's start-up.
+    let deadline = std::time::Instant::now() + UP;
+    loop {
+        let ok = lab
+            .command(0, "ssh")
+            .arg("-F")
+            .arg(&ssh_config)
+            .args(["box1", "true"])
+            .output()
+            .unwrap();
+        if ok.status.success() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sshd in host 1 never let the coordinator in: {}\nsshd: {}",
+            String::from_utf8_lossy(&ok.stderr),
+            sshd.0.dump()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let ckpt = dir.path().join("ckpt");
     std::fs::create_dir(&ckpt).unwrap();
     let v = expand(
@@ -299,8 +322,8 @@ fn the_same_agent_found_by_ssh_and_mdns_is_one_node() {
         "one box, one node: {v:#}\nsshd: {}",
         sshd.0.dump()
     );
-    assert_eq!(nodes[0]["addr"], "box1:9100");
-    assert_eq!(nodes[0]["ssh"], "box1");
+    assert_eq!(nodes[0]["addr"], "box1:9100", "{v:#}");
+    assert_eq!(nodes[0]["ssh"], "box1", "{v:#}");
     let sources: Vec<&str> = v["report"]["added"][0]["sources"]
         .as_array()
         .unwrap()
