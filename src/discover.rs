@@ -7,14 +7,17 @@
 //! multicast or scans passes the network-namespace guard first
 //! ([`rlx_net::netguard`]).
 
-use crate::admit::{Admission, Rules};
-use crate::config::{ClusterConfig, DiscoverSection};
-use crate::pipeline::{expand, expand_file, Expansion, FileMark, NodeDefaults};
+use crate::admit::{Admission, Rules, RulesError};
+use crate::config::{ClusterConfig, DiscoverSection, NodeConfig};
+use crate::links::{self, LinkSetupError};
+use crate::pipeline::{expand, expand_file, Expansion, NodeDefaults};
 use crate::progress::Progress;
 use crate::sighting::Discovery;
-use crate::sources::{dns, mdns, ssh, subnet};
-use anyhow::{Context, Result};
-use std::time::{Duration, Instant};
+use crate::sources::{self, Configured};
+use crate::write::marks::{file_marks, FileMark};
+use futures::future::join_all;
+use rlx_net::netguard::GuardError;
+use std::time::Instant;
 
 /// Command-line overrides of `[discover]` keys.
 #[derive(Debug, Clone, Default)]
@@ -57,6 +60,26 @@ impl Overrides {
     }
 }
 
+/// Why discovery could not run at all: said before any source starts, so a
+/// bad key file or a scan from the host's own namespace is an error, never
+/// a partial node list. (A host that fails, or a stranger refused, is a
+/// [`crate::sighting::Problem`] in the report instead.)
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExpandError {
+    /// `[discover] key_file` cannot be used: discovering without the key
+    /// would admit strangers.
+    #[error(transparent)]
+    Key(#[from] RulesError),
+    /// `RLX_NETNS_GUARD=1` and this process is in the machine's own network
+    /// namespace: it may not send multicast or scan from there.
+    #[error(transparent)]
+    Guard(#[from] GuardError),
+    /// Link measurement was asked for and cannot be set up.
+    #[error(transparent)]
+    Links(#[from] LinkSetupError),
+}
+
 /// Runs every source configured in `d`, concurrently, then admits what
 /// they saw ([`crate::admit`]); mDNS-found agents' handshakes start while
 /// the browse still listens.
@@ -64,102 +87,40 @@ pub async fn run_sources(
     d: &DiscoverSection,
     started: Instant,
     progress: &dyn Progress,
-) -> Result<Discovery> {
+) -> Result<Discovery, ExpandError> {
     // Refuse before any source starts: a bad key file or a scan from the
     // host's own namespace is an error, not a partial result.
-    let admission = Admission::new(rules(d)?);
-    if d.subnet.is_some() {
-        rlx_net::netguard::ensure_private_netns("a subnet scan")?;
+    let admission = Admission::new(Rules::from_section(d)?);
+    let (sources, problems) = sources::configured(d);
+    for what in sources.iter().filter_map(Configured::guarded) {
+        rlx_net::netguard::ensure_private_netns(what)?;
     }
-    if d.mdns {
-        rlx_net::netguard::ensure_private_netns("an mDNS browse")?;
+    let early = admission.early();
+    let found = join_all(
+        sources
+            .iter()
+            .map(|s| s.discover(started, progress, &early)),
+    )
+    .await;
+    let mut all = Discovery {
+        problems,
+        ..Default::default()
+    };
+    for d in found {
+        all.extend(d);
     }
-    let ssh_part = async {
-        if d.ssh_hosts.is_empty() {
-            Discovery::default()
-        } else {
-            ssh::discover(&ssh::SshOptions::from_section(d), started, progress).await
-        }
-    };
-    let subnet_part = async {
-        match &d.subnet {
-            None => Discovery::default(),
-            Some(net) => {
-                subnet::discover(
-                    net,
-                    subnet::Ports {
-                        worker: d.port,
-                        agent: d.agent_port,
-                    },
-                    Duration::from_millis(d.timeout_ms),
-                    d.scan_concurrency,
-                    started,
-                    progress,
-                )
-                .await
-            }
-        }
-    };
-    let mdns_part = async {
-        if d.mdns {
-            // Each agent's handshake starts as soon as it is resolved, so it
-            // overlaps the rest of the browse.
-            let opts = mdns::BrowseOptions {
-                on_resolved: Some(admission.early()),
-                ..browse_options(d)
-            };
-            mdns::discover(&opts, started).await
-        } else {
-            Discovery::default()
-        }
-    };
-    let dns_part = async {
-        match &d.dns_sd {
-            Some(s) => match dns::DnsSdOptions::from_section(s, d.browse_ms) {
-                Ok(opts) => dns::discover(&opts, started).await,
-                Err(why) => Discovery {
-                    problems: vec![crate::sighting::Problem::new(
-                        crate::sighting::Source::Dns,
-                        s.domain.clone(),
-                        why,
-                    )],
-                    ..Default::default()
-                },
-            },
-            None => Discovery::default(),
-        }
-    };
-    let (a, b, c, e) = tokio::join!(ssh_part, subnet_part, mdns_part, dns_part);
-    let mut all = Discovery::default();
-    all.extend(a);
-    all.extend(b);
-    all.extend(c);
-    all.extend(e);
     Ok(admission.admit(all).await)
 }
 
-/// The browse `[discover]` asks for. (The cluster filter is
-/// [`crate::admit`]'s, the one place that applies it to every source.)
-pub fn browse_options(d: &DiscoverSection) -> mdns::BrowseOptions {
-    mdns::BrowseOptions::from_section(d)
-}
-
-/// The admission rules `[discover]` asks for; a key file that cannot be
-/// used is an error (discovering without the key would admit strangers).
-pub fn rules(d: &DiscoverSection) -> Result<Rules> {
-    Ok(Rules::from_section(d)?)
-}
-
-/// Loads nothing, runs the sources of `cfg` and the pipeline: the whole of
-/// `rlx-discover expand` except printing.
+/// Runs the sources of `cfg` and the pipeline: the whole of `rlx-discover
+/// expand` except printing. Without a `[discover]` section nothing is
+/// looked for, and the file's nodes stand alone.
 pub async fn expand_config(
     cfg: &ClusterConfig,
     overrides: &Overrides,
     progress: &dyn Progress,
-) -> Result<Expansion> {
-    let started = Instant::now();
+) -> Result<Expansion, ExpandError> {
     let Some(mut d) = cfg.discover.clone() else {
-        // No [discover]: nothing to find; the hand-written nodes stand alone.
         return Ok(expand(
             &cfg.nodes,
             &NodeDefaults::default(),
@@ -167,34 +128,34 @@ pub async fn expand_config(
         ));
     };
     overrides.apply(&mut d);
-    // Loaded before discovery, so a bad key file fails before any source runs.
-    let links = d
-        .measure_links
-        .then(|| crate::links::options(&d))
-        .transpose()?;
-    let found = run_sources(&d, started, progress)
-        .await
-        .with_context(|| format!("discovery for {}", cfg.path.display()))?;
-    let versions = crate::links::versions(&found);
-    let mut exp = expand_file(&cfg.nodes, &file_marks(cfg), &NodeDefaults::from(&d), found);
-    if let Some(opts) = links {
-        crate::links::measure_expansion(&mut exp, &versions, &opts).await;
-    }
-    Ok(exp)
+    run(&d, &cfg.nodes, &file_marks(cfg), progress).await
 }
 
-/// What the comments of `cfg`'s nodes say (their provenance and node ids),
-/// in node order. A file whose `node` is not `[[node]]` tables gives none:
-/// its write-back is refused later, with the reason.
-pub fn file_marks(cfg: &ClusterConfig) -> Vec<FileMark> {
-    let mut marks = vec![FileMark::default(); cfg.nodes.len()];
-    for n in crate::render::file_nodes(&cfg.text).unwrap_or_default() {
-        if let Some(m) = marks.get_mut(n.index) {
-            *m = FileMark {
-                discovered: n.is_discovered(),
-                id: n.id,
-            };
-        }
+/// What `d` finds, with no file to merge with: `rlx-discover browse`, or a
+/// runtime that keeps its own node list. Every found node is in
+/// [`Expansion::added`].
+pub async fn expand_section(
+    d: &DiscoverSection,
+    progress: &dyn Progress,
+) -> Result<Expansion, ExpandError> {
+    run(d, &[], &[], progress).await
+}
+
+/// The sources, the pipeline and (when asked for) the link measurement.
+async fn run(
+    d: &DiscoverSection,
+    hand: &[NodeConfig],
+    marks: &[FileMark],
+    progress: &dyn Progress,
+) -> Result<Expansion, ExpandError> {
+    let started = Instant::now();
+    // Set up before discovery, so a bad window fails before any source runs.
+    let links = d.measure_links.then(|| links::options(d)).transpose()?;
+    let found = run_sources(d, started, progress).await?;
+    let versions = links::versions(&found);
+    let mut exp = expand_file(hand, marks, &NodeDefaults::from(d), found);
+    if let Some(opts) = links {
+        links::measure_expansion(&mut exp, &versions, &opts).await;
     }
-    marks
+    Ok(exp)
 }

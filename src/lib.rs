@@ -16,64 +16,146 @@
 //! ssh, subnet, mdns, dns    one rule set                select, merge
 //! ```
 //!
-//! # Layout
-//! The contracts shared with `rlx-agent` live in their own crates, re-exported
-//! here: [`proto`] (caps JSON, TXT schema v1, the handshake, cluster keys,
-//! the service's names, the unicast DNS-SD client) and [`net`] (interfaces,
-//! the network-namespace guard, ARP help). This crate is the coordinator:
+//! # Embedding
+//! A runtime calls [`expand_config`] at start-up and follows the cluster
+//! with a [`LiveWatch`] while it runs; `examples/runtime.rs` does both:
 //!
-//! - [`config`]: `cluster.toml`, `[discover]` and `[[node]]`, each section
-//!   checked beside its type, errors with key and line.
-//! - [`addr`]: a node's address (`host:port`, `[v6]:port`), parsed once.
-//! - [`sighting`]: what a source saw; [`sources`]: ssh, subnet, mdns and dns
-//!   (unicast DNS-SD, `[discover] dns_sd`: nodes beyond the LAN), and the
-//!   DNS-SD resolver the last two share.
-//! - [`discover`]: runs the configured sources concurrently, then [`admit`]:
+//! ```no_run
+//! use rlx_discover::{expand_config, ClusterConfig, Kind, LiveWatch, Overrides, Silent, WatchOptions};
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let cfg = ClusterConfig::load("cluster.toml".as_ref())?;
+//! let exp = expand_config(&cfg, &Overrides::default(), &Silent).await?;
+//! for n in &exp.nodes {
+//!     println!("{} on {}", n.addr, n.device);
+//! }
+//! if let Some(d) = &cfg.discover {
+//!     let stop = async { let _ = tokio::signal::ctrl_c().await; };
+//!     LiveWatch::start(d, WatchOptions::default())?
+//!         .run(stop, |e| {
+//!             if e.event == Kind::Left {
+//!                 println!("re-plan without {}", e.instance);
+//!             }
+//!         })
+//!         .await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # The face
+//! Everything a caller names is listed here; the modules behind it are
+//! private, so their items can change without breaking anyone.
+//!
+//! - **Expand** a cluster file into its node list: [`ClusterConfig`] (with
+//!   [`DiscoverSection`] and [`NodeConfig`], and [`ConfigError`] naming the
+//!   key and line), [`expand_config`] (or [`expand_section`] without a
+//!   file) with [`Overrides`], giving an [`Expansion`] or an
+//!   [`ExpandError`]; [`Progress`], [`Task`] and [`Silent`] for the slow
+//!   steps.
+//! - **What was found**: [`Sighting`] (one source's view of one node,
+//!   [`Source`], [`Evidence`]), [`Problem`] (a host that failed or a
+//!   stranger refused), [`AddedNode`] and [`Report`]; the report's entries
+//!   are in [`report`].
+//! - **Watch** the membership live: [`LiveWatch`] from `[discover]`, with
+//!   [`WatchOptions`] and [`StartError`]; it hands out [`Event`]s of a
+//!   [`Kind`], and ends with a [`WatchError`] if it cannot go on.
+//! - **Print** what strangers can write (instance names, host names,
+//!   reasons quoting them): [`untrusted`] and [`escape_line`].
+//! - Namespaces for the tools beside: [`config`] (the file's value types
+//!   and defaults), [`write`] (`expand --write`: the plan and the atomic
+//!   write), [`mdns`] (a one-shot browse), [`scan`] (a subnet scan),
+//!   [`doctor`] (this box's checks).
+//!
+//! The wire contracts shared with `rlx-agent` (caps JSON, the TXT schema,
+//! the handshake, cluster keys) are the `rlx-proto` crate, and the
+//! network-namespace guard is `rlx-net`: depend on them directly when you
+//! need them.
+//!
+//! # Layout
+//! - `config`: `cluster.toml`, `[discover]` and `[[node]]`, each section
+//!   checked beside its type, errors with key and line; `addr`: a node's
+//!   address (`host:port`, `[v6]:port`), parsed once.
+//! - `sighting`: what a source saw; `sources`: ssh, subnet, mdns and dns
+//!   (unicast DNS-SD), in one list, and the DNS-SD resolver the last two
+//!   share.
+//! - `discover`: runs the configured sources concurrently, then `admit`:
 //!   the handshake check every network-found node passes (fresh caps, the
 //!   cluster key, the cluster filter).
-//! - [`pipeline`]: the one pipeline; [`select`]: device selection;
-//!   [`report`]: what was added, dropped, refused and why.
-//! - [`links`]: link measurement (`--links`): RTT and throughput to each
-//!   added node, one at a time per coordinator interface.
-//! - [`prefer`]: the one rule for the address of a machine seen at several.
-//! - [`provenance`]: the `# found by` comment read back (the node id that
-//!   recognises a moved machine).
-//! - [`render`], [`reconcile`], [`writeback`]: `expand --write` — the
-//!   user's text with found nodes appended, what changed or went missing,
-//!   and the atomic write that never clobbers a concurrent edit.
-//! - [`watch`]: the live membership engine behind `rlx-discover watch`, and a
-//!   library for a runtime: joined, updated, restarted and left events from
-//!   the continuous browse, the agents' incarnations and health checks.
-//! - [`follow`]: [`follow::LiveWatch`], the watch a runtime embeds, built
-//!   from `[discover]` with the CLI's secure defaults.
-//! - [`doctor`]: `rlx-discover doctor`'s checks of this box (interfaces,
-//!   multicast route, firewall, group joins, a test query, handshakes).
-//! - [`progress`]: the hook slow sources report steps to (the CLI draws bars).
+//! - `pipeline`: the one pipeline (coalesce, merge with the file, node
+//!   building, device selection, the address rule, the report).
+//! - `write`: `expand --write` (render, reconcile, the atomic write-back,
+//!   the `# found by` comments read back).
+//! - `links`: link measurement (`--links`).
+//! - `watch`: the live membership engine; `follow`: [`LiveWatch`], its
+//!   inputs built from `[discover]` with the secure defaults.
+//! - `doctor`: `rlx-discover doctor`'s checks of this box.
+//! - `escape`, `progress`: terminal-safe text, and the hook slow sources
+//!   report steps to (the CLI draws bars).
 //!
 //! The `rlx-discover` command line is another package (`cli/`,
 //! `rlx-discover-cli`), so a runtime that depends on this library pulls in
 //! none of its crates (clap, completions, man pages, progress bars, the
 //! namespace lab its `demo`, the tests and the benchmarks run on).
 
-pub use rlx_net as net;
-pub use rlx_proto as proto;
+#![warn(missing_docs, unreachable_pub)]
 
-pub mod addr;
-pub mod admit;
+mod addr;
+mod admit;
+mod discover;
+mod escape;
+mod follow;
+mod links;
+mod pipeline;
+mod progress;
+mod sighting;
+mod sources;
+mod watch;
+
 pub mod config;
-pub mod discover;
 pub mod doctor;
-pub mod follow;
-pub mod links;
-pub mod pipeline;
-pub mod prefer;
-pub mod progress;
-pub mod provenance;
-pub mod reconcile;
-pub mod render;
-pub mod report;
-pub mod select;
-pub mod sighting;
-pub mod sources;
-pub mod watch;
-pub mod writeback;
+pub mod write;
+
+// Expand.
+pub use config::{ClusterConfig, ConfigError, DiscoverSection, NodeConfig};
+pub use discover::{expand_config, expand_section, ExpandError, Overrides};
+pub use pipeline::Expansion;
+pub use progress::{Progress, Silent, Task};
+
+// What was found.
+pub use pipeline::report::{AddedNode, Report};
+pub use sighting::{Evidence, Problem, Sighting, Source};
+
+// Watch.
+pub use follow::{LiveWatch, StartError, WatchOptions};
+pub use watch::{Event, Kind, WatchError};
+
+// Print.
+pub use escape::{escape_line, untrusted};
+
+/// **The report's entries** — each kind of thing [`Report`] tells: a node
+/// folded into another, a device skipped, an id two machines claim, a node
+/// that moved, an agent mDNS did not hear, a link not measured. Their JSON
+/// field names are a stable interface for scripts (docs/json.md).
+pub mod report {
+    pub use crate::pipeline::report::{
+        Clash, Duplicate, LinkProblem, Moved, SkippedDevice, Unheard,
+    };
+    pub use crate::pipeline::select::SkipReason;
+    pub use crate::sighting::{Attempt, Concern};
+}
+
+/// **A one-shot mDNS browse** — the agents announcing `_rlx._tcp` on this
+/// host's links, as [`crate::Sighting`]s, without admission or the
+/// pipeline (`examples/browse_once.rs`). [`crate::expand_section`] is the
+/// same browse with both.
+pub mod mdns {
+    pub use crate::sources::mdns::{browse, browse_json, Browse, BrowseOptions, BrowseStats, MdnsError};
+}
+
+/// **A subnet scan** — which addresses of a block have an agent or
+/// something else on the worker port, and what that something says it is
+/// (`rlx-discover scan`). The `[discover] subnet` source is this scan
+/// followed by the handshake.
+pub mod scan {
+    pub use crate::sources::identify::Identity;
+    pub use crate::sources::subnet::{scan, Listener, Ports, ScanOptions, ScanResult};
+}

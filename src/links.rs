@@ -22,7 +22,7 @@
 //! figures.
 
 use crate::pipeline::Expansion;
-use crate::report::LinkProblem;
+use crate::pipeline::report::LinkProblem;
 use rlx_proto::handshake::measure::Request;
 use rlx_proto::handshake::{measure_link, LinkMeasurement, MeasureError};
 use rlx_proto::keys::Key;
@@ -162,27 +162,40 @@ pub fn versions(found: &crate::sighting::Discovery) -> HashMap<String, String> {
         .collect()
 }
 
+/// Why link measurement cannot be set up: said before any source runs.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinkSetupError {
+    /// The transfer window asked for (`--link-window-ms`) is out of range.
+    #[error(
+        "--link-window-ms {ms} is out of range: use 10..={max} (an agent sends at most {max} ms \
+         each way)"
+    )]
+    Window {
+        /// What was asked for.
+        ms: u64,
+        /// The most an agent sends.
+        max: u64,
+    },
+    /// The key file cannot be used (the measurement is authenticated with it).
+    #[error(transparent)]
+    Key(#[from] crate::admit::RulesError),
+}
+
 /// The options `[discover]` asks for: the default request with its
-/// `link_window_ms`, the handshake's
-/// timeout (at least [`crate::admit::MIN_ATTEMPT`]), and the current key.
-pub fn options(d: &crate::config::DiscoverSection) -> anyhow::Result<LinkOptions> {
-    use anyhow::Context;
+/// `link_window_ms`, the handshake's timeout (at least
+/// [`crate::admit::MIN_ATTEMPT`]), and the current key.
+pub fn options(d: &crate::config::DiscoverSection) -> Result<LinkOptions, LinkSetupError> {
     let max = rlx_proto::handshake::measure::MAX_MS;
-    anyhow::ensure!(
-        (10..=max).contains(&d.link_window_ms),
-        "--link-window-ms {} is out of range: use 10..={max} (an agent sends at most {max} ms \
-         each way)",
-        d.link_window_ms
-    );
-    let key = match &d.key_file {
-        Some(p) => Some(
-            rlx_proto::keys::KeyRing::load(p)
-                .with_context(|| format!("[discover] key_file {}", p.display()))?
-                .keys()[0]
-                .clone(),
-        ),
-        None => None,
-    };
+    if !(10..=max).contains(&d.link_window_ms) {
+        return Err(LinkSetupError::Window {
+            ms: d.link_window_ms,
+            max,
+        });
+    }
+    let key = crate::admit::Rules::from_section(d)?
+        .keys
+        .map(|ring| ring.keys()[0].clone());
     Ok(LinkOptions {
         request: Request {
             up_ms: d.link_window_ms,

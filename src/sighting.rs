@@ -2,6 +2,7 @@
 //! so nothing downstream needs to know where a node came from except to
 //! report it.
 
+use crate::escape::{escape_line, untrusted};
 use rlx_proto::caps::NodeCaps;
 use serde::Serialize;
 use std::fmt;
@@ -202,6 +203,29 @@ pub enum Concern {
 }
 
 impl Problem {
+    /// The mark its report line starts with: `!` for the user's own (it
+    /// fails the run), `~` for a stranger's (reported only).
+    pub fn mark(&self) -> char {
+        match self.concern {
+            Concern::Yours => '!',
+            Concern::Stranger => '~',
+        }
+    }
+
+    /// The problem as a report line (without the leading `  ! `):
+    /// `host (source): reason`, with the host through
+    /// [`crate::escape::untrusted`] and the reason through
+    /// [`crate::escape::escape_line`], so a stranger's text cannot forge
+    /// another line.
+    pub fn line(&self) -> String {
+        format!(
+            "{} ({}): {}",
+            untrusted(&self.host),
+            self.source,
+            escape_line(&self.reason)
+        )
+    }
+
     /// A problem of something the user configured or owns.
     pub fn new(source: Source, host: impl Into<String>, reason: impl Into<String>) -> Problem {
         Problem {

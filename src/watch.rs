@@ -114,7 +114,8 @@ use event::Out;
 pub use event::{Event, Kind, SCHEMA_VERSION};
 pub use health::{HEALTH_INTERVAL, HEALTH_JITTER, RECHECK_AFTER, SETTLED_AFTER};
 use member::{incarnation_of, news, Member};
-use node::{node_of, one};
+use crate::pipeline::node::node_of;
+use node::one;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
@@ -664,9 +665,7 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         announced: Option<String>,
     ) {
         let label = s.host.clone();
-        let Some(node) = node_of(&s, &self.defaults) else {
-            return;
-        };
+        let node = node_of(&s, &self.defaults);
         // The same machine already a member through the other source (mDNS
         // and DNS both list a LAN agent): one node, by the rule `expand`
         // merges with. If that source loses it first, the next browse of
@@ -754,11 +753,10 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         if let Some(s) = checked.sightings.into_iter().find(|s| s.host == label) {
             m.failed_once = false;
             m.next_check = Some(now + health::next_interval(&mut self.rng));
-            if let Some(node) = node_of(&s, &self.defaults) {
-                news(out, label, m, &node, incarnation_of(&s));
-                m.node = node;
-                m.sighting = s;
-            }
+            let node = node_of(&s, &self.defaults);
+            news(out, label, m, &node, incarnation_of(&s));
+            m.node = node;
+            m.sighting = s;
             return;
         }
         if m.sighting.addr != dialled {

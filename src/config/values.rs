@@ -12,6 +12,18 @@ use std::str::FromStr;
 /// smaller network and would take minutes of SYNs across someone's LAN.
 pub(crate) const MAX_SUBNET_PREFIX: u8 = 16;
 
+/// Why a value of the cluster file (a device list, a precision, a device
+/// policy, a subnet) is not one, in words that say what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ValueError(String);
+
+impl From<String> for ValueError {
+    fn from(why: String) -> Self {
+        ValueError(why)
+    }
+}
+
 /// One or more devices a node runs on: `"cuda"`, `"cuda:0,cuda:1"`, `"cpu"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -75,13 +87,13 @@ impl Default for DeviceList {
 }
 
 impl FromStr for DeviceList {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Self, ValueError> {
         let mut out = Vec::new();
         for part in s.split(',') {
             let part = part.trim();
             if part.is_empty() {
-                return Err(format!("empty entry in device list `{s}`"));
+                return Err(format!("empty entry in device list `{s}`").into());
             }
             let (kind, index) = match part.split_once(':') {
                 Some((k, i)) => (
@@ -102,8 +114,8 @@ impl FromStr for DeviceList {
 }
 
 impl TryFrom<String> for DeviceList {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
         s.parse()
     }
 }
@@ -145,8 +157,8 @@ impl DevicePolicy {
 }
 
 impl TryFrom<String> for DevicePolicy {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
         match s.as_str() {
             "best" => Ok(DevicePolicy::Best),
             "all" => Ok(DevicePolicy::All),
@@ -154,7 +166,7 @@ impl TryFrom<String> for DevicePolicy {
                 "device_policy = {s:?} is not a policy: use \"best\" (the default: one device \
                  kind, the runtime picks the device) or \"all\" (every accelerator of that \
                  kind, e.g. cuda:0,cuda:1)"
-            )),
+            ).into()),
         }
     }
 }
@@ -194,8 +206,8 @@ impl Precision {
 }
 
 impl FromStr for Precision {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Self, ValueError> {
         match s.to_ascii_lowercase().as_str() {
             "f32" | "fp32" => Ok(Precision::F32),
             "f16" | "fp16" => Ok(Precision::F16),
@@ -203,14 +215,14 @@ impl FromStr for Precision {
             "int8" | "i8" => Ok(Precision::Int8),
             _ => Err(format!(
                 "unknown precision `{s}` (expected f32, f16, bf16 or int8)"
-            )),
+            ).into()),
         }
     }
 }
 
 impl TryFrom<String> for Precision {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
         s.parse()
     }
 }
@@ -233,8 +245,8 @@ impl fmt::Display for Precision {
 pub struct Subnet(pub ipnet::Ipv4Net);
 
 impl FromStr for Subnet {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Self, ValueError> {
         let net: ipnet::Ipv4Net = s
             .trim()
             .parse()
@@ -245,15 +257,15 @@ impl FromStr for Subnet {
                  ({} hosts): split it, or list the /{MAX_SUBNET_PREFIX}s your workers are on",
                 1u64 << (32 - net.prefix_len()),
                 (1u64 << (32 - MAX_SUBNET_PREFIX)) - 2
-            ));
+            ).into());
         }
         Ok(Subnet(net.trunc()))
     }
 }
 
 impl TryFrom<String> for Subnet {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
         s.parse()
     }
 }

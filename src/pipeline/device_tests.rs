@@ -2,6 +2,9 @@
 //! writes, and the details and link facts each added node carries.
 
 use super::*;
+use crate::config::DevicePolicy;
+use crate::sighting::{Evidence, Sighting, Source};
+use rlx_proto::caps::NodeCaps;
 use crate::sighting::Discovery;
 use rlx_proto::caps::{DeviceInfo, LinkInfo, PcieLink};
 

@@ -3,7 +3,7 @@
 //! worker is not running, or cannot be reached from here, is written all
 //! the same (the runtime may start it) and said.
 
-use crate::report::untrusted;
+use crate::escape::untrusted;
 use crate::sighting::Sighting;
 use rlx_proto::caps::NodeCaps;
 

@@ -358,7 +358,7 @@ fn first_line(b: &[u8]) -> String {
 /// Text a stranger sent, made safe for one terminal line (escaped) and
 /// short: at most 80 characters of the escaped text.
 fn escape(s: &str) -> String {
-    let escaped = crate::report::escape_line(s);
+    let escaped = crate::escape::escape_line(s);
     let mut out: String = escaped.chars().take(80).collect();
     if out.len() < escaped.len() {
         out.push('…');

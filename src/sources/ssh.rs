@@ -70,7 +70,12 @@ pub struct SshOptions {
 }
 
 impl SshOptions {
-    /// Options from a `[discover]` section.
+    /// The probes `d` configures: `None` without `ssh_hosts`.
+    pub fn configured(d: &crate::config::DiscoverSection) -> Option<Self> {
+        (!d.ssh_hosts.is_empty()).then(|| Self::from_section(d))
+    }
+
+    /// The options `d` gives, whether or not it lists hosts.
     pub fn from_section(d: &crate::config::DiscoverSection) -> Self {
         SshOptions {
             hosts: d.ssh_hosts.clone(),

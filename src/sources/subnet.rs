@@ -77,6 +77,36 @@ pub struct Ports {
     pub agent: u16,
 }
 
+/// What a scan dials: `[discover] subnet`, its two ports, the per-connect
+/// timeout and how many addresses are in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanOptions {
+    /// The block, at most a /16 (checked when it is parsed).
+    pub net: Subnet,
+    /// The ports tried on every address.
+    pub ports: Ports,
+    /// Per connect.
+    pub timeout: Duration,
+    /// Most addresses in flight (two sockets each), fitted to the open-file
+    /// limit when the scan starts.
+    pub concurrency: usize,
+}
+
+impl ScanOptions {
+    /// The scan `d` configures: `None` without a `subnet`.
+    pub fn from_section(d: &crate::config::DiscoverSection) -> Option<ScanOptions> {
+        Some(ScanOptions {
+            net: d.subnet.clone()?,
+            ports: Ports {
+                worker: d.port,
+                agent: d.agent_port,
+            },
+            timeout: Duration::from_millis(d.timeout_ms),
+            concurrency: d.scan_concurrency,
+        })
+    }
+}
+
 /// One address where something listened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listener {
@@ -177,15 +207,16 @@ async fn probe(ip: IpAddr, ports: Ports, timeout: Duration) -> Probed {
     }
 }
 
-/// Dials both `ports` on every host of `net`, with at most `concurrency`
-/// addresses in flight and `timeout` per connect.
-pub async fn scan(
-    net: &Subnet,
-    ports: Ports,
-    timeout: Duration,
-    concurrency: usize,
-    progress: &dyn Progress,
-) -> ScanResult {
+/// Dials both ports on every host of the block, with at most
+/// `concurrency` addresses in flight and `timeout` per connect.
+pub async fn scan(opts: &ScanOptions, progress: &dyn Progress) -> ScanResult {
+    let ScanOptions {
+        net,
+        ports,
+        timeout,
+        concurrency,
+    } = opts;
+    let (ports, timeout, concurrency) = (*ports, *timeout, *concurrency);
     let t0 = Instant::now();
     let addrs = hosts(net);
     // Two sockets per address in flight.
@@ -223,15 +254,9 @@ pub async fn scan(
 /// unnamed listener on the worker port (no caps yet: the handshake stage
 /// fills them in); a listener named as another service (node_exporter, a
 /// printer, sshd) is a reported problem, never a node.
-pub async fn discover(
-    net: &Subnet,
-    ports: Ports,
-    timeout: Duration,
-    concurrency: usize,
-    started: Instant,
-    progress: &dyn Progress,
-) -> Discovery {
-    let r = scan(net, ports, timeout, concurrency, progress).await;
+pub async fn discover(opts: &ScanOptions, started: Instant, progress: &dyn Progress) -> Discovery {
+    let r = scan(opts, progress).await;
+    let (net, ports, timeout) = (&opts.net, opts.ports, opts.timeout);
     let found_ms = started.elapsed().as_millis() as u64;
     let mut d = Discovery::default();
     let mut named = 0;
@@ -351,15 +376,17 @@ mod tests {
         (closed, port)
     }
 
-    async fn scan_lo(ports: Ports) -> ScanResult {
-        scan(
-            &net("127.0.0.1/32").unwrap(),
+    fn lo_opts(ports: Ports) -> ScanOptions {
+        ScanOptions {
+            net: net("127.0.0.1/32").unwrap(),
             ports,
-            Duration::from_millis(300),
-            16,
-            &crate::progress::Silent,
-        )
-        .await
+            timeout: Duration::from_millis(300),
+            concurrency: 16,
+        }
+    }
+
+    async fn scan_lo(ports: Ports) -> ScanResult {
+        scan(&lo_opts(ports), &crate::progress::Silent).await
     }
 
     /// Loopback only (no traffic leaves the machine): an agent beside a
@@ -437,18 +464,11 @@ mod tests {
             }
         });
         let (_c, closed) = closed_port();
-        let d = discover(
-            &net("127.0.0.1/32").unwrap(),
-            Ports {
-                worker: w.port(),
-                agent: closed,
-            },
-            Duration::from_millis(300),
-            16,
-            Instant::now(),
-            &crate::progress::Silent,
-        )
-        .await;
+        let opts = lo_opts(Ports {
+            worker: w.port(),
+            agent: closed,
+        });
+        let d = discover(&opts, Instant::now(), &crate::progress::Silent).await;
         assert!(d.sightings.is_empty(), "{:?}", d.sightings);
         assert_eq!(d.problems.len(), 1);
         let why = &d.problems[0].reason;

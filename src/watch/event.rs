@@ -7,7 +7,7 @@
 //! a runtime reading the stream never sees two joins without a left, nor a
 //! left without a join.
 
-use crate::report::AddedNode;
+use crate::pipeline::report::AddedNode;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::fmt;

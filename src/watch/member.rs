@@ -3,7 +3,7 @@
 
 use super::event::{Event, Kind, Out};
 use super::node::material;
-use crate::report::AddedNode;
+use crate::pipeline::report::AddedNode;
 use crate::sighting::Sighting;
 use tokio::time::Instant;
 

@@ -1,19 +1,9 @@
-//! **What a member is to a scheduler** — the node the pipeline makes of an
-//! admitted sighting, and which of its changes are worth an `updated`.
+//! **What a member's change is to a scheduler** — which changes of the node
+//! the pipeline makes of an admitted sighting
+//! ([`crate::pipeline::node::node_of`]) are worth an `updated`.
 
-use crate::pipeline::{expand, NodeDefaults};
-use crate::report::{gib, AddedNode};
+use crate::pipeline::report::{gib, AddedNode};
 use crate::sighting::{Discovery, Sighting};
-
-/// The node the pipeline makes of one admitted sighting: the same device
-/// selection as `expand`.
-pub(super) fn node_of(s: &Sighting, defaults: &NodeDefaults) -> Option<AddedNode> {
-    let d = Discovery {
-        sightings: vec![s.clone()],
-        ..Default::default()
-    };
-    expand(&[], defaults, d).added.into_iter().next()
-}
 
 /// What makes an update worth reporting, in words; `None` when nothing a
 /// scheduler cares about changed (a fresher copy of the same caps).

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::admit::{ATTEMPTS, MIN_ATTEMPT, STAGGER};
-use crate::report::gib;
+use crate::pipeline::report::gib;
 use crate::sighting::{Evidence, Source};
 use rlx_proto::caps::{DeviceInfo, NodeCaps};
 use std::sync::{Arc, Mutex};

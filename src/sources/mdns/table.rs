@@ -8,7 +8,7 @@
 use super::browser::BrowserEvent;
 use super::schedule::EARLY_ROUNDS;
 use super::wire::{host_key, name_text, service_name, strip_service};
-use crate::prefer::{preferred, AddrCandidate};
+use crate::pipeline::prefer::{preferred, AddrCandidate};
 use crate::sources::dnssd::{self, instance_label, routable, MAX_INSTANCES, MAX_TXT_BYTES};
 use hickory_proto::op::Message;
 use hickory_proto::rr::rdata::PTR;
@@ -437,7 +437,7 @@ impl Table {
 
     /// The address chosen for instance `i` and the interface it goes with:
     /// among every address its host was heard at, on every interface, the
-    /// one [`crate::prefer::preferred`] picks, with "shared link" meaning on
+    /// one [`crate::pipeline::prefer::preferred`] picks, with "shared link" meaning on
     /// a subnet of the interface it was heard on. Which interface answered
     /// first takes no part, so an agent on two of this host's links gets the
     /// same address in every run (issue 13, item 3). Loopback counts only

@@ -5,78 +5,11 @@
 //! The JSON field names here are a documented, stable interface for scripts
 //! (see README): add fields, never rename them.
 
-use crate::select::SkipReason;
+use crate::escape::{escape_line, untrusted};
+use super::select::SkipReason;
 use crate::sighting::{Attempt, Concern, Evidence, Problem, Source};
 use serde::Serialize;
 use std::fmt::Write as _;
-
-/// Network-supplied text (an mDNS instance label, an SRV host name, a host
-/// name or device name from caps), made safe to print on one terminal line:
-/// control characters (newlines, ESC, C1 controls), bidi overrides and
-/// other invisible format characters are escaped the way Rust escapes them
-/// (`\n`, `\u{1b}`, `\u{202e}`), so a stranger cannot start a fake report
-/// line or send the terminal an escape sequence. A name made only of the
-/// characters of host names and addresses is printed as it is; anything
-/// else (a space, a quote, an escaped character) is printed in double
-/// quotes, like `ls` quotes an odd file name, so the name's end is never in
-/// doubt. The one function every human printer uses (report, `browse`,
-/// `watch`, the `# found by` comments); JSON output stays raw, since serde
-/// escapes it.
-pub fn untrusted(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']' | '%' | '@')
-        });
-    if plain {
-        return s.to_string();
-    }
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '\'' => out.push(c),
-            c => out.extend(c.escape_debug()),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// A line of human output that may quote network text (a refusal reason,
-/// a warning), made safe to print as one line: the same characters as in
-/// [`untrusted`] are escaped, but nothing is quoted and quotes and
-/// backslashes stay as they are, so the text reads as written.
-pub fn escape_line(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '"' | '\'' | '\\' => out.push(c),
-            c => out.extend(c.escape_debug()),
-        }
-    }
-    out
-}
-
-/// The mark a problem's report line starts with: `!` for the user's own
-/// (it fails the run), `~` for a stranger's (reported only).
-pub fn problem_mark(p: &Problem) -> char {
-    match p.concern {
-        Concern::Yours => '!',
-        Concern::Stranger => '~',
-    }
-}
-
-/// A refused or failed host as a report line (without the leading `  ! `):
-/// `host (source): reason`, with the host through [`untrusted`] and the
-/// reason through [`escape_line`].
-pub fn problem_line(p: &Problem) -> String {
-    format!(
-        "{} ({}): {}",
-        untrusted(&p.host),
-        p.source,
-        escape_line(&p.reason)
-    )
-}
 
 /// A node discovery added, with where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -285,7 +218,7 @@ pub struct Report {
 /// A node of the file whose machine now answers at another address: a new
 /// DHCP lease, or a box moved to another port of the switch. It is
 /// recognised by the node id its `# found by` comment names (see
-/// [`crate::provenance`]), from fresh caps (a handshake or SSH; with a
+/// [`crate::write::provenance`]), from fresh caps (a handshake or SSH; with a
 /// cluster key, an authenticated handshake).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Moved {
@@ -494,7 +427,7 @@ impl Report {
             ));
         }
         for f in &self.failed {
-            line(format!("  {} {}", problem_mark(f), problem_line(f)));
+            line(format!("  {} {}", f.mark(), f.line()));
         }
         for d in &self.skipped_devices {
             line(format!("  - {}: skipped device {}", d.addr, d.why));
@@ -546,35 +479,10 @@ impl Clash {
         )
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn plain_host_names_and_addresses_print_as_they_are() {
-        for s in [
-            "gpu-a",
-            "10.0.0.5:9100",
-            "[fe80::1%eth0]:9100",
-            "box_1.local",
-        ] {
-            assert_eq!(untrusted(s), s);
-        }
-    }
-
-    /// Guards against terminal escape sequences and bidi overrides in a
-    /// name reaching the terminal raw.
-    #[test]
-    fn control_and_bidi_characters_are_escaped_and_the_name_quoted() {
-        assert_eq!(untrusted("a\x1b[2Jb"), "\"a\\u{1b}[2Jb\"");
-        assert_eq!(untrusted("evil\u{202e}txt.exe"), "\"evil\\u{202e}txt.exe\"");
-        assert_eq!(untrusted("My Mac's \"GPU\""), "\"My Mac's \\\"GPU\\\"\"");
-        assert_eq!(untrusted(""), "\"\"");
-        assert_eq!(
-            escape_line("a \"b\"\n\u{85}c\u{2028}"),
-            "a \"b\"\\n\\u{85}c\\u{2028}"
-        );
-    }
 
     /// A link that was not measured is a reported line with its reason,
     /// never silence; a measured one is on the node's line.

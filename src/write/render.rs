@@ -29,10 +29,11 @@
 //! this node": `--prune` removes only nodes that carry it, and a move
 //! rewrites only their `addr`, so deleting the comment is how a user adopts
 //! a discovered node as their own. Its node id is the key that recognises
-//! the node's machine at a new address ([`crate::provenance`]).
+//! the node's machine at a new address ([`crate::write::provenance`]).
 
 use crate::config::NodeConfig;
-use crate::report::{escape_line, untrusted, AddedNode};
+use crate::escape::{escape_line, untrusted};
+use crate::pipeline::report::AddedNode;
 use std::ops::Range;
 use toml_edit::{value, Array, ArrayOfTables, DocumentMut, ImDocument, InlineTable, Item, Table};
 
@@ -210,7 +211,7 @@ pub struct FileNode {
     /// The provenance comment above its header (without `# `), when
     /// `rlx-discover` appended it.
     pub found_by: Option<String>,
-    /// The node id its comments name ([`crate::provenance`]): the key that
+    /// The node id its comments name ([`crate::write::provenance`]): the key that
     /// recognises its machine at a new address.
     pub id: Option<String>,
     /// The bytes of its `addr` string as written (quotes included), which a
@@ -267,7 +268,7 @@ pub fn file_nodes(text: &str) -> Result<Vec<FileNode>, RenderError> {
         let mut block_start = header;
         while block_start > 0 {
             let s = line_start(text, block_start - 1);
-            if crate::provenance::comment_text(&text[s..block_start]).is_none() {
+            if crate::write::provenance::comment_text(&text[s..block_start]).is_none() {
                 break;
             }
             block_start = s;
@@ -276,7 +277,7 @@ pub fn file_nodes(text: &str) -> Result<Vec<FileNode>, RenderError> {
         let header_comment = header_line
             .split_once('#')
             .map(|(_, c)| c.trim_end_matches(['\r', '\n']));
-        let prov = crate::provenance::read(&text[block_start..header], header_comment);
+        let prov = crate::write::provenance::read(&text[block_start..header], header_comment);
         let found_by = prov.found_by.clone();
         let above_start = block_start + prov.found_by_at.unwrap_or(0);
         let addr_span = t
@@ -499,7 +500,7 @@ mod tests {
         let c = provenance_comment(&p, "t");
         assert!(c.contains(", 0.21 ms, 9.3 Gbit/s up, 9.1 down"), "{c}");
         assert_eq!(
-            crate::provenance::node_id_in(&c).as_deref(),
+            crate::write::provenance::node_id_in(&c).as_deref(),
             Some(p.id.as_str()).filter(|id| !id.is_empty()),
             "{c}"
         );

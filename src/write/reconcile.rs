@@ -27,7 +27,7 @@
 use crate::addr::NodeAddr;
 use crate::config::{ClusterConfig, NodeConfig};
 use crate::pipeline::Expansion;
-use crate::render::{addr_string, file_nodes, render_expanded, splice, RenderError};
+use crate::write::render::{addr_string, file_nodes, render_expanded, splice, RenderError};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -84,7 +84,7 @@ pub struct Plan {
     /// Addresses of the nodes removed by `--prune`.
     pub removed: Vec<String>,
     /// `old -> new` for each node whose `addr` was updated in place (its
-    /// machine moved, see [`crate::report::Moved`]).
+    /// machine moved, see [`crate::pipeline::report::Moved`]).
     pub moved: Vec<String>,
     /// Nodes no source saw this run.
     pub missing: Vec<MissingNode>,
@@ -107,11 +107,11 @@ impl Plan {
     }
 
     /// The human-readable lines for the report on stderr, each through
-    /// [`crate::report::escape_line`] (a file's `addr` may hold anything).
+    /// [`crate::escape::escape_line`] (a file's `addr` may hold anything).
     pub fn render_text(&self) -> String {
         self.render_raw()
             .lines()
-            .map(|l| format!("{}\n", crate::report::escape_line(l)))
+            .map(|l| format!("{}\n", crate::escape::escape_line(l)))
             .collect()
     }
 
@@ -447,7 +447,7 @@ mod tests {
     fn run_found(text: &str, found: Vec<Sighting>) -> (Expansion, Plan) {
         let cfg = ClusterConfig::parse(Path::new("c.toml"), text).unwrap();
         let d = cfg.discover.clone().unwrap();
-        let marks = crate::discover::file_marks(&cfg);
+        let marks = crate::write::marks::file_marks(&cfg);
         let found = Discovery {
             sightings: found,
             ..Default::default()

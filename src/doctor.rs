@@ -338,7 +338,7 @@ type Admitted = (String, SocketAddr, Option<String>);
 
 /// The `clock` check of the agents the browse admitted.
 async fn clock_check(d: &DiscoverSection, agents: &[Admitted]) -> Check {
-    let rules = match crate::discover::rules(d) {
+    let rules = match crate::admit::Rules::from_section(d) {
         Ok(r) => r,
         Err(e) => return Check::new("clock", Status::Skip, format!("not read: {e:#}")),
     };
