@@ -46,14 +46,14 @@ pub(crate) const DEFAULT_HANDSHAKE_CONCURRENCY: usize = 64;
 /// later sends a fresh SYN instead. Four attempts, each long enough for one
 /// kernel retransmission ([`MIN_ATTEMPT`]), give a dead node up after about
 /// 2.25 s.
-pub const ATTEMPTS: usize = 4;
+pub(crate) const ATTEMPTS: usize = 4;
 
 /// Shortest deadline of one handshake attempt: past the kernel's first SYN
 /// retransmission at 1 s. `timeout_ms` is used when longer.
-pub const MIN_ATTEMPT: Duration = Duration::from_millis(1500);
+pub(crate) const MIN_ATTEMPT: Duration = Duration::from_millis(1500);
 
 /// Delay between handshake attempts (see [`ATTEMPTS`]).
-pub const STAGGER: Duration = Duration::from_millis(250);
+pub(crate) const STAGGER: Duration = Duration::from_millis(250);
 
 /// Whether an error settles the question (the node answered, or refused),
 /// as opposed to a packet that may just have been lost.
@@ -150,7 +150,7 @@ type Outcome = Result<HandshakeReply, HandshakeError>;
 /// browse instead of starting after its window. At most
 /// [`Rules::concurrency`] handshakes run at once, early or not; the ones
 /// still running when the admission is dropped are cancelled.
-pub struct Admission {
+pub(crate) struct Admission {
     rules: Rules,
     nudger: Arc<Nudger>,
     permits: Arc<Semaphore>,
@@ -159,7 +159,7 @@ pub struct Admission {
 
 impl Admission {
     /// An admission under `rules`, with nothing started yet.
-    pub fn new(rules: Rules) -> Arc<Admission> {
+    pub(crate) fn new(rules: Rules) -> Arc<Admission> {
         Arc::new(Admission {
             permits: Arc::new(Semaphore::new(rules.concurrency.max(1))),
             nudger: Nudger::new(),
@@ -168,15 +168,10 @@ impl Admission {
         })
     }
 
-    /// The rules it admits under.
-    pub fn rules(&self) -> &Rules {
-        &self.rules
-    }
-
     /// A hook for sources ([`OnSighting`]) that starts each sighting's
     /// handshake at once, in the background. Must be called inside a tokio
     /// runtime.
-    pub fn early(self: &Arc<Self>) -> OnSighting {
+    pub(crate) fn early(self: &Arc<Self>) -> OnSighting {
         let me = Arc::downgrade(self);
         OnSighting(Arc::new(move |s: &Sighting| {
             if let Some(me) = me.upgrade() {
@@ -221,15 +216,9 @@ impl Admission {
         handshake_now(&self.rules, &self.permits, &self.nudger, key).await
     }
 
-    /// ARP and neighbour-discovery frames sent to speed up handshakes
-    /// ([`rlx_net::neighbour`]).
-    pub fn neighbour_nudges(&self) -> usize {
-        self.nudger.sent()
-    }
-
     /// Applies the rules to every sighting of `d`, concurrently; refused ones
     /// move to `d.problems` with their reasons.
-    pub async fn admit(&self, d: Discovery) -> Discovery {
+    pub(crate) async fn admit(&self, d: Discovery) -> Discovery {
         let Discovery {
             sightings,
             mut problems,
@@ -423,7 +412,7 @@ fn cluster_mismatch(has: Option<&str>, want: &str) -> Option<String> {
 /// Applies the rules to every sighting of `d`, concurrently; refused ones
 /// move to `d.problems` with their reasons. (An [`Admission`] with nothing
 /// started early.)
-pub async fn admit(d: Discovery, rules: &Rules) -> Discovery {
+pub(crate) async fn admit(d: Discovery, rules: &Rules) -> Discovery {
     Admission::new(rules.clone()).admit(d).await
 }
 

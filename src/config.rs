@@ -37,7 +37,7 @@ pub use discover::{
 pub use node::{KvCache, NodeConfig, Role};
 /// Default worker port, as in the seed, and the agents' own port.
 pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
-pub use values::{DeviceList, DevicePolicy, DeviceSpec, Precision, Subnet};
+pub use values::{DeviceList, DevicePolicy, DeviceSpec, Precision, Subnet, ValueError};
 
 use keypath::{span_of, Invalid};
 use serde::Deserialize;

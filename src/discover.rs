@@ -83,7 +83,7 @@ pub enum ExpandError {
 /// Runs every source configured in `d`, concurrently, then admits what
 /// they saw ([`crate::admit`]); mDNS-found agents' handshakes start while
 /// the browse still listens.
-pub async fn run_sources(
+pub(crate) async fn run_sources(
     d: &DiscoverSection,
     started: Instant,
     progress: &dyn Progress,

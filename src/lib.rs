@@ -122,6 +122,7 @@ pub use progress::{Progress, Silent, Task};
 
 // What was found.
 pub use pipeline::report::{AddedNode, Report};
+pub use addr::{AddrError, NodeAddr};
 pub use sighting::{Evidence, Problem, Sighting, Source};
 
 // Watch.

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 /// How the links are measured.
 #[derive(Debug, Clone)]
-pub struct LinkOptions {
+pub(crate) struct LinkOptions {
     /// What each node is asked for.
     pub request: Request,
     /// The wait for each of the agent's lines (the transfers get their
@@ -46,7 +46,7 @@ pub struct LinkOptions {
 /// One node to measure: its address as written, and the agent's version
 /// from its caps (named when the agent is too old to measure).
 #[derive(Debug, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     /// Its agent's endpoint (`host:port` as in the node's `addr`, with the
     /// agent's port): the measurement runs over the agent's port.
     pub addr: String,
@@ -69,7 +69,7 @@ fn source_for(to: SocketAddr) -> Option<IpAddr> {
 
 /// Measures every target, one at a time per coordinator interface, the
 /// interfaces in parallel; results in the targets' order.
-pub async fn measure_all(
+pub(crate) async fn measure_all(
     targets: &[Target],
     opts: &LinkOptions,
 ) -> Vec<Result<LinkMeasurement, String>> {
@@ -113,7 +113,7 @@ pub async fn measure_all(
 /// the node (`link`), in the report too, and each failure as a
 /// [`LinkProblem`]: a node that cannot be measured is still added.
 /// `versions` maps node ids to agent versions.
-pub async fn measure_expansion(
+pub(crate) async fn measure_expansion(
     exp: &mut Expansion,
     versions: &HashMap<String, String>,
     opts: &LinkOptions,
@@ -153,7 +153,7 @@ pub async fn measure_expansion(
 }
 
 /// Agent versions by node id, from the caps the sources brought.
-pub fn versions(found: &crate::sighting::Discovery) -> HashMap<String, String> {
+pub(crate) fn versions(found: &crate::sighting::Discovery) -> HashMap<String, String> {
     found
         .sightings
         .iter()
@@ -185,7 +185,7 @@ pub enum LinkSetupError {
 /// The options `[discover]` asks for: the default request with its
 /// `link_window_ms`, the handshake's timeout (at least
 /// [`crate::admit::MIN_ATTEMPT`]), and the current key.
-pub fn options(d: &crate::config::DiscoverSection) -> Result<LinkOptions, LinkSetupError> {
+pub(crate) fn options(d: &crate::config::DiscoverSection) -> Result<LinkOptions, LinkSetupError> {
     let max = rlx_proto::handshake::measure::MAX_MS;
     if !(10..=max).contains(&d.link_window_ms) {
         return Err(LinkSetupError::Window {

@@ -24,15 +24,15 @@ use coalesce::unheard_by_mdns;
 use merge::{claimed_node, duplicate, hand_matches, moved, moves, settle_clashes};
 use report::{AddedNode, Report};
 
-pub use coalesce::same_machine;
-pub use node::NodeDefaults;
+pub(crate) use coalesce::same_machine;
+pub(crate) use node::NodeDefaults;
 
-pub mod coalesce;
-pub mod merge;
-pub mod node;
-pub mod prefer;
-pub mod report;
-pub mod select;
+pub(crate) mod coalesce;
+pub(crate) mod merge;
+pub(crate) mod node;
+pub(crate) mod prefer;
+pub(crate) mod report;
+pub(crate) mod select;
 mod worker;
 
 #[cfg(test)]
@@ -53,7 +53,7 @@ pub struct Expansion {
 }
 
 /// Runs the pipeline: hand-written nodes plus what the sources found.
-pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) -> Expansion {
+pub(crate) fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) -> Expansion {
     expand_file(hand, &[], defaults, found)
 }
 
@@ -63,7 +63,7 @@ pub fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discovery) ->
 /// node, moved ([`crate::pipeline::report::Moved`]), not a new one. A discovered
 /// node gets the new `addr`; a hand-written one is left as it is and the
 /// move is reported.
-pub fn expand_file(
+pub(crate) fn expand_file(
     hand: &[NodeConfig],
     marks: &[FileMark],
     defaults: &NodeDefaults,

@@ -22,12 +22,12 @@
 //! [`crate::sighting::Source`]), its `[discover]` key, and a line in
 //! [`configured`].
 
-pub mod dns;
-pub mod dnssd;
-pub mod identify;
-pub mod mdns;
-pub mod ssh;
-pub mod subnet;
+pub(crate) mod dns;
+pub(crate) mod dnssd;
+pub(crate) mod identify;
+pub(crate) mod mdns;
+pub(crate) mod ssh;
+pub(crate) mod subnet;
 
 use crate::config::DiscoverSection;
 use crate::progress::Progress;
@@ -36,7 +36,7 @@ use std::time::Instant;
 
 /// A source `[discover]` asks for, with its options.
 #[derive(Debug, Clone)]
-pub enum Configured {
+pub(crate) enum Configured {
     /// `ssh_hosts`.
     Ssh(ssh::SshOptions),
     /// `subnet`.
@@ -49,7 +49,7 @@ pub enum Configured {
 
 /// Every source `d` asks for, in one list, and a problem for each that it
 /// asks for in a way that cannot run (a `dns_sd` domain that is not one).
-pub fn configured(d: &DiscoverSection) -> (Vec<Configured>, Vec<Problem>) {
+pub(crate) fn configured(d: &DiscoverSection) -> (Vec<Configured>, Vec<Problem>) {
     let mut problems = Vec::new();
     let dns = match &d.dns_sd {
         None => None,
@@ -71,7 +71,7 @@ impl Configured {
     /// What the source does that the network-namespace guard must allow
     /// first ([`rlx_net::netguard`]): multicast or a scan; `None` for a
     /// source that only dials hosts the user named.
-    pub fn guarded(&self) -> Option<&'static str> {
+    pub(crate) fn guarded(&self) -> Option<&'static str> {
         match self {
             Configured::Subnet(_) => Some("a subnet scan"),
             Configured::Mdns(_) => Some("an mDNS browse"),
@@ -82,7 +82,7 @@ impl Configured {
     /// Runs the source. `on_resolved` is told of each sighting as soon as
     /// a source that finds them one by one has it (the mDNS browse), so its
     /// handshake overlaps the rest of the browse.
-    pub async fn discover(
+    pub(crate) async fn discover(
         &self,
         started: Instant,
         progress: &dyn Progress,

@@ -106,13 +106,11 @@ use crate::sighting::{Discovery, Problem, Sighting};
 use crate::sources::dns::{self, DnsSdOptions};
 use crate::sources::mdns::{Change, ContinuousBrowse};
 use admission::{Bucket, Priority, Queue, Refusals};
-pub use admission::{
-    ADMIT_BURST, ADMIT_EVERY, MAX_IN_FLIGHT, MAX_REMEMBERED, RESERVED_IN_FLIGHT, RETRY_CAP,
-    RETRY_FIRST,
+pub(crate) use admission::{
+    MAX_IN_FLIGHT, MAX_REMEMBERED, RESERVED_IN_FLIGHT,
 };
 use event::Out;
-pub use event::{Event, Kind, SCHEMA_VERSION};
-pub use health::{HEALTH_INTERVAL, HEALTH_JITTER, RECHECK_AFTER, SETTLED_AFTER};
+pub use event::{Event, Kind};
 use member::{incarnation_of, news, Member};
 use crate::pipeline::node::node_of;
 use node::one;
@@ -123,7 +121,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 mod admission;
 mod event;
-pub mod health;
+pub(crate) mod health;
 mod member;
 mod node;
 #[cfg(test)]
@@ -132,17 +130,17 @@ mod tests;
 /// How often the DNS-SD zone is browsed again. Each browse costs 1 + 2N
 /// queries on BIND (see [`crate::sources::dns`]); every 5 s keeps joins and
 /// clean leaves within seconds, well inside the records' 60 s TTL.
-pub const DNS_POLL_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const DNS_POLL_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The suffix of DNS members' names in events: the same agent is also an
 /// mDNS instance of the same name, and the two must not be one key.
-pub const DNS_SUFFIX: &str = " (dns)";
+pub(crate) const DNS_SUFFIX: &str = " (dns)";
 
 /// How long after a goodbye the instance is dialled once more, quietly: a
 /// goodbye of the previous process that mdns-sd delivers after a restarted
 /// agent already announced itself must not hide the live one (its records
 /// equal the cached ones, so nothing else would bring it back).
-pub const CONFIRM_AFTER_GOODBYE: Duration = Duration::from_millis(1500);
+pub(crate) const CONFIRM_AFTER_GOODBYE: Duration = Duration::from_millis(1500);
 
 /// Why a watch cannot go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -155,7 +153,7 @@ pub enum WatchError {
 
 /// Where joins and goodbyes come from: the mDNS browse in production, a
 /// channel in tests.
-pub trait Announcements {
+pub(crate) trait Announcements {
     /// The next change; `None` once the source has stopped for good. Must be
     /// cancel-safe: the watch drops it whenever another input is ready.
     fn next(&mut self) -> impl Future<Output = Option<Change>>;
@@ -168,7 +166,7 @@ impl Announcements for ContinuousBrowse {
 }
 
 /// A unicast DNS-SD zone, browsed every [`DNS_POLL_INTERVAL`].
-pub trait Zone {
+pub(crate) trait Zone {
     /// Every registration in the zone, or why the browse failed (then the
     /// DNS members are kept as they are: a failed query is no leave).
     fn browse(&mut self) -> impl Future<Output = Result<Discovery, String>>;
@@ -176,7 +174,7 @@ pub trait Zone {
 
 /// The zone `[discover] dns_sd` names, browsed by [`crate::sources::dns`].
 #[derive(Debug, Clone)]
-pub struct DnsZone {
+pub(crate) struct DnsZone {
     /// The domain, server and deadline.
     pub opts: DnsSdOptions,
     /// Start of the watch, for the sightings' `found_ms`.
@@ -197,7 +195,7 @@ impl Zone for DnsZone {
 /// both joins (is this announcement real?) and the health check (is this
 /// member still there?): a sighting it returns is alive, a problem it
 /// reports is not.
-pub trait Check {
+pub(crate) trait Check {
     /// The sightings that passed (with their fresh caps) and the problems.
     /// `Send`: checks run in their own tasks, beside the event loop.
     fn check(&self, d: Discovery) -> impl Future<Output = Discovery> + Send;
@@ -206,17 +204,6 @@ pub trait Check {
 impl Check for Rules {
     fn check(&self, d: Discovery) -> impl Future<Output = Discovery> + Send {
         admit(d, self)
-    }
-}
-
-/// A zone that is never browsed, for a watch of mDNS alone:
-/// `None::<&mut NoZone>`.
-#[derive(Debug, Clone, Copy)]
-pub enum NoZone {}
-
-impl Zone for NoZone {
-    async fn browse(&mut self) -> Result<Discovery, String> {
-        match *self {}
     }
 }
 
@@ -257,7 +244,7 @@ const MAX_REPORTED: usize = admission::MAX_REMEMBERED;
 /// The membership engine: members, the refusals already reported, the
 /// candidates waiting for admission and how they are checked and turned
 /// into nodes.
-pub struct Watch<C> {
+pub(crate) struct Watch<C> {
     check: C,
     defaults: NodeDefaults,
     started: Instant,
@@ -278,7 +265,7 @@ pub struct Watch<C> {
 impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
     /// A watch with no members yet. `started` is the origin of the events'
     /// `at_ms` (a tokio instant, so paused time in tests moves it too).
-    pub fn new(check: C, defaults: NodeDefaults, started: Instant) -> Self {
+    pub(crate) fn new(check: C, defaults: NodeDefaults, started: Instant) -> Self {
         Watch {
             check,
             defaults,
@@ -297,15 +284,11 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
 
     /// The same, with the health checks' jitter drawn from `seed` (tests
     /// that replay a schedule).
-    pub fn with_seed(check: C, defaults: NodeDefaults, started: Instant, seed: u64) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_seed(check: C, defaults: NodeDefaults, started: Instant, seed: u64) -> Self {
         let mut w = Watch::new(check, defaults, started);
         w.rng = fastrand::Rng::with_seed(seed);
         w
-    }
-
-    /// The current members' names, in order.
-    pub fn members(&self) -> impl Iterator<Item = &str> {
-        self.members.keys().map(String::as_str)
     }
 
     /// Runs until `shutdown` completes, handing every event to `emit` as it
@@ -319,7 +302,7 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
     /// a refused one waits [`RETRY_FIRST`], doubling up to [`RETRY_CAP`],
     /// before it is dialled again. Checks under way are dropped at
     /// shutdown. Fails only when `mdns` stops for good.
-    pub async fn run<A: Announcements, Z: Zone>(
+    pub(crate) async fn run<A: Announcements, Z: Zone>(
         &mut self,
         mut mdns: Option<&mut A>,
         dns: Option<&mut Z>,

@@ -227,7 +227,7 @@ fn stable(c: &NodeCaps) -> NodeCaps {
 /// with (same endpoint, or same node id and port from one host name); two
 /// boxes claiming one id are not. `watch` uses it to keep one member per
 /// machine.
-pub fn same_machine(a: &Sighting, b: &Sighting) -> bool {
+pub(crate) fn same_machine(a: &Sighting, b: &Sighting) -> bool {
     kinship(a, b) == Kinship::Same
 }
 

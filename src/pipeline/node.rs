@@ -13,7 +13,7 @@ use std::net::IpAddr;
 
 /// The settings of `[discover]` that shape discovered nodes.
 #[derive(Debug, Clone, Default)]
-pub struct NodeDefaults {
+pub(crate) struct NodeDefaults {
     /// Checkpoint dir for discovered nodes (falls back to what the agent says).
     pub ckpt_dir: Option<String>,
     /// Device override.

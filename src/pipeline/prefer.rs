@@ -19,7 +19,7 @@ use std::net::IpAddr;
 
 /// One address a machine was seen at, with what the rule looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AddrCandidate {
+pub(crate) struct AddrCandidate {
     /// The address.
     pub ip: IpAddr,
     /// It lies on a subnet of an interface of this host (the coordinator),
@@ -34,7 +34,7 @@ pub struct AddrCandidate {
 
 impl AddrCandidate {
     /// A candidate with no subnet or speed information.
-    pub fn new(ip: IpAddr, shared_link: bool) -> Self {
+    pub(crate) fn new(ip: IpAddr, shared_link: bool) -> Self {
         AddrCandidate {
             ip,
             shared_link,
@@ -95,7 +95,7 @@ fn family(ip: &IpAddr) -> u8 {
 /// The key is total over distinct addresses, so the result depends only on
 /// the set of candidates, never on their order. `None` when no candidate is
 /// a unicast address.
-pub fn preferred(cands: &[AddrCandidate]) -> Option<usize> {
+pub(crate) fn preferred(cands: &[AddrCandidate]) -> Option<usize> {
     cands
         .iter()
         .enumerate()
@@ -123,7 +123,7 @@ pub fn preferred(cands: &[AddrCandidate]) -> Option<usize> {
 /// addresses of one announced host (`sources::mdns::table`) happens before
 /// any caps are read, so it uses rules 1, 2, 4 and 5 only, and the pipeline
 /// applies the speed rule afterwards across the sightings.
-pub fn link_speed(caps: &rlx_proto::caps::NodeCaps, ip: IpAddr) -> Option<u64> {
+pub(crate) fn link_speed(caps: &rlx_proto::caps::NodeCaps, ip: IpAddr) -> Option<u64> {
     caps.link_for(&ip.to_canonical())?.speed_mbps
 }
 

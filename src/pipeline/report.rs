@@ -286,7 +286,7 @@ impl Unheard {
 }
 
 /// Formats bytes as GiB with one decimal, for humans.
-pub fn gib(bytes: u64) -> String {
+pub(crate) fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 

@@ -32,7 +32,7 @@ pub enum SkipReason {
 
 /// A device that selection passed over, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Skipped {
+pub(crate) struct Skipped {
     /// The device label as the node reported it.
     pub label: String,
     /// The device's human name.
@@ -58,7 +58,7 @@ impl fmt::Display for Skipped {
 
 /// The outcome of selection for one node.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Selection {
+pub(crate) struct Selection {
     /// The device to write into the node's config.
     pub device: DeviceList,
     /// Usable memory of the chosen device (host RAM for the CPU and for
@@ -76,7 +76,7 @@ impl Selection {
     /// What `device_policy = "all"` writes: every candidate of the chosen
     /// kind by index (`cuda:0,cuda:1`) when there are several, else the
     /// seed's single device.
-    pub fn all_of_kind(&self) -> DeviceList {
+    pub(crate) fn all_of_kind(&self) -> DeviceList {
         let kind = self.device.kinds().next().unwrap_or(Device::Cpu);
         if self.of_kind.len() < 2 {
             return self.device.clone();
@@ -85,13 +85,13 @@ impl Selection {
     }
 
     /// The usable memory of each candidate of the chosen kind.
-    pub fn mems(&self) -> Vec<u64> {
+    pub(crate) fn mems(&self) -> Vec<u64> {
         self.of_kind.iter().map(|(_, m)| *m).collect()
     }
 }
 
 /// Picks the device a node should run from the caps it reported.
-pub fn best_device(caps: &NodeCaps) -> Selection {
+pub(crate) fn best_device(caps: &NodeCaps) -> Selection {
     // (kind, usable memory, reports memory): candidates compare first on
     // whether they report memory at all, so a zero-memory discrete device
     // never beats a real one, then on memory; `>` keeps the earlier on ties.

@@ -59,18 +59,14 @@ use rlx_proto::dnssd::{self as zone, label_of, Registration, ZoneBrowse, ZoneOpt
 use rlx_proto::service::{parse_domain, service_name};
 use std::time::{Duration, Instant};
 
-pub use rlx_proto::dnssd::{
-    check_server, resolve_server, system_server, BrowseStats, DnsError, Expired,
-    MAX_ADDRS_PER_HOST, MAX_INSTANCES, MAX_IN_FLIGHT, QUERY_TIMEOUT,
+pub(crate) use rlx_proto::dnssd::{
+    BrowseStats, DnsError, MAX_INSTANCES,
 };
 
-/// Largest TXT record accepted (each string plus its length byte): the
-/// schema's 1300 bytes plus room for [`EXPIRES_KEY`](rlx_proto::service::EXPIRES_KEY).
-pub use rlx_proto::dnssd::MAX_REGISTERED_TXT_BYTES as MAX_TXT_BYTES;
 
 /// What to browse and where.
 #[derive(Debug, Clone)]
-pub struct DnsSdOptions {
+pub(crate) struct DnsSdOptions {
     /// The domain holding `_rlx._tcp` (`rlx.example.org`).
     pub domain: Name,
     /// The server: `None` = the first `nameserver` of `/etc/resolv.conf`.
@@ -83,7 +79,7 @@ pub struct DnsSdOptions {
 
 impl DnsSdOptions {
     /// The options `[discover] dns_sd` asks for; `deadline` is `browse_ms`.
-    pub fn from_section(s: &DnsSdSection, browse_ms: u64) -> Result<DnsSdOptions, String> {
+    pub(crate) fn from_section(s: &DnsSdSection, browse_ms: u64) -> Result<DnsSdOptions, String> {
         Ok(DnsSdOptions {
             domain: parse_domain(&s.domain)?,
             server: s.server.clone(),
@@ -105,19 +101,16 @@ impl DnsSdOptions {
 
 /// A browse: sightings for the pipeline, and how it went.
 #[derive(Debug, Clone, Default)]
-pub struct Browse {
+pub(crate) struct Browse {
     /// Sightings, problems and the attempt.
     pub discovery: Discovery,
     /// Details.
     pub stats: BrowseStats,
-    /// Registrations whose lease ran out (crashed agents), for agents that
-    /// clean the zone up (`rlx-agent --register`).
-    pub expired: Vec<Expired>,
 }
 
 /// The DNS-SD source for the pipeline: [`browse`], with a failure to browse
 /// at all reported as a [`Problem`] (other sources go on).
-pub async fn discover(opts: &DnsSdOptions, started: Instant) -> Discovery {
+pub(crate) async fn discover(opts: &DnsSdOptions, started: Instant) -> Discovery {
     match browse(opts, started).await {
         Ok(b) => b.discovery,
         Err(e) => {
@@ -140,7 +133,7 @@ pub async fn discover(opts: &DnsSdOptions, started: Instant) -> Discovery {
 }
 
 /// Browses `_rlx._tcp.<domain>` once (see the module docs).
-pub async fn browse(opts: &DnsSdOptions, started: Instant) -> Result<Browse, DnsError> {
+pub(crate) async fn browse(opts: &DnsSdOptions, started: Instant) -> Result<Browse, DnsError> {
     let t0 = Instant::now();
     let z = zone::browse(&opts.zone()).await?;
     let mut b = browse_of(z, started);
@@ -156,7 +149,7 @@ fn browse_of(z: ZoneBrowse, started: Instant) -> Browse {
         server,
         instances,
         strays,
-        expired,
+        expired: _,
         stats,
     } = z;
     let mut problems: Vec<Problem> = strays
@@ -209,7 +202,6 @@ fn browse_of(z: ZoneBrowse, started: Instant) -> Browse {
             mdns_links: Vec::new(),
         },
         stats,
-        expired,
     }
 }
 

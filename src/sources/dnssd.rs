@@ -23,8 +23,8 @@ use rlx_proto::caps::NodeCaps;
 use rlx_proto::txt;
 use std::net::IpAddr;
 
-pub use rlx_proto::dnssd::{
-    add_addr, instance_label, MAX_ADDRS_PER_HOST, MAX_INSTANCES, MAX_REGISTERED_TXT_BYTES,
+pub(crate) use rlx_proto::dnssd::{
+    add_addr, instance_label, MAX_INSTANCES,
 };
 
 /// Largest announced TXT record accepted, counting each string's length
@@ -32,11 +32,11 @@ pub use rlx_proto::dnssd::{
 /// [`txt::MAX_RECORD_BYTES`]); anything larger was not written by a schema
 /// v1 announcer. (A registration in a zone may be a little larger:
 /// [`MAX_REGISTERED_TXT_BYTES`] leaves room for its lease.)
-pub const MAX_TXT_BYTES: usize = txt::MAX_RECORD_BYTES;
+pub(crate) const MAX_TXT_BYTES: usize = txt::MAX_RECORD_BYTES;
 
 /// How an instance's records reached us.
 #[derive(Debug, Clone, Copy)]
-pub enum Path<'a> {
+pub(crate) enum Path<'a> {
     /// Multicast DNS, heard on `iface`; `host` is the SRV target as
     /// announced (`box.local.`).
     Link {
@@ -54,7 +54,7 @@ pub enum Path<'a> {
 
 /// One DNS-SD instance, as far as the sighting needs it.
 #[derive(Debug, Clone, Copy)]
-pub struct Records<'a> {
+pub(crate) struct Records<'a> {
     /// The instance label (`box`): the sighting's host.
     pub label: &'a str,
     /// The SRV port.
@@ -69,7 +69,7 @@ impl Records<'_> {
     /// The capabilities the TXT record announces, or why it is malformed:
     /// the TXT error (which names the key) plus the instance (and host), so
     /// the user knows which machine to fix.
-    pub fn caps(&self) -> Result<NodeCaps, String> {
+    pub(crate) fn caps(&self) -> Result<NodeCaps, String> {
         txt::decode(self.txt).map_err(|e| match self.path {
             Path::Link { host, .. } => format!(
                 "{e} (instance `{}` on host {host}); announcement ignored",
@@ -87,7 +87,7 @@ impl Records<'_> {
     /// The SRV port is the worker's (what `addr` names); the TXT `agent`
     /// key, when present, is the agent's port, where the handshake goes. A
     /// record without it is an agent whose one port serves both.
-    pub fn sighting(&self, mut caps: NodeCaps, ip: IpAddr, found_ms: u64) -> Sighting {
+    pub(crate) fn sighting(&self, mut caps: NodeCaps, ip: IpAddr, found_ms: u64) -> Sighting {
         caps.agent_port = caps.agent_port.filter(|&p| p != self.port);
         let agent_port = caps.agent_port.unwrap_or(self.port);
         if caps.agent_port.is_some() {
@@ -131,7 +131,7 @@ impl Records<'_> {
 
 /// Whether a node can be dialled at `ip` from beyond its link: neither
 /// loopback nor link-local (nor unspecified).
-pub fn routable(ip: &IpAddr) -> bool {
+pub(crate) fn routable(ip: &IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified(),
         IpAddr::V6(v6) => !v6.is_loopback() && !v6.is_unicast_link_local() && !v6.is_unspecified(),
@@ -140,7 +140,7 @@ pub fn routable(ip: &IpAddr) -> bool {
 
 /// The address a wide-area coordinator dials among `addrs`: a routable
 /// IPv4 one, else a routable IPv6 one (the first of each, in record order).
-pub fn pick_routable(addrs: &[IpAddr]) -> Option<IpAddr> {
+pub(crate) fn pick_routable(addrs: &[IpAddr]) -> Option<IpAddr> {
     addrs
         .iter()
         .copied()

@@ -42,12 +42,12 @@ use tokio::time::Instant;
 /// (sshd, SMTP, FTP) send their greeting at once; 100 ms covers a loaded
 /// box and still leaves most of the default 300 ms `timeout_ms` for the
 /// probe that follows.
-pub const BANNER_WAIT: Duration = Duration::from_millis(100);
+pub(crate) const BANNER_WAIT: Duration = Duration::from_millis(100);
 
 /// The bytes sent to a listener that said nothing: PJL's universal exit
 /// language (UEL) around `@PJL INFO ID`. A printer on a raw port takes it
 /// as a job-control command and answers with its model, printing nothing.
-pub const PJL_PROBE: &[u8] = b"\x1b%-12345X@PJL INFO ID\r\n\x1b%-12345X\r\n";
+pub(crate) const PJL_PROBE: &[u8] = b"\x1b%-12345X@PJL INFO ID\r\n\x1b%-12345X\r\n";
 
 /// Most bytes read of any reply: the first line or page head is enough to
 /// name a service, and a hostile listener cannot make the scan buffer more.
@@ -86,7 +86,7 @@ impl Identity {
 
 /// Names the listener at `addr`, on the connection `stream` the scan
 /// already has, by `deadline`.
-pub async fn identify(addr: SocketAddr, mut stream: TcpStream, deadline: Instant) -> Identity {
+pub(crate) async fn identify(addr: SocketAddr, mut stream: TcpStream, deadline: Instant) -> Identity {
     let mut buf = Vec::new();
     let banner_until = deadline.min(Instant::now() + BANNER_WAIT);
     let closed = read_some(&mut stream, &mut buf, banner_until).await;

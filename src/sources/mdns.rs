@@ -155,16 +155,12 @@ mod stop;
 mod table;
 mod wire;
 
-/// The DNS-SD service type agents announce (the wire contract).
-pub use rlx_proto::service::MDNS_SERVICE_TYPE as SERVICE_TYPE;
 
-pub use crate::sources::dnssd::{MAX_ADDRS_PER_HOST, MAX_INSTANCES, MAX_TXT_BYTES};
-pub use browse::{browse, discover};
-pub use browser::{BrowserEvent, MdnsBrowser};
-pub use continuous::{Change, ContinuousBrowse, DialPolicy, PRUNE_EVERY, STALE_AFTER};
-pub use json::{browse_json, discovery_json};
+pub use browse::browse;
+pub use json::browse_json;
 pub use options::{BrowseOptions, MdnsError};
-pub use schedule::expected_unheard;
-pub use stats::{Browse, BrowseStats, StopRule};
-pub use table::{MAX_INSTANCES_PER_SOURCE, MAX_UNSOURCED};
-pub use wire::MDNS_PORT;
+pub use stats::{Browse, BrowseStats};
+
+pub(crate) use crate::sources::dnssd::MAX_INSTANCES;
+pub(crate) use browse::discover;
+pub(crate) use continuous::{Change, ContinuousBrowse, DialPolicy};

@@ -44,11 +44,11 @@ const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// in cleartext over mDNS, so long-term secrecy buys nothing here; host-key
 /// authentication is unchanged. `ssh_fast_kex = false` leaves ssh's choice
 /// (and any `KexAlgorithms` in your ssh config) alone.
-pub const FAST_KEX: &str = "KexAlgorithms=^curve25519-sha256,curve25519-sha256@libssh.org";
+pub(crate) const FAST_KEX: &str = "KexAlgorithms=^curve25519-sha256,curve25519-sha256@libssh.org";
 
 /// What the SSH source needs from `[discover]`.
 #[derive(Debug, Clone)]
-pub struct SshOptions {
+pub(crate) struct SshOptions {
     /// Hosts or ssh aliases.
     pub hosts: Vec<String>,
     /// Worker port written into each node's `addr`.
@@ -71,12 +71,12 @@ pub struct SshOptions {
 
 impl SshOptions {
     /// The probes `d` configures: `None` without `ssh_hosts`.
-    pub fn configured(d: &crate::config::DiscoverSection) -> Option<Self> {
+    pub(crate) fn configured(d: &crate::config::DiscoverSection) -> Option<Self> {
         (!d.ssh_hosts.is_empty()).then(|| Self::from_section(d))
     }
 
     /// The options `d` gives, whether or not it lists hosts.
-    pub fn from_section(d: &crate::config::DiscoverSection) -> Self {
+    pub(crate) fn from_section(d: &crate::config::DiscoverSection) -> Self {
         SshOptions {
             hosts: d.ssh_hosts.clone(),
             port: d.port,
@@ -94,7 +94,7 @@ impl SshOptions {
 
     /// The remote command line: the probe, with the checkpoint dir quoted
     /// for the remote shell (ssh joins its arguments into one string).
-    pub fn remote_command(&self) -> String {
+    pub(crate) fn remote_command(&self) -> String {
         // `--worker-port`: the probe checks whether the worker listens on
         // the port this node's `addr` will name.
         let mut cmd = format!("{} --probe --worker-port {}", self.remote_bin, self.port);
@@ -112,7 +112,7 @@ impl SshOptions {
     /// OpenSSH applies it to the TCP connect *and* to the server's greeting
     /// (the banner), so a host whose sshd accepts but never speaks ends on
     /// this timer, which can fire before or at our overall deadline.
-    pub fn connect_timeout(&self) -> Duration {
+    pub(crate) fn connect_timeout(&self) -> Duration {
         Duration::from_secs(self.timeout.min(MAX_CONNECT_TIMEOUT).as_secs().max(1))
     }
 
@@ -144,7 +144,7 @@ impl SshOptions {
 
 /// Why one host could not be probed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SshFailure {
+pub(crate) enum SshFailure {
     /// No answer within the deadline.
     TimedOut(Duration),
     /// The TCP connection was accepted but no SSH greeting came within
@@ -208,7 +208,7 @@ fn last_line(s: &str) -> String {
 /// Classifies a finished ssh run into caps or a reason a user can act on.
 /// `connect` is the `ConnectTimeout` ssh ran with, named when ssh gave up
 /// waiting for the server's greeting.
-pub fn classify(
+pub(crate) fn classify(
     host: &str,
     remote_bin: &str,
     connect: Duration,
@@ -289,7 +289,7 @@ pub fn classify(
 }
 
 /// Probes one host, within the overall deadline.
-pub async fn probe_host(opts: &SshOptions, host: &str) -> Result<NodeCaps, SshFailure> {
+pub(crate) async fn probe_host(opts: &SshOptions, host: &str) -> Result<NodeCaps, SshFailure> {
     let mut child = opts
         .command(host)
         .spawn()
@@ -329,7 +329,7 @@ pub async fn probe_host(opts: &SshOptions, host: &str) -> Result<NodeCaps, SshFa
 }
 
 /// Probes every host concurrently and returns sightings and failures.
-pub async fn discover(opts: &SshOptions, started: Instant, progress: &dyn Progress) -> Discovery {
+pub(crate) async fn discover(opts: &SshOptions, started: Instant, progress: &dyn Progress) -> Discovery {
     let t0 = Instant::now();
     let task = &progress.task(opts.hosts.len() as u64, "ssh probes");
     let results: Vec<(String, Result<NodeCaps, SshFailure>, u64)> = stream::iter(opts.hosts.iter())

@@ -24,9 +24,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-/// The default of `[discover] scan_concurrency`, defined with the section;
-/// re-exported here for the `scan` command's flag.
-pub use crate::config::DEFAULT_SCAN_CONCURRENCY;
 
 /// File descriptors kept free for everything else the process does (the
 /// runtime, logs, the handshakes that follow).
@@ -34,7 +31,7 @@ const SPARE_FDS: u64 = 64;
 
 /// The host addresses of a block: network and broadcast excluded where the
 /// prefix has them (/31 and /32 have none).
-pub fn hosts(net: &Subnet) -> Vec<Ipv4Addr> {
+pub(crate) fn hosts(net: &Subnet) -> Vec<Ipv4Addr> {
     let n = net.0;
     if n.prefix_len() >= 31 {
         let base = u32::from(n.network());
@@ -47,7 +44,7 @@ pub fn hosts(net: &Subnet) -> Vec<Ipv4Addr> {
 /// Raises the open-file soft limit so `want` sockets fit, and returns how
 /// many connects may really be in flight (less than `want` if the hard limit
 /// is lower, with a warning).
-pub fn fit_concurrency(want: usize) -> usize {
+pub(crate) fn fit_concurrency(want: usize) -> usize {
     let need = want as u64 + SPARE_FDS;
     match rlimit::increase_nofile_limit(need) {
         Ok(got) if got >= need => want,
@@ -254,7 +251,7 @@ pub async fn scan(opts: &ScanOptions, progress: &dyn Progress) -> ScanResult {
 /// unnamed listener on the worker port (no caps yet: the handshake stage
 /// fills them in); a listener named as another service (node_exporter, a
 /// printer, sshd) is a reported problem, never a node.
-pub async fn discover(opts: &ScanOptions, started: Instant, progress: &dyn Progress) -> Discovery {
+pub(crate) async fn discover(opts: &ScanOptions, started: Instant, progress: &dyn Progress) -> Discovery {
     let r = scan(opts, progress).await;
     let (net, ports, timeout) = (&opts.net, opts.ports, opts.timeout);
     let found_ms = started.elapsed().as_millis() as u64;
@@ -328,7 +325,7 @@ mod tests {
     //! The predecessor's CIDR tests, kept as behaviour tests.
     use super::*;
 
-    fn net(s: &str) -> Result<Subnet, String> {
+    fn net(s: &str) -> Result<Subnet, crate::config::ValueError> {
         s.parse()
     }
 

@@ -18,33 +18,33 @@ use tokio::time::Instant;
 /// second are dialled, steadily. A real cluster joins at that pace (a
 /// 100-node cluster in 5 s); a stranger's flood makes the coordinator dial
 /// no more than that, however many instances or TXT tweaks it sends.
-pub const ADMIT_EVERY: Duration = Duration::from_millis(50);
+pub(crate) const ADMIT_EVERY: Duration = Duration::from_millis(50);
 
 /// Tokens the bucket holds: a burst of 32 candidates (a rack booting at
 /// once) is admitted without waiting.
-pub const ADMIT_BURST: u32 = 32;
+pub(crate) const ADMIT_BURST: u32 = 32;
 
 /// Most new or retried candidates in admission at once (a handshake to a
 /// host that does not answer takes the whole round, about 4.3 s).
-pub const MAX_IN_FLIGHT: usize = 64;
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
 
 /// Admissions kept for members whose announcement changed and for
 /// candidates whose address sent the announcement itself, beyond
 /// [`MAX_IN_FLIGHT`]: a flood of unreachable candidates holding every
 /// slot does not keep a real agent waiting for one.
-pub const RESERVED_IN_FLIGHT: usize = 16;
+pub(crate) const RESERVED_IN_FLIGHT: usize = 16;
 
 /// The first back-off after a refusal; each further refusal of the same
 /// (address, id, TXT) doubles it, up to [`RETRY_CAP`].
-pub const RETRY_FIRST: Duration = Duration::from_secs(5);
+pub(crate) const RETRY_FIRST: Duration = Duration::from_secs(5);
 
 /// The longest back-off: a refused candidate is tried again at least every
 /// five minutes (a machine that was down and came back joins by then).
-pub const RETRY_CAP: Duration = Duration::from_secs(300);
+pub(crate) const RETRY_CAP: Duration = Duration::from_secs(300);
 
 /// Most refusals remembered, and most candidates queued: the instance
 /// table's own bound ([`crate::sources::mdns::MAX_INSTANCES`]).
-pub const MAX_REMEMBERED: usize = crate::sources::mdns::MAX_INSTANCES;
+pub(crate) const MAX_REMEMBERED: usize = crate::sources::mdns::MAX_INSTANCES;
 
 /// A token bucket on tokio's clock: [`ADMIT_BURST`] tokens, one more every
 /// [`ADMIT_EVERY`].
@@ -121,7 +121,7 @@ struct Backoff {
 /// is nothing left to back off. A candidate still being refused is retried
 /// when its back-off ends and refused again, so its entry stays, and its
 /// back-off keeps doubling.
-pub const FORGET_AFTER: Duration = RETRY_CAP;
+pub(super) const FORGET_AFTER: Duration = RETRY_CAP;
 
 /// How often the map is swept for refusals to forget.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 /// The version of the event schema, the `"v"` of every JSON line. Raised
 /// only when a field changes meaning or goes away; fields and event kinds
 /// are added without raising it (a reader ignores what it does not know).
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// What happened to a member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -26,17 +26,17 @@
 use std::time::Duration;
 
 /// The longest interval between two health checks of one member.
-pub const HEALTH_INTERVAL: Duration = Duration::from_millis(3500);
+pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_millis(3500);
 
 /// How much shorter than [`HEALTH_INTERVAL`] an interval may be drawn.
-pub const HEALTH_JITTER: Duration = Duration::from_millis(700);
+pub(crate) const HEALTH_JITTER: Duration = Duration::from_millis(700);
 
 /// How long after a quickly refused check the member is checked again.
-pub const RECHECK_AFTER: Duration = Duration::from_millis(300);
+pub(crate) const RECHECK_AFTER: Duration = Duration::from_millis(300);
 
 /// A failed check that took at least this long had its retries already
 /// (the handshake round's own attempts): no re-check.
-pub const SETTLED_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const SETTLED_AFTER: Duration = Duration::from_secs(1);
 
 /// The interval before a member's next check, drawn from `rng`.
 pub(super) fn next_interval(rng: &mut fastrand::Rng) -> Duration {

@@ -33,7 +33,7 @@ use tokio::task::JoinSet;
 
 /// The mDNS source for the pipeline: [`browse`], with a failure to browse at
 /// all reported as a [`Problem`] (other sources go on).
-pub async fn discover(opts: &BrowseOptions, started: Instant) -> Discovery {
+pub(crate) async fn discover(opts: &BrowseOptions, started: Instant) -> Discovery {
     match browse(opts, started).await {
         Ok(b) => b.discovery,
         Err(e) => {

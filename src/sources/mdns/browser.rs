@@ -33,7 +33,7 @@ const REBROWSE_CALM: Duration = Duration::from_secs(60);
 
 /// What the standard browse reports.
 #[derive(Debug, Clone)]
-pub enum BrowserEvent {
+pub(crate) enum BrowserEvent {
     /// An instance exists (`PTR` seen), not yet resolved.
     Found(String),
     /// An instance resolved or changed (new address, new TXT): an upsert.
@@ -50,7 +50,7 @@ pub enum BrowserEvent {
 /// channel silently when 1000 events are waiting, and `next` then browses
 /// again after a wait that doubles while the overload lasts
 /// (`REBROWSE_FIRST` to `REBROWSE_MAX`), rather than going quiet.
-pub struct MdnsBrowser {
+pub(crate) struct MdnsBrowser {
     daemon: ServiceDaemon,
     events: mdns_sd::Receiver<ServiceEvent>,
     /// How many times the channel was closed on us.
@@ -68,7 +68,7 @@ impl MdnsBrowser {
     /// Starts browsing on `ifaces` only. Checks the network-namespace guard
     /// first: the daemon joins the mDNS group on every up interface as soon
     /// as it starts, before the interface restriction applies.
-    pub fn start(ifaces: &[Iface]) -> Result<Self, MdnsError> {
+    pub(crate) fn start(ifaces: &[Iface]) -> Result<Self, MdnsError> {
         netguard::ensure_private_netns("an mDNS browse")?;
         let daemon = ServiceDaemon::new().map_err(|e| MdnsError::Daemon(e.to_string()))?;
         let setup = || -> Result<mdns_sd::Receiver<ServiceEvent>, mdns_sd::Error> {
@@ -98,7 +98,7 @@ impl MdnsBrowser {
 
     /// The next event, or `None` when the daemon is gone for good.
     /// Cancel-safe: a wait to subscribe again resumes where it was.
-    pub async fn next(&mut self) -> Option<BrowserEvent> {
+    pub(crate) async fn next(&mut self) -> Option<BrowserEvent> {
         loop {
             if let Some(at) = self.resubscribe_at {
                 tokio::time::sleep_until(at.into()).await;
@@ -145,7 +145,7 @@ impl MdnsBrowser {
     }
 
     /// Stops the daemon (a browser sends no goodbyes; nothing waits).
-    pub fn shutdown(self) {
+    pub(crate) fn shutdown(self) {
         let _ = self.daemon.shutdown();
     }
 }

@@ -61,7 +61,7 @@ use tokio::task::JoinHandle;
 /// the 120 s TTL of their SRV and address records, so only what is gone is
 /// dropped. A member pruned from the table stays a member (leaves come from
 /// goodbyes and health checks); it comes back with its next announcement.
-pub const STALE_AFTER: Duration = Duration::from_secs(600);
+pub(crate) const STALE_AFTER: Duration = Duration::from_secs(600);
 
 /// Most multicast answers read a second from any one source address
 /// (with a burst of as many): a responder sends a few a second, a flood
@@ -70,18 +70,18 @@ pub const STALE_AFTER: Duration = Duration::from_secs(600);
 /// the real agents' answers wait in (measured before this: at 2,500
 /// packets a second from one flooder, 65,536 answers were dropped in 40 s,
 /// the real agents' among them, and none joined).
-pub const MAX_ANSWERS_PER_SOURCE: u32 = 20;
+pub(super) const MAX_ANSWERS_PER_SOURCE: u32 = 20;
 
 /// Sources whose answer rate is tracked at once; when more send, the
 /// tracking starts over (each source gets a fresh burst).
 const TRACKED_SOURCES: usize = 4096;
 
 /// How often the table is pruned at most (each prune is one pass over it).
-pub const PRUNE_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const PRUNE_EVERY: Duration = Duration::from_secs(1);
 
 /// Which addresses a continuous browse lets through to admission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DialPolicy {
+pub(crate) enum DialPolicy {
     /// Every complete instance, wherever its address is.
     #[default]
     Any,
@@ -92,7 +92,7 @@ pub enum DialPolicy {
 
 /// What changed in a [`ContinuousBrowse`].
 #[derive(Debug, Clone)]
-pub enum Change {
+pub(crate) enum Change {
     /// The current complete instances and the malformed ones (pending
     /// instances, still missing a record, are in neither).
     Snapshot {
@@ -112,7 +112,7 @@ pub enum Change {
 /// Each event is folded into the same instance table as a one-shot browse,
 /// so a watched node is decoded, addressed and bounded exactly like a
 /// browsed one.
-pub struct ContinuousBrowse {
+pub(crate) struct ContinuousBrowse {
     browser: MdnsBrowser,
     table: Table,
     opts: BrowseOptions,
@@ -132,7 +132,7 @@ enum Wake {
 
 impl ContinuousBrowse {
     /// Starts browsing (guard first, then the interfaces of `opts`).
-    pub fn start(opts: &BrowseOptions, started: Instant) -> Result<Self, MdnsError> {
+    pub(crate) fn start(opts: &BrowseOptions, started: Instant) -> Result<Self, MdnsError> {
         netguard::ensure_private_netns("an mDNS browse")?;
         let ifaces = iface::select(&opts.interfaces)?;
         if ifaces.is_empty() {
@@ -168,19 +168,19 @@ impl ContinuousBrowse {
     }
 
     /// Sets which addresses go on to admission (default [`DialPolicy::Any`]).
-    pub fn set_dial_policy(&mut self, policy: DialPolicy) {
+    pub(crate) fn set_dial_policy(&mut self, policy: DialPolicy) {
         self.policy = policy;
     }
 
     /// The names of the interfaces browsed.
-    pub fn interfaces(&self) -> Vec<String> {
+    pub(crate) fn interfaces(&self) -> Vec<String> {
         self.table.ifaces.iter().map(|i| i.name.clone()).collect()
     }
 
     /// Waits for the next event and says what changed; `None` when the
     /// mDNS daemon is gone for good. Cancel-safe: nothing is lost when the
     /// future is dropped between events.
-    pub async fn next(&mut self) -> Option<Change> {
+    pub(crate) async fn next(&mut self) -> Option<Change> {
         loop {
             // Yield to the runtime now and then: mdns-sd's channel does not
             // take part in tokio's cooperative budget, and under a flood
@@ -298,7 +298,7 @@ impl ContinuousBrowse {
     }
 
     /// Stops the daemon and the reader.
-    pub fn shutdown(self) {
+    pub(crate) fn shutdown(self) {
         if let Some(r) = self.reader {
             r.abort();
         }

@@ -6,7 +6,7 @@ use crate::sighting::Discovery;
 
 /// The JSON form of a [`Discovery`]: `{"sightings": [...], "problems": [...],
 /// "attempts": [...]}`, each sighting with its `found_ms`.
-pub fn discovery_json(d: &Discovery) -> serde_json::Value {
+pub(crate) fn discovery_json(d: &Discovery) -> serde_json::Value {
     serde_json::json!({
         "sightings": d.sightings,
         "problems": d.problems,

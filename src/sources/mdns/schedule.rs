@@ -123,7 +123,7 @@ pub(super) fn matured(elapsed: Duration, sent: usize) -> (usize, Option<Duration
 /// `answered` of the `asked` such early queries put to them (see "When it
 /// stops early" in the [`mdns`](super) docs). Infinite when nothing can be
 /// inferred.
-pub fn expected_unheard(heard: usize, answered: usize, asked: usize, chances: u32) -> f64 {
+pub(crate) fn expected_unheard(heard: usize, answered: usize, asked: usize, chances: u32) -> f64 {
     if heard == 0 || asked == 0 || chances == 0 {
         return f64::INFINITY;
     }

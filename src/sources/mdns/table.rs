@@ -24,7 +24,7 @@ use std::time::Instant;
 /// most; a third-party stack announcing thousands of bogus instances from one
 /// address must not fill the table and crowd out the real agents that answer
 /// after it. 64 leaves room for a host that legitimately runs several.
-pub const MAX_INSTANCES_PER_SOURCE: usize = 64;
+pub(crate) const MAX_INSTANCES_PER_SOURCE: usize = 64;
 
 /// Most instances kept whose sender is unknown: those first heard on the
 /// multicast path, which does not tell who sent an answer (mdns-sd reports
@@ -33,7 +33,7 @@ pub const MAX_INSTANCES_PER_SOURCE: usize = 64;
 /// them, so a separate cap keeps a multicast flood from filling the table
 /// the same way. Real agents also answer the legacy queries, from their
 /// own address, and get a sourced slot there.
-pub const MAX_UNSOURCED: usize = 256;
+pub(crate) const MAX_UNSOURCED: usize = 256;
 
 /// Most packet sources remembered per instance (to tell whether the address
 /// dialled is one that sent the announcement itself: see

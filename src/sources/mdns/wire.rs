@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The mDNS port (RFC 6762 §3). Replies to legacy queries come from it.
-pub const MDNS_PORT: u16 = 5353;
+pub(crate) const MDNS_PORT: u16 = 5353;
 
 /// The IPv4 mDNS group.
 pub(super) const MDNS_V4: Ipv4Addr = Ipv4Addr::new(224, 0, 0, 251);
