@@ -9,7 +9,7 @@
 //! Flags: `--interface NAME` (repeatable), `--browse-ms N`,
 //! `--no-early-stop`. Exit code 0 when the browse ran, 2 when it could not.
 
-use rlx_discover::sources::mdns::{browse, browse_json, BrowseOptions};
+use rlx_discover::mdns::{browse, browse_json, BrowseOptions};
 use std::time::{Duration, Instant};
 
 fn main() -> std::process::ExitCode {

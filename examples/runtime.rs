@@ -12,10 +12,7 @@
 //! `EVENT INSTANCE ADDR` per membership event. Exit code 0 when it ran to
 //! the end, 1 on an error (printed).
 
-use rlx_discover::config::ClusterConfig;
-use rlx_discover::discover::{expand_config, Overrides};
-use rlx_discover::follow::{LiveWatch, WatchOptions};
-use rlx_discover::progress::Silent;
+use rlx_discover::{expand_config, ClusterConfig, LiveWatch, Overrides, Silent, WatchOptions};
 use std::time::Duration;
 
 #[tokio::main]

@@ -4,9 +4,7 @@
 //! stanza means, with the same secure defaults as `rlx-discover watch`.
 //!
 //! ```no_run
-//! use rlx_discover::config::DiscoverSection;
-//! use rlx_discover::follow::{LiveWatch, WatchOptions};
-//! use rlx_discover::watch::Kind;
+//! use rlx_discover::{DiscoverSection, Kind, LiveWatch, WatchOptions};
 //! # async fn demo(d: DiscoverSection) -> anyhow::Result<()> {
 //! let watch = LiveWatch::start(&d, WatchOptions::default())?;
 //! let stop = tokio::signal::ctrl_c();
@@ -85,6 +83,14 @@ pub struct LiveWatch {
 }
 
 impl LiveWatch {
+    /// The longest interval between two health checks of a member (each is
+    /// drawn up to 0.7 s shorter): a crashed agent sends no goodbye, so this
+    /// bounds how late its `left` comes.
+    pub const HEALTH_INTERVAL: std::time::Duration = crate::watch::health::HEALTH_INTERVAL;
+
+    /// How often a DNS-SD zone is browsed again.
+    pub const DNS_POLL_INTERVAL: std::time::Duration = crate::watch::DNS_POLL_INTERVAL;
+
     /// Builds the watch `d` asks for, starting its browse now (so call it
     /// inside a tokio runtime); events begin when [`LiveWatch::run`] does.
     pub fn start(d: &DiscoverSection, opts: WatchOptions) -> Result<LiveWatch, StartError> {
@@ -127,7 +133,8 @@ impl LiveWatch {
     }
 
     /// Runs until `stop` completes, handing each event to `emit` in order
-    /// (see [`Watch::run`]); the browse is shut down at the end.
+    /// (the stream's grammar is in the crate docs of `watch`: per instance
+    /// `joined`, then changes, then `left`); the browse is shut down at the end.
     pub async fn run(
         mut self,
         stop: impl Future<Output = ()>,

@@ -7,8 +7,8 @@
 //! ```
 //!
 //! Every source (SSH probes, a subnet scan, mDNS, unicast DNS-SD) produces the same
-//! [`sighting::Sighting`]; one pipeline ([`pipeline`]) turns sightings into
-//! nodes: device selection ([`select`]), node config, merge with the
+//! [`Sighting`]; one pipeline turns sightings into
+//! nodes: device selection, node config, merge with the
 //! hand-written nodes, and a report of everything that was dropped or refused.
 //!
 //! ```text
@@ -61,7 +61,7 @@
 //! - **Print** what strangers can write (instance names, host names,
 //!   reasons quoting them): [`untrusted`] and [`escape_line`].
 //! - Namespaces for the tools beside: [`config`] (the file's value types
-//!   and defaults), [`write`] (`expand --write`: the plan and the atomic
+//!   and defaults), [`write`](mod@write) (`expand --write`: the plan and the atomic
 //!   write), [`mdns`] (a one-shot browse), [`scan`] (a subnet scan),
 //!   [`doctor`] (this box's checks).
 //!
@@ -121,8 +121,8 @@ pub use pipeline::Expansion;
 pub use progress::{Progress, Silent, Task};
 
 // What was found.
-pub use pipeline::report::{AddedNode, Report};
 pub use addr::{AddrError, NodeAddr};
+pub use pipeline::report::{AddedNode, Report};
 pub use sighting::{Evidence, Problem, Sighting, Source};
 
 // Watch.
@@ -149,7 +149,9 @@ pub mod report {
 /// pipeline (`examples/browse_once.rs`). [`crate::expand_section`] is the
 /// same browse with both.
 pub mod mdns {
-    pub use crate::sources::mdns::{browse, browse_json, Browse, BrowseOptions, BrowseStats, MdnsError};
+    pub use crate::sources::mdns::{
+        browse, browse_json, Browse, BrowseOptions, BrowseStats, MdnsError,
+    };
 }
 
 /// **A subnet scan** — which addresses of a block have an agent or

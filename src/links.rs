@@ -21,8 +21,8 @@
 //! the window, about 0.6 s per node. BENCHMARKS.md ("links") has the
 //! figures.
 
-use crate::pipeline::Expansion;
 use crate::pipeline::report::LinkProblem;
+use crate::pipeline::Expansion;
 use rlx_proto::handshake::measure::Request;
 use rlx_proto::handshake::{measure_link, LinkMeasurement, MeasureError};
 use rlx_proto::keys::Key;

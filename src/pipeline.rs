@@ -15,7 +15,6 @@
 //! node moved ([`expand_file`]), and a machine seen at several addresses
 //! gets the one [`crate::pipeline::prefer`]'s rule picks.
 
-
 use crate::config::NodeConfig;
 use crate::sighting::{Concern, Discovery, Problem};
 use crate::write::marks::FileMark;
@@ -104,7 +103,9 @@ pub(crate) fn expand_file(
             );
             continue;
         }
-        report.unheard_by_mdns.extend(unheard_by_mdns(&m, &mdns_links));
+        report
+            .unheard_by_mdns
+            .extend(unheard_by_mdns(&m, &mdns_links));
         if let Some(i) = moved_to[k] {
             let moved = moved(&hand[i], &marks[i], &m);
             if moved.rewritten {

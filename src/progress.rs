@@ -3,14 +3,14 @@
 //! and the caller decides what, if anything, to show. The library draws
 //! nothing: `rlx-discover`'s CLI turns steps into bars on a terminal, tests
 //! and library callers pass [`Silent`].
-//!
-//! ```
-//! use rlx_discover::progress::{Progress, Silent};
-//! let task = Silent.task(3, "ssh probes");
-//! task.step(); // one host done; dropping `task` ends it
-//! ```
 
 /// Where a source reports progress.
+///
+/// ```
+/// use rlx_discover::{Progress, Silent};
+/// let task = Silent.task(3, "ssh probes");
+/// task.step(); // one host done; dropping `task` ends it
+/// ```
 pub trait Progress: Send + Sync {
     /// A task of `len` steps, called `what` (`"ssh probes"`), starts now. The
     /// task ends when the returned handle is dropped.

@@ -78,7 +78,7 @@ impl fmt::Display for Evidence {
 /// need a few retries, and they overlap the listening). The sighting still
 /// reaches the pipeline as usual when the source is done.
 #[derive(Clone)]
-pub struct OnSighting(pub std::sync::Arc<dyn Fn(&Sighting) + Send + Sync>);
+pub(crate) struct OnSighting(pub std::sync::Arc<dyn Fn(&Sighting) + Send + Sync>);
 
 impl fmt::Debug for OnSighting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

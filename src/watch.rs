@@ -7,9 +7,8 @@
 //! dial policy), and reads the events it hands to a closure:
 //!
 //! ```no_run
-//! use rlx_discover::follow::{LiveWatch, WatchOptions};
-//! use rlx_discover::watch::Kind;
-//! # async fn demo(d: rlx_discover::config::DiscoverSection) -> anyhow::Result<()> {
+//! use rlx_discover::{Kind, LiveWatch, WatchOptions};
+//! # async fn demo(d: rlx_discover::DiscoverSection) -> anyhow::Result<()> {
 //! let stop = async { let _ = tokio::signal::ctrl_c().await; };
 //! LiveWatch::start(&d, WatchOptions::default())?
 //!     .run(stop, |e| match e.event {
@@ -101,18 +100,16 @@
 //! in tests on synthetic sightings, a fake check and paused time.
 
 use crate::admit::{admit, Rules};
+use crate::pipeline::node::node_of;
 use crate::pipeline::{same_machine, NodeDefaults};
 use crate::sighting::{Discovery, Problem, Sighting};
 use crate::sources::dns::{self, DnsSdOptions};
 use crate::sources::mdns::{Change, ContinuousBrowse};
 use admission::{Bucket, Priority, Queue, Refusals};
-pub(crate) use admission::{
-    MAX_IN_FLIGHT, MAX_REMEMBERED, RESERVED_IN_FLIGHT,
-};
+pub(crate) use admission::{MAX_IN_FLIGHT, MAX_REMEMBERED, RESERVED_IN_FLIGHT};
 use event::Out;
 pub use event::{Event, Kind};
 use member::{incarnation_of, news, Member};
-use crate::pipeline::node::node_of;
 use node::one;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

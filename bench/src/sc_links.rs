@@ -345,7 +345,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlx_discover::report::AddedNode;
+    use rlx_discover::AddedNode;
 
     /// The bench reads browse's JSON by key; a renamed field would turn
     /// every rate into "unfinished" with the scenario still passing, as it
@@ -367,7 +367,7 @@ mod tests {
             hostname: "n1".into(),
             id: String::new(),
             sources: vec![],
-            evidence: rlx_discover::sighting::Evidence::Authenticated,
+            evidence: rlx_discover::Evidence::Authenticated,
             device: "cpu".into(),
             mem_bytes: 0,
             device_mems: vec![],

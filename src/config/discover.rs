@@ -38,7 +38,7 @@ pub(crate) const DEFAULT_SSH_TIMEOUT_MS: u64 = 10_000;
 /// (`scan_concurrency` overrides it), each with two connects (the agent's
 /// port and the worker's). A /16 at 4096 in flight costs 16 rounds of
 /// `timeout_ms` against silent hosts; the open-file soft limit is raised to
-/// fit the 8192 sockets ([`crate::sources::subnet`]).
+/// fit the sockets.
 pub const DEFAULT_SCAN_CONCURRENCY: usize = 4096;
 
 /// The `[discover]` section.
@@ -105,9 +105,9 @@ pub struct DiscoverSection {
     /// An ssh_config file passed to ssh with `-F` (default: the user's own).
     #[serde(default)]
     pub ssh_config: Option<PathBuf>,
-    /// Prefer curve25519 key exchange for the probes
-    /// ([`crate::sources::ssh::FAST_KEX`]: saves about 90 ms of CPU per
-    /// host); `false` leaves ssh's own choice.
+    /// Prefer curve25519 key exchange for the probes (the cheapest one
+    /// OpenSSH offers, which matters with hundreds of hosts at once; see
+    /// BENCHMARKS.md); `false` leaves ssh's own choice.
     #[serde(default = "default_true")]
     pub ssh_fast_kex: bool,
     /// Network interfaces mDNS uses (default: every up, multicast-capable,
@@ -118,7 +118,7 @@ pub struct DiscoverSection {
     #[serde(default = "default_scan_concurrency")]
     pub scan_concurrency: usize,
     /// Browse `_rlx._tcp.<domain>` on a unicast DNS server too (nodes
-    /// beyond the LAN; [`crate::sources::dns`]).
+    /// beyond the LAN; docs/protocol.md §5).
     #[serde(default)]
     pub dns_sd: Option<DnsSdSection>,
 }

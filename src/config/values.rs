@@ -166,7 +166,8 @@ impl TryFrom<String> for DevicePolicy {
                 "device_policy = {s:?} is not a policy: use \"best\" (the default: one device \
                  kind, the runtime picks the device) or \"all\" (every accelerator of that \
                  kind, e.g. cuda:0,cuda:1)"
-            ).into()),
+            )
+            .into()),
         }
     }
 }
@@ -213,9 +214,7 @@ impl FromStr for Precision {
             "f16" | "fp16" => Ok(Precision::F16),
             "bf16" => Ok(Precision::Bf16),
             "int8" | "i8" => Ok(Precision::Int8),
-            _ => Err(format!(
-                "unknown precision `{s}` (expected f32, f16, bf16 or int8)"
-            ).into()),
+            _ => Err(format!("unknown precision `{s}` (expected f32, f16, bf16 or int8)").into()),
         }
     }
 }
@@ -257,7 +256,8 @@ impl FromStr for Subnet {
                  ({} hosts): split it, or list the /{MAX_SUBNET_PREFIX}s your workers are on",
                 1u64 << (32 - net.prefix_len()),
                 (1u64 << (32 - MAX_SUBNET_PREFIX)) - 2
-            ).into());
+            )
+            .into());
         }
         Ok(Subnet(net.trunc()))
     }

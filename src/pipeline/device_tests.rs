@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::config::DevicePolicy;
+use crate::sighting::Discovery;
 use crate::sighting::{Evidence, Sighting, Source};
 use rlx_proto::caps::NodeCaps;
-use crate::sighting::Discovery;
 use rlx_proto::caps::{DeviceInfo, LinkInfo, PcieLink};
 
 const GIB: u64 = 1 << 30;

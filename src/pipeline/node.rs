@@ -53,85 +53,85 @@ pub(super) fn build(
 ) -> (NodeConfig, AddedNode) {
     let addr_s = m.addr_sighting();
     let addr = addr_s.addr.clone();
-        let best = m.best();
-        let mut device_mems = Vec::new();
-        let (device, mem_bytes) = match (&defaults.device, &best.caps) {
-            (Some(forced), caps) => (forced.clone(), caps.as_ref().map_or(0, |c| c.ram_total)),
-            (None, Some(caps)) => {
-                let sel = best_device(caps);
-                for sk in &sel.skipped {
-                    report.skipped_devices.push(SkippedDevice {
-                        addr: addr.clone(),
-                        device: sk.label.clone(),
-                        name: sk.name.clone(),
-                        reason: sk.reason,
-                        why: sk.to_string(),
-                    });
-                }
-                if sel.of_kind.len() > 1 {
-                    device_mems = sel.mems();
-                }
-                let device = match defaults.device_policy {
-                    DevicePolicy::Best => sel.device.clone(),
-                    DevicePolicy::All => sel.all_of_kind(),
-                };
-                (device, sel.mem_bytes)
+    let best = m.best();
+    let mut device_mems = Vec::new();
+    let (device, mem_bytes) = match (&defaults.device, &best.caps) {
+        (Some(forced), caps) => (forced.clone(), caps.as_ref().map_or(0, |c| c.ram_total)),
+        (None, Some(caps)) => {
+            let sel = best_device(caps);
+            for sk in &sel.skipped {
+                report.skipped_devices.push(SkippedDevice {
+                    addr: addr.clone(),
+                    device: sk.label.clone(),
+                    name: sk.name.clone(),
+                    reason: sk.reason,
+                    why: sk.to_string(),
+                });
             }
-            (None, None) => {
-                report.warnings.push(format!(
-                    "{addr} ({}) accepted a connection on the worker port but no rlx-agent \
+            if sel.of_kind.len() > 1 {
+                device_mems = sel.mems();
+            }
+            let device = match defaults.device_policy {
+                DevicePolicy::Best => sel.device.clone(),
+                DevicePolicy::All => sel.all_of_kind(),
+            };
+            (device, sel.mem_bytes)
+        }
+        (None, None) => {
+            report.warnings.push(format!(
+                "{addr} ({}) accepted a connection on the worker port but no rlx-agent \
                      answered beside it, so nothing vouched for it (it may not be an RLX worker) \
                      and it was added as a CPU node with default settings; run rlx-agent there \
                      to have it vouched for and its devices found",
-                    crate::escape::untrusted(&best.host)
-                ));
-                (Default::default(), 0)
-            }
-        };
-        let ckpt_dir = defaults
-            .ckpt_dir
-            .clone()
-            .or_else(|| best.caps.as_ref().and_then(|c| c.ckpt_dir.clone()))
-            .unwrap_or_default();
-        let mut node = NodeConfig::new(addr.clone());
-        node.ssh = m.ssh().and_then(|s| s.ssh.clone());
-        node.ckpt_dir = ckpt_dir;
-        node.device = device.clone();
-        node.precision = defaults.precision.unwrap_or_default();
-        let caps = best.caps.clone().unwrap_or_default();
-        let added = AddedNode {
-            addr: addr.clone(),
-            host: addr_s.host.clone(),
-            hostname: caps.hostname.clone(),
-            id: caps.id.clone(),
-            sources: m.sources(),
-            evidence: best.evidence,
-            device: device.as_str(),
-            mem_bytes,
-            cores: caps.cores,
-            cluster: caps.cluster.clone(),
-            heard_on: m.sightings.iter().find_map(|s| s.heard_on.clone()),
-            found_ms: m.first_found_ms(),
-            also_at: m.also_at(&addr),
-            device_mems,
-            accelerators: caps
-                .devices
-                .iter()
-                .filter(|d| d.parsed() != Some(rlx_proto::caps::Device::Cpu))
-                .cloned()
-                .collect(),
-            link: chosen_link(&caps, &addr),
-            measured_link: None,
-            agent: addr_s.agent_addr(),
-            worker_listening: caps.worker_listening,
-        };
-        report.warnings.extend(worker::warnings(
-            &addr,
-            &best.host,
-            addr_s.port,
-            &caps,
-            &m.sightings,
-        ));
+                crate::escape::untrusted(&best.host)
+            ));
+            (Default::default(), 0)
+        }
+    };
+    let ckpt_dir = defaults
+        .ckpt_dir
+        .clone()
+        .or_else(|| best.caps.as_ref().and_then(|c| c.ckpt_dir.clone()))
+        .unwrap_or_default();
+    let mut node = NodeConfig::new(addr.clone());
+    node.ssh = m.ssh().and_then(|s| s.ssh.clone());
+    node.ckpt_dir = ckpt_dir;
+    node.device = device.clone();
+    node.precision = defaults.precision.unwrap_or_default();
+    let caps = best.caps.clone().unwrap_or_default();
+    let added = AddedNode {
+        addr: addr.clone(),
+        host: addr_s.host.clone(),
+        hostname: caps.hostname.clone(),
+        id: caps.id.clone(),
+        sources: m.sources(),
+        evidence: best.evidence,
+        device: device.as_str(),
+        mem_bytes,
+        cores: caps.cores,
+        cluster: caps.cluster.clone(),
+        heard_on: m.sightings.iter().find_map(|s| s.heard_on.clone()),
+        found_ms: m.first_found_ms(),
+        also_at: m.also_at(&addr),
+        device_mems,
+        accelerators: caps
+            .devices
+            .iter()
+            .filter(|d| d.parsed() != Some(rlx_proto::caps::Device::Cpu))
+            .cloned()
+            .collect(),
+        link: chosen_link(&caps, &addr),
+        measured_link: None,
+        agent: addr_s.agent_addr(),
+        worker_listening: caps.worker_listening,
+    };
+    report.warnings.extend(worker::warnings(
+        &addr,
+        &best.host,
+        addr_s.port,
+        &caps,
+        &m.sightings,
+    ));
     (node, added)
 }
 

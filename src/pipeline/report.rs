@@ -5,8 +5,8 @@
 //! The JSON field names here are a documented, stable interface for scripts
 //! (see README): add fields, never rename them.
 
-use crate::escape::{escape_line, untrusted};
 use super::select::SkipReason;
+use crate::escape::{escape_line, untrusted};
 use crate::sighting::{Attempt, Concern, Evidence, Problem, Source};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -218,7 +218,7 @@ pub struct Report {
 /// A node of the file whose machine now answers at another address: a new
 /// DHCP lease, or a box moved to another port of the switch. It is
 /// recognised by the node id its `# found by` comment names (see
-/// [`crate::write::provenance`]), from fresh caps (a handshake or SSH; with a
+/// docs/security.md, "A node that moved"), from fresh caps (a handshake or SSH; with a
 /// cluster key, an authenticated handshake).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Moved {

@@ -3,9 +3,9 @@
 use super::*;
 use crate::addr::NodeAddr;
 use crate::sighting::{Evidence, Sighting, Source};
+use rlx_proto::caps::DeviceInfo;
 use rlx_proto::caps::NodeCaps;
 use std::collections::BTreeSet;
-use rlx_proto::caps::DeviceInfo;
 
 fn caps(id: &str, hostname: &str, dev: &str, mem: u64) -> NodeCaps {
     NodeCaps {

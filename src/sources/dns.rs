@@ -59,10 +59,7 @@ use rlx_proto::dnssd::{self as zone, label_of, Registration, ZoneBrowse, ZoneOpt
 use rlx_proto::service::{parse_domain, service_name};
 use std::time::{Duration, Instant};
 
-pub(crate) use rlx_proto::dnssd::{
-    BrowseStats, DnsError, MAX_INSTANCES,
-};
-
+pub(crate) use rlx_proto::dnssd::{BrowseStats, DnsError, MAX_INSTANCES};
 
 /// What to browse and where.
 #[derive(Debug, Clone)]

@@ -23,9 +23,7 @@ use rlx_proto::caps::NodeCaps;
 use rlx_proto::txt;
 use std::net::IpAddr;
 
-pub(crate) use rlx_proto::dnssd::{
-    add_addr, instance_label, MAX_INSTANCES,
-};
+pub(crate) use rlx_proto::dnssd::{add_addr, instance_label, MAX_INSTANCES};
 
 /// Largest announced TXT record accepted, counting each string's length
 /// byte. The schema caps records at 1300 bytes (one Ethernet frame,

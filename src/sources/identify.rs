@@ -86,7 +86,11 @@ impl Identity {
 
 /// Names the listener at `addr`, on the connection `stream` the scan
 /// already has, by `deadline`.
-pub(crate) async fn identify(addr: SocketAddr, mut stream: TcpStream, deadline: Instant) -> Identity {
+pub(crate) async fn identify(
+    addr: SocketAddr,
+    mut stream: TcpStream,
+    deadline: Instant,
+) -> Identity {
     let mut buf = Vec::new();
     let banner_until = deadline.min(Instant::now() + BANNER_WAIT);
     let closed = read_some(&mut stream, &mut buf, banner_until).await;

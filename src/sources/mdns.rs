@@ -155,7 +155,6 @@ mod stop;
 mod table;
 mod wire;
 
-
 pub use browse::browse;
 pub use json::browse_json;
 pub use options::{BrowseOptions, MdnsError};

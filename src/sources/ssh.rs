@@ -329,7 +329,11 @@ pub(crate) async fn probe_host(opts: &SshOptions, host: &str) -> Result<NodeCaps
 }
 
 /// Probes every host concurrently and returns sightings and failures.
-pub(crate) async fn discover(opts: &SshOptions, started: Instant, progress: &dyn Progress) -> Discovery {
+pub(crate) async fn discover(
+    opts: &SshOptions,
+    started: Instant,
+    progress: &dyn Progress,
+) -> Discovery {
     let t0 = Instant::now();
     let task = &progress.task(opts.hosts.len() as u64, "ssh probes");
     let results: Vec<(String, Result<NodeCaps, SshFailure>, u64)> = stream::iter(opts.hosts.iter())

@@ -24,7 +24,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-
 /// File descriptors kept free for everything else the process does (the
 /// runtime, logs, the handshakes that follow).
 const SPARE_FDS: u64 = 64;
@@ -116,7 +115,7 @@ pub enum Listener {
         /// Whether the worker port accepted a connection too.
         worker_open: bool,
     },
-    /// No agent, but the worker port accepted: what [`identify`] made of
+    /// No agent, but the worker port accepted: what the scan made of
     /// the listener there.
     Bare {
         /// The worker port's endpoint.
@@ -251,7 +250,11 @@ pub async fn scan(opts: &ScanOptions, progress: &dyn Progress) -> ScanResult {
 /// unnamed listener on the worker port (no caps yet: the handshake stage
 /// fills them in); a listener named as another service (node_exporter, a
 /// printer, sshd) is a reported problem, never a node.
-pub(crate) async fn discover(opts: &ScanOptions, started: Instant, progress: &dyn Progress) -> Discovery {
+pub(crate) async fn discover(
+    opts: &ScanOptions,
+    started: Instant,
+    progress: &dyn Progress,
+) -> Discovery {
     let r = scan(opts, progress).await;
     let (net, ports, timeout) = (&opts.net, opts.ports, opts.timeout);
     let found_ms = started.elapsed().as_millis() as u64;

@@ -66,7 +66,8 @@ impl fmt::Display for Kind {
 /// (docs/json.md).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
-    /// The schema version, [`SCHEMA_VERSION`].
+    /// The schema version of the event JSON (docs/json.md): 1 until a
+    /// field changes meaning.
     pub v: u32,
     /// `joined`, `updated`, `restarted`, `worker`, `left` or `refused`.
     pub event: Kind,

@@ -1,10 +1,10 @@
 //! The watch engine on synthetic sightings, a fake check and paused time:
 //! every interval is the real one, and the `at_ms` of each event is exact.
 
-use super::*;
 use super::admission::{ADMIT_BURST, ADMIT_EVERY, RETRY_CAP, RETRY_FIRST};
 use super::event::SCHEMA_VERSION;
 use super::health::{HEALTH_INTERVAL, HEALTH_JITTER, RECHECK_AFTER};
+use super::*;
 use crate::admit::{ATTEMPTS, MIN_ATTEMPT, STAGGER};
 use crate::pipeline::report::gib;
 use crate::sighting::{Evidence, Source};

@@ -9,7 +9,7 @@ use crate::config::ClusterConfig;
 /// What the file's comments say about one of its nodes (see
 /// [`super::provenance`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FileMark {
+pub(crate) struct FileMark {
     /// The node id its comments name.
     pub id: Option<String>,
     /// True when it carries the `# found by` comment (rlx-discover
@@ -20,7 +20,7 @@ pub struct FileMark {
 /// The marks of `cfg`'s nodes, in node order. A file whose `node` is not
 /// `[[node]]` tables gives none: its write-back is refused later, with the
 /// reason.
-pub fn file_marks(cfg: &ClusterConfig) -> Vec<FileMark> {
+pub(crate) fn file_marks(cfg: &ClusterConfig) -> Vec<FileMark> {
     let mut marks = vec![FileMark::default(); cfg.nodes.len()];
     for n in file_nodes(&cfg.text).unwrap_or_default() {
         if let Some(m) = marks.get_mut(n.index) {

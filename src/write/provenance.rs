@@ -22,12 +22,12 @@ use rlx_proto::caps::is_valid_id;
 
 /// The text of a comment line (`# ...`) without its `#` and surrounding
 /// blanks, or `None` for a line that is not only a comment.
-pub fn comment_text(line: &str) -> Option<&str> {
+pub(super) fn comment_text(line: &str) -> Option<&str> {
     line.trim().strip_prefix('#').map(str::trim)
 }
 
 /// True when the comment line says rlx-discover appended the node below.
-pub fn is_found_by(line: &str) -> bool {
+pub(super) fn is_found_by(line: &str) -> bool {
     comment_text(line).is_some_and(|t| {
         t.get(..8)
             .is_some_and(|head| head.eq_ignore_ascii_case("found by"))
@@ -37,7 +37,7 @@ pub fn is_found_by(line: &str) -> bool {
 /// The node id a comment names as `id <16 hex>` (or `id: …`, `id=…`, any
 /// case), normalised to lowercase; the last one when it names several
 /// (the writer puts it last). `None` when there is none.
-pub fn node_id_in(comment: &str) -> Option<String> {
+pub(super) fn node_id_in(comment: &str) -> Option<String> {
     let words: Vec<&str> = comment
         .split(|c: char| !c.is_ascii_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -51,7 +51,7 @@ pub fn node_id_in(comment: &str) -> Option<String> {
 
 /// What the comments attached to one `[[node]]` header say.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Provenance {
+pub(super) struct Provenance {
     /// Byte offset (into the block given) of the `found by` line, when the
     /// node was appended by rlx-discover.
     pub found_by_at: Option<usize>,
@@ -66,7 +66,7 @@ pub struct Provenance {
 /// Reads `block`: the comment lines directly above a header (each ending
 /// in a line break), plus `header_comment`, the comment on the header line
 /// itself, if any. The `found by` line nearest the header counts.
-pub fn read(block: &str, header_comment: Option<&str>) -> Provenance {
+pub(super) fn read(block: &str, header_comment: Option<&str>) -> Provenance {
     let mut p = Provenance::default();
     let mut other_id = header_comment.and_then(node_id_in);
     let mut at = 0;

@@ -39,14 +39,14 @@ use toml_edit::{value, Array, ArrayOfTables, DocumentMut, ImDocument, InlineTabl
 
 /// How every provenance comment starts; a `[[node]]` whose header has such a
 /// line directly above it was appended by `rlx-discover`.
-pub const PROVENANCE_PREFIX: &str = "# found by ";
+pub(super) const PROVENANCE_PREFIX: &str = "# found by ";
 
 /// The comment line written above a discovered node. The agent reports its
 /// own host name (and an mDNS stranger picks its instance label), so the
 /// name goes through [`untrusted`] and the whole line through
 /// [`escape_line`]: a newline in it must not be able to write TOML into the
 /// user's file, nor an escape sequence reach the terminal of whoever cats it.
-pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
+pub(super) fn provenance_comment(a: &AddedNode, when: &str) -> String {
     let sources: Vec<String> = a.sources.iter().map(|s| s.to_string()).collect();
     let name = if a.hostname.is_empty() {
         &a.host
@@ -82,7 +82,7 @@ pub fn provenance_comment(a: &AddedNode, when: &str) -> String {
 }
 
 /// Converts a node to a TOML table in the seed's key order.
-pub fn node_table(n: &NodeConfig) -> Table {
+pub(super) fn node_table(n: &NodeConfig) -> Table {
     let mut t = Table::new();
     t["addr"] = value(&n.addr);
     if let Some(s) = &n.ssh {
@@ -124,7 +124,7 @@ pub fn node_table(n: &NodeConfig) -> Table {
 
 /// The line ending the file already uses (that of its first line), so
 /// appended lines match: a Windows-edited file stays all `\r\n`.
-pub fn line_ending(text: &str) -> &'static str {
+pub(super) fn line_ending(text: &str) -> &'static str {
     match text.find('\n') {
         Some(i) if i > 0 && text.as_bytes()[i - 1] == b'\r' => "\r\n",
         _ => "\n",
@@ -152,7 +152,7 @@ pub enum RenderError {
 /// everything else. `when` is written into each provenance comment. The
 /// result starts with `text` byte for byte (plus one line ending if the file
 /// did not end with one).
-pub fn render_expanded(
+pub(super) fn render_expanded(
     text: &str,
     added: &[(NodeConfig, AddedNode)],
     when: &str,
@@ -211,7 +211,7 @@ pub struct FileNode {
     /// The provenance comment above its header (without `# `), when
     /// `rlx-discover` appended it.
     pub found_by: Option<String>,
-    /// The node id its comments name ([`crate::write::provenance`]): the key that
+    /// The node id its comments name (its `# found by` comment): the key that
     /// recognises its machine at a new address.
     pub id: Option<String>,
     /// The bytes of its `addr` string as written (quotes included), which a
@@ -327,7 +327,8 @@ pub fn file_nodes(text: &str) -> Result<Vec<FileNode>, RenderError> {
 
 /// `text` with the byte `ranges` removed (they must not overlap); the result
 /// is parsed once more so a bad cut can never be written.
-pub fn cut_ranges(text: &str, ranges: &[Range<usize>]) -> Result<String, RenderError> {
+#[cfg(test)]
+fn cut_ranges(text: &str, ranges: &[Range<usize>]) -> Result<String, RenderError> {
     let edits: Vec<(Range<usize>, String)> =
         ranges.iter().map(|r| (r.clone(), String::new())).collect();
     splice(text, &edits)
@@ -337,7 +338,7 @@ pub fn cut_ranges(text: &str, ranges: &[Range<usize>]) -> Result<String, RenderE
 /// empty); overlapping ranges are cut once. Every byte outside the ranges
 /// stays as it was, and the result is parsed once more so a bad edit can
 /// never be written.
-pub fn splice(text: &str, edits: &[(Range<usize>, String)]) -> Result<String, RenderError> {
+pub(super) fn splice(text: &str, edits: &[(Range<usize>, String)]) -> Result<String, RenderError> {
     let mut sorted = edits.to_vec();
     sorted.sort_by_key(|(r, _)| r.start);
     let mut out = String::with_capacity(text.len());
@@ -358,7 +359,7 @@ pub fn splice(text: &str, edits: &[(Range<usize>, String)]) -> Result<String, Re
 /// The TOML string for a new `addr` replacing `old` (a string as written,
 /// quotes included): in the same quote style when it can be, so a moved
 /// node's line reads as the user wrote it.
-pub fn addr_string(old: &str, new: &str) -> String {
+pub(super) fn addr_string(old: &str, new: &str) -> String {
     let literal_ok = !new.contains(['\'', '\n', '\r']);
     if old.starts_with('\'') && !old.starts_with("'''") && literal_ok {
         format!("'{new}'")

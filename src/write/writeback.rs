@@ -27,7 +27,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Suffix of the temporary file written beside the config.
-pub const TEMP_SUFFIX: &str = ".rlx-tmp";
+pub(super) const TEMP_SUFFIX: &str = ".rlx-tmp";
 
 /// What was read: enough to notice that the file changed since.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +112,7 @@ pub fn read(path: &Path) -> Result<(String, Snapshot), WriteError> {
 }
 
 /// True when the file still holds exactly the snapshot's bytes.
-pub fn unchanged(snap: &Snapshot) -> bool {
+pub(super) fn unchanged(snap: &Snapshot) -> bool {
     match fs::read(&snap.target) {
         Ok(b) => b.len() as u64 == snap.len && hash(&b) == snap.sha256,
         Err(_) => false,

@@ -3,12 +3,9 @@
 use crate::cli::progress::Bars;
 use anyhow::Result;
 use clap::Args;
-use rlx_discover::discover::run_sources;
-use rlx_discover::pipeline::{expand, NodeDefaults};
-use rlx_discover::report::{escape_line, problem_line, problem_mark, untrusted};
+use rlx_discover::{escape_line, expand_section, untrusted};
 
 use std::process::ExitCode;
-use std::time::Instant;
 
 /// Arguments of `browse`.
 #[derive(Debug, Args)]
@@ -46,24 +43,14 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     if let Some(w) = a.link_window_ms {
         d.link_window_ms = w;
     }
-    let links = (a.links || d.measure_links)
-        .then(|| rlx_discover::links::options(&d))
-        .transpose()?;
-    let started = Instant::now();
-    let rt = crate::cli::runtime::runtime()?;
-    let found = rt.block_on(run_sources(&d, started, bars))?;
-    let versions = rlx_discover::links::versions(&found);
-    let mut exp = expand(&[], &NodeDefaults::from(&d), found);
-    if let Some(opts) = &links {
-        rt.block_on(rlx_discover::links::measure_expansion(
-            &mut exp, &versions, opts,
-        ));
-    }
+    d.measure_links |= a.links;
+    let links = d.measure_links;
+    let exp = crate::cli::runtime::runtime()?.block_on(expand_section(&d, bars))?;
     if a.json {
         let v = serde_json::json!({ "nodes": exp.added, "report": exp.report });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if !exp.added.is_empty() {
-        let measured_head = if links.is_some() { "  MEASURED" } else { "" };
+        let measured_head = if links { "  MEASURED" } else { "" };
         println!(
             "{:<20} {:<26} {:<6} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {:<8}{measured_head}",
             "HOST",
@@ -88,10 +75,10 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             // said: one cell each, never a fake row or an escape sequence.
             // The MEASURED column only when asked for: "-" for a node
             // not measured (the reason is on stderr).
-            let measured = match (&links, &n.measured_link) {
-                (None, _) => String::new(),
-                (Some(_), Some(l)) => format!("  {}", l.summary()),
-                (Some(_), None) => "  -".to_string(),
+            let measured = match (links, &n.measured_link) {
+                (false, _) => String::new(),
+                (true, Some(l)) => format!("  {}", l.summary()),
+                (true, None) => "  -".to_string(),
             };
             println!(
                 "{:<20} {:<26} {:<6} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {:<8}{measured}",
@@ -121,7 +108,7 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     if !quiet {
         let r = &exp.report;
         for f in &r.failed {
-            eprintln!("  {} {}", problem_mark(f), problem_line(f));
+            eprintln!("  {} {}", f.mark(), f.line());
         }
         for u in &r.unheard_by_mdns {
             eprintln!("  ? {}", escape_line(&u.render_text()));

@@ -4,10 +4,8 @@
 use crate::cli::progress::Bars;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use rlx_discover::config::ClusterConfig;
-use rlx_discover::discover::{expand_config, Overrides};
-use rlx_discover::reconcile::{plan, Plan};
-use rlx_discover::writeback;
+use rlx_discover::write::{self as writeback, plan, Plan};
+use rlx_discover::{expand_config, ClusterConfig, Overrides};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;

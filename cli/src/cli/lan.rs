@@ -2,8 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use rlx_discover::config::{ClusterConfig, DiscoverSection};
-use rlx_discover::discover::Overrides;
+use rlx_discover::{ClusterConfig, DiscoverSection, Overrides};
 use std::path::PathBuf;
 
 /// Where to look for agents and whom to admit.

@@ -14,7 +14,7 @@
 //! whether a bar shows is decided here.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rlx_discover::progress::{Progress, Task};
+use rlx_discover::{Progress, Task};
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::thread::{self, Thread};

@@ -4,9 +4,10 @@
 use crate::cli::progress::Bars;
 use anyhow::Result;
 use clap::Args;
-use rlx_discover::config::{Subnet, DEFAULT_AGENT_PORT, DEFAULT_TIMEOUT_MS, DEFAULT_WORKER_PORT};
-use rlx_discover::sources::identify::Identity;
-use rlx_discover::sources::subnet::{scan, Listener, Ports, DEFAULT_SCAN_CONCURRENCY};
+use rlx_discover::config::{
+    Subnet, DEFAULT_AGENT_PORT, DEFAULT_SCAN_CONCURRENCY, DEFAULT_TIMEOUT_MS, DEFAULT_WORKER_PORT,
+};
+use rlx_discover::scan::{scan, Identity, Listener, Ports, ScanOptions};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -36,7 +37,7 @@ pub struct ScanArgs {
 
 /// Scans and prints the open addresses; exit 1 when none.
 pub fn run(a: ScanArgs, bars: &Bars) -> Result<ExitCode> {
-    let net: Subnet = a.cidr.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let net: Subnet = a.cidr.parse()?;
     rlx_net::netguard::ensure_private_netns("a subnet scan")?;
     anyhow::ensure!(
         a.port != a.agent_port,
@@ -47,13 +48,13 @@ pub fn run(a: ScanArgs, bars: &Bars) -> Result<ExitCode> {
         worker: a.port,
         agent: a.agent_port,
     };
-    let r = crate::cli::runtime::runtime()?.block_on(scan(
-        &net,
+    let opts = ScanOptions {
+        net: net.clone(),
         ports,
-        Duration::from_millis(a.timeout_ms),
-        a.concurrency,
-        bars,
-    ));
+        timeout: Duration::from_millis(a.timeout_ms),
+        concurrency: a.concurrency,
+    };
+    let r = crate::cli::runtime::runtime()?.block_on(scan(&opts, bars));
     let what = |l: &Listener| match l {
         Listener::Agent { worker_open, .. } => format!(
             "rlx-agent on port {}, worker {}",

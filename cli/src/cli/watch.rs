@@ -9,9 +9,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use rlx_discover::follow::{LiveWatch, WatchOptions};
-use rlx_discover::report::untrusted;
-use rlx_discover::watch::{Event, DNS_POLL_INTERVAL, HEALTH_INTERVAL};
+use rlx_discover::{escape_line, untrusted, Event, Kind, LiveWatch, WatchOptions};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -81,7 +79,7 @@ fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
                 let state = if f.up { "up" } else { "down" };
                 format!(" [{name} line {}: {state}]", f.line)
             }
-            Some(_) if e.event == rlx_discover::watch::Kind::Joined => " [new]".to_string(),
+            Some(_) if e.event == Kind::Joined => " [new]".to_string(),
             _ => String::new(),
         };
         // The instance label is a stranger's choice: one escaped line.
@@ -91,7 +89,7 @@ fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
             e.event.as_str(),
             untrusted(&e.instance)
         );
-        println!("{}", rlx_discover::report::escape_line(&line));
+        println!("{}", escape_line(&line));
     }
 }
 
@@ -112,14 +110,14 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
             if let Some(z) = live.zone() {
                 on.push(format!(
                     "DNS-SD in {z} every {} s",
-                    DNS_POLL_INTERVAL.as_secs()
+                    LiveWatch::DNS_POLL_INTERVAL.as_secs()
                 ));
             }
             eprintln!(
                 "watching {}: {} (health check of each member every {:.1} s at most; Ctrl-C to stop)",
                 rlx_proto::service::SERVICE,
                 on.join("; "),
-                HEALTH_INTERVAL.as_secs_f64()
+                LiveWatch::HEALTH_INTERVAL.as_secs_f64()
             );
         }
         let stop_at = a.for_ms.map(|ms| started + Duration::from_millis(ms));

@@ -52,7 +52,7 @@ pub(crate) async fn discover(opts: &BrowseOptions, started: Instant) -> Discover
         }
     }
 }
-/// Browses `_rlx._tcp` once (see the [`mdns`](super) docs) and returns what it found.
+/// Browses `_rlx._tcp` once (docs/protocol.md says what it sends) and returns what it found.
 ///
 /// Checks the network-namespace guard before any socket exists. Fails only
 /// when nothing can be browsed at all; everything per node is a [`Problem`].

@@ -14,7 +14,7 @@ pub(crate) fn discovery_json(d: &Discovery) -> serde_json::Value {
     })
 }
 
-/// [`discovery_json`] plus a `"stats"` object ([`BrowseStats`](super::BrowseStats)).
+/// The discovery as JSON (sightings, problems, attempts) plus a `"stats"` object ([`BrowseStats`](super::BrowseStats)).
 pub fn browse_json(b: &Browse) -> serde_json::Value {
     let mut v = discovery_json(&b.discovery);
     v["stats"] = serde_json::to_value(&b.stats).unwrap_or_default();

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 /// What a one-shot browse does.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct BrowseOptions {
     /// Interfaces to browse on; empty means the default rule
     /// ([`iface::select`](rlx_net::iface::select)).
@@ -17,11 +18,11 @@ pub struct BrowseOptions {
     /// The most it listens (`browse_ms`).
     pub browse: Duration,
     /// Stop before `browse` ends when the network is clearly lossless (see
-    /// the [`mdns`](super) docs). `false` always listens the whole window.
+    /// docs/protocol.md, "Conformance to RFC 6762"). `false` always listens the whole window.
     pub early_stop: bool,
     /// Told of each instance as soon as it is resolved (and again if its
     /// address or port changes), before the browse ends.
-    pub on_resolved: Option<OnSighting>,
+    pub(crate) on_resolved: Option<OnSighting>,
 }
 
 impl Default for BrowseOptions {

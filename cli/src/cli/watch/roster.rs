@@ -4,9 +4,8 @@
 //! that match none are newcomers.
 
 use anyhow::{Context, Result};
-use rlx_discover::render::file_nodes;
-use rlx_discover::report::AddedNode;
-use rlx_discover::watch::{Event, Kind};
+use rlx_discover::write::file_nodes;
+use rlx_discover::{AddedNode, Event, Kind};
 use serde::Serialize;
 use std::path::Path;
 
@@ -104,7 +103,7 @@ impl Roster {
 fn id_of_provenance(found_by: &str) -> Option<String> {
     let (_, id) = found_by.rsplit_once(", id ")?;
     let id = id.trim();
-    rlx_discover::proto::caps::is_valid_id(id).then(|| id.to_string())
+    rlx_proto::caps::is_valid_id(id).then(|| id.to_string())
 }
 
 #[cfg(test)]
