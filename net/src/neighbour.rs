@@ -572,5 +572,4 @@ impl Nudger {
 }
 
 #[cfg(test)]
-#[path = "neighbour_tests.rs"]
 mod tests;

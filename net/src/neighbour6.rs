@@ -368,5 +368,4 @@ pub fn table() -> io::Result<Vec<Neighbour6>> {
 }
 
 #[cfg(test)]
-#[path = "neighbour6_tests.rs"]
 mod tests;
