@@ -102,10 +102,11 @@ fn relayed_on() -> Binding {
     }
 }
 
-/// The relay attack (issue 16, item 1): a stranger at 10.0.0.66 passes our
-/// hello on to the real agent and its live reply back. The proof is valid
-/// for our nonce, but binds the relay's connection, so it is refused, and
-/// the reason names both ends and says a relay or NAT is in between.
+/// The relay attack (docs/security.md, "Relays, NATs and port-forwards"):
+/// a stranger at 10.0.0.66 passes our hello on to the real agent and its
+/// live reply back. The proof is valid for our nonce, but binds the relay's
+/// connection, so it is refused, and the reason names both ends and says a
+/// relay or NAT is in between.
 #[test]
 fn a_reply_proved_for_another_connection_is_refused_as_relayed() {
     let n = Nonce::random().unwrap();

@@ -85,9 +85,9 @@ pub struct Request {
 
 impl Default for Request {
     /// 7 round trips and at most 250 ms each way (the receivers end a
-    /// steady transfer after 40-60 ms): at most about 0.6 s per node, 0.1
-    /// to 0.2 s on a steady LAN link, within 0.5% of iperf3 on the lab's
-    /// tbf-shaped links (BENCHMARKS.md, "links").
+    /// transfer early once its rate is steady): at most about 0.6 s per
+    /// node. What it takes on a steady link, and how close it comes to
+    /// iperf3, is in BENCHMARKS.md ("Link measurement").
     fn default() -> Request {
         Request {
             pings: 7,
