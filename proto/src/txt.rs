@@ -31,6 +31,10 @@
 //!   ([`decode_rdata`], [`split_rdata`]) and for mdns-sd
 //!   ([`decode_properties`], [`strings_of`]).
 //! - `error`: [`TxtError`], shared by both directions.
+//! - `schema`: the keys ([`KEYS`], one constant each: [`CORES_KEY`], ...),
+//!   [`TXT_VERSION`] and the size limits. Adding a key is a constant and a
+//!   row of [`KEYS`] there, its value in `encoding` and `decoding`, and its
+//!   row in `docs/protocol.md`.
 
 mod decoding;
 mod encoding;
@@ -43,6 +47,8 @@ pub use decoding::{decode, decode_properties, decode_rdata, split_rdata, strings
 pub use encoding::{encode, to_rdata, to_strings, wire_len, TxtPairs};
 pub use error::TxtError;
 pub use schema::{
-    AGENT_PORT_KEY, INCARNATION_KEY, MAX_DECODE_BYTES, MAX_RECORD_BYTES, MAX_STRING_BYTES,
-    SHORT_NAME_BYTES, TXT_VERSION, WORKER_KEY,
+    device_key, TxtKey, AGENT_PORT_KEY, AGENT_VERSION_KEY, ARCH_KEY, CKPT_KEY, CLUSTER_KEY,
+    CORES_KEY, DEVICE_KEYS, DEVICE_KEY_PREFIX, DISK_KEY, GFLOPS_KEY, ID_KEY, INCARNATION_KEY,
+    IO_KEY, KEYS, MAX_DECODE_BYTES, MAX_RECORD_BYTES, MAX_STRING_BYTES, OS_KEY, RAM_FREE_KEY,
+    RAM_KEY, SHORT_NAME_BYTES, TXTVERS_KEY, TXT_VERSION, WORKER_KEY,
 };

@@ -149,7 +149,8 @@ pub struct AnnounceOptions {
     /// Instance name; `None` = the host name's first label.
     pub name: Option<String>,
     /// The worker port, announced in the SRV record (RFC 6763 §5: where the
-    /// service is). The agent's own port rides in TXT (`agent`), from the caps.
+    /// service is). The agent's own port rides in TXT
+    /// ([`rlx_proto::txt::AGENT_PORT_KEY`]), from the caps.
     pub port: u16,
     /// Interfaces to announce on; empty = the default rule.
     pub interfaces: Vec<String>,

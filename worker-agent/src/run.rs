@@ -63,10 +63,10 @@ async fn bind(port: u16) -> Result<TcpListener> {
 }
 
 /// A fresh incarnation for this run: 64 random bits as 16 hex characters,
-/// announced in TXT (`inc`) and in every handshake reply. Random rather
-/// than a boot epoch or a start time: a restart within the same second (a
-/// supervisor restarting a crashed agent at once) still gets another one,
-/// and nothing about the host leaks.
+/// announced in TXT ([`rlx_proto::txt::INCARNATION_KEY`]) and in every
+/// handshake reply. Random rather than a boot epoch or a start time: a
+/// restart within the same second (a supervisor restarting a crashed agent
+/// at once) still gets another one, and nothing about the host leaks.
 fn incarnation() -> Result<String> {
     let mut b = [0u8; 8];
     getrandom::fill(&mut b).map_err(|e| {
