@@ -341,11 +341,6 @@ impl Meter {
         self.total
     }
 
-    /// The figures over the measured window: from the first read a quarter
-    /// of the way into the transfer to the last read. Bytes of the read
-    /// that opens the window arrived before it, so they are not counted.
-    /// A transfer too short to window (fewer than 3 reads) is measured
-    /// from its first read to its last.
     /// Whether the rate has settled: at least [`STEADY_MIN`] in, and the
     /// two halves of the measured window (the last three quarters) within
     /// [`STEADY_TOLERANCE`] of each other. A receiver that sees this ends
@@ -370,6 +365,11 @@ impl Meter {
         (first - second).abs() <= STEADY_TOLERANCE * first.max(second)
     }
 
+    /// The figures over the measured window: from the first read a quarter
+    /// of the way into the transfer to the last read. Bytes of the read
+    /// that opens the window arrived before it, so they are not counted.
+    /// A transfer too short to window (fewer than 3 reads) is measured
+    /// from its first read to its last.
     pub fn result(&self) -> UpResult {
         let (Some(first), Some(last)) = (self.samples.first(), self.samples.last()) else {
             return UpResult::default();
