@@ -46,9 +46,6 @@ mod tests;
 pub use decoding::{decode, decode_properties, decode_rdata, split_rdata, strings_of};
 pub use encoding::{encode, to_rdata, to_strings, wire_len, TxtPairs};
 pub use error::TxtError;
-pub use schema::{
-    device_key, TxtKey, AGENT_PORT_KEY, AGENT_VERSION_KEY, ARCH_KEY, CKPT_KEY, CLUSTER_KEY,
-    CORES_KEY, DEVICE_KEYS, DEVICE_KEY_PREFIX, DISK_KEY, GFLOPS_KEY, ID_KEY, INCARNATION_KEY,
-    IO_KEY, KEYS, MAX_DECODE_BYTES, MAX_RECORD_BYTES, MAX_STRING_BYTES, OS_KEY, RAM_FREE_KEY,
-    RAM_KEY, SHORT_NAME_BYTES, TXTVERS_KEY, TXT_VERSION, WORKER_KEY,
-};
+// Everything public in `schema`: the keys, the version and the limits, so
+// that a new key is exported where it is defined.
+pub use schema::*;
