@@ -32,6 +32,10 @@
 //! | [`listening`] | netlink `sock_diag` (listening TCP sockets) | not available (the agent connects to loopback instead) |
 //! | [`linkfacts`] | `/sys/class/net`, `/sys/class/infiniband` | `getifaddrs` `if_data` (no Wi-Fi/Thunderbolt kinds yet) |
 
+// Every public item is documented, and nothing is `pub` that the crate
+// root does not export: what is public is the contract.
+#![deny(missing_docs, unreachable_pub)]
+
 pub mod iface;
 pub mod linkfacts;
 pub mod links;

@@ -5,10 +5,10 @@
 //! (`retrans_time_ms`), giving up after three. On a LAN that loses packets,
 //! every lost ARP exchange therefore holds whatever waits behind it for a
 //! full second: a responder's unicast reply to our legacy query, or our own
-//! handshake SYN to an agent we have never talked to. Measured at 20% loss
-//! each way with 50 agents: one to four live agents per run failed their
-//! handshake (four attempts over 2.25 s) because our kernel had not resolved
-//! their MAC in time.
+//! handshake SYN to an agent we have never talked to. Under heavy loss a
+//! live agent can fail all of its handshake attempts because our kernel had
+//! not resolved its MAC in time (what that cost before this module:
+//! BENCHMARKS.md, "mDNS discovery").
 //!
 //! Two remedies, both only where this process may open a packet socket
 //! (`CAP_NET_RAW`: root, as in the lab; elsewhere the kernel's own pace is
@@ -25,10 +25,10 @@
 //!   the kernel's own request. While a handshake runs longer than
 //!   [`STRUGGLING`], it also announces our own address on that interface
 //!   (at most once per [`ANNOUNCE_EVERY`]): the target may be the one
-//!   waiting, for our MAC, to send its SYN-ACK (measured: one live agent in
-//!   about a thousand handshakes at 20% loss failed all four attempts with
-//!   only our side nudged). Nothing is sent while handshakes complete
-//!   promptly, so a healthy LAN sees no extra frame.
+//!   waiting, for our MAC, to send its SYN-ACK (with only our side nudged,
+//!   a rare handshake under heavy loss still failed all its attempts).
+//!   Nothing is sent while handshakes complete promptly, so a healthy LAN
+//!   sees no extra frame.
 //!
 //! IPv6 neighbour discovery has the same one-second pace, and the same
 //! help: the browse announces our IPv6 addresses ([`crate::ndp`]), and the
@@ -36,9 +36,9 @@
 //! table over netlink and sending Neighbor Solicitations of its own
 //! ([`crate::neighbour6`]), and unsolicited Neighbor Advertisements of our
 //! addresses while a handshake struggles, under the same bounds (the
-//! budget per second is shared by both families). Measured on an
-//! IPv6-only LAN at 20% loss each way: without it 3 to 6 of 50 agents heard
-//! by mDNS were refused per run at the handshake (`BENCHMARKS.md`).
+//! budget per second is shared by both families). Without it, an IPv6-only
+//! LAN under loss refused agents heard by mDNS at the handshake
+//! (BENCHMARKS.md, "mDNS discovery", IPv6-only).
 //!
 //! # Platforms
 //! Linux only: packet sockets (`AF_PACKET`), `/proc/net/arp` and the
@@ -49,7 +49,7 @@
 //! [`ArpSocket::open`] returns `None` and [`Nudger::watch`] sends nothing,
 //! each saying so once at debug level; discovery and admission work as
 //! before, at the kernel's own ARP pace (what that costs under loss:
-//! `BENCHMARKS.md`).
+//! BENCHMARKS.md, "mDNS discovery").
 
 use crate::ndp::NdpSocket;
 use crate::neighbour6::{self, Solicitor};
@@ -572,5 +572,4 @@ impl Nudger {
 }
 
 #[cfg(test)]
-#[path = "neighbour_tests.rs"]
 mod tests;

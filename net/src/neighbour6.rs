@@ -5,10 +5,11 @@
 //!
 //! Linux resolves an IPv6 neighbour the way it resolves an IPv4 one: one
 //! Neighbor Solicitation a second (`RetransTimer`, RFC 4861 §10), three
-//! tries. On an IPv6-only LAN at 20% loss each way, a lost solicitation or
-//! advertisement therefore held a handshake SYN for a whole second, and 3
-//! to 6 of 50 agents heard by mDNS were refused per run with "cannot
-//! connect: no answer within 1500 ms" (`BENCHMARKS.md`). The nudger reads
+//! tries. On a lossy IPv6-only LAN, a lost solicitation or advertisement
+//! therefore holds a handshake SYN for a whole second, and agents heard by
+//! mDNS were refused with "cannot connect: no answer within ..." once the
+//! connect timeout ran out (BENCHMARKS.md, "mDNS discovery", IPv6-only).
+//! The nudger reads
 //! the table ([`table`], `RTM_GETNEIGH`) and, for each handshake target in
 //! `INCOMPLETE` (or `FAILED`) state, sends a solicitation of its own
 //! ([`Solicitor`]). The target's solicited advertisement completes our
@@ -368,5 +369,4 @@ pub fn table() -> io::Result<Vec<Neighbour6>> {
 }
 
 #[cfg(test)]
-#[path = "neighbour6_tests.rs"]
 mod tests;

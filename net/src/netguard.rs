@@ -16,7 +16,7 @@
 //!
 //! The textbook check compares `/proc/self/ns/net` with `/proc/1/ns/net`, but
 //! reading another process's namespace links needs ptrace access to it, and
-//! on some machines even root gets `EACCES` for pid 1 (measured on a
+//! on some machines even root gets `EACCES` for pid 1 (as on a
 //! Firecracker VM whose init is not an ordinary process). So the guard uses
 //! every piece of evidence it can get, in this order, and fails closed:
 //!

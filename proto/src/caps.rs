@@ -122,10 +122,11 @@ pub struct DeviceInfo {
     /// Whether the node's own rlx build can target this device.
     #[serde(default = "yes")]
     pub available: bool,
-    // The fields below are details for placement (issue 14). Each is left
-    // out of the JSON when unknown, so an agent that cannot read one sends
-    // what an older agent sent, and an older coordinator, which ignores
-    // fields it does not know, reads the rest unchanged.
+    // The fields below are details for placement (docs/json.md,
+    // "Capabilities"). Each is left out of the JSON when unknown, so an
+    // agent that cannot read one sends what an older agent sent, and an
+    // older coordinator, which ignores fields it does not know, reads the
+    // rest unchanged.
     /// Free device memory in bytes when probed (NVML's `free`, amdgpu's
     /// total minus `mem_info_vram_used`); 0 = unknown.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -24,6 +24,10 @@
 //!
 //! `docs/protocol.md` is the prose version of these modules.
 
+// Every public item is documented, and nothing is `pub` that the crate
+// root does not export: what is public is the contract.
+#![deny(missing_docs, unreachable_pub)]
+
 pub mod caps;
 pub mod dnssd;
 pub mod handshake;

@@ -76,24 +76,27 @@
 //! stops the daemon. Dropping the daemon instead would send nothing, and
 //! browsers would keep a dead node for up to two minutes.
 //!
-//! # Measured (lab namespaces, python-zeroconf 0.47 as the browser)
+//! # Timing
 //!
-//! - start to seen with the full TXT record: 0.78-0.98 s (mdns-sd probes for
-//!   0.75 s first), on loopback and across a bridged LAN alike;
-//! - SIGTERM or SIGINT to removed at the browser: 1-3 ms (the first goodbye);
-//!   the agent exits about 130 ms after the signal (the repeated goodbye);
-//! - `update` to the new TXT at the browser: 3 ms (re-announced at once, not
-//!   probed again, see [`Announcer::update`]; it was 0.76-0.98 s before the
-//!   vendored mdns-sd's RFC 6762 §8.4 patch);
-//! - an interface coming up: announced there 5.8-5.9 s later with the
-//!   daemon's 5 s poll (its check plus probing); going down: address
-//!   withdrawn 4.1-4.2 s later. Woken by the kernel's notification instead:
-//!   announced there 1.77-1.82 s later (the check 1 s after the
-//!   notification plus probing); address withdrawn 0.17-0.24 s later (the
-//!   link went down while the checks that followed it coming up were still
-//!   running; from idle, within the 1 s to the first check);
-//! - idle: 0 packets in a minute with nobody querying (7 at start, 3 for the
-//!   goodbye), and no wake-ups once the start-up checks are over.
+//! What decides how soon a browser sees each change (the times measured in
+//! the lab are in BENCHMARKS.md, "Agent footprint" and "`watch` under
+//! churn"):
+//!
+//! - start: mdns-sd probes the names for 0.75 s (RFC 6762 §8.1), then
+//!   announces with the full TXT record, on loopback and across a bridged
+//!   LAN alike;
+//! - SIGTERM or SIGINT: the first goodbye goes out at once, so a browser
+//!   drops the node as soon as it hears it; the agent exits after mdns-sd's
+//!   one repeat of it;
+//! - [`Announcer::update`]: the new TXT is announced at once, not probed
+//!   again (RFC 6762 §8.4, a change the vendored mdns-sd carries);
+//! - an interface coming up or going down: the kernel's notification turns
+//!   the daemon's interface check on ([`LINK_CHECK_SECS`] after it, instead
+//!   of the daemon's own 5 s poll), so a new interface is announced after
+//!   that check plus probing, and a removed address is withdrawn at that
+//!   check;
+//! - idle: nothing is sent while nobody queries, and nothing wakes the agent
+//!   once the start-up checks are over.
 
 use crate::change::Pacer;
 use crate::naming::{check_instance_name, unique_host_label, NameError, NodeNames};
@@ -146,7 +149,8 @@ pub struct AnnounceOptions {
     /// Instance name; `None` = the host name's first label.
     pub name: Option<String>,
     /// The worker port, announced in the SRV record (RFC 6763 §5: where the
-    /// service is). The agent's own port rides in TXT (`agent`), from the caps.
+    /// service is). The agent's own port rides in TXT
+    /// ([`rlx_proto::txt::AGENT_PORT_KEY`]), from the caps.
     pub port: u16,
     /// Interfaces to announce on; empty = the default rule.
     pub interfaces: Vec<String>,

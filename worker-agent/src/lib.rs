@@ -28,6 +28,10 @@
 //! `worker` and the lease settings of `register`; `server` on `worker`;
 //! nothing back.
 
+// Every public item is documented, and nothing is `pub` that the crate
+// root does not export (`main` and the tests in tests/ use what it does).
+#![deny(missing_docs, unreachable_pub)]
+
 pub mod announce;
 pub mod change;
 pub mod cli;

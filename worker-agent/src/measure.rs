@@ -162,5 +162,4 @@ async fn read_line(conn: &mut BufReader<TcpStream>, by: Instant) -> Result<Vec<u
 }
 
 #[cfg(test)]
-#[path = "measure_tests.rs"]
 mod tests;

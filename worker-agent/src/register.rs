@@ -166,7 +166,8 @@ pub struct Registration {
     pub instance: Name,
     /// `H.Z.`
     pub host: Name,
-    /// The worker port, which the SRV record names (the agent's own port rides in TXT, `agent`).
+    /// The worker port, which the SRV record names (the agent's own port rides in TXT,
+    /// [`rlx_proto::txt::AGENT_PORT_KEY`]).
     pub port: u16,
     /// Addresses published for `host`.
     pub addrs: Vec<IpAddr>,

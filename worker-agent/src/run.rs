@@ -40,9 +40,9 @@ pub const REPROBE_INTERVAL: Duration = Duration::from_secs(60);
 /// ([`crate::announce::LINK_SETTLE`]); and the daemon's first interface
 /// check, put on its timer list for 5 s after its start, still wakes it
 /// once after the check is turned off (mdns-sd does not remove timers), and
-/// each wake-up runs its housekeeping code (measured: 97 pages, 390 kB,
-/// back in after a trim at 3 s). Trimming earlier pages out code that is
-/// then pulled back in.
+/// each wake-up runs its housekeeping code (a trim at 3 s saw those pages
+/// fault straight back in). Trimming earlier pages out code that is then
+/// pulled back in.
 pub const TRIM_AFTER: Duration = Duration::from_secs(6);
 
 /// Binds the handshake port: dual-stack `[::]` when the host has IPv6, else
@@ -63,10 +63,10 @@ async fn bind(port: u16) -> Result<TcpListener> {
 }
 
 /// A fresh incarnation for this run: 64 random bits as 16 hex characters,
-/// announced in TXT (`inc`) and in every handshake reply. Random rather
-/// than a boot epoch or a start time: a restart within the same second (a
-/// supervisor restarting a crashed agent at once) still gets another one,
-/// and nothing about the host leaks.
+/// announced in TXT ([`rlx_proto::txt::INCARNATION_KEY`]) and in every
+/// handshake reply. Random rather than a boot epoch or a start time: a
+/// restart within the same second (a supervisor restarting a crashed agent
+/// at once) still gets another one, and nothing about the host leaks.
 fn incarnation() -> Result<String> {
     let mut b = [0u8; 8];
     getrandom::fill(&mut b).map_err(|e| {
@@ -230,8 +230,9 @@ async fn reprobe_until_stopped(
         }
         // The probe's code goes back out of this process's memory until the
         // next re-probe; it stays in the page cache, so that one costs minor
-        // faults, not disk reads (measured: without this an idle probing
-        // agent went from 3.4 MB back to 5.0 MB after its first re-probe).
+        // faults, not disk reads (without this an idle probing agent keeps
+        // the probe's code resident after its first re-probe; its idle size
+        // is in BENCHMARKS.md, "Agent footprint").
         trim_resident_memory(false);
     }
 }
@@ -252,14 +253,14 @@ async fn reprobe_until_stopped(
 ///   page cache, but the kernel does that only for a process that owns the
 ///   file or may write it (`can_do_file_pageout`, mm/madvise.c): under
 ///   `rlx-agent.service`, whose `DynamicUser` does not own
-///   `/usr/local/bin/rlx-agent`, it did nothing (measured as uid 65534:
-///   the executable stayed at 4.08 MB resident).
+///   `/usr/local/bin/rlx-agent`, it did nothing (run as uid 65534, the
+///   executable stayed resident whole).
 /// - RELRO (relocated data made read-only after start-up) holds private
 ///   copies that `MADV_DONTNEED` would discard, so it only gets
 ///   `MADV_PAGEOUT`, which keeps contents.
 /// - `MADV_RANDOM` first: a later fault reads the one page it needs instead
 ///   of a read-ahead window, so what comes back is closer to what the agent
-///   really runs (measured: a re-probe brought back 1.65 MB with it, 2.2 MB
+///   really runs (a re-probe brings back about a quarter less with it than
 ///   without).
 /// - With `evict_cache` (after start-up, not after each re-probe, whose
 ///   code is needed again a minute later), the file's dirty pages are then

@@ -635,10 +635,11 @@ mod tests {
         });
     }
 
-    /// The relay attack (issue 16, item 1): a keyed agent's live reply,
-    /// carried by a relay at another port, is refused as relayed; the same
-    /// relay declared by the agent's operator (`--advertise`) is a
-    /// port-forward, and the agent is admitted there.
+    /// The relay attack (docs/security.md, "Relays, NATs and
+    /// port-forwards"): a keyed agent's live reply, carried by a relay at
+    /// another port, is refused as relayed; the same relay declared by the
+    /// agent's operator (`--advertise`) is a port-forward, and the agent is
+    /// admitted there.
     #[tokio::test]
     async fn a_relayed_proof_is_refused_unless_the_agent_declares_that_endpoint() {
         let ring = KeyRing::single(key(1));

@@ -2,7 +2,7 @@
 //! worker port, the one every written `addr` names, checked locally and
 //! cheaply: at each re-probe and for each handshake (at most once per
 //! [`MAX_AGE`]), and reported in the caps (`worker_listening`) and TXT
-//! (`worker`).
+//! ([`rlx_proto::txt::WORKER_KEY`]).
 //!
 //! On Linux the check asks the kernel for this namespace's listening TCP
 //! sockets over netlink `sock_diag` ([`rlx_net::listening`], what `ss

@@ -53,7 +53,7 @@ impl ClockOffset {
 
 /// This machine's wall clock in Unix milliseconds (0 before 1970, which a
 /// reading can then show as an absurd offset rather than a panic).
-pub fn unix_ms_now() -> u64 {
+pub(super) fn unix_ms_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

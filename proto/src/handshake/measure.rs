@@ -85,9 +85,9 @@ pub struct Request {
 
 impl Default for Request {
     /// 7 round trips and at most 250 ms each way (the receivers end a
-    /// steady transfer after 40-60 ms): at most about 0.6 s per node, 0.1
-    /// to 0.2 s on a steady LAN link, within 0.5% of iperf3 on the lab's
-    /// tbf-shaped links (BENCHMARKS.md, "links").
+    /// transfer early once its rate is steady): at most about 0.6 s per
+    /// node. What it takes on a steady link, and how close it comes to
+    /// iperf3, is in BENCHMARKS.md ("Link measurement").
     fn default() -> Request {
         Request {
             pings: 7,
@@ -341,11 +341,6 @@ impl Meter {
         self.total
     }
 
-    /// The figures over the measured window: from the first read a quarter
-    /// of the way into the transfer to the last read. Bytes of the read
-    /// that opens the window arrived before it, so they are not counted.
-    /// A transfer too short to window (fewer than 3 reads) is measured
-    /// from its first read to its last.
     /// Whether the rate has settled: at least [`STEADY_MIN`] in, and the
     /// two halves of the measured window (the last three quarters) within
     /// [`STEADY_TOLERANCE`] of each other. A receiver that sees this ends
@@ -370,6 +365,11 @@ impl Meter {
         (first - second).abs() <= STEADY_TOLERANCE * first.max(second)
     }
 
+    /// The figures over the measured window: from the first read a quarter
+    /// of the way into the transfer to the last read. Bytes of the read
+    /// that opens the window arrived before it, so they are not counted.
+    /// A transfer too short to window (fewer than 3 reads) is measured
+    /// from its first read to its last.
     pub fn result(&self) -> UpResult {
         let (Some(first), Some(last)) = (self.samples.first(), self.samples.last()) else {
             return UpResult::default();

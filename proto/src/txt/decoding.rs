@@ -3,29 +3,13 @@
 
 use super::error::TxtError;
 use super::error::{caps_error, quote};
-use super::schema::{AGENT_PORT_KEY, INCARNATION_KEY, MAX_DECODE_BYTES, TXT_VERSION, WORKER_KEY};
+use super::schema::{
+    device_index, is_key, AGENT_PORT_KEY, AGENT_VERSION_KEY, ARCH_KEY, CKPT_KEY, CLUSTER_KEY,
+    CORES_KEY, DISK_KEY, GFLOPS_KEY, ID_KEY, INCARNATION_KEY, IO_KEY, MAX_DECODE_BYTES, OS_KEY,
+    RAM_FREE_KEY, RAM_KEY, TXTVERS_KEY, TXT_VERSION, WORKER_KEY,
+};
 use crate::caps::{limits, DeviceInfo, NodeCaps};
 use std::collections::HashMap;
-
-/// The keys of schema v1 other than `devN`.
-const KEYS: [&str; 16] = [
-    "txtvers",
-    "id",
-    INCARNATION_KEY,
-    AGENT_PORT_KEY,
-    WORKER_KEY,
-    "cluster",
-    "os",
-    "arch",
-    "cores",
-    "ram",
-    "ramfree",
-    "disk",
-    "ckpt",
-    "gflops",
-    "io",
-    "ver",
-];
 
 /// Decodes a TXT record given as its strings (`key=value` bytes, in wire
 /// order), e.g. `&[b"txtvers=1".as_slice(), b"cores=8"]`, a `Vec<Vec<u8>>`
@@ -66,13 +50,13 @@ pub fn decode<S: AsRef<[u8]>>(strings: &[S]) -> Result<NodeCaps, TxtError> {
             continue;
         }
         let key = String::from_utf8_lossy(k).to_ascii_lowercase();
-        if !(KEYS.contains(&key.as_str()) || dev_index(&key).is_some()) {
+        if !is_key(&key) {
             continue;
         }
         fields.entry(key).or_insert(v);
     }
 
-    match fields.get("txtvers") {
+    match fields.get(TXTVERS_KEY) {
         None => return Err(TxtError::MissingVersion),
         Some(Some(v)) if *v == TXT_VERSION.as_bytes() => {}
         Some(v) => return Err(TxtError::UnsupportedVersion(quote(v.unwrap_or_default()))),
@@ -100,27 +84,27 @@ pub fn decode<S: AsRef<[u8]>>(strings: &[S]) -> Result<NodeCaps, TxtError> {
     };
 
     let mut caps = NodeCaps {
-        id: text("id")?,
+        id: text(ID_KEY)?,
         incarnation: fields
             .contains_key(INCARNATION_KEY)
             .then(|| text(INCARNATION_KEY))
             .transpose()?,
-        os: text("os")?,
-        arch: text("arch")?,
-        version: text("ver")?,
+        os: text(OS_KEY)?,
+        arch: text(ARCH_KEY)?,
+        version: text(AGENT_VERSION_KEY)?,
         cluster: fields
-            .contains_key("cluster")
-            .then(|| text("cluster"))
+            .contains_key(CLUSTER_KEY)
+            .then(|| text(CLUSTER_KEY))
             .transpose()?,
         ckpt_dir: fields
-            .contains_key("ckpt")
-            .then(|| text("ckpt"))
+            .contains_key(CKPT_KEY)
+            .then(|| text(CKPT_KEY))
             .transpose()?,
-        ram_total: int("ram")?,
-        ram_avail: int("ramfree")?,
-        disk_free: int("disk")?,
-        gflops: float("gflops")?,
-        io_mbps: float("io")?,
+        ram_total: int(RAM_KEY)?,
+        ram_avail: int(RAM_FREE_KEY)?,
+        disk_free: int(DISK_KEY)?,
+        gflops: float(GFLOPS_KEY)?,
+        io_mbps: float(IO_KEY)?,
         agent_port: fields
             .get(AGENT_PORT_KEY)
             .map(|v| parse_port(AGENT_PORT_KEY, v.unwrap_or_default()))
@@ -133,10 +117,10 @@ pub fn decode<S: AsRef<[u8]>>(strings: &[S]) -> Result<NodeCaps, TxtError> {
     };
     // DESIGN.md makes every key but `txtvers` optional: a record without
     // `cores` decodes with 0, which NodeCaps reads as "unknown".
-    let cores = int("cores")?;
+    let cores = int(CORES_KEY)?;
     if cores > u64::from(limits::MAX_CORES) {
         return Err(TxtError::Absurd {
-            key: "cores".into(),
+            key: CORES_KEY.into(),
             value: cores.to_string(),
             why: format!("expected at most {} logical cores", limits::MAX_CORES),
         });
@@ -145,7 +129,7 @@ pub fn decode<S: AsRef<[u8]>>(strings: &[S]) -> Result<NodeCaps, TxtError> {
 
     let mut devs: Vec<(usize, &str)> = fields
         .keys()
-        .filter_map(|k| dev_index(k).map(|i| (i, k.as_str())))
+        .filter_map(|k| device_index(k).map(|i| (i, k.as_str())))
         .collect();
     devs.sort_unstable();
     let mut dev_keys = Vec::with_capacity(devs.len());
@@ -213,19 +197,6 @@ pub fn strings_of(props: &mdns_sd::TxtProperties) -> Vec<Vec<u8>> {
 /// Decodes an mdns-sd TXT record: [`strings_of`] then [`decode`].
 pub fn decode_properties(props: &mdns_sd::TxtProperties) -> Result<NodeCaps, TxtError> {
     decode(&strings_of(props))
-}
-
-/// `devN` with N in canonical decimal below [`limits::MAX_DEVICES`].
-fn dev_index(key: &str) -> Option<usize> {
-    let digits = key.strip_prefix("dev")?;
-    if digits.is_empty() || digits.len() > 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    if digits.len() > 1 && digits.starts_with('0') {
-        return None;
-    }
-    let n: usize = digits.parse().ok()?;
-    (n < limits::MAX_DEVICES).then_some(n)
 }
 
 fn parse_device(key: &str, v: &[u8]) -> Result<DeviceInfo, TxtError> {

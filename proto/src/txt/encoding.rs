@@ -5,15 +5,17 @@
 use super::error::TxtError;
 use super::error::{caps_error, quote};
 use super::schema::{
-    AGENT_PORT_KEY, INCARNATION_KEY, MAX_RECORD_BYTES, MAX_STRING_BYTES, SHORT_NAME_BYTES,
-    TXT_VERSION, WORKER_KEY,
+    device_key, AGENT_PORT_KEY, AGENT_VERSION_KEY, ARCH_KEY, CKPT_KEY, CLUSTER_KEY, CORES_KEY,
+    DISK_KEY, GFLOPS_KEY, ID_KEY, INCARNATION_KEY, IO_KEY, MAX_RECORD_BYTES, MAX_STRING_BYTES,
+    OS_KEY, RAM_FREE_KEY, RAM_KEY, SHORT_NAME_BYTES, TXTVERS_KEY, TXT_VERSION, WORKER_KEY,
 };
-use crate::caps::{Device, DeviceInfo, NodeCaps};
+use crate::caps::{limits, Device, DeviceInfo, NodeCaps};
 use std::fmt;
 
-/// Encodes caps as TXT schema v1 `(key, value)` pairs in announcement order:
-/// `txtvers` first, then `id`, `inc`, `agent`, `worker`, `cluster`, `os`, `arch`, `cores`, `ram`,
-/// `ramfree`, `disk`, `ckpt`, `gflops`, `io`, `dev0`..`devN`, `ver`.
+/// Encodes caps as TXT schema v1 `(key, value)` pairs in announcement order,
+/// the order of [`KEYS`](super::KEYS): `txtvers` first, then `id`, `inc`,
+/// `agent`, `worker`, `cluster`, `os`, `arch`, `cores`, `ram`, `ramfree`,
+/// `disk`, `ckpt`, `gflops`, `io`, `dev0`..`devN`, `ver`.
 ///
 /// Empty strings (`id`, `os`, `arch`, `ver`) and an absent `cluster` or
 /// `ckpt` are left out, and so are `agent` and `worker` when unknown. The
@@ -44,15 +46,15 @@ pub fn encode(caps: &NodeCaps) -> Result<Vec<(String, String)>, TxtError> {
     caps.validate()
         .map_err(|e| caps_error(e, &(0..caps.devices.len()).collect::<Vec<_>>()))?;
 
-    let mut head: Vec<(String, String)> = vec![("txtvers".into(), TXT_VERSION.into())];
+    let mut head: Vec<(String, String)> = vec![(TXTVERS_KEY.into(), TXT_VERSION.into())];
     // Descriptive strings: left out when empty, cut to fit one TXT string.
     let push_str = |out: &mut Vec<(String, String)>, key: &str, v: &str| {
         if !v.is_empty() {
-            let room = MAX_STRING_BYTES - key.len() - 1;
+            let room = MAX_STRING_BYTES - pair_overhead(key);
             out.push((key.into(), cut(v, room).into()));
         }
     };
-    push_str(&mut head, "id", &caps.id);
+    push_str(&mut head, ID_KEY, &caps.id);
     if let Some(inc) = &caps.incarnation {
         head.push((INCARNATION_KEY.into(), inc.clone()));
     }
@@ -63,51 +65,52 @@ pub fn encode(caps: &NodeCaps) -> Result<Vec<(String, String)>, TxtError> {
         head.push((WORKER_KEY.into(), if up { "1" } else { "0" }.into()));
     }
     if let Some(cluster) = &caps.cluster {
-        if "cluster=".len() + cluster.len() > MAX_STRING_BYTES {
+        let room = MAX_STRING_BYTES - pair_overhead(CLUSTER_KEY);
+        if cluster.len() > room {
             return Err(TxtError::DoesNotFit {
-                key: "cluster".into(),
+                key: CLUSTER_KEY.into(),
                 why: format!(
-                    "the cluster name is {} bytes; at most {} fit in one TXT string",
+                    "the cluster name is {} bytes; at most {room} fit in one TXT string",
                     cluster.len(),
-                    MAX_STRING_BYTES - "cluster=".len()
                 ),
             });
         }
-        head.push(("cluster".into(), cluster.clone()));
+        head.push((CLUSTER_KEY.into(), cluster.clone()));
     }
-    push_str(&mut head, "os", &caps.os);
-    push_str(&mut head, "arch", &caps.arch);
-    head.push(("cores".into(), caps.cores.to_string()));
-    head.push(("ram".into(), caps.ram_total.to_string()));
-    head.push(("ramfree".into(), caps.ram_avail.to_string()));
-    head.push(("disk".into(), caps.disk_free.to_string()));
+    push_str(&mut head, OS_KEY, &caps.os);
+    push_str(&mut head, ARCH_KEY, &caps.arch);
+    head.push((CORES_KEY.into(), caps.cores.to_string()));
+    head.push((RAM_KEY.into(), caps.ram_total.to_string()));
+    head.push((RAM_FREE_KEY.into(), caps.ram_avail.to_string()));
+    head.push((DISK_KEY.into(), caps.disk_free.to_string()));
     let ckpt = caps
         .ckpt_dir
         .as_ref()
-        .filter(|c| "ckpt=".len() + c.len() <= MAX_STRING_BYTES)
-        .map(|c| ("ckpt".to_string(), c.clone()));
+        .filter(|c| pair_overhead(CKPT_KEY) + c.len() <= MAX_STRING_BYTES)
+        .map(|c| (CKPT_KEY.to_string(), c.clone()));
     let tail = [
-        ("gflops".to_string(), fmt_float(caps.gflops)),
-        ("io".to_string(), fmt_float(caps.io_mbps)),
+        (GFLOPS_KEY.to_string(), fmt_float(caps.gflops)),
+        (IO_KEY.to_string(), fmt_float(caps.io_mbps)),
     ];
     let mut ver = Vec::new();
-    push_str(&mut ver, "ver", &caps.version);
+    push_str(&mut ver, AGENT_VERSION_KEY, &caps.version);
 
     // Devices: check labels once, then build with the current name policy.
     for (i, d) in caps.devices.iter().enumerate() {
         if d.device.contains(',') {
             return Err(TxtError::DoesNotFit {
-                key: format!("dev{i}"),
+                key: device_key(i),
                 why: format!(
                     "device label {} contains `,`, the devN field separator",
                     quote(d.device.as_bytes())
                 ),
             });
         }
-        let fixed = device_value(d, "").len() + "devNN=".len();
+        // The longest device key: the highest index.
+        let fixed = device_value(d, "").len() + pair_overhead(&device_key(limits::MAX_DEVICES - 1));
         if fixed > MAX_STRING_BYTES {
             return Err(TxtError::DoesNotFit {
-                key: format!("dev{i}"),
+                key: device_key(i),
                 why: format!(
                     "device label is {} bytes; labels are short words like `cuda`",
                     d.device.len()
@@ -126,8 +129,8 @@ pub fn encode(caps: &NodeCaps) -> Result<Vec<(String, String)>, TxtError> {
         out.extend(tail.iter().cloned());
         for (n, &i) in kept.iter().enumerate() {
             let d = &caps.devices[i];
-            let key = format!("dev{n}");
-            let room = MAX_STRING_BYTES - key.len() - 1 - device_value(d, "").len();
+            let key = device_key(n);
+            let room = MAX_STRING_BYTES - pair_overhead(&key) - device_value(d, "").len();
             let name = cut(&d.name, room.min(name_limit));
             out.push((key, device_value(d, name)));
         }
@@ -157,6 +160,11 @@ pub fn encode(caps: &NodeCaps) -> Result<Vec<(String, String)>, TxtError> {
             )));
         }
     }
+}
+
+/// Bytes a TXT string spends on `key` before its value: the key and `=`.
+fn pair_overhead(key: &str) -> usize {
+    key.len() + 1
 }
 
 /// The TXT RDATA size of `pairs`: each string plus its length byte.

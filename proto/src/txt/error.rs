@@ -2,6 +2,7 @@
 //! validation error is renamed to the TXT key it came from; used by both
 //! [`encode`](super::encode) and [`decode`](super::decode).
 
+use super::schema::{device_key, DEVICE_KEYS, KEYS, TXTVERS_KEY, TXT_VERSION};
 use crate::caps::CapsError;
 
 /// Why a TXT record could not be read or written. Every variant names the TXT
@@ -10,10 +11,18 @@ use crate::caps::CapsError;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TxtError {
     /// No `txtvers`: not an rlx TXT record (or a very old one).
-    #[error("no `txtvers` key: not a TXT schema v1 record (expected `txtvers=1` first)")]
+    #[error(
+        "no `{k}` key: not a TXT schema v1 record (expected `{k}={v}` first)",
+        k = TXTVERS_KEY,
+        v = TXT_VERSION
+    )]
     MissingVersion,
     /// A `txtvers` this build does not read.
-    #[error("TXT key `txtvers` = {0}: this build reads only `txtvers=1`; upgrade rlx-discover")]
+    #[error(
+        "TXT key `{k}` = {0}: this build reads only `{k}={v}`; upgrade rlx-discover",
+        k = TXTVERS_KEY,
+        v = TXT_VERSION
+    )]
     UnsupportedVersion(String),
     /// A key the caps cannot do without.
     #[error("TXT key `{key}` is missing: {why}")]
@@ -60,7 +69,7 @@ impl TxtError {
     /// The TXT key this error is about, if it is about one key.
     pub fn key(&self) -> Option<&str> {
         match self {
-            TxtError::MissingVersion | TxtError::UnsupportedVersion(_) => Some("txtvers"),
+            TxtError::MissingVersion | TxtError::UnsupportedVersion(_) => Some(TXTVERS_KEY),
             TxtError::Missing { key, .. }
             | TxtError::Invalid { key, .. }
             | TxtError::Absurd { key, .. }
@@ -77,22 +86,18 @@ pub(super) fn caps_error(e: CapsError, dev_keys: &[usize]) -> TxtError {
         CapsError::Syntax(s) => TxtError::Record(s),
         CapsError::Absurd { field, value, why } => {
             let key = match field.as_str() {
-                "ram_total" => "ram".to_string(),
-                "ram_avail" => "ramfree".to_string(),
-                "disk_free" => "disk".to_string(),
-                "io_mbps" => "io".to_string(),
-                "version" => "ver".to_string(),
-                "ckpt_dir" => "ckpt".to_string(),
-                "incarnation" => super::schema::INCARNATION_KEY.to_string(),
-                "agent_port" => super::schema::AGENT_PORT_KEY.to_string(),
-                "devices" => "devN".to_string(),
+                "devices" => DEVICE_KEYS.to_string(),
                 f => match f.strip_prefix("devices[").and_then(|r| r.split_once(']')) {
                     Some((i, _)) => i
                         .parse::<usize>()
                         .ok()
                         .and_then(|i| dev_keys.get(i))
-                        .map_or_else(|| "devN".to_string(), |n| format!("dev{n}")),
-                    None => f.to_string(),
+                        .map_or_else(|| DEVICE_KEYS.to_string(), |&n| device_key(n)),
+                    None => KEYS
+                        .iter()
+                        .find(|k| k.field == Some(f))
+                        .map_or(f, |k| k.name)
+                        .to_string(),
                 },
             };
             TxtError::Absurd { key, value, why }

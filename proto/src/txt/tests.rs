@@ -101,6 +101,58 @@ fn keys_appear_in_the_documented_order() {
     );
 }
 
+/// Guards the wire spelling: the key constants are what docs/protocol.md
+/// and every deployed agent and reader say, so renaming one is a protocol
+/// change, not a refactor. The literals here are on purpose.
+#[test]
+fn every_key_is_spelled_on_the_wire_as_the_protocol_says() {
+    let names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+    assert_eq!(
+        names,
+        [
+            "txtvers", "id", "inc", "agent", "worker", "cluster", "os", "arch", "cores", "ram",
+            "ramfree", "disk", "ckpt", "gflops", "io", "ver"
+        ]
+    );
+    assert_eq!(
+        (device_key(0), device_key(63)),
+        ("dev0".into(), "dev63".into())
+    );
+    assert_eq!(DEVICE_KEYS, "devN");
+}
+
+/// Guards the table against a key whose caps field is misspelled: such a
+/// key's validation errors would name the caps field instead of the key.
+#[test]
+fn every_key_of_the_table_names_a_field_of_the_caps_json() {
+    let mut c = sample();
+    c.agent_port = Some(6184);
+    c.worker_listening = Some(true);
+    let json: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+    for k in KEYS {
+        if let Some(field) = k.field {
+            assert!(
+                json.get(field).is_some(),
+                "TXT key `{}` carries `{field}`, which the caps JSON does not have: {json}",
+                k.name
+            );
+        }
+    }
+}
+
+/// A record with every key: encode writes them in the order of the table,
+/// the device keys between `io` and `ver`.
+#[test]
+fn encode_writes_the_keys_in_the_order_of_the_table() {
+    let mut c = sample();
+    c.agent_port = Some(6184);
+    c.worker_listening = Some(true);
+    let keys: Vec<String> = encode(&c).unwrap().into_iter().map(|(k, _)| k).collect();
+    let mut want: Vec<String> = KEYS.iter().map(|k| k.name.to_string()).collect();
+    want.insert(want.len() - 1, device_key(0));
+    assert_eq!(keys, want);
+}
+
 #[test]
 fn a_record_without_an_incarnation_decodes_as_from_an_agent_that_predates_it() {
     let mut c = sample();
@@ -133,10 +185,7 @@ fn the_agent_port_and_the_worker_state_round_trip_and_the_worker_port_stays_out(
     c.worker_port = Some(9100);
     let pairs = encode(&c).unwrap();
     let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(
-        &keys[..5],
-        ["txtvers", "id", "inc", AGENT_PORT_KEY, WORKER_KEY]
-    );
+    assert_eq!(&keys[..5], ["txtvers", "id", "inc", "agent", "worker"]);
     assert!(
         pairs.iter().all(|(_, v)| v != "9100"),
         "no worker port in TXT"

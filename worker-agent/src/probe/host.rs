@@ -136,18 +136,18 @@ pub fn hostname(root: &Root) -> String {
 /// `None` and the Linux paths above are the only source.
 mod macos {
     #[cfg(target_os = "macos")]
-    pub use crate::probe::apple::sysctl::{cpu_brand, logical_cpus, memory};
+    pub(super) use crate::probe::apple::sysctl::{cpu_brand, logical_cpus, memory};
 
     #[cfg(not(target_os = "macos"))]
-    pub fn logical_cpus() -> Option<u32> {
+    pub(super) fn logical_cpus() -> Option<u32> {
         None
     }
     #[cfg(not(target_os = "macos"))]
-    pub fn memory() -> Option<crate::probe::model::Memory> {
+    pub(super) fn memory() -> Option<crate::probe::model::Memory> {
         None
     }
     #[cfg(not(target_os = "macos"))]
-    pub fn cpu_brand() -> Option<String> {
+    pub(super) fn cpu_brand() -> Option<String> {
         None
     }
 }

@@ -31,6 +31,10 @@
 //!   ([`decode_rdata`], [`split_rdata`]) and for mdns-sd
 //!   ([`decode_properties`], [`strings_of`]).
 //! - `error`: [`TxtError`], shared by both directions.
+//! - `schema`: the keys ([`KEYS`], one constant each: [`CORES_KEY`], ...),
+//!   [`TXT_VERSION`] and the size limits. Adding a key is a constant and a
+//!   row of [`KEYS`] there, its value in `encoding` and `decoding`, and its
+//!   row in `docs/protocol.md`.
 
 mod decoding;
 mod encoding;
@@ -42,7 +46,6 @@ mod tests;
 pub use decoding::{decode, decode_properties, decode_rdata, split_rdata, strings_of};
 pub use encoding::{encode, to_rdata, to_strings, wire_len, TxtPairs};
 pub use error::TxtError;
-pub use schema::{
-    AGENT_PORT_KEY, INCARNATION_KEY, MAX_DECODE_BYTES, MAX_RECORD_BYTES, MAX_STRING_BYTES,
-    SHORT_NAME_BYTES, TXT_VERSION, WORKER_KEY,
-};
+// Everything public in `schema`: the keys, the version and the limits, so
+// that a new key is exported where it is defined.
+pub use schema::*;

@@ -156,8 +156,8 @@ pub fn probe(opts: &ProbeOptions) -> anyhow::Result<NodeCaps> {
     // milliseconds on a GPU box, mostly waiting on the kernel driver: run
     // them beside the measurements and the sysfs reads. The two
     // measurements run one after the other, because on a small machine the
-    // read test's system time visibly lowers the GFLOP/s (measured: 148 vs
-    // 101 on 2 cores).
+    // read test's system time visibly lowers the GFLOP/s (by about a third
+    // on 2 cores).
     let cores = host::cores(&root);
     let cpu_model = host::cpu_model(&root);
     let pci_devices = pci::scan(&root);
@@ -283,7 +283,7 @@ pub fn probe(opts: &ProbeOptions) -> anyhow::Result<NodeCaps> {
 /// (`/sys/class/drm/cardN`), except NVIDIA's on a headless server without
 /// `nvidia-drm`. With neither, the loader can only find software renderers,
 /// which are not reported, yet loading Mesa's drivers to learn that costs
-/// about 40 ms (measured on a GPU-less VM with mesa-vulkan-drivers), most of
+/// tens of milliseconds (a GPU-less VM with mesa-vulkan-drivers), most of
 /// the `--probe` budget. Other systems (macOS with MoltenVK) are always asked.
 fn vulkan_pointless(root: &Root, pci_devices: &[pci::PciDevice]) -> Option<String> {
     if cfg!(not(target_os = "linux")) && root.is_host() {
