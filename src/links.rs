@@ -14,12 +14,11 @@
 //! common bottleneck; nothing at the coordinator can see that.)
 //!
 //! **Cost.** Each node costs its round trips plus the two transfers
-//! ([`Request::default`]: 7 round trips, at most 250 ms each way). The
-//! receivers end a transfer once its rate is steady (after 40 ms at the
-//! least), so a steady LAN link costs about 0.1-0.2 s per node and 50 nodes
-//! behind one interface about 5 s; a link whose rate never settles runs to
-//! the window, about 0.6 s per node. BENCHMARKS.md ("links") has the
-//! figures.
+//! ([`Request::default`]: its round trips, and at most its window each
+//! way). The receivers end a transfer once its rate is steady, so a steady
+//! link costs much less than the window and only a link whose rate never
+//! settles runs to it; nodes behind one interface add up. BENCHMARKS.md
+//! ("links") has the figures.
 
 use crate::pipeline::report::LinkProblem;
 use crate::pipeline::Expansion;

@@ -44,8 +44,8 @@
 //! counts: an agent carries an incarnation, 64 random bits chosen at each
 //! start, in its TXT (`inc`) and handshake caps, so a restarted agent's
 //! announcement differs from its predecessor's cached one and mdns-sd
-//! reports it; measured in `tests/watch_churn.rs`, joins come within
-//! milliseconds of the first announcement.
+//! reports it (`tests/watch_churn.rs` times the joins against the
+//! announcements).
 //!
 //! - **restarted**: a member's handshake (an admission of its new
 //!   announcement, or a health check) tells another incarnation. Also when
@@ -99,16 +99,15 @@
 //! zone, the check, the clock's origin and the shutdown), so the engine runs
 //! in tests on synthetic sightings, a fake check and paused time.
 
-use crate::admit::{admit, Rules};
 use crate::pipeline::node::node_of;
 use crate::pipeline::{same_machine, NodeDefaults};
 use crate::sighting::{Discovery, Problem, Sighting};
-use crate::sources::dns::{self, DnsSdOptions};
-use crate::sources::mdns::{Change, ContinuousBrowse};
+use crate::sources::mdns::Change;
 use admission::{Bucket, Priority, Queue, Refusals};
 pub(crate) use admission::{MAX_IN_FLIGHT, MAX_REMEMBERED, RESERVED_IN_FLIGHT};
 use event::Out;
 pub use event::{Event, Kind};
+pub(crate) use inputs::{Announcements, Check, DnsZone, Zone, DNS_POLL_INTERVAL};
 use member::{incarnation_of, news, Member};
 use node::one;
 use std::collections::{BTreeMap, BTreeSet};
@@ -119,15 +118,11 @@ use tokio::time::{Instant, MissedTickBehavior};
 mod admission;
 mod event;
 pub(crate) mod health;
+mod inputs;
 mod member;
 mod node;
 #[cfg(test)]
 mod tests;
-
-/// How often the DNS-SD zone is browsed again. Each browse costs 1 + 2N
-/// queries on BIND (see [`crate::sources::dns`]); every 5 s keeps joins and
-/// clean leaves within seconds, well inside the records' 60 s TTL.
-pub(crate) const DNS_POLL_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The suffix of DNS members' names in events: the same agent is also an
 /// mDNS instance of the same name, and the two must not be one key.
@@ -146,62 +141,6 @@ pub enum WatchError {
     /// goodbyes can no longer be seen, so no membership can be claimed.
     #[error("the mDNS daemon stopped; watch cannot go on")]
     BrowseStopped,
-}
-
-/// Where joins and goodbyes come from: the mDNS browse in production, a
-/// channel in tests.
-pub(crate) trait Announcements {
-    /// The next change; `None` once the source has stopped for good. Must be
-    /// cancel-safe: the watch drops it whenever another input is ready.
-    fn next(&mut self) -> impl Future<Output = Option<Change>>;
-}
-
-impl Announcements for ContinuousBrowse {
-    fn next(&mut self) -> impl Future<Output = Option<Change>> {
-        ContinuousBrowse::next(self)
-    }
-}
-
-/// A unicast DNS-SD zone, browsed every [`DNS_POLL_INTERVAL`].
-pub(crate) trait Zone {
-    /// Every registration in the zone, or why the browse failed (then the
-    /// DNS members are kept as they are: a failed query is no leave).
-    fn browse(&mut self) -> impl Future<Output = Result<Discovery, String>>;
-}
-
-/// The zone `[discover] dns_sd` names, browsed by [`crate::sources::dns`].
-#[derive(Debug, Clone)]
-pub(crate) struct DnsZone {
-    /// The domain, server and deadline.
-    pub opts: DnsSdOptions,
-    /// Start of the watch, for the sightings' `found_ms`.
-    pub started: std::time::Instant,
-}
-
-impl Zone for DnsZone {
-    async fn browse(&mut self) -> Result<Discovery, String> {
-        dns::browse(&self.opts, self.started)
-            .await
-            .map(|b| b.discovery)
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// How candidates and members are checked against the machines themselves:
-/// admission (the handshake under the [`Rules`]) in production. It serves
-/// both joins (is this announcement real?) and the health check (is this
-/// member still there?): a sighting it returns is alive, a problem it
-/// reports is not.
-pub(crate) trait Check {
-    /// The sightings that passed (with their fresh caps) and the problems.
-    /// `Send`: checks run in their own tasks, beside the event loop.
-    fn check(&self, d: Discovery) -> impl Future<Output = Discovery> + Send;
-}
-
-impl Check for Rules {
-    fn check(&self, d: Discovery) -> impl Future<Output = Discovery> + Send {
-        admit(d, self)
-    }
 }
 
 /// A check under way, off the event loop: one candidate (with what it

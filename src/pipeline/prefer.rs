@@ -1,5 +1,5 @@
 //! **Which address of a machine seen at several** — one deterministic rule
-//! (issue 13, item 3), so that `expand --write` and the runtime see the same
+//! (docs/protocol.md, "Which address a machine on several networks gets"), so that `expand --write` and the runtime see the same
 //! address for a dual-homed agent every day, whatever answered first.
 //!
 //! ```text

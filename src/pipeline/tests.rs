@@ -270,7 +270,8 @@ fn keyed(source: Source, instance: &str, addr: &str, c: &NodeCaps, ms: u64) -> S
     s
 }
 
-/// Guards against the silent merge of issue 16: two agents that both prove
+/// Guards against a silent merge (docs/security.md, "Same id at two
+/// endpoints"): two agents that both prove
 /// the cluster key, claim one id and report one host name, at two
 /// addresses, were coalesced as one machine and whichever answered first
 /// got the node. Now it is a clash, neither is added, both are refused.
@@ -515,7 +516,8 @@ fn a_node_id_two_machines_answer_with_moves_nothing_and_says_why() {
     );
 }
 
-/// Guards against issue 13 item 3: a machine seen at two addresses got
+/// Guards against an address that depends on who answered first
+/// (docs/protocol.md, "Which address a machine on several networks gets"): a machine seen at two addresses got
 /// whichever answered first, so the written address alternated.
 #[test]
 fn a_machine_seen_at_two_addresses_gets_the_same_one_whichever_answered_first() {

@@ -24,8 +24,7 @@
 //!
 //! BIND 9.18 answers a `PTR` query with the `PTR`s only (its additional
 //! processing covers `SRV` targets, not DNS-SD instances), so a browse costs
-//! 1 + 2 x N queries there: measured with 1,000 registered nodes, see
-//! `BENCHMARKS.md`. With `zone_transfer = true` the browse asks for the whole
+//! 1 + 2 x N queries there (BENCHMARKS.md has what that costs). With `zone_transfer = true` the browse asks for the whole
 //! zone first (`AXFR` of `<domain>`, one query, when the server allows it to
 //! this host; `allow-transfer` in BIND) and falls back to the queries above
 //! when it is refused.

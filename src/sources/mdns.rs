@@ -1,6 +1,6 @@
 //! **mDNS source** — a one-shot browse of `_rlx._tcp` that finds every
-//! `rlx-agent` on the LAN in milliseconds on a clean network and within a few
-//! seconds on a lossy one, and hands each to the pipeline as a [`Sighting`](crate::sighting::Sighting).
+//! `rlx-agent` on the LAN, fast on a clean network and without waiting out
+//! the standard schedule on a lossy one, and hands each to the pipeline as a [`Sighting`](crate::sighting::Sighting).
 //!
 //! ```toml
 //! [discover]              # mdns = true is the default
@@ -12,10 +12,9 @@
 //!
 //! Standard mDNS browsing (RFC 6762 §5.2) queries at 0, 1, 3, 7 s, and a
 //! responder multicasts a record at most once a second (§6), so every lost
-//! packet costs a second or more: python-zeroconf needs 7.2 s to see 50 agents
-//! at 20% loss, and no standard browser finishes in 2 s (measured, see
-//! `../shared/NOTES-mdns-sd.md`). This source therefore runs two paths into
-//! one instance table:
+//! packet costs a second or more, and a standard browser on a lossy link
+//! cannot finish within a short window (BENCHMARKS.md compares the peers).
+//! This source therefore runs two paths into one instance table:
 //!
 //! - **Legacy one-shot queries** (RFC 6762 §6.7), the fast path: a `PTR`
 //!   question sent to the mDNS group from an ephemeral port, one socket per
@@ -58,15 +57,10 @@
 //! `ARP_ANNOUNCE_MS` when it may (`CAP_NET_RAW`), which releases unicast
 //! replies stuck behind a lost ARP exchange at the responders.
 //!
-//! Measured in a namespace lab, 50 mdns-sd responders (one per host) on one
-//! bridge, ten runs each (`measure_fifty_responders_...` in
-//! `tests/mdns_browse.rs`): lossless, the last agent resolved 13-21 ms after
-//! the process started and the browse returned after 200 ms (early stop); at
-//! 20% loss on the coordinator's link with every ARP cache flushed before
-//! each run, 50/50 in 10 of 10 runs, the last at 253-616 ms; the same without
-//! `CAP_NET_RAW` (no ARP announcements), 50/50 in 10 of 10 runs, the last at
-//! 1.0-1.2 s in nine and 2.3 s in one: the responders' one-second ARP retries
-//! and the standard queries' one-second rate limit set that tail.
+//! What each part buys, under loss and without `CAP_NET_RAW`, is measured
+//! by `tests/mdns_browse.rs` and the benchmark suite (BENCHMARKS.md, "mDNS
+//! browse"): the responders' one-second ARP retries and the standard
+//! queries' one-second rate limit are what set the tail.
 //!
 //! # When it stops early
 //!
@@ -86,9 +80,6 @@
 //!    was lost is invisible on the legacy path until its ARP is resolved, and
 //!    on a small network the others can all look clean meanwhile.
 //!
-//! On a clean LAN that is about 250 ms after the start as root, 1.1 s
-//! otherwise.
-//!
 //! A missing answer means loss (or a responder that ignores legacy
 //! queries). Then the browse measures the loss instead of giving up on an
 //! early stop: an agent that was never heard must have missed every query
@@ -103,8 +94,8 @@
 //! `n` agents heard, answer rate `q` and `k` chances (queries that went out,
 //! answers due by `ROUND_WAIT`), the number still unheard is expected to
 //! be `n·(1-q)^k / (1-(1-q)^k)`, and the browse stops once that is below
-//! `STOP_RISK` (and conditions 2 for resolution, 3 and 4 hold). At 20%
-//! loss each way with 50 agents that is about 0.5-1 s instead of the whole
+//! `STOP_RISK` (and conditions 2 for resolution, 3 and 4 hold): under
+//! moderate loss with tens of agents that is well before the end of the
 //! window; with one or two agents heard the estimate is too uncertain and
 //! the browse listens to the end. Responders that ignore legacy queries
 //! (heard only by multicast) count as answering none, which keeps the

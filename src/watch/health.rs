@@ -8,7 +8,7 @@
 //! from [[`HEALTH_INTERVAL`] − [`HEALTH_JITTER`], [`HEALTH_INTERVAL`]] =
 //! [2.8 s, 3.5 s], mean 3.15 s. At 200 agents that is 200 / 3.15 ≈ 63
 //! handshakes a second per coordinator, down from 100 with the former fixed
-//! 2 s (issue 17, item 6).
+//! 2 s (docs/security.md, "`watch` under a flood").
 //!
 //! A check refused at once (the agent's process died and its host resets
 //! the connection) is checked again [`RECHECK_AFTER`] later, and only a

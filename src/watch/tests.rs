@@ -714,7 +714,7 @@ async fn a_check_that_fails_at_the_address_a_member_moved_from_is_no_leave() {
     w.stop().await.unwrap();
 }
 
-/// Issue 13 item 2: a member that re-announces at a new address (a new
+/// A moved machine (docs/security.md, "A node that moved"): a member that re-announces at a new address (a new
 /// DHCP lease) is one member, updated with its new address, not a new one.
 #[tokio::test(start_paused = true)]
 async fn a_member_whose_address_changes_is_reported_updated_with_the_new_address() {

@@ -1,6 +1,6 @@
 //! **Reading the `# found by` comment back** — the provenance rlx-discover
 //! writes above every node it appends is also the key that recognises the
-//! node later (issue 13, item 2): a node whose machine moved to a new
+//! node later (docs/security.md, "A node that moved"): a node whose machine moved to a new
 //! address is found again by the node id in that comment.
 //!
 //! ```text

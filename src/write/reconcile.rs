@@ -457,7 +457,7 @@ mod tests {
         (exp, p)
     }
 
-    /// Guards against issue 13 item 2: a found node whose machine got a new
+    /// Guards against a moved machine written twice: a found node whose machine got a new
     /// lease was appended again at the new address and the old entry kept
     /// as missing (exit 1, one machine listed twice).
     #[test]

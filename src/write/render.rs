@@ -420,7 +420,7 @@ mod tests {
     }
 
     /// Guards against a two-GPU box being written up as "cuda 24.0 GiB",
-    /// as if it had one GPU (issue 14).
+    /// as if it had one GPU.
     #[test]
     fn a_box_with_two_24_gib_gpus_is_commented_as_2x_cuda_with_its_link() {
         let mut two = prov();

@@ -8,8 +8,8 @@
 //! mdns-sd ([`MdnsBrowser`]) reports what a record claims, never who sent
 //! the packet; counted by the address an announcement names, a stranger
 //! announcing one instance per made-up address gets one share per
-//! instance and fills the table (measured before this: a 10,000-instance
-//! flood kept 4096 instances, and agents started later never joined). So
+//! instance and fills the table, so that agents started after a flood
+//! never join (docs/security.md, "`watch` under a flood"). So
 //! a continuous browse also reads the multicast answers itself, from its
 //! own socket on port 5353 ([`listen`]: shared with mdns-sd, as every mDNS
 //! stack on a host shares it, and the kernel hands each socket a copy),

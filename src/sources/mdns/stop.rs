@@ -219,7 +219,7 @@ mod tests {
     }
 
     /// Guards against querying both families on a dual-stack LAN for the
-    /// whole browse when one of them reaches every agent (issue 17 item 6),
+    /// whole browse when one of them reaches every agent,
     /// and against dropping the family an IPv6-only agent needs.
     #[test]
     fn a_family_is_dropped_only_when_the_other_reaches_every_instance() {

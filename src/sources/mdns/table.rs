@@ -440,7 +440,7 @@ impl Table {
     /// one [`crate::pipeline::prefer::preferred`] picks, with "shared link" meaning on
     /// a subnet of the interface it was heard on. Which interface answered
     /// first takes no part, so an agent on two of this host's links gets the
-    /// same address in every run (issue 13, item 3). Loopback counts only
+    /// same address in every run. Loopback counts only
     /// when heard on a loopback interface (a node on another host that
     /// announces 127.0.0.1 is misconfigured, not reachable there).
     pub(super) fn chosen(&self, i: usize) -> Option<(IpAddr, usize)> {
@@ -626,7 +626,7 @@ mod tests {
         assert_eq!(t.lookup("n1"), Some(0), "the index follows");
     }
 
-    /// Guards against issue 13 item 2 in `watch`: a running agent's new
+    /// Guards against a moved machine missed by `watch`: a running agent's new
     /// lease was added beside the dead address, the lower of the two was
     /// still chosen, and its health check then failed: a `left` instead of
     /// an `updated`.
@@ -667,7 +667,7 @@ mod tests {
         );
     }
 
-    /// Guards against issue 13 item 3: an agent on two of this host's links
+    /// Guards against an address that depends on who answered first: an agent on two of this host's links
     /// got the address of whichever link answered first, so it alternated.
     #[test]
     fn an_agent_on_two_links_gets_the_same_address_whichever_link_answered_first() {
