@@ -92,7 +92,7 @@ async fn query_staggered(addr: SocketAddr, rules: &Rules, expect_id: Option<&str
 
 /// The rules a sighting is admitted under.
 #[derive(Debug, Clone)]
-pub struct Rules {
+pub(crate) struct Rules {
     /// With a key ring, nodes must prove one of its keys.
     pub keys: Option<KeyRing>,
     /// Only nodes announcing this cluster name.
@@ -121,7 +121,7 @@ impl Rules {
     /// cannot be used is an error: discovering without it would admit
     /// strangers), its cluster filter, its timeout (at least
     /// [`MIN_ATTEMPT`]) and the default concurrency.
-    pub fn from_section(d: &crate::config::DiscoverSection) -> Result<Rules, RulesError> {
+    pub(crate) fn from_section(d: &crate::config::DiscoverSection) -> Result<Rules, RulesError> {
         let keys = match &d.key_file {
             Some(p) => Some(KeyRing::load(p).map_err(|source| RulesError {
                 path: p.clone(),

@@ -13,11 +13,11 @@
 //!
 //! The checks, in order: the interfaces the browse would use (and why the
 //! others are skipped); the route a query to 224.0.0.251 takes; host
-//! firewall rules that drop UDP 5353 or the agent port ([`firewall`]);
+//! firewall rules that drop UDP 5353 or the agent port;
 //! whether this host can join the mDNS groups (224.0.0.251, ff02::fb) on
 //! each interface; whether a query is answered, and by whom; whether the
 //! agents heard answer the handshake; how far their clocks are from this
-//! one's ([`clock`], one more handshake each).
+//! one's (one more handshake each).
 //!
 //! The query, the group joins and the handshakes send packets, so they pass
 //! the network-namespace guard like every browse: under `RLX_NETNS_GUARD=1`
@@ -25,9 +25,9 @@
 //! and only the read-only checks run.
 
 mod check;
-pub mod clock;
-pub mod firewall;
-pub mod kernel;
+mod clock;
+mod firewall;
+mod kernel;
 
 pub use check::{Check, Status};
 

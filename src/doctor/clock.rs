@@ -18,17 +18,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// An offset (beyond the reading's own uncertainty) worth a warning.
-pub const WARN_AFTER: Duration = Duration::from_secs(1);
+pub(super) const WARN_AFTER: Duration = Duration::from_secs(1);
 
 /// The TSIG fudge: past this a signed DNS update is refused (BADTIME).
-pub const TSIG_FUDGE: Duration = Duration::from_secs(300);
+pub(super) const TSIG_FUDGE: Duration = Duration::from_secs(300);
 
 /// Clock readings asked for at once (one short handshake each).
 const CONCURRENCY: usize = 16;
 
 /// What one agent's handshake said of its clock.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Reading {
+pub(super) enum Reading {
     /// The offset, read.
     Offset(ClockOffset),
     /// The agent answered without a time (it predates `time_ms`).
@@ -39,7 +39,7 @@ pub enum Reading {
 
 /// Reads the clock of each `(name, address, id)` with one handshake under
 /// `rules` (its key and cluster).
-pub async fn read(
+pub(super) async fn read(
     agents: &[(String, SocketAddr, Option<String>)],
     rules: &Rules,
 ) -> Vec<(String, Reading)> {
@@ -78,7 +78,7 @@ fn offset_text(c: &ClockOffset) -> String {
 
 /// The `clock` check from the readings; `registers_in_dns` when the
 /// cluster uses DNS-SD, where a clock past the TSIG fudge breaks it.
-pub fn judge(readings: &[(String, Reading)], registers_in_dns: bool) -> Check {
+pub(super) fn judge(readings: &[(String, Reading)], registers_in_dns: bool) -> Check {
     let mut offsets: Vec<(&str, &ClockOffset)> = Vec::new();
     let mut unread: Vec<String> = Vec::new();
     for (name, r) in readings {

@@ -23,7 +23,7 @@ use std::process::Command;
 
 /// What discovery needs through the firewall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Needs {
+pub(super) struct Needs {
     /// A TCP port that must get through: the agents' (`[discover]
     /// agent_port`), or, read a second time, the workers' (`port`).
     pub agent_port: u16,
@@ -34,7 +34,7 @@ const MDNS_PORT: u16 = 5353;
 
 /// One rule or policy in the way.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Blocker {
+pub(super) struct Blocker {
     /// Where: `nftables inet f input` or `iptables INPUT`.
     pub chain: String,
     /// What it stops: `udp 5353` or `tcp 9100`.
@@ -48,7 +48,7 @@ pub struct Blocker {
 
 /// What [`read`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Findings {
+pub(super) struct Findings {
     /// Rules and policies in the way.
     pub blockers: Vec<Blocker>,
     /// The tools that could be read (`nftables`, `iptables`).
@@ -59,7 +59,7 @@ pub struct Findings {
 
 /// Runs `nft -j list ruleset` and `iptables-save` (each when installed) and
 /// collects what blocks `needs`.
-pub fn read(needs: Needs) -> Findings {
+pub(super) fn read(needs: Needs) -> Findings {
     let mut f = Findings::default();
     if cfg!(target_os = "macos") {
         // Not parsed here: say what to look at instead of a bare "no nft".
@@ -111,7 +111,7 @@ fn relevant_hook(hook: &str) -> bool {
 }
 
 /// The blockers in an `nft -j list ruleset` document.
-pub fn nft_blockers(json: &str, needs: Needs) -> Result<Vec<Blocker>, String> {
+pub(super) fn nft_blockers(json: &str, needs: Needs) -> Result<Vec<Blocker>, String> {
     let v: Value = serde_json::from_str(json).map_err(|e| format!("unreadable JSON ({e})"))?;
     let items = v
         .get("nftables")
@@ -375,7 +375,7 @@ fn nft_words(e: &Value) -> Option<String> {
 }
 
 /// The blockers in `iptables-save` output (legacy backend).
-pub fn iptables_blockers(text: &str, needs: Needs) -> Vec<Blocker> {
+pub(super) fn iptables_blockers(text: &str, needs: Needs) -> Vec<Blocker> {
     let mut out = Vec::new();
     let mut accepted: Vec<(String, &'static str)> = Vec::new();
     let mut policies: Vec<(String, String)> = Vec::new();

@@ -6,14 +6,14 @@
 use std::net::Ipv4Addr;
 
 /// The IPv4 mDNS group (RFC 6762 §3).
-pub const MDNS_V4: Ipv4Addr = Ipv4Addr::new(224, 0, 0, 251);
+pub(super) const MDNS_V4: Ipv4Addr = Ipv4Addr::new(224, 0, 0, 251);
 
 /// The IPv6 mDNS group `ff02::fb`, as `/proc/net/igmp6` writes it.
-pub const MDNS_V6_HEX: &str = "ff0200000000000000000000000000fb";
+pub(super) const MDNS_V6_HEX: &str = "ff0200000000000000000000000000fb";
 
 /// A route of `/proc/net/route`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
+pub(super) struct Route {
     /// The interface.
     pub iface: String,
     /// The destination network.
@@ -24,7 +24,7 @@ pub struct Route {
 
 /// The routes of a `/proc/net/route` text (addresses are little-endian
 /// hex: `000200C0` is 192.0.2.0).
-pub fn routes(text: &str) -> Vec<Route> {
+pub(super) fn routes(text: &str) -> Vec<Route> {
     text.lines()
         .skip(1)
         .filter_map(|l| {
@@ -49,7 +49,7 @@ fn hex_v4(h: &str) -> Option<Ipv4Addr> {
 
 /// The interface the kernel routes `dst` through when the sender names none:
 /// the longest matching prefix (the default route matches everything).
-pub fn route_for(routes: &[Route], dst: Ipv4Addr) -> Option<&Route> {
+pub(super) fn route_for(routes: &[Route], dst: Ipv4Addr) -> Option<&Route> {
     routes
         .iter()
         .filter(|r| {
@@ -64,7 +64,7 @@ pub fn route_for(routes: &[Route], dst: Ipv4Addr) -> Option<&Route> {
 }
 
 /// The interfaces of a `/proc/net/igmp` text that have joined `group`.
-pub fn igmp_members(text: &str, group: Ipv4Addr) -> Vec<String> {
+pub(super) fn igmp_members(text: &str, group: Ipv4Addr) -> Vec<String> {
     let want = format!("{:08X}", u32::from(group).swap_bytes());
     let mut out = Vec::new();
     let mut current: Option<String> = None;
@@ -90,7 +90,7 @@ pub fn igmp_members(text: &str, group: Ipv4Addr) -> Vec<String> {
 }
 
 /// The interfaces of a `/proc/net/igmp6` text that have joined `ff02::fb`.
-pub fn igmp6_members(text: &str) -> Vec<String> {
+pub(super) fn igmp6_members(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
