@@ -22,6 +22,23 @@ pub enum Source {
     Dns,
 }
 
+impl Source {
+    /// Whose address is written for a machine several sources saw, lowest
+    /// first, when the address rule has nothing better to go on: the ssh
+    /// alias (the runtime starts workers through it), then what mDNS heard
+    /// (it picks by interface), then what the agent registered in DNS
+    /// (right for a wide-area coordinator, but on the LAN mDNS knows
+    /// better), then the IP a scan dialled.
+    pub(crate) fn address_rank(self) -> u8 {
+        match self {
+            Source::Ssh => 0,
+            Source::Mdns => 1,
+            Source::Dns => 2,
+            Source::Subnet => 3,
+        }
+    }
+}
+
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

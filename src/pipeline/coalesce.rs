@@ -59,7 +59,7 @@ impl Machine {
             }
             self.sightings
                 .iter()
-                .min_by_key(|s| (source_rank(s.source), s.found_ms))
+                .min_by_key(|s| (s.source.address_rank(), s.found_ms))
                 .expect("non-empty")
         })
     }
@@ -131,17 +131,6 @@ impl Machine {
 
     pub(super) fn first_found_ms(&self) -> u64 {
         self.sightings.iter().map(|s| s.found_ms).min().unwrap_or(0)
-    }
-}
-
-fn source_rank(s: Source) -> u8 {
-    match s {
-        Source::Ssh => 0,
-        Source::Mdns => 1,
-        // What the agent registered in DNS: right for a wide-area
-        // coordinator, but on the LAN mDNS picks by interface.
-        Source::Dns => 2,
-        Source::Subnet => 3,
     }
 }
 
