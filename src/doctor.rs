@@ -33,6 +33,7 @@ pub use check::{Check, Status};
 
 use crate::config::DiscoverSection;
 use crate::discover::run_sources;
+use crate::escape::{escape_line, untrusted};
 use crate::progress::Silent;
 use crate::sighting::Source;
 use rlx_net::iface::{self, Iface};
@@ -72,7 +73,7 @@ pub async fn diagnose(d: &DiscoverSection) -> Diagnosis {
         }
     };
     checks.push(multicast_route(&chosen));
-    checks.push(firewall_check(d.agent_port, d.port));
+    checks.push(firewall_check(d.agent_port, d.port).await);
     match rlx_net::netguard::ensure_private_netns("rlx-discover doctor's mDNS checks") {
         Err(e) => {
             checks.push(Check::new("groups", Status::Skip, format!("not run: {e}")));
@@ -198,11 +199,15 @@ fn multicast_route(chosen: &[Iface]) -> Check {
 
 /// The firewall check for both TCP ports: the agents' (the handshake:
 /// discovery needs it) and the workers' (the runtime needs it).
-fn firewall_check(port: u16, worker_port: u16) -> Check {
-    let mut f = firewall::read(firewall::Needs { agent_port: port });
-    let w = firewall::read(firewall::Needs {
-        agent_port: worker_port,
-    });
+async fn firewall_check(port: u16, worker_port: u16) -> Check {
+    let rules = firewall::rulesets().await;
+    let mut f = firewall::read(&rules, firewall::Needs { agent_port: port });
+    let w = firewall::read(
+        &rules,
+        firewall::Needs {
+            agent_port: worker_port,
+        },
+    );
     let worker_tcp = format!("tcp {worker_port}");
     f.blockers
         .extend(w.blockers.into_iter().filter(|b| b.what == worker_tcp));
@@ -374,7 +379,7 @@ async fn query(d: &DiscoverSection, chosen: &[Iface]) -> (Vec<Check>, Vec<Admitt
         .sightings
         .iter()
         .filter(|x| x.source == Source::Mdns)
-        .map(|x| format!("{} ({})", x.host, x.addr))
+        .map(|x| format!("{} ({})", untrusted(&x.host), x.addr))
         .collect();
     let agents: Vec<Admitted> = found
         .sightings
@@ -392,7 +397,7 @@ async fn query(d: &DiscoverSection, chosen: &[Iface]) -> (Vec<Check>, Vec<Admitt
         .problems
         .iter()
         .filter(|p| p.source == Source::Mdns)
-        .map(|p| format!("{}: {}", p.host, p.reason))
+        .map(|p| format!("{}: {}", untrusted(&p.host), escape_line(&p.reason)))
         .collect();
     let heard = admitted.len() + refused.len();
     let q = if heard == 0 {

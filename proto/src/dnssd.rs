@@ -66,6 +66,26 @@ mod rules;
 mod server;
 mod zone;
 
+/// Allowed clock difference between agent and server for TSIG: the server
+/// refuses (BADTIME) an update signed further than this from its clock
+/// (RFC 8945 §5.2.3: the window is the Fudge field of the request itself).
+///
+/// 60 s, not the 300 s RFC 8945 §10 suggests, for two reasons:
+///
+/// - **The sweep.** Every agent that can write the zone is within the fudge
+///   of the server, so two of them disagree by up to twice the fudge, and an
+///   agent sweeping expired registrations must wait that long past a
+///   lease's end (the agent's sweep grace) before it may delete: with 300 s a
+///   crashed agent's records would stay over ten minutes; with 60 s, just
+///   over two.
+/// - **Replays.** TSIG has no replay cache: a captured update verifies for
+///   as long as its time is within the fudge, so a smaller fudge is a
+///   smaller window for replaying a deletion or an old registration.
+///
+/// NTP keeps hosts within milliseconds; an agent a minute off is told
+/// BADTIME with "run NTP".
+pub const TSIG_FUDGE: u16 = 60;
+
 pub use conn::{DnsError, Pool};
 pub use rules::{
     add_addr, instance_label, MAX_ADDRS_PER_HOST, MAX_INSTANCES, MAX_IN_FLIGHT,

@@ -3,8 +3,8 @@
 //!
 //! Discovery itself does not need agreeing clocks. What does: TSIG-signed
 //! DNS-SD registrations (`rlx-agent --register` with a key), which a DNS
-//! server refuses when the signer's clock is more than 300 s off (the TSIG
-//! fudge, RFC 8945 §5.2.3), and every log line and trace the runtime puts
+//! server refuses when the signer's clock is further off than the fudge
+//! the agents sign with (RFC 8945 §5.2.3; [`TSIG_FUDGE`]), and every log line and trace the runtime puts
 //! side by side across machines. So a clock more than [`WARN_AFTER`] off
 //! is a warning with the fix, and one past the TSIG fudge fails when this
 //! cluster registers in DNS. The comparison is with this machine, which may
@@ -12,6 +12,7 @@
 
 use super::check::{Check, Status};
 use crate::admit::Rules;
+use crate::escape::untrusted;
 use futures::stream::{self, StreamExt};
 use rlx_proto::handshake::{query_in_cluster, ClockOffset};
 use std::net::SocketAddr;
@@ -20,8 +21,9 @@ use std::time::Duration;
 /// An offset (beyond the reading's own uncertainty) worth a warning.
 pub(super) const WARN_AFTER: Duration = Duration::from_secs(1);
 
-/// The TSIG fudge: past this a signed DNS update is refused (BADTIME).
-pub(super) const TSIG_FUDGE: Duration = Duration::from_secs(300);
+/// The TSIG fudge agents sign with: past this a signed DNS update is
+/// refused (BADTIME).
+pub(super) const TSIG_FUDGE: Duration = Duration::from_secs(rlx_proto::dnssd::TSIG_FUDGE as u64);
 
 /// Clock readings asked for at once (one short handshake each).
 const CONCURRENCY: usize = 16;
@@ -79,9 +81,11 @@ fn offset_text(c: &ClockOffset) -> String {
 /// The `clock` check from the readings; `registers_in_dns` when the
 /// cluster uses DNS-SD, where a clock past the TSIG fudge breaks it.
 pub(super) fn judge(readings: &[(String, Reading)], registers_in_dns: bool) -> Check {
-    let mut offsets: Vec<(&str, &ClockOffset)> = Vec::new();
+    let mut offsets: Vec<(String, &ClockOffset)> = Vec::new();
     let mut unread: Vec<String> = Vec::new();
     for (name, r) in readings {
+        // The agent's instance label: anyone's text, printed on a terminal.
+        let name = untrusted(name);
         match r {
             Reading::Offset(c) => offsets.push((name, c)),
             Reading::NoTime => unread.push(format!("{name}: its agent sends no time (upgrade it)")),
@@ -105,7 +109,7 @@ pub(super) fn judge(readings: &[(String, Reading)], registers_in_dns: bool) -> C
         .map(|(n, c)| format!("{n} {}", offset_text(c)))
         .collect();
     let mut detail = if off.is_empty() {
-        let (worst, c) = offsets[0];
+        let (worst, c) = &offsets[0];
         format!(
             "{} agent(s) within {} s of this clock; the farthest: {worst} {}",
             offsets.len(),
@@ -192,6 +196,24 @@ mod tests {
         let c = judge(&r, true);
         assert_eq!(c.status, Status::Fail);
         assert!(c.fix.as_deref().unwrap().contains("BADTIME"), "{c:?}");
+    }
+
+    /// Guards against judging by RFC 8945's suggested 300 s: the agents
+    /// sign with a 60 s fudge, so 90 s off already breaks registration.
+    #[test]
+    fn the_fudge_judged_against_is_the_one_agents_sign_with() {
+        let c = judge(&[("a".into(), at(90_000, 1))], true);
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        let c = judge(&[("a".into(), at(50_000, 1))], true);
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+    }
+
+    /// Guards against an instance label that forges a line of the report.
+    #[test]
+    fn an_agent_name_with_a_newline_stays_on_its_line() {
+        let c = judge(&[("a\nok    clock  fine".into(), at(3, 1))], false);
+        assert!(!c.detail.contains('\n'), "{}", c.detail);
+        assert!(c.detail.contains("\"a\\nok"), "{}", c.detail);
     }
 
     #[test]

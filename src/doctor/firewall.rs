@@ -5,7 +5,8 @@
 //! (the handshake).
 //!
 //! The parsers are plain functions over the tools' text, so they are tested
-//! here on recorded outputs; [`read`] runs the tools.
+//! here on recorded outputs; [`rulesets`] runs the tools, once for every
+//! port asked about.
 //!
 //! What counts as blocking, per rule of a chain hooked at `input`,
 //! `output`, `prerouting` or `ingress` (the paths a query and its answer
@@ -19,7 +20,10 @@
 //! port.
 
 use serde_json::Value;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
 
 /// What discovery needs through the firewall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +50,7 @@ pub(super) struct Blocker {
     pub partial: bool,
 }
 
-/// What [`read`] found.
+/// What [`read`] found in the rulesets.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(super) struct Findings {
     /// Rules and policies in the way.
@@ -57,52 +61,166 @@ pub(super) struct Findings {
     pub unreadable: Vec<String>,
 }
 
-/// Runs `nft -j list ruleset` and `iptables-save` (each when installed) and
-/// collects what blocks `needs`.
-pub(super) fn read(needs: Needs) -> Findings {
-    let mut f = Findings::default();
+/// Where the firewall tools are looked for, in order: the system's own
+/// directories, never `PATH` (doctor often runs as root, and a `nft` that
+/// an unprivileged user put earlier in `PATH` must not run then).
+const TOOL_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
+
+/// The longest a tool may take: a ruleset is listed in milliseconds, and a
+/// hung tool (a wedged netlink socket) must not hang the doctor.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most output read from a tool: rulesets of large hosts (Kubernetes
+/// nodes) run to megabytes; more than this is refused, not parsed.
+const MAX_OUTPUT: u64 = 32 << 20;
+
+/// The rulesets as the tools printed them, read once for every need.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Rulesets {
+    /// `nft -j list ruleset`, or why it could not be read.
+    nft: Option<Result<String, String>>,
+    /// `iptables-legacy-save`, when the legacy backend is there.
+    legacy: Option<String>,
+    /// Where nothing is read (macOS), what to look at instead.
+    elsewhere: Option<String>,
+}
+
+/// Runs `nft -j list ruleset` and `iptables-legacy-save` (each when
+/// installed), bounded in time and size.
+pub(super) async fn rulesets() -> Rulesets {
     if cfg!(target_os = "macos") {
         // Not parsed here: say what to look at instead of a bare "no nft".
-        f.unreadable.push(
-            "macOS: pf and the application firewall are not read; check `sudo pfctl -sr` \
-             and `/usr/libexec/ApplicationFirewall/socketfilterfw --listapps`"
-                .into(),
-        );
+        return Rulesets {
+            elsewhere: Some(
+                "macOS: pf and the application firewall are not read; check `sudo pfctl -sr` \
+                 and `/usr/libexec/ApplicationFirewall/socketfilterfw --listapps`"
+                    .into(),
+            ),
+            ..Default::default()
+        };
+    }
+    let (nft, legacy) = tokio::join!(
+        run("nft", &["-j", "list", "ruleset"]),
+        run("iptables-legacy-save", &[])
+    );
+    Rulesets {
+        nft: Some(nft),
+        // iptables-nft writes into nftables, already read; only the legacy
+        // backend keeps rules nft cannot see.
+        legacy: legacy.ok(),
+        elsewhere: None,
+    }
+}
+
+/// What in `r` blocks `needs`.
+pub(super) fn read(r: &Rulesets, needs: Needs) -> Findings {
+    let mut f = Findings::default();
+    if let Some(why) = &r.elsewhere {
+        f.unreadable.push(why.clone());
         return f;
     }
-    match run("nft", &["-j", "list", "ruleset"]) {
-        Ok(text) => match nft_blockers(&text, needs) {
+    match &r.nft {
+        Some(Ok(text)) => match nft_blockers(text, needs) {
             Ok(b) => {
                 f.read.push("nftables".into());
                 f.blockers.extend(b);
             }
             Err(e) => f.unreadable.push(format!("nftables: {e}")),
         },
-        Err(e) => f.unreadable.push(format!("nftables: {e}")),
+        Some(Err(e)) => f.unreadable.push(format!("nftables: {e}")),
+        None => {}
     }
-    // iptables-nft writes into nftables, already read above; only the
-    // legacy backend keeps rules nft cannot see.
-    if let Ok(text) = run("iptables-legacy-save", &[]) {
+    if let Some(text) = &r.legacy {
         f.read.push("iptables (legacy)".into());
-        f.blockers.extend(iptables_blockers(&text, needs));
+        f.blockers.extend(iptables_blockers(text, needs));
     }
     f
 }
 
-fn run(program: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(program)
+/// The first of [`TOOL_DIRS`] that holds `program`.
+fn locate(program: &str) -> Option<PathBuf> {
+    TOOL_DIRS
+        .iter()
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+}
+
+/// Runs `program` from [`TOOL_DIRS`] with [`TOOL_TIMEOUT`] and
+/// [`MAX_OUTPUT`].
+async fn run(program: &str, args: &[&str]) -> Result<String, String> {
+    let path = locate(program).ok_or_else(|| {
+        format!(
+            "`{program}` is not installed (looked in {})",
+            TOOL_DIRS.join(", ")
+        )
+    })?;
+    run_bounded(&path, args, TOOL_TIMEOUT, MAX_OUTPUT).await
+}
+
+/// Runs `path` and returns its output: at most `max` bytes within
+/// `timeout`, or an error saying which bound it broke (the child is killed
+/// then, by its handle).
+async fn run_bounded(
+    path: &Path,
+    args: &[&str],
+    timeout: Duration,
+    max: u64,
+) -> Result<String, String> {
+    let shown = format!("`{} {}`", path.display(), args.join(" "));
+    let mut child = tokio::process::Command::new(path)
         .args(args)
-        .output()
-        .map_err(|e| format!("cannot run `{program}` ({e})"))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot run {shown} ({e})"))?;
+    let mut out = Vec::new();
+    let mut stdout = child.stdout.take().expect("piped").take(max + 1);
+    let mut stderr = child.stderr.take().expect("piped").take(64 << 10);
+    // Read beside stdout, so a tool that fills its stderr pipe cannot
+    // stall; it ends with the child (or is dropped with it).
+    let errors = tokio::spawn(async move {
+        let mut e = Vec::new();
+        let _ = stderr.read_to_end(&mut e).await;
+        e
+    });
+    let read = tokio::time::timeout(timeout, stdout.read_to_end(&mut out)).await;
+    let status = match read {
+        Err(_) => Err(format!(
+            "{shown} did not finish within {} ms: stopped",
+            timeout.as_millis()
+        )),
+        Ok(Err(e)) => Err(format!("{shown}: {e}")),
+        Ok(Ok(_)) if out.len() as u64 > max => Err(format!(
+            "{shown} printed more than {max} bytes: stopped, not parsed"
+        )),
+        Ok(Ok(_)) => match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(Ok(status)) => Ok(status),
+            Ok(Err(e)) => Err(format!("{shown}: {e}")),
+            Err(_) => Err(format!(
+                "{shown} closed its output but did not exit within {} ms: stopped",
+                timeout.as_millis()
+            )),
+        },
+    };
+    let status = match status {
+        Ok(s) => s,
+        Err(why) => {
+            let _ = child.start_kill();
+            errors.abort();
+            return Err(why);
+        }
+    };
+    let err = errors.await.unwrap_or_default();
+    if !status.success() {
+        let err = String::from_utf8_lossy(&err);
         return Err(format!(
-            "`{program} {}` failed: {} (reading the ruleset usually needs root)",
-            args.join(" "),
+            "{shown} failed: {} (reading the ruleset usually needs root)",
             err.trim()
         ));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// The hooks a query and its answer pass through on this host.
@@ -460,6 +578,43 @@ pub(super) fn iptables_blockers(text: &str, needs: Needs) -> Vec<Blocker> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Guards against a hung tool hanging the doctor.
+    #[tokio::test]
+    async fn a_tool_that_hangs_is_stopped_at_the_deadline() {
+        let t0 = std::time::Instant::now();
+        let r = run_bounded(
+            Path::new("/bin/sleep"),
+            &["30"],
+            Duration::from_millis(200),
+            1 << 20,
+        )
+        .await;
+        assert!(r.as_ref().unwrap_err().contains("did not finish"), "{r:?}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    }
+
+    /// Guards against a tool that prints without end filling the memory.
+    #[tokio::test]
+    async fn a_tool_that_prints_without_end_is_stopped_at_the_bound() {
+        let r = run_bounded(
+            Path::new("/usr/bin/yes"),
+            &[],
+            Duration::from_secs(20),
+            1 << 20,
+        )
+        .await;
+        assert!(
+            r.as_ref().unwrap_err().contains("printed more than"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn the_tools_are_looked_for_in_the_system_directories_only() {
+        assert!(TOOL_DIRS.iter().all(|d| d.starts_with('/')));
+        assert_eq!(locate("no-such-tool-rlx"), None);
+    }
 
     const NEEDS: Needs = Needs { agent_port: 9100 };
 

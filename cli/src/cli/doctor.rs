@@ -4,6 +4,7 @@
 use anyhow::Result;
 use clap::Args;
 use rlx_discover::doctor::{diagnose, Status};
+use rlx_discover::escape_line;
 use std::process::ExitCode;
 
 /// Arguments of `doctor`.
@@ -36,9 +37,16 @@ pub fn run(a: DoctorArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&diag)?);
     } else {
         for c in &diag.checks {
-            println!("{:<5} {:<16} {}", c.status.as_str(), c.check, c.detail);
+            // Details quote what agents and strangers said (instance labels,
+            // refusal reasons): one line each, never an escape sequence.
+            println!(
+                "{:<5} {:<16} {}",
+                c.status.as_str(),
+                c.check,
+                escape_line(&c.detail)
+            );
             if let Some(fix) = &c.fix {
-                println!("{:<5} {:<16} fix: {fix}", "", "");
+                println!("{:<5} {:<16} fix: {}", "", "", escape_line(fix));
             }
         }
         let failed = diag

@@ -12,25 +12,9 @@ use rlx_proto::service::parse_domain;
 use std::fmt;
 use std::path::Path;
 
-/// Allowed clock difference between agent and server for TSIG: the server
-/// refuses (BADTIME) an update signed further than this from its clock
-/// (RFC 8945 §5.2.3: the window is the Fudge field of the request itself).
-///
-/// 60 s, not the 300 s RFC 8945 §10 suggests, for two reasons:
-///
-/// - **The sweep.** Every agent that can write the zone is within the fudge
-///   of the server, so two of them disagree by up to twice the fudge, and an
-///   agent sweeping expired registrations must wait that long past a
-///   lease's end ([`super::SWEEP_GRACE`]) before it may delete: with 300 s a
-///   crashed agent's records would stay over ten minutes; with 60 s, just
-///   over two.
-/// - **Replays.** TSIG has no replay cache: a captured update verifies for
-///   as long as its time is within the fudge, so a smaller fudge is a
-///   smaller window for replaying a deletion or an old registration.
-///
-/// NTP keeps hosts within milliseconds; an agent a minute off is told
-/// BADTIME with "run NTP".
-pub const TSIG_FUDGE: u16 = 60;
+/// The TSIG fudge agents sign with, defined with the zone contract
+/// (`rlx-doctor`'s clock check judges against the same value).
+pub use rlx_proto::dnssd::TSIG_FUDGE;
 
 /// Largest TSIG key file read: a `tsig-keygen` file is about 100 bytes, so
 /// a bigger one is the wrong file (a whole `named.conf`, a log).
