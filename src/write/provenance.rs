@@ -37,16 +37,61 @@ pub(super) fn is_found_by(line: &str) -> bool {
 /// The node id a comment names as `id <16 hex>` (or `id: …`, `id=…`, any
 /// case), normalised to lowercase; the last one when it names several
 /// (the writer puts it last). `None` when there is none.
+///
+/// Only the writer's own words count: a name the writer quoted (anything
+/// but the characters of host names and addresses, see
+/// [`crate::escape::untrusted`]) is skipped, and `id` must be a word of its
+/// own, so a stranger's host name (`id.0123…`, `x, id 0123…`) never lends
+/// a node the id of another machine.
 pub(super) fn node_id_in(comment: &str) -> Option<String> {
-    let words: Vec<&str> = comment
-        .split(|c: char| !c.is_ascii_alphanumeric())
+    let text = unquoted(comment);
+    let words: Vec<String> = text
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';'))
+        .map(|w| {
+            w.trim_matches(|c: char| matches!(c, '(' | ')' | '[' | ']' | '.'))
+                .to_ascii_lowercase()
+        })
         .filter(|w| !w.is_empty())
         .collect();
-    words
-        .windows(2)
-        .filter(|w| w[0].eq_ignore_ascii_case("id"))
-        .map(|w| w[1].to_ascii_lowercase())
-        .rfind(|id| is_valid_id(id))
+    let mut found = None;
+    for (i, w) in words.iter().enumerate() {
+        let id = match w.as_str() {
+            "id" | "id:" | "id=" => words.get(i + 1).cloned(),
+            _ => w
+                .strip_prefix("id=")
+                .or_else(|| w.strip_prefix("id:"))
+                .map(str::to_string),
+        };
+        if let Some(id) = id.filter(|id| is_valid_id(id)) {
+            found = Some(id);
+        }
+    }
+    found
+}
+
+/// `text` without its double-quoted parts (quotes escaped inside them as
+/// `\"` included): what [`crate::escape::untrusted`] quoted came from the
+/// network.
+fn unquoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            out.push(c);
+            continue;
+        }
+        out.push(' ');
+        while let Some(q) = chars.next() {
+            match q {
+                '\\' => {
+                    chars.next();
+                }
+                '"' => break,
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 /// What the comments attached to one `[[node]]` header say.
@@ -139,5 +184,21 @@ mod tests {
         }
         assert!(!is_found_by("# founder by"));
         assert!(!is_found_by("addr = 1 # found by"));
+    }
+
+    /// Guards against a stranger's host name lending a node another
+    /// machine's id when the writer wrote none (an agent that reports no id).
+    #[test]
+    fn an_id_inside_a_quoted_or_plain_host_name_is_not_the_nodes() {
+        for c in [
+            format!("# found by mdns (tcp only) 2026-12-02 10:00 UTC: \"x, id {ID}\", cpu\n"),
+            format!("# found by mdns (tcp only) 2026-12-02 10:00 UTC: \"a\\\" id {ID}\", cpu\n"),
+            format!("# found by mdns (tcp only) 2026-12-02 10:00 UTC: id.{ID}, cpu\n"),
+            format!("# found by mdns (tcp only) 2026-12-02 10:00 UTC: id-{ID}, cpu\n"),
+        ] {
+            assert_eq!(read(&c, None).id, None, "{c:?}");
+        }
+        let ours = format!("# found by mdns (handshake) 2026-12-02 10:00 UTC: \"x, id 1111111111111111\", cpu, id {ID}\n");
+        assert_eq!(read(&ours, None).id.as_deref(), Some(ID));
     }
 }
