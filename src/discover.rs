@@ -21,6 +21,7 @@ use std::time::Instant;
 
 /// Command-line overrides of `[discover]` keys.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Overrides {
     /// `--interface`, replacing `interfaces`.
     pub interfaces: Vec<String>,
@@ -30,6 +31,8 @@ pub struct Overrides {
     pub browse_ms: Option<u64>,
     /// `--no-mdns`.
     pub no_mdns: bool,
+    /// `--dial-off-link`, setting `dial_off_link`.
+    pub dial_off_link: bool,
     /// `--links`, setting `measure_links`.
     pub measure_links: bool,
     /// `--link-window-ms`, replacing `link_window_ms`.
@@ -50,6 +53,9 @@ impl Overrides {
         }
         if self.no_mdns {
             d.mdns = false;
+        }
+        if self.dial_off_link {
+            d.dial_off_link = true;
         }
         if self.measure_links {
             d.measure_links = true;

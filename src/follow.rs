@@ -23,9 +23,10 @@
 //!   announcement naming an address off the browsed interfaces' subnets,
 //!   which its sender does not hold itself, is refused
 //!   ([`DialPolicy::OnLinkOrSource`], docs/security.md), so a stranger
-//!   cannot make the coordinator dial addresses of its choosing. A routed
-//!   network between coordinator and agents lifts it with
-//!   [`WatchOptions::dial_off_link`].
+//!   cannot make the coordinator dial addresses of its choosing. The same
+//!   rule holds for `expand` and `browse`. A routed network between
+//!   coordinator and agents lifts it with `[discover] dial_off_link = true`
+//!   (for every entry point) or [`WatchOptions::dial_off_link`].
 //! - The admission rules are `[discover]`'s ([`Rules::from_section`]): its
 //!   key, its cluster filter, its timeout.
 //! - mDNS is browsed unless `mdns = false` with a `dns_sd` zone to poll
@@ -97,10 +98,14 @@ impl LiveWatch {
         let started = Instant::now();
         let rules = Rules::from_section(d)?;
         let browse = if d.mdns || d.dns_sd.is_none() {
-            let mut b = ContinuousBrowse::start(&BrowseOptions::from_section(d), started)?;
-            if rules.keys.is_some() && !opts.dial_off_link {
-                b.set_dial_policy(DialPolicy::OnLinkOrSource);
+            // The dial policy `[discover]` asks for (on-link only with a
+            // key), which the embedding may lift.
+            let mut bo = BrowseOptions::from_section(d);
+            if opts.dial_off_link {
+                bo.dial = DialPolicy::Any;
             }
+            let mut b = ContinuousBrowse::start(&bo, started)?;
+            b.set_dial_policy(bo.dial);
             Some(b)
         } else {
             None

@@ -85,6 +85,14 @@ pub struct DiscoverSection {
     /// Admit only agents announcing this cluster name (a filter, not security).
     #[serde(default)]
     pub cluster: Option<String>,
+    /// With a `key_file`, also dial announced addresses off the browsed
+    /// interfaces' subnets that their announcer does not hold itself (a
+    /// routed network between coordinator and agents). Off by default, for
+    /// `expand`, `browse`, `watch` and an embedding alike: otherwise anyone
+    /// could make the coordinator dial addresses of their choosing
+    /// (docs/security.md, "Relays, NATs and port-forwards").
+    #[serde(default)]
+    pub dial_off_link: bool,
     /// Measure the RTT and throughput to every added node (the same as
     /// `--links`): 0.1-0.6 s per node, one node at a time per interface
     /// of this machine (see `docs/protocol.md`, "Link measurement").

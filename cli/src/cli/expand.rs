@@ -77,6 +77,11 @@ pub struct ExpandArgs {
     /// Do not browse mDNS even when [discover] would.
     #[arg(long)]
     pub no_mdns: bool,
+    /// With a cluster key, also dial announced addresses off the browsed
+    /// interfaces' subnets that did not send the announcement themselves
+    /// (as [discover] dial_off_link = true; see docs/security.md).
+    #[arg(long)]
+    pub dial_off_link: bool,
     /// Measure the RTT and throughput to every added node (as [discover]
     /// measure_links = true): 0.1-0.6 s per node, one at a time per
     /// interface; shown in the report, the JSON and the `# found by` comment.
@@ -117,14 +122,14 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     let path = a.config.display().to_string();
     let (text, snap) = writeback::read(&a.config)?;
     let cfg = ClusterConfig::parse(&a.config, &text)?;
-    let overrides = Overrides {
-        interfaces: a.interfaces,
-        key_file: a.key_file,
-        browse_ms: a.browse_ms,
-        no_mdns: a.no_mdns,
-        measure_links: a.links,
-        link_window_ms: a.link_window_ms,
-    };
+    let mut overrides = Overrides::default();
+    overrides.interfaces = a.interfaces;
+    overrides.key_file = a.key_file;
+    overrides.browse_ms = a.browse_ms;
+    overrides.no_mdns = a.no_mdns;
+    overrides.measure_links = a.links;
+    overrides.link_window_ms = a.link_window_ms;
+    overrides.dial_off_link = a.dial_off_link;
     let exp = crate::cli::runtime::runtime()?.block_on(expand_config(&cfg, &overrides, bars))?;
     let plan = plan(&cfg, &exp, a.prune, &now_utc())
         .with_context(|| format!("updating the node list of {path}"))?;

@@ -32,6 +32,13 @@ pub struct LanArgs {
     /// Do not browse mDNS (only --domain / dns_sd).
     #[arg(long)]
     pub no_mdns: bool,
+    /// With a cluster key, also dial announced addresses that are off the
+    /// browsed interfaces' subnets and did not send the announcement
+    /// themselves (a routed network between coordinator and agents; by
+    /// default those are refused: see docs/security.md). The same as
+    /// [discover] dial_off_link = true.
+    #[arg(long)]
+    pub dial_off_link: bool,
 }
 
 impl LanArgs {
@@ -43,15 +50,12 @@ impl LanArgs {
             Some(p) => ClusterConfig::load(p)?.discover.unwrap_or_default(),
             None => DiscoverSection::default(),
         };
-        Overrides {
-            interfaces: self.interfaces.clone(),
-            key_file: self.key_file.clone(),
-            browse_ms,
-            no_mdns: false,
-            measure_links: false,
-            link_window_ms: None,
-        }
-        .apply(&mut d);
+        let mut o = Overrides::default();
+        o.interfaces = self.interfaces.clone();
+        o.key_file = self.key_file.clone();
+        o.browse_ms = browse_ms;
+        o.dial_off_link = self.dial_off_link;
+        o.apply(&mut d);
         if self.cluster.is_some() {
             d.cluster = self.cluster.clone();
         }

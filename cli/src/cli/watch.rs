@@ -30,12 +30,6 @@ pub struct WatchArgs {
     /// Stop after this many milliseconds (default: until interrupted).
     #[arg(long, value_name = "MS")]
     pub for_ms: Option<u64>,
-    /// With a cluster key, also dial announced addresses that are off the
-    /// browsed interfaces' subnets and did not send the announcement
-    /// themselves (a routed network between coordinator and agents; by
-    /// default those are refused: see docs/security.md).
-    #[arg(long)]
-    pub dial_off_link: bool,
 }
 
 mod roster;
@@ -100,7 +94,7 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
     let rt = crate::cli::runtime::runtime()?;
     rt.block_on(async {
         let started = Instant::now();
-        let live = LiveWatch::start(&d, WatchOptions::default().dial_off_link(a.dial_off_link))?;
+        let live = LiveWatch::start(&d, WatchOptions::default())?;
         if !a.json {
             let mut on = Vec::new();
             let ifaces = live.interfaces();

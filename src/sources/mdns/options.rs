@@ -2,6 +2,7 @@
 //! options of a one-shot or continuous browse and the error of a browse
 //! that found nothing to browse with.
 
+use super::continuous::DialPolicy;
 use crate::config::DiscoverSection;
 use crate::sighting::OnSighting;
 use rlx_net::iface::IfaceError;
@@ -23,6 +24,9 @@ pub struct BrowseOptions {
     /// Told of each instance as soon as it is resolved (and again if its
     /// address or port changes), before the browse ends.
     pub(crate) on_resolved: Option<OnSighting>,
+    /// Which announced addresses become sightings; the others are refused
+    /// with the reason (`[discover] dial_off_link`).
+    pub(crate) dial: DialPolicy,
 }
 
 impl Default for BrowseOptions {
@@ -32,18 +36,26 @@ impl Default for BrowseOptions {
             browse: Duration::from_millis(crate::config::DEFAULT_BROWSE_MS),
             early_stop: true,
             on_resolved: None,
+            dial: DialPolicy::Any,
         }
     }
 }
 
 impl BrowseOptions {
-    /// The browse `[discover]` asks for.
+    /// The browse `[discover]` asks for: with a cluster key, only
+    /// on-link addresses and addresses that announced themselves are
+    /// dialled, unless `dial_off_link`.
     pub fn from_section(d: &DiscoverSection) -> Self {
         BrowseOptions {
             interfaces: d.interfaces.clone(),
             browse: Duration::from_millis(d.browse_ms),
             early_stop: true,
             on_resolved: None,
+            dial: if d.key_file.is_some() && !d.dial_off_link {
+                DialPolicy::OnLinkOrSource
+            } else {
+                DialPolicy::Any
+            },
         }
     }
 }

@@ -3,10 +3,11 @@
 //! [`crate::sources::dnssd`]), a [`Problem`] saying which record is missing
 //! or malformed, or still pending.
 
+use super::continuous::DialPolicy;
 use super::options::BrowseOptions;
 use super::schedule::ms;
 use super::table::{Table, Txt};
-use super::wire::host_key;
+use super::wire::{host_key, on_link};
 use crate::sighting::{Problem, Sighting, Source};
 use crate::sources::dnssd::{Path, Records, MAX_TXT_BYTES};
 use std::time::Instant;
@@ -117,6 +118,17 @@ impl Table {
                 )
             });
         };
+        if opts.dial == DialPolicy::OnLinkOrSource
+            && !self.vouched(i)
+            && !self.ifaces.iter().any(|f| on_link(&ip, f))
+        {
+            return problem(format!(
+                "announced address {ip} is not on the subnet of a browsed interface and did \
+                 not send the announcement; with a cluster key only those are dialled (a \
+                 relay or a stranger may be pointing discovery elsewhere; [discover] \
+                 dial_off_link = true allows it)"
+            ));
+        }
         let strings = match &inst.txt {
             None if !settled => return Entry::Pending,
             None => {
@@ -198,6 +210,34 @@ mod tests {
         assert_eq!(caps.cores, 16);
         assert_eq!(caps.hostname, "box");
         assert_eq!(caps.devices[0].mem_bytes, 25769803776);
+    }
+
+    /// Guards against a stranger pointing a keyed `expand` at an address
+    /// of its choosing: with a key only on-link addresses, or the
+    /// announcer's own, are dialled (the rule is the library's, for every entry point).
+    #[test]
+    fn with_the_on_link_policy_an_off_link_address_is_refused_unless_it_announced_itself() {
+        let on_link = BrowseOptions {
+            dial: DialPolicy::OnLinkOrSource,
+            ..opts()
+        };
+        let t0 = Instant::now();
+        let far = reply(7, "far", "far.local.", 9100, GOOD, &["203.0.113.5"]);
+        let mut t = Table::new(vec![eth0()]);
+        t.apply_reply_from(&far, Some("10.9.1.7".parse().unwrap()), 0, 0, t0);
+        let (s, p) = t.finish(&on_link, t0, t0);
+        assert!(s.is_empty(), "{s:?}");
+        assert!(p[0].reason.contains("not on the subnet"), "{p:?}");
+        let (s, _) = t.finish(&opts(), t0, t0);
+        assert_eq!(s.len(), 1, "without a key (Any) it is dialled");
+        let mut t = Table::new(vec![eth0()]);
+        t.apply_reply_from(&far, Some("203.0.113.5".parse().unwrap()), 0, 0, t0);
+        let (s, p) = t.finish(&on_link, t0, t0);
+        assert_eq!(
+            (s.len(), p.len()),
+            (1, 0),
+            "it sent the announcement itself: {p:?}"
+        );
     }
 
     #[test]
