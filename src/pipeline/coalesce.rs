@@ -5,6 +5,7 @@
 
 use super::prefer::{link_speed, preferred, AddrCandidate};
 use super::report::{Duplicate, Unheard};
+use crate::addr::NodeAddr;
 use crate::sighting::{Evidence, Sighting, Source};
 use rlx_proto::caps::NodeCaps;
 use std::collections::BTreeSet;
@@ -162,7 +163,8 @@ enum Kinship {
 ///   key, nothing but a per-node key could tell them apart.
 fn kinship(a: &Sighting, b: &Sighting) -> Kinship {
     let same_endpoint = a.addr == b.addr
-        || matches!((a.ip, b.ip), (Some(x), Some(y)) if x == y && a.port == b.port);
+        || matches!((a.ip, b.ip), (Some(x), Some(y))
+            if x == y && a.port == b.port && scope(a) == scope(b));
     if same_endpoint {
         return Kinship::Same;
     }
@@ -198,6 +200,25 @@ fn kinship(a: &Sighting, b: &Sighting) -> Kinship {
         }
         _ => Kinship::Unrelated,
     }
+}
+
+/// The link a link-local address is on (`fe80::1%eth0`: `eth0`), from the
+/// address as written or the interface it was heard on: the same
+/// link-local address on two links is two machines. Routable addresses
+/// need none (`None` for both).
+fn scope(s: &Sighting) -> Option<&str> {
+    let link_local = match s.ip? {
+        IpAddr::V6(v6) => v6.is_unicast_link_local(),
+        IpAddr::V4(v4) => v4.is_link_local(),
+    };
+    if !link_local {
+        return None;
+    }
+    NodeAddr::split(&s.addr)
+        .0
+        .split_once('%')
+        .map(|(_, scope)| scope)
+        .or(s.heard_on.as_deref())
 }
 
 /// Caps without what differs between two handshakes of one agent a few

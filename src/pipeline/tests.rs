@@ -539,3 +539,34 @@ fn a_machine_seen_at_two_addresses_gets_the_same_one_whichever_answered_first() 
     }
     assert_eq!(picked.into_iter().collect::<Vec<_>>(), ["10.0.77.3:9100"]);
 }
+
+/// Guards against one link-local address on two links being taken for one
+/// machine: `fe80::1` on eth0 and on eth1 are two boxes, and both are kept.
+#[test]
+fn one_link_local_address_on_two_links_is_two_machines() {
+    let mut a = seen(
+        Source::Mdns,
+        "[fe80::1%eth0]:9100",
+        Some(caps("a", "a", "cuda", 1 << 30)),
+        1,
+    );
+    let mut b = seen(
+        Source::Mdns,
+        "[fe80::1%eth1]:9100",
+        Some(caps("b", "b", "cpu", 0)),
+        2,
+    );
+    // As the mDNS source writes them: the scope in the address, not the IP.
+    a.ip = Some("fe80::1".parse().unwrap());
+    b.ip = a.ip;
+    let mut a2 = a.clone();
+    a2.source = Source::Subnet;
+    let exp = expand(&[], &NodeDefaults::default(), discovery(vec![a, b, a2]));
+    let addrs: Vec<&str> = exp.added.iter().map(|n| n.addr.as_str()).collect();
+    assert_eq!(
+        addrs,
+        ["[fe80::1%eth0]:9100", "[fe80::1%eth1]:9100"],
+        "{:#?}",
+        exp.report
+    );
+}
