@@ -15,9 +15,10 @@
 
 use super::key::keygen;
 use crate::ctx::Ctx;
-use crate::peers::{self, PORT, PYTHON};
+use crate::peers::{self, PORT};
 use crate::proc::{run_timed, Timed};
 use anyhow::{Context, Result};
+use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use serde_json::Value;
 use std::collections::BTreeMap;

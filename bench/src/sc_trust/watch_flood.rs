@@ -15,10 +15,11 @@
 
 use super::key::keygen;
 use crate::ctx::Ctx;
-use crate::peers::{self, PYTHON};
+use crate::peers;
 use crate::proc::status_kb;
 use crate::results::median_with_failures;
 use anyhow::Result;
+use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use serde_json::Value;
 use std::time::{Duration, Instant};
