@@ -1,4 +1,4 @@
-"""Raw mDNS on the wire, for tests/conformance_wire.rs: hand-built queries
+"""Raw mDNS on the wire, for tests/conformance/wire.rs: hand-built queries
 and a parser, with `struct` only, so that what the agent's responder puts in
 its packets (the QU bit, unicast or multicast, TTLs, which addresses, when)
 is seen exactly, with no library in between.

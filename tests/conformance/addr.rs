@@ -6,11 +6,11 @@
 //! temporary addresses come and go). The answers never stop for more than
 //! [`MAX_GAP_S`], nothing is probed, and the new address is announced twice,
 //! about a second apart (§8.3). A real link change still probes: that is
-//! `tests/conformance_state.rs`
+//! `tests/conformance/state.rs`
 //! (`after_a_link_flap_the_agent_probes_then_announces_twice`).
 //!
-//! The querier is `tests/common/mdns_raw.py ask` (python-zeroconf's codec);
-//! the link is watched by `tests/common/mdns_wire.py listen` (hand-built
+//! The querier is `lab/py/mdns_raw.py ask` (python-zeroconf's codec);
+//! the link is watched by `lab/py/mdns_wire.py listen` (hand-built
 //! parser); everything runs inside namespaces built by [`rlx_lab`].
 
 use rlx_lab::kit::peer::{self, Peer};

@@ -5,7 +5,7 @@
 //! avahi on the link as the cache that must not be misled (§9); and a link
 //! flap (§8, §8.3: probe, then announce twice).
 //!
-//! Packets are sent and seen by `tests/common/mdns_raw.py` (python-zeroconf's
+//! Packets are sent and seen by `lab/py/mdns_raw.py` (python-zeroconf's
 //! wire codec); everything runs inside namespaces built by [`rlx_lab`].
 
 use rlx_lab::kit::avahi::{Avahi, AvahiOptions};

@@ -1,5 +1,5 @@
 //! The agent's mDNS responder against RFC 6762, seen on the wire: raw
-//! packets sent and parsed by `tests/common/mdns_wire.py` (hand-built with
+//! packets sent and parsed by `lab/py/mdns_wire.py` (hand-built with
 //! `struct`, no mDNS library in between) in a lab host, against a running
 //! `rlx-agent` in another. These are the "Answering" rows of docs/protocol.md
 //! "Conformance to RFC 6762"; the patches they check are in

@@ -1,7 +1,7 @@
 //! **`watch` under a flood**: a stranger announcing 10,000 bogus
-//! `_rlx._tcp` instances (the flood generator of `tests/trust.rs`) must
-//! neither keep real agents started after it from joining nor grow the
-//! coordinator without bound.
+//! `_rlx._tcp` instances (`lab/py/flood.py`, the generator of
+//! `tests/trust/admission.rs`) must neither keep real agents started after
+//! it from joining nor grow the coordinator without bound.
 //!
 //! Guards against the continuous browse counting the address an
 //! announcement names as its source (one share per made-up address: the

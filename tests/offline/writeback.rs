@@ -6,7 +6,7 @@
 //!
 //! Discovery goes through a stand-in ssh (see `fakessh`): no packet is
 //! sent. Regenerate the expected files with `UPDATE_GOLDEN=1 cargo test
-//! --test writeback` and review the diff.
+//! --test offline writeback` and review the diff.
 
 use crate::fakessh::{caps, mode, Cluster};
 use std::os::unix::fs::MetadataExt;

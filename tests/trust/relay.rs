@@ -41,7 +41,7 @@ const AGENT_ID: &str = "a000000000000001";
 /// python-zeroconf 0.47 (Debian 12) writes the NSEC records it adds to its
 /// answers with a 2-byte window number and length (RFC 4034 §4.1.2 has one
 /// byte each), which a strict DNS parser refuses along with the whole reply;
-/// the script writes them correctly (as `tests/trust.rs` does).
+/// the script writes them correctly (as `tests/trust/admission.rs` does).
 const RELAY_PY: &str = include_str!("../../bench/py/relay.py");
 
 fn caps_json() -> String {
