@@ -4,7 +4,9 @@
 
 use rlx_lab::kit::peer::{self, Peer};
 use rlx_lab::kit::sshd;
-use rlx_lab::kit::{agent_bin, discover_bin, require_lab, run_ok, Proc, PYTHON};
+use rlx_lab::kit::{
+    agent_bin, discover_bin, eventually, eventually_every, require_lab, run_ok, Proc, PYTHON,
+};
 use rlx_lab::Lab;
 use std::path::Path;
 use std::process::Command;
@@ -284,26 +286,29 @@ fn the_same_agent_found_by_ssh_and_mdns_is_one_node() {
     // sshd starts no faster than the agent on a loaded box: log in once from
     // the coordinator before discovery, so the test measures the merge and
     // not sshd's start-up.
-    let deadline = std::time::Instant::now() + UP;
-    loop {
-        let ok = lab
-            .command(0, "ssh")
-            .arg("-F")
-            .arg(&ssh_config)
-            .args(["box1", "true"])
-            .output()
-            .unwrap();
-        if ok.status.success() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "sshd in host 1 never let the coordinator in: {}\nsshd: {}",
-            String::from_utf8_lossy(&ok.stderr),
-            sshd.0.dump()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // One ssh a check, 100 ms apart.
+    eventually_every(
+        Duration::from_millis(100),
+        UP,
+        "sshd in host 1 letting the coordinator in",
+        || {
+            let ok = lab
+                .command(0, "ssh")
+                .arg("-F")
+                .arg(&ssh_config)
+                .args(["box1", "true"])
+                .output()
+                .unwrap();
+            if ok.status.success() {
+                return Ok(());
+            }
+            Err(format!(
+                "{}\nsshd: {}",
+                String::from_utf8_lossy(&ok.stderr),
+                sshd.0.dump()
+            ))
+        },
+    );
     let ckpt = dir.path().join("ckpt");
     std::fs::create_dir(&ckpt).unwrap();
     let v = expand(
@@ -357,22 +362,13 @@ fn events(w: &Proc) -> Vec<(String, String, u64)> {
 }
 
 fn wait_event(w: &Proc, event: &str, instance: &str, within: Duration) -> u64 {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(e) = events(w)
-            .into_iter()
-            .find(|e| e.0 == event && e.1 == instance)
-        {
-            return e.2;
+    eventually(within, &format!("`{event}` for {instance}"), || {
+        let seen = events(w);
+        match seen.iter().find(|e| e.0 == event && e.1 == instance) {
+            Some(e) => Ok(e.2),
+            None => Err(format!("events so far: {seen:?}\n{}", w.0.dump())),
         }
-        assert!(
-            Instant::now() < deadline,
-            "no `{event}` for {instance} within {within:?}; events so far: {:?}\n{}",
-            events(w),
-            w.0.dump()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    })
 }
 
 /// SIGTERM makes an agent say goodbye: `watch` reports it left within 2 s.

@@ -9,6 +9,7 @@
 //! --test offline writeback` and review the diff.
 
 use crate::fakessh::{caps, mode, Cluster};
+use rlx_lab::kit::wait_until;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -240,14 +241,11 @@ fn a_file_edited_while_discovery_runs_is_not_overwritten() {
         .spawn()
         .unwrap();
     // While the slow host is being probed, the user saves the file.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !c.probe_started("gpu-a") {
-        assert!(
-            Instant::now() < deadline,
-            "the probe of gpu-a never started"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "the probe of gpu-a started",
+        || c.probe_started("gpu-a"),
+    );
     let edited = format!("{text}\n# edited by hand\n");
     std::fs::write(&p, &edited).unwrap();
     let out = child.wait_with_output().unwrap();

@@ -20,6 +20,7 @@ use rlx_agent::register::{
     live_targets, RegisterOptions, RegisterTarget, Registration, UpdateError, SWEEP_GRACE,
 };
 use rlx_lab::kit::bind::{start_named, Named, UP, ZONE};
+use rlx_lab::kit::netns::in_netns;
 use rlx_lab::kit::peer::{self, Peer};
 use rlx_lab::kit::{agent_bin, discover_bin, require_lab, Proc};
 use rlx_lab::Lab;
@@ -133,21 +134,6 @@ fn two_agents_with_one_host_name_both_stay_resolvable() {
     assert_eq!(ids_and_addrs(&v), want, "{v:#}");
 }
 
-/// Runs `f` on a thread inside the network namespace of lab host `host`,
-/// with a current-thread tokio runtime: this process's own sockets then
-/// live in the lab, as a lab process's would.
-fn in_host<T: Send + 'static>(lab: &Lab, host: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let ns = format!("/run/netns/{}", lab.host(host).ns);
-    std::thread::spawn(move || {
-        let fd = std::fs::File::open(&ns).unwrap_or_else(|e| panic!("{ns}: {e}"));
-        nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWNET)
-            .unwrap_or_else(|e| panic!("setns {ns}: {e}"));
-        f()
-    })
-    .join()
-    .unwrap_or_else(|p| std::panic::resume_unwind(p))
-}
-
 fn caps(id: &str, hostname: &str) -> NodeCaps {
     NodeCaps::from_json(&caps_json(id, hostname)).unwrap()
 }
@@ -204,7 +190,9 @@ fn a_racing_sweep_does_not_delete_a_re_registered_agent() {
     let lab = labs.hosts(3);
     let named = start_named(&lab, 0);
     let (ip, key) = (named.ip.clone(), named.key.clone());
-    in_host(&lab, 1, move || {
+    // On a thread inside host 1's namespace, so that this process's own
+    // sockets live in the lab, as a lab process's would.
+    in_netns(&lab.host(1).ns, move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -285,6 +273,7 @@ fn a_racing_sweep_does_not_delete_a_re_registered_agent() {
             );
             assert!(live(&after, "sweeper"), "the sweeper's own records stay");
         });
-    });
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
     drop(named);
 }

@@ -4,21 +4,13 @@
 //! scans nothing, and every server listens on 127.0.0.1 only, so no packet
 //! leaves the machine.
 
-use rlx_lab::kit::{self};
+use rlx_lab::kit::sshd::{client_entry, have_sshd, keygen, prepare, server_command, server_config};
+use rlx_lab::kit::{agent_bin, discover_bin, eventually};
 use std::io::Read;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin(name: &str) -> PathBuf {
-    match name {
-        "rlx-agent" => kit::agent_bin(),
-        _ => kit::discover_bin(),
-    }
-}
-
-use rlx_lab::kit::sshd::{client_entry, have_sshd, keygen, prepare, server_command, server_config};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -53,25 +45,22 @@ impl Sshd {
         s
     }
 
-    /// Deadline loop until sshd sends its banner.
+    /// Waits until sshd sends its banner.
     fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(mut c) = TcpStream::connect(("127.0.0.1", self.port)) {
-                c.set_read_timeout(Some(Duration::from_millis(500)))
-                    .unwrap();
-                let mut b = [0u8; 4];
-                if c.read_exact(&mut b).is_ok() && &b == b"SSH-" {
-                    return;
-                }
+        let what = format!("sshd on port {} greeting", self.port);
+        eventually(Duration::from_secs(10), &what, || {
+            let mut c = TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| e.to_string())?;
+            c.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let mut b = [0u8; 4];
+            match c.read_exact(&mut b) {
+                Ok(()) if &b == b"SSH-" => Ok(()),
+                got => Err(format!(
+                    "{got:?}, {b:?}; its log:\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                )),
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "sshd on port {} did not come up:\n{}",
-            self.port,
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
+        });
     }
 
     fn signal(&self, sig: &str) {
@@ -108,7 +97,7 @@ impl World {
         prepare(dir.path()).unwrap_or_else(|e| panic!("{e}"));
         let agent_dir = dir.path().join("bin");
         std::fs::create_dir(&agent_dir).unwrap();
-        std::fs::copy(bin("rlx-agent"), agent_dir.join("rlx-agent")).unwrap();
+        std::fs::copy(agent_bin(), agent_dir.join("rlx-agent")).unwrap();
         World {
             dir,
             servers: Vec::new(),
@@ -165,7 +154,7 @@ impl World {
 }
 
 fn expand_json(cluster: &Path) -> (Output, serde_json::Value) {
-    let out = Command::new(bin("rlx-discover"))
+    let out = Command::new(discover_bin())
         .args(["expand", "--format", "json"])
         .arg(cluster)
         .env("RUST_LOG", "warn")

@@ -4,22 +4,17 @@
 //! namespace), so each connect to them waits for its whole timeout.
 
 use rlx_lab::kit::peer::{self, Peer};
-use rlx_lab::kit::{self, discover_bin, require_lab, Proc, PYTHON};
+use rlx_lab::kit::{agent_bin, discover_bin, require_lab, Proc, PYTHON};
 use rlx_lab::Lab;
 use std::net::Ipv4Addr;
 use std::process::{Command, Output};
-
-fn bin(name: &str) -> std::path::PathBuf {
-    assert_eq!(name, "rlx-discover");
-    discover_bin()
-}
 
 fn lab(hosts: usize) -> Option<Lab> {
     Some(require_lab()?.hosts(hosts))
 }
 
 /// Starts a plain TCP listener (not an rlx agent) on `port` in host `i`.
-fn listener(lab: &Lab, i: usize, port: u16) -> rlx_lab::LabProcess {
+fn listener(lab: &Lab, i: usize, port: u16) -> Proc {
     let mut c = Command::new(PYTHON);
     c.args([
         "-c",
@@ -29,15 +24,14 @@ fn listener(lab: &Lab, i: usize, port: u16) -> rlx_lab::LabProcess {
              while True:\n  c,_=s.accept()\n  c.close()\n"
         ),
     ]);
-    let p = lab.spawn(i, c).expect("start listener");
-    p.wait_for_output("listening", std::time::Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("{e}\n{}", p.dump()));
+    let p = Proc::spawn(lab, i, c);
+    p.expect_output("listening", std::time::Duration::from_secs(10));
     p
 }
 
 fn run_ok(lab: &Lab, i: usize, args: &[&str]) -> (Output, serde_json::Value) {
     let out = lab
-        .command(i, bin("rlx-discover"))
+        .command(i, discover_bin())
         .args(args)
         .env("RUST_LOG", "warn")
         .output()
@@ -153,7 +147,7 @@ fn listeners_that_do_not_speak_the_handshake_become_default_nodes_with_a_warning
 /// loopback, so even a broken guard could not send a packet off the machine.)
 #[test]
 fn a_scan_from_the_host_namespace_is_refused_under_the_guard() {
-    let out = Command::new(bin("rlx-discover"))
+    let out = Command::new(discover_bin())
         .args(["scan", "127.0.0.0/30"])
         .env("RLX_NETNS_GUARD", "1")
         .output()
@@ -185,7 +179,7 @@ fn an_agent_found_by_the_scan_is_planned_from_its_handshake_caps() {
     let dir = tempfile::tempdir().unwrap();
     let caps = dir.path().join("cuda.json");
     std::fs::write(&caps, CUDA_BOX).unwrap();
-    let mut agent = Command::new(kit::agent_bin());
+    let mut agent = Command::new(agent_bin());
     // The agent on its own port (6184), no worker: the scan asks both.
     agent.args(["--caps-file", caps.to_str().unwrap()]);
     let agent = Proc::spawn(&lab, 1, agent);
