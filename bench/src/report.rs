@@ -233,7 +233,7 @@ fn mdns_profile(o: &mut String) {
          our own Neighbor Solicitations for the targets still INCOMPLETE, our Neighbor \
          Advertisements while a handshake runs past 300 ms, with ARP's bounds): 3 of 3 runs \
          complete for `browse` and for `expand`, none refused in the 6 runs (this re-run \
-         started at load 17.6 on the 2 cores). `tests/ipv6_loss.rs` (20 agents, cold \
+         started at load 17.6 on the 2 cores). `tests/heavy/ipv6_loss.rs` (20 agents, cold \
          caches, 20% loss): 5 of 5 runs complete; before, 1, 1, 2, 3 and 1 refused. In the \
          same re-run one IPv4 handshake of 300 at 50 agents and 20% loss failed all four \
          attempts (`browse`, load 12.5): the IPv4 nudging is unchanged, and rlx-net's \
