@@ -44,7 +44,7 @@
 //! counts: an agent carries an incarnation, 64 random bits chosen at each
 //! start, in its TXT (`inc`) and handshake caps, so a restarted agent's
 //! announcement differs from its predecessor's cached one and mdns-sd
-//! reports it (`tests/watch_churn.rs` times the joins against the
+//! reports it (`tests/field/watch_churn.rs` times the joins against the
 //! announcements).
 //!
 //! - **restarted**: a member's handshake (an admission of its new

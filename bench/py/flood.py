@@ -18,7 +18,7 @@ so a listener that reads answers with their source (the continuous browse
 of `watch`) hears it too and counts it against the flooder's own address;
 legacy one-shot queries (from another port) are then answered by unicast
 to the asker, echoing its query id (RFC 6762 section 6.7), as
-tests/watch_flood.rs's generator does.
+tests/heavy/watch_flood.rs's generator does.
 """
 import select
 import socket

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The stranger of the relay case (issue 16, item 1; the lab case of
-tests/trust_relay.rs): learns a real agent's TXT over mDNS, relays its own
+tests/trust/relay.rs): learns a real agent's TXT over mDNS, relays its own
 agent port (6184, the one the copied TXT names) to the agent's byte for
 byte, and announces INSTANCE with that TXT at its own address. It holds no key. Prints "relaying" once announced.
 Runs until killed, only inside a lab namespace.
@@ -10,7 +10,7 @@ usage: relay.py MY_IP AGENT_INSTANCE AGENT_IP INSTANCE
 python-zeroconf 0.47 (Debian 12) writes the NSEC records it adds to its
 answers with a 2-byte window number and length (RFC 4034 section 4.1.2 has
 one byte each), which a strict DNS parser refuses along with the whole
-reply; the script writes them correctly (as tests/trust.rs does).
+reply; the script writes them correctly (as tests/trust/admission.rs does).
 """
 import socket
 import sys

@@ -34,7 +34,9 @@ impl Heaptrack {
                 lib.join("libheaptrack_preload.so"),
                 lib.join("libexec/heaptrack_interpret"),
             );
-            if preload.is_file() && interpret.is_file() && rlx_lab::peer::on_path("heaptrack_print")
+            if preload.is_file()
+                && interpret.is_file()
+                && rlx_lab::kit::peer::on_path("heaptrack_print")
             {
                 return Ok(Heaptrack { preload, interpret });
             }

@@ -114,7 +114,7 @@ impl Machine {
         versions.insert(
             "python3-zeroconf".into(),
             first_line(
-                crate::peers::PYTHON,
+                rlx_lab::kit::PYTHON,
                 &["-c", "import zeroconf,sys; print('zeroconf', zeroconf.__version__, 'python', sys.version.split()[0])"],
             ),
         );

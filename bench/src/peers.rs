@@ -1,21 +1,19 @@
 //! **The programs measured, and how each is started in a lab** — simulated
 //! agents (real `rlx-agent` with `--caps-file`, or a python-zeroconf stand-in
-//! while run mode is not available), avahi-daemon with its private D-Bus,
-//! and the embedded python scripts.
+//! while run mode is not available) and the embedded python scripts. The
+//! peers the tests share (avahi-daemon with its private D-Bus, OpenSSH) come
+//! from the lab's kit ([`rlx_lab::kit`]).
 //!
 //! Everything here runs inside lab namespaces ([`rlx_lab`]): no
 //! packet reaches the machine's real network.
 
 use anyhow::{bail, Context, Result};
+use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabProcess};
 use rlx_proto::caps::{DeviceInfo, NodeCaps};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-
-/// Debian's interpreter, which has python3-zeroconf (the `python3` on PATH
-/// may be another build without Debian's packages).
-pub const PYTHON: &str = "/usr/bin/python3";
 
 /// The worker port every simulated agent listens on.
 pub const PORT: u16 = rlx_proto::service::DEFAULT_WORKER_PORT;
@@ -97,6 +95,12 @@ pub fn sim_caps(i: usize) -> NodeCaps {
         devices,
         ..Default::default()
     }
+}
+
+/// avahi-daemon's host name in lab host `i`: its own, so that it claims
+/// none of the simulated nodes' names (nor the machine's).
+pub fn avahi_host_name(i: usize) -> String {
+    format!("bench-h{i}")
 }
 
 /// Instance and host name of simulated node `i`.
@@ -214,7 +218,7 @@ pub fn wait_publishers_on(
                 .iter()
                 .map(|(i, _)| std::net::SocketAddr::new(addr_of(*i), AGENT_PORT))
                 .collect();
-            let left = crate::proc::wait_tcp(&lab.host(0).ns, addrs, STARTUP)?;
+            let left = rlx_lab::kit::netns::wait_tcp(&lab.host(0).ns, addrs, STARTUP)?;
             if let Some(a) = left.first() {
                 let dump = procs
                     .iter()
@@ -227,146 +231,4 @@ pub fn wait_publishers_on(
         }
     }
     Ok(())
-}
-
-/// avahi-daemon in one lab host, with the private system D-Bus it needs.
-/// The daemon can be restarted (a fresh cache) while the bus stays.
-pub struct Avahi {
-    host: usize,
-    dir: PathBuf,
-    bus: String,
-    _dbus: LabProcess,
-    daemon: Option<LabProcess>,
-}
-
-impl Avahi {
-    /// Starts D-Bus and avahi-daemon in host `i`; `services` (name, type,
-    /// port, TXT strings) are published from static service files.
-    pub fn start(
-        lab: &Lab,
-        i: usize,
-        dir: &Path,
-        services: &[(String, u16, Vec<String>)],
-    ) -> Result<Avahi> {
-        let dir = dir.join(format!("avahi-h{i}"));
-        std::fs::create_dir_all(dir.join("services"))?;
-        let sock = dir.join("bus");
-        std::fs::write(
-            dir.join("dbus.conf"),
-            format!(
-                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path={}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_type="method_call"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-"#,
-                sock.display()
-            ),
-        )?;
-        let host = lab.host(i);
-        std::fs::write(
-            dir.join("avahi-daemon.conf"),
-            format!(
-                "[server]\nhost-name=bench-h{i}\nuse-ipv4=yes\nuse-ipv6={}\nallow-interfaces={}\n\
-                 enable-dbus=yes\n[wide-area]\nenable-wide-area=no\n[publish]\npublish-hinfo=no\n\
-                 publish-workstation=no\n",
-                // IPv6 only in a lab that has it (an IPv6-only mdns case).
-                if host.ipv6.is_some() { "yes" } else { "no" },
-                host.iface
-            ),
-        )?;
-        for (n, (name, port, txt)) in services.iter().enumerate() {
-            let txt: String = txt
-                .iter()
-                .map(|t| format!("    <txt-record>{}</txt-record>\n", xml_escape(t)))
-                .collect();
-            std::fs::write(
-                dir.join("services").join(format!("s{n}.service")),
-                format!(
-                    "<?xml version=\"1.0\" standalone='no'?>\n<!DOCTYPE service-group SYSTEM \"avahi-service.dtd\">\n\
-                     <service-group>\n  <name>{}</name>\n  <service>\n    <type>{service}</type>\n    <port>{port}</port>\n{txt}  </service>\n</service-group>\n",
-                    xml_escape(name),
-                    service = rlx_proto::service::SERVICE,
-                ),
-            )?;
-        }
-        let mut c = lab.command(i, "dbus-daemon");
-        c.arg(format!("--config-file={}", dir.join("dbus.conf").display()))
-            .args(["--nofork", "--nopidfile"]);
-        let dbus = lab.spawn(i, c)?;
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !sock.exists() {
-            if std::time::Instant::now() > deadline {
-                bail!(
-                    "private dbus-daemon did not create {}\n{}",
-                    sock.display(),
-                    dbus.dump()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let mut a = Avahi {
-            host: i,
-            bus: format!("unix:path={}", sock.display()),
-            dir,
-            _dbus: dbus,
-            daemon: None,
-        };
-        a.restart(lab)?;
-        Ok(a)
-    }
-
-    /// (Re)starts avahi-daemon: a fresh daemon has an empty cache. Returns
-    /// once it logged "Server startup complete".
-    pub fn restart(&mut self, lab: &Lab) -> Result<()> {
-        if let Some(d) = self.daemon.take() {
-            d.kill();
-        }
-        let mut c = lab.command(self.host, "sh");
-        c.arg("-c")
-            .arg(format!(
-                "mount -t tmpfs tmpfs /run && mount --bind {svc} /etc/avahi/services && \
-                 exec avahi-daemon --no-chroot --no-drop-root --no-rlimits -f {conf}",
-                svc = self.dir.join("services").display(),
-                conf = self.dir.join("avahi-daemon.conf").display()
-            ))
-            .env("DBUS_SYSTEM_BUS_ADDRESS", &self.bus);
-        let d = lab.spawn(self.host, c)?;
-        d.wait_for_output("Server startup complete", Duration::from_secs(30))
-            .map_err(|e| anyhow::anyhow!(e))?;
-        self.daemon = Some(d);
-        Ok(())
-    }
-
-    /// A client command (avahi-browse ...) in the daemon's host, on its bus.
-    pub fn client(&self, lab: &Lab, program: &str) -> Command {
-        let mut c = lab.command(self.host, program);
-        c.env("DBUS_SYSTEM_BUS_ADDRESS", &self.bus);
-        c
-    }
-
-    /// The daemon's PID.
-    pub fn daemon_pid(&self) -> Option<u32> {
-        self.daemon.as_ref().map(|d| d.pid())
-    }
-
-    /// The D-Bus daemon's PID.
-    pub fn dbus_pid(&self) -> u32 {
-        self._dbus.pid()
-    }
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }

@@ -1,12 +1,9 @@
 //! **Running and watching the measured programs** — a command run to
 //! completion under a deadline with its wall time, CPU time and peak RSS
 //! (from `wait4`), readings of a live process's memory and CPU from
-//! `/proc`, and a thread that works inside a lab namespace.
+//! `/proc`, and packet counters read from inside a lab namespace.
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsFd;
-use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -229,56 +226,11 @@ pub fn cpu_ns(pid: u32) -> Option<u64> {
     Some(total)
 }
 
-/// Runs `f` on a thread that has entered network namespace `ns` (its
-/// sockets live there), and returns its result.
-pub fn in_netns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> anyhow::Result<T> {
-    let path = Path::new("/run/netns").join(ns);
-    let file = std::fs::File::open(&path)
-        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
-    std::thread::spawn(move || {
-        use std::os::fd::AsRawFd;
-        // SAFETY: setns on a valid, open namespace fd; it affects only this
-        // thread, which exists only to run `f`.
-        if unsafe { libc::setns(file.as_fd().as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            anyhow::bail!(
-                "cannot enter network namespace: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(f())
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("thread in namespace {ns} panicked"))?
-}
-
-/// Waits (inside namespace `ns`) until every address accepts a TCP
-/// connection, or `timeout`; returns those that never did.
-pub fn wait_tcp(
-    ns: &str,
-    addrs: Vec<SocketAddr>,
-    timeout: Duration,
-) -> anyhow::Result<Vec<SocketAddr>> {
-    in_netns(ns, move || {
-        let deadline = Instant::now() + timeout;
-        let mut left = addrs;
-        while !left.is_empty() && Instant::now() < deadline {
-            left.retain(|a| TcpStream::connect_timeout(a, Duration::from_millis(200)).is_err());
-            if !left.is_empty() {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        left
-    })
-}
-
 /// Packets (rx, tx) counted on `iface` in namespace `ns` so far
 /// (`/proc/net/dev` as seen from inside it).
 pub fn iface_packets(ns: &str, iface: &str) -> anyhow::Result<(u64, u64)> {
     let iface = iface.to_string();
-    in_netns(ns, move || -> anyhow::Result<(u64, u64)> {
+    rlx_lab::kit::netns::in_netns(ns, move || -> anyhow::Result<(u64, u64)> {
         // /proc/net follows the reading thread's namespace via /proc/thread-self.
         let text = std::fs::read_to_string("/proc/thread-self/net/dev")?;
         for l in text.lines() {

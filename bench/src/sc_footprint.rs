@@ -5,9 +5,10 @@
 //! `rlx-agent --probe` with and without the GFLOP/s measurement.
 
 use crate::ctx::{Bins, Ctx};
-use crate::peers::{self, Avahi, Publisher, AGENT_PORT, PORT};
+use crate::peers::{self, Publisher, AGENT_PORT, PORT};
 use crate::proc::{cpu_ns, iface_packets, rss_kb, run_timed};
 use anyhow::Result;
+use rlx_lab::kit::avahi::{Avahi, AvahiOptions, StaticService};
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::path::Path;
 use std::process::Command;
@@ -31,7 +32,7 @@ pub fn agent_run_mode_works(bins: &Bins, work: &Path) -> bool {
     let Ok(p) = lab.spawn(0, peers::agent_command(&lab, 0, &bins.agent, &caps, 9999)) else {
         return false;
     };
-    let up = crate::proc::wait_tcp(
+    let up = rlx_lab::kit::netns::wait_tcp(
         &lab.host(0).ns,
         vec![(lab.host(0).ip, AGENT_PORT).into()],
         Duration::from_secs(5),
@@ -149,7 +150,18 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
         let txt: Vec<String> = rlx_proto::txt::to_strings(
             &rlx_proto::txt::encode(&caps).map_err(|e| anyhow::anyhow!("{e}"))?,
         );
-        let avahi = Avahi::start(&lab, 0, &dir, &[(peers::node_name(0), PORT, txt)])?;
+        let avahi = Avahi::start(
+            &lab,
+            0,
+            &AvahiOptions {
+                services: vec![StaticService {
+                    name: peers::node_name(0),
+                    port: PORT,
+                    txt,
+                }],
+                host_name: Some(peers::avahi_host_name(0)),
+            },
+        )?;
         let pids = vec![avahi.daemon_pid().unwrap_or(0), avahi.dbus_pid()];
         watched.push(Watched {
             tool: AVAHI,

@@ -129,7 +129,7 @@ const WINDOWS: [(&str, u64); 2] = [(OURS, 250), (SHORT, 50)];
 
 /// Runs the scenario.
 pub fn run(ctx: &mut Ctx) -> Result<()> {
-    if !rlx_lab::peer::on_path("iperf3") {
+    if !rlx_lab::kit::peer::on_path("iperf3") {
         ctx.not_measured(
             "links: accuracy",
             "iperf3 is not installed (apt-get install iperf3)",

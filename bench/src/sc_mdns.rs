@@ -15,9 +15,11 @@
 mod segment;
 
 use crate::ctx::Ctx;
-use crate::peers::{self, Avahi, Publisher};
+use crate::peers::{self, Publisher};
 use crate::proc::{run_streaming, run_timed, Timed};
 use anyhow::Result;
+use rlx_lab::kit::avahi::{Avahi, AvahiOptions};
+use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use rlx_proto::service::SERVICE;
 use std::collections::BTreeSet;
@@ -189,7 +191,11 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         }
         // Let the publishers' own announcements and rate limits settle.
         std::thread::sleep(Duration::from_secs(2));
-        let mut avahi = match Avahi::start(&lab, 0, &dir, &[]) {
+        let opts = AvahiOptions {
+            host_name: Some(peers::avahi_host_name(0)),
+            ..Default::default()
+        };
+        let mut avahi = match Avahi::start(&lab, 0, &opts) {
             Ok(a) => Some(a),
             Err(e) => {
                 ctx.not_measured(
@@ -460,7 +466,7 @@ fn expand(ctx: &Ctx, lab: &Lab, cfg: &std::path::Path, n: usize) -> Result<Measu
 }
 
 fn pyzc(ctx: &Ctx, lab: &Lab, n: usize, deadline: f64, v6: bool) -> Result<Measured> {
-    let mut c = lab.command(0, peers::PYTHON);
+    let mut c = lab.command(0, PYTHON);
     c.arg(&ctx.scripts.zc_browse)
         .arg(lab.host(0).ip.to_string())
         .arg(n.to_string())

@@ -6,10 +6,11 @@
 //! seed's serial loop (hosts x timeout, computed, not run).
 
 use crate::ctx::Ctx;
-use crate::peers::{PORT, PYTHON};
+use crate::peers::PORT;
 use crate::proc::run_timed;
 use anyhow::Result;
 use ipnet::Ipv4Net;
+use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions};
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -92,7 +93,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             lab.spawn(i, c)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let left = crate::proc::wait_tcp(
+    let left = rlx_lab::kit::netns::wait_tcp(
         &lab.host(0).ns,
         live.iter().map(|a| (*a, PORT).into()).collect(),
         Duration::from_secs(30),

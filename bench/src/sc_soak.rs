@@ -26,9 +26,10 @@
 //! Lab: h0 watch and the browser, h1-h10 the agents.
 
 use crate::ctx::Ctx;
-use crate::peers::{self, PYTHON};
+use crate::peers;
 use crate::proc::{cpu_ns, rss_kb, status_kb};
 use anyhow::{Context, Result};
+use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -8,9 +8,8 @@ use crate::ctx::Ctx;
 use crate::peers::write_caps;
 use crate::proc::run_timed;
 use anyhow::{ensure, Result};
+use rlx_lab::kit::{sshd, Peer};
 use rlx_lab::{Lab, LabOptions, LabProcess};
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 /// How long each host's probe takes to answer.
@@ -19,31 +18,22 @@ const PROBE_DELAY_S: &str = "1";
 const OURS: &str = "rlx-discover expand (ssh_hosts)";
 const SERIAL: &str = "serial ssh loop";
 
-fn keygen(path: &Path) -> Result<()> {
-    let ok = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(path)
-        .status()?
-        .success();
-    ensure!(ok, "ssh-keygen -f {} failed", path.display());
-    Ok(())
-}
-
 /// Runs the scenario.
 pub fn run(ctx: &mut Ctx) -> Result<()> {
-    if !Path::new("/usr/sbin/sshd").exists() {
+    if !Peer::OpenSsh.present() {
         ctx.not_measured(
             "ssh: SSH probe of many hosts",
-            "OpenSSH server not installed (apt-get install openssh-server)",
+            format!(
+                "OpenSSH not installed (apt-get install {})",
+                Peer::OpenSsh.packages()
+            ),
         );
         return Ok(());
     }
     let hosts = if ctx.quick { 10 } else { 30 };
     let dir = ctx.work.path().join("ssh");
     std::fs::create_dir_all(dir.join("bin"))?;
-    keygen(&dir.join("host_key"))?;
-    keygen(&dir.join("id"))?;
-    std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys"))?;
+    sshd::prepare(&dir)?;
     let wrapper = dir.join("bin").join("bench-probe");
     std::fs::write(
         &wrapper,
@@ -57,9 +47,6 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         &wrapper,
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )?;
-    // sshd insists on its privilege-separation directory.
-    let _ = std::fs::create_dir_all("/run/sshd");
-
     let lab = Lab::new(LabOptions {
         hosts: hosts + 1,
         ipv6: false,
@@ -68,33 +55,19 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let mut ssh_config = String::new();
     for i in 1..=hosts {
         let (caps, _) = write_caps(&dir, i)?;
-        let ip = lab.host(i).ip;
-        let cfg = dir.join(format!("sshd_h{i}.conf"));
-        std::fs::write(
-            &cfg,
-            format!(
-                "Port 22\nListenAddress {ip}\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPidFile none\n\
-                 StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-                 PermitRootLogin prohibit-password\nMaxStartups 100\n\
-                 SetEnv PATH={bin}:/usr/bin:/bin RLX_BENCH_CAPS={caps}\nLogLevel ERROR\n",
-                hk = dir.join("host_key").display(),
-                ak = dir.join("authorized_keys").display(),
-                bin = dir.join("bin").display(),
-                caps = caps.display(),
-            ),
-        )?;
-        let mut c = lab.command(i, "/usr/sbin/sshd");
-        c.args(["-D", "-e", "-f"]).arg(&cfg);
-        servers.push(lab.spawn(i, c)?);
-        ssh_config.push_str(&format!(
-            "Host h{i}\n  HostName {ip}\n  Port 22\n  User root\n  IdentityFile {id}\n  IdentitiesOnly yes\n  \
-             UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n  BatchMode yes\n",
-            id = dir.join("id").display(),
-        ));
+        let ip = lab.host(i).ip.to_string();
+        let env = format!(
+            "PATH={}:/usr/bin:/bin RLX_BENCH_CAPS={}",
+            dir.join("bin").display(),
+            caps.display()
+        );
+        let cfg = sshd::server_config(&dir, &format!("h{i}"), &ip, 22, &env)?;
+        servers.push(lab.spawn(i, sshd::server_command(&cfg))?);
+        ssh_config.push_str(&sshd::client_entry(&dir, &format!("h{i}"), &ip, 22));
     }
     let cfg_path = dir.join("ssh_config");
     std::fs::write(&cfg_path, ssh_config)?;
-    let left = crate::proc::wait_tcp(
+    let left = rlx_lab::kit::netns::wait_tcp(
         &lab.host(0).ns,
         (1..=hosts).map(|i| (lab.host(i).ip, 22).into()).collect(),
         Duration::from_secs(60),

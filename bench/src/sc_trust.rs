@@ -22,9 +22,10 @@
 //!   they are not re-measured here.
 
 use crate::ctx::Ctx;
-use crate::peers::{self, Publisher, AGENT_PORT, PORT, PYTHON};
+use crate::peers::{self, Publisher, AGENT_PORT, PORT};
 use crate::proc::run_timed;
 use anyhow::Result;
+use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -138,7 +139,7 @@ fn handshake_strangers(ctx: &mut Ctx) -> Result<()> {
         by_ip.insert(lab.host(i).ip, "rlx-agent");
     }
     let live: Vec<Ipv4Addr> = by_ip.keys().copied().collect();
-    let left = crate::proc::wait_tcp(
+    let left = rlx_lab::kit::netns::wait_tcp(
         &lab.host(0).ns,
         live.iter().map(|a| (*a, AGENT_PORT).into()).collect(),
         peers::STARTUP,

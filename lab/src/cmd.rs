@@ -91,3 +91,16 @@ fn finish(cmd: &Command, mut child: Child, stdin: Option<&str>) -> Result<String
         })
     }
 }
+
+/// Whether `program` is an executable file in a directory of `PATH`: the
+/// lab asks it of `ip`, the kit of every peer.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| executable(&d.join(program))))
+}
+
+/// Whether `path` is a regular file someone may execute.
+pub(crate) fn executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}

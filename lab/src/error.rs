@@ -40,6 +40,10 @@ pub enum LabError {
     /// The request does not fit the lab (a loss on a loopback lab, ...).
     #[error("{0}")]
     Invalid(String),
+    /// A program started in the lab did not say it was ready in time, or
+    /// exited first; the message carries its command line and output.
+    #[error("{0}")]
+    NotReady(String),
 }
 
 /// Result with [`LabError`].

@@ -61,8 +61,6 @@
 //! - `topology`: [`Lab`] itself: building the switch, the hosts and the
 //!   router, running commands in them, tearing it all down.
 //! - `process`: [`LabProcess`], a tracked process and its output.
-//! - `proc`: [`Proc`], a [`LabProcess`] for tests: dumps its output when a
-//!   test fails, panics when a wait times out.
 //! - `impair`: loss and silenced TCP on a host's link ([`Lab::set_loss`]).
 //! - `privilege`: whether and how this machine can build a lab
 //!   ([`lab_support`], [`unshare_command`]).
@@ -70,18 +68,18 @@
 //!   them.
 //! - `error`: [`LabError`].
 //! - [`worker`]: a stand-in RLX worker (holds the worker port, greets).
-//! - [`bins`]: where a test finds the workspace's programs.
-//! - [`peer`]: the real peers the tests run against (python-zeroconf,
-//!   avahi, BIND, OpenSSH, nftables): present, or `SKIP` with the package to
-//!   install (never under `CI=true`).
+//! - `kit` (feature `kit`): what the tests and the benchmark share on top of
+//!   the lab: the skip policy (`SKIP` without root or a peer, a failure under
+//!   `CI=true`), deadline loops, processes that dump their output when a test
+//!   fails, where the built programs are, and the real peers (avahi, BIND,
+//!   OpenSSH, python-zeroconf) started in a lab host.
 
-pub mod bins;
 mod cmd;
 mod error;
 mod impair;
-pub mod peer;
+#[cfg(feature = "kit")]
+pub mod kit;
 mod privilege;
-mod proc;
 mod process;
 #[cfg(test)]
 mod tests;
@@ -90,7 +88,6 @@ pub mod worker;
 
 pub use error::{LabError, Result};
 pub use privilege::{in_user_namespace, lab_support, unshare_command, LabMode};
-pub use proc::Proc;
 pub use process::LabProcess;
 pub use topology::{sweep_stale, Host, Lab, LabOptions, RoutedOptions};
 

@@ -36,7 +36,7 @@ fn probe_support() -> Result<LabMode, String> {
             std::env::consts::OS
         ));
     }
-    if !crate::peer::on_path("ip") {
+    if !crate::cmd::on_path("ip") {
         return Err("the `ip` command is missing (sudo apt-get install iproute2)".into());
     }
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// How often deadline loops re-check: short against the 100 ms-scale
 /// timings tests measure, long enough not to busy-wait.
-const POLL: Duration = Duration::from_millis(10);
+pub(crate) const POLL: Duration = Duration::from_millis(10);
 
 /// A process started by [`Lab::spawn`](crate::Lab::spawn): killed on drop, output in files.
 pub struct LabProcess {

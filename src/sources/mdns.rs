@@ -58,7 +58,7 @@
 //! replies stuck behind a lost ARP exchange at the responders.
 //!
 //! What each part buys, under loss and without `CAP_NET_RAW`, is measured
-//! by `tests/mdns_browse.rs` and the benchmark suite (BENCHMARKS.md, "mDNS
+//! by `tests/mdns/browse.rs` and the benchmark suite (BENCHMARKS.md, "mDNS
 //! browse"): the responders' one-second ARP retries and the standard
 //! queries' one-second rate limit are what set the tail.
 //!

@@ -1,5 +1,5 @@
 //! **A relay is not a node** (issue 16, item 1), measured: the lab case of
-//! `tests/trust_relay.rs`, repeated. A stranger that holds no key relays
+//! `tests/trust/relay.rs`, repeated. A stranger that holds no key relays
 //! its own worker port to a real keyed agent and announces that agent's TXT
 //! under another instance name at its own address (`bench/py/relay.py`);
 //! the coordinator runs `expand` with `key_file`.
@@ -15,9 +15,10 @@
 
 use super::key::keygen;
 use crate::ctx::Ctx;
-use crate::peers::{self, PORT, PYTHON};
+use crate::peers::{self, PORT};
 use crate::proc::{run_timed, Timed};
 use anyhow::{Context, Result};
+use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -223,7 +224,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         ),
     );
     ctx.notes.push(format!(
-        "trust: relay (issue 16, item 1; the lab case of tests/trust_relay.rs): a keyed rlx-agent \
+        "trust: relay (issue 16, item 1; the lab case of tests/trust/relay.rs): a keyed rlx-agent \
          `{}` on h1, a stranger on h2 holding no key that relays its own :{PORT} to the agent and \
          announces the agent's TXT as `{RELAY}` at its own address (bench/py/relay.py), and \
          `expand` with `key_file` on h0: first with the agent's own mDNS dropped at h0 (nft), \

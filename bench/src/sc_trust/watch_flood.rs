@@ -1,5 +1,5 @@
 //! **`watch` under a flood** (issue 16, item 3), measured: the lab case of
-//! `tests/watch_flood.rs`, repeated. A stranger announces K bogus
+//! `tests/heavy/watch_flood.rs`, repeated. A stranger announces K bogus
 //! `_rlx._tcp` instances (10,000; 300 in quick mode) from the mDNS port
 //! (`bench/py/flood.py ... 5353`, so both of watch's readers hear it: its
 //! own port-5353 reader, which knows each packet's source, and mdns-sd's);
@@ -15,10 +15,11 @@
 
 use super::key::keygen;
 use crate::ctx::Ctx;
-use crate::peers::{self, PYTHON};
+use crate::peers;
 use crate::proc::status_kb;
 use crate::results::median_with_failures;
 use anyhow::Result;
+use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -118,7 +119,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         "rlx-discover watch --json --for-ms 180000 --config cluster.toml   # [discover] key_file",
     );
     ctx.notes.push(format!(
-        "trust: watch under a flood (issue 16, item 3; the lab case of tests/watch_flood.rs): \
+        "trust: watch under a flood (issue 16, item 3; the lab case of tests/heavy/watch_flood.rs): \
          {k} bogus instances sent from the mDNS port by one stranger (so watch's own reader, \
          which knows each packet's source, hears them as well as mdns-sd), `watch --json` with \
          a cluster key started under it, and once it has printed {REFUSALS_FIRST} refusals, \

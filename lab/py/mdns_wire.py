@@ -1,0 +1,305 @@
+"""Raw mDNS on the wire, for tests/conformance/wire.rs: hand-built queries
+and a parser, with `struct` only, so that what the agent's responder puts in
+its packets (the QU bit, unicast or multicast, TTLs, which addresses, when)
+is seen exactly, with no library in between.
+
+Run inside a lab host (never outside a lab namespace). Modes, each printing
+JSON on stdout:
+
+  listen --family 4|6 --iface IF --seconds S [--until probe|goodbye|aaaa:N]
+      joins the mDNS group on IF and prints one line per packet received
+      ({"t", "src", "msg"}), until S seconds have passed or the condition is
+      met (a probe: a query with an Authority section; a goodbye: a record
+      with TTL 0; aaaa:N: N responses carrying AAAA records).
+  qu --src IP [--iface IF] --count N --gap-ms G
+      sends N QU questions for _rlx._tcp.local. PTR to the group
+      (224.0.0.251, or ff02::fb on IF when IP is IPv6) from IP:5353, G ms apart, on a socket bound to IP (so multicast packets do
+      not reach it) and prints {"sent": [...], "replies": [...]}: the
+      unicast replies.
+  delay --src IP --agent IP --count N --gap-ms G
+      sends N QM questions for _rlx._tcp.local. PTR and prints, for each,
+      the time in ms until the agent's multicast answer: {"delays_ms": [...]}.
+  tc --src IP --agent IP --instance NAME [--known]
+      sends a truncated PTR question, then its known-answer packet (the PTR
+      of NAME with --known, else empty), and prints when the agent's PTR
+      answers came: {"answers_ms": [...]}.
+"""
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import time
+
+GROUP4 = "224.0.0.251"
+GROUP6 = "ff02::fb"
+PORT = 5353
+SERVICE = "_rlx._tcp.local."
+TYPES = {1: "A", 12: "PTR", 16: "TXT", 28: "AAAA", 33: "SRV", 47: "NSEC", 255: "ANY"}
+
+
+def encode_name(name):
+    out = b""
+    for label in name.rstrip(".").split("."):
+        raw = label.encode()
+        out += bytes([len(raw)]) + raw
+    return out + b"\0"
+
+
+def query(name, qtype, qu):
+    """A query with one question; qu sets the unicast-response bit."""
+    header = struct.pack("!HHHHHH", 0, 0, 1, 0, 0, 0)
+    qclass = 1 | (0x8000 if qu else 0)
+    return header + encode_name(name) + struct.pack("!HH", qtype, qclass)
+
+
+def known_answers_packet(instance):
+    """A query with no question and one known answer (RFC 6762 §7.2): the
+    PTR for instance, at its full 4500 s TTL, so it suppresses the answer."""
+    rdata = encode_name(instance)
+    header = struct.pack("!HHHHHH", 0, 0, 0, 1, 0, 0)
+    rr = encode_name(SERVICE) + struct.pack("!HHIH", 12, 1, 4500, len(rdata)) + rdata
+    return header + rr
+
+
+def read_name(data, off):
+    labels, jumped, end = [], False, off
+    for _ in range(128):
+        n = data[off]
+        if n == 0:
+            off += 1
+            break
+        if n & 0xC0 == 0xC0:
+            ptr = struct.unpack("!H", data[off:off + 2])[0] & 0x3FFF
+            if not jumped:
+                end = off + 2
+            jumped, off = True, ptr
+            continue
+        labels.append(data[off + 1:off + 1 + n].decode(errors="replace"))
+        off += 1 + n
+    return ".".join(labels) + ".", (end if jumped else off)
+
+
+def read_rr(data, off):
+    name, off = read_name(data, off)
+    rtype, rclass, ttl, rdlen = struct.unpack("!HHIH", data[off:off + 10])
+    off += 10
+    rdata = data[off:off + rdlen]
+    rr = {
+        "name": name,
+        "type": TYPES.get(rtype, str(rtype)),
+        "flush": bool(rclass & 0x8000),
+        "ttl": ttl,
+    }
+    if rtype == 1 and rdlen == 4:
+        rr["addr"] = socket.inet_ntop(socket.AF_INET, rdata)
+    elif rtype == 28 and rdlen == 16:
+        rr["addr"] = socket.inet_ntop(socket.AF_INET6, rdata)
+    elif rtype in (12, 33):
+        rr["target"] = read_name(data, off + (6 if rtype == 33 else 0))[0]
+    return rr, off + rdlen
+
+
+def parse(data):
+    ident, flags, qd, an, ns, ar = struct.unpack("!HHHHHH", data[:12])
+    off, questions = 12, []
+    for _ in range(qd):
+        name, off = read_name(data, off)
+        qtype, qclass = struct.unpack("!HH", data[off:off + 4])
+        off += 4
+        questions.append(
+            {"name": name, "type": TYPES.get(qtype, str(qtype)), "qu": bool(qclass & 0x8000)}
+        )
+    sections = {}
+    for key, count in (("an", an), ("ns", ns), ("ar", ar)):
+        sections[key] = []
+        for _ in range(count):
+            rr, off = read_rr(data, off)
+            sections[key].append(rr)
+    return {
+        "id": ident,
+        "response": bool(flags & 0x8000),
+        "tc": bool(flags & 0x0200),
+        "qd": questions,
+        **sections,
+    }
+
+
+def group_socket(family, iface, src=None):
+    """A socket on port 5353 that receives the group's packets on iface."""
+    if family == 4:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    else:
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, iface.encode())
+    if family == 4:
+        s.bind(("", PORT))
+        local = src or "0.0.0.0"
+        mreq = socket.inet_aton(GROUP4) + socket.inet_aton(local)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+        if src:
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(src))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+    else:
+        s.bind(("::", PORT))
+        index = socket.if_nametoindex(iface)
+        mreq = socket.inet_pton(socket.AF_INET6, GROUP6) + struct.pack("@I", index)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP, mreq)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 0)
+    return s
+
+
+def done(until, msg, state):
+    if until == "probe":
+        return not msg["response"] and len(msg["ns"]) > 0
+    if until == "goodbye":
+        return msg["response"] and any(r["ttl"] == 0 for r in msg["an"])
+    if until and until.startswith("aaaa:"):
+        if msg["response"] and any(r["type"] == "AAAA" for r in msg["an"] + msg["ar"]):
+            state["aaaa"] = state.get("aaaa", 0) + 1
+        return state.get("aaaa", 0) >= int(until[5:])
+    return False
+
+
+def listen(args):
+    s = group_socket(args.family, args.iface)
+    end, state = time.monotonic() + args.seconds, {}
+    print(json.dumps({"listening": args.iface}), flush=True)
+    while time.monotonic() < end:
+        s.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            data, src = s.recvfrom(9000)
+        except socket.timeout:
+            break
+        try:
+            msg = parse(data)
+        except Exception as e:  # a packet we cannot parse is reported, not hidden
+            print(json.dumps({"t": time.monotonic(), "src": src[0], "error": str(e)}), flush=True)
+            continue
+        print(json.dumps({"t": time.monotonic(), "src": src[0], "msg": msg}), flush=True)
+        if done(args.until, msg, state):
+            break
+
+
+def qu(args):
+    if ":" in args.src:
+        index = socket.if_nametoindex(args.iface)
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((args.src, PORT, 0, index))
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, index)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 0)
+        group = (GROUP6, PORT, 0, index)
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((args.src, PORT))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(args.src))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+        group = (GROUP4, PORT)
+    sent, replies = [], []
+    packet = query(SERVICE, 12, qu=True)
+    for i in range(args.count):
+        sent.append(time.monotonic())
+        s.sendto(packet, group)
+        end = time.monotonic() + (args.gap_ms / 1000 if i + 1 < args.count else 1.0)
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            s.settimeout(left)
+            try:
+                data, src = s.recvfrom(9000)
+            except socket.timeout:
+                break
+            replies.append({"t": time.monotonic(), "query": i, "src": src[0], "msg": parse(data)})
+    print(json.dumps({"sent": sent, "replies": replies}))
+
+
+def delay(args):
+    s = group_socket(4, args.iface, src=args.src)
+    delays = []
+    packet = query(SERVICE, 12, qu=False)
+    for _ in range(args.count):
+        t0 = time.monotonic()
+        s.sendto(packet, (GROUP4, PORT))
+        end, got = t0 + args.gap_ms / 1000, None
+        while got is None and time.monotonic() < end:
+            s.settimeout(max(0.01, end - time.monotonic()))
+            try:
+                data, src = s.recvfrom(9000)
+            except socket.timeout:
+                break
+            if src[0] != args.agent:
+                continue
+            msg = parse(data)
+            if msg["response"] and any(r["type"] == "PTR" and r["name"] == SERVICE for r in msg["an"]):
+                got = (time.monotonic() - t0) * 1000
+        delays.append(got)
+        # Past the 1 s per-record multicast rate limit (RFC 6762 §6).
+        time.sleep(max(0.0, t0 + args.gap_ms / 1000 - time.monotonic()))
+    print(json.dumps({"delays_ms": delays}))
+
+
+def tc(args):
+    """A truncated query (TC bit) for the PTR, then 100 ms later its second
+    packet: the known answer for --instance when --known, else an empty one.
+    Prints {"answers_ms": [...]}: when the agent's PTR answers came, in ms
+    after the first packet, within 2 s."""
+    s = group_socket(4, args.iface, src=args.src)
+    first = bytearray(query(SERVICE, 12, qu=False))
+    first[2] |= 0x02  # TC
+    second = known_answers_packet(args.instance) if args.known else struct.pack("!HHHHHH", 0, 0, 0, 0, 0, 0)
+    t0 = time.monotonic()
+    s.sendto(bytes(first), (GROUP4, PORT))
+    time.sleep(0.1)
+    s.sendto(second, (GROUP4, PORT))
+    answers, end = [], t0 + 2.0
+    while time.monotonic() < end:
+        s.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            data, src = s.recvfrom(9000)
+        except socket.timeout:
+            break
+        if src[0] != args.agent:
+            continue
+        msg = parse(data)
+        if msg["response"] and any(r["type"] == "PTR" and r["name"] == SERVICE for r in msg["an"]):
+            answers.append((time.monotonic() - t0) * 1000)
+    print(json.dumps({"answers_ms": answers}))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="mode", required=True)
+    a = sub.add_parser("listen")
+    a.add_argument("--family", type=int, default=4)
+    a.add_argument("--iface", required=True)
+    a.add_argument("--seconds", type=float, required=True)
+    a.add_argument("--until")
+    a = sub.add_parser("qu")
+    a.add_argument("--src", required=True)
+    a.add_argument("--iface", default="eth0")
+    a.add_argument("--count", type=int, default=1)
+    a.add_argument("--gap-ms", type=int, default=200)
+    a = sub.add_parser("delay")
+    a.add_argument("--src", required=True)
+    a.add_argument("--iface", default="eth0")
+    a.add_argument("--agent", required=True)
+    a.add_argument("--count", type=int, default=12)
+    a.add_argument("--gap-ms", type=int, default=1100)
+    a = sub.add_parser("tc")
+    a.add_argument("--src", required=True)
+    a.add_argument("--iface", default="eth0")
+    a.add_argument("--agent", required=True)
+    a.add_argument("--instance", required=True)
+    a.add_argument("--known", action="store_true")
+    args = p.parse_args()
+    {"listen": listen, "qu": qu, "delay": delay, "tc": tc}[args.mode](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

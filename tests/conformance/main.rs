@@ -1,0 +1,15 @@
+//! **The agent's mDNS responder against RFC 6762**, seen on the wire from
+//! raw packets (`lab/py/mdns_wire.py`, `lab/py/mdns_raw.py`) in lab hosts:
+//! the "Answering" and "Probing" rows of docs/protocol.md's conformance
+//! table, and the rule that makes agents no UDP reflectors.
+//!
+//! - `wire`: QU bits, unicast replies, answer delays, goodbyes, per-link
+//!   addresses.
+//! - `state`: probing again, renames, link flaps.
+//! - `addr`: a new address announced without silence.
+//! - `reflector`: only on-link queriers are answered, at a bounded rate.
+
+mod addr;
+mod reflector;
+mod state;
+mod wire;

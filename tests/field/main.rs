@@ -1,0 +1,16 @@
+//! **What machines do in the field**, and what discovery and `watch` make
+//! of it: machines cloned from one image, strangers of other clusters,
+//! addresses that change, machines on two networks, random churn, and a
+//! runtime that embeds the library following it all.
+//!
+//! - `clones`: one node per cloned machine, every run.
+//! - `exit`: strangers do not fail the run; a claimed address does.
+//! - `moves`: a changed address, a machine on two networks.
+//! - `watch_churn`: `watch` under random stops, crashes and restarts.
+//! - `embed`: `examples/runtime.rs` follows a join, a restart and a leave.
+
+mod clones;
+mod embed;
+mod exit;
+mod moves;
+mod watch_churn;

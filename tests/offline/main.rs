@@ -1,0 +1,19 @@
+//! **The command line without a network**: help, completions, man pages,
+//! config errors, `expand --write` and the parsers' properties. No test
+//! here sends a packet (discovery goes through a stand-in ssh, `fakessh`),
+//! so this binary needs no root and no peer: `cargo test --test offline`.
+//!
+//! One module per theme:
+//! - `cli`: every subcommand's help, completions, man pages, exit codes,
+//!   progress bars on a terminal only.
+//! - `config_errors`: a bad cluster file names its file, line and key.
+//! - `writeback`: golden files, idempotence, `--dry-run`, `--prune`, and
+//!   `kill -9` never leaving a half-written file.
+//! - `proptest_parsers`: no input panics the four parsers.
+//! - `fakessh`: the stand-in ssh the others run discovery through.
+
+mod cli;
+mod config_errors;
+mod fakessh;
+mod proptest_parsers;
+mod writeback;

@@ -1,0 +1,13 @@
+//! **Only your machines join**: strangers, impostors, relays and clashing
+//! ids against a keyed cluster on a LAN of namespaces (docs/security.md's
+//! threat table points here).
+//!
+//! - `admission`: impostors refused for their reasons, the cluster filter
+//!   on the wire, floods of bogus announcements.
+//! - `clash`: one id at two endpoints.
+//! - `relay`: a relay of a keyed agent is refused, a declared port-forward
+//!   admitted.
+
+mod admission;
+mod clash;
+mod relay;
