@@ -51,12 +51,16 @@
 //!   announcement, or a health check) tells another incarnation. Also when
 //!   it was never seen gone: a supervisor restarting a crashed agent in
 //!   100 ms.
-//! - **goodbye**: an agent that stops cleanly sends mDNS goodbyes; mdns-sd
-//!   drops the service about a second later, and the member is reported left
-//!   at once (within 2 s of the agent's SIGTERM). The instance is dialled
-//!   once more [`CONFIRM_AFTER_GOODBYE`] later: another incarnation
-//!   answering (the goodbye was its predecessor's, delivered late) joins
-//!   again.
+//! - **goodbye**: an agent that stops cleanly sends mDNS goodbyes, heard by
+//!   the browse's own socket at once and reported by mdns-sd about a second
+//!   later. Anyone can forge one, so a goodbye (or mdns-sd's expiry of a
+//!   record) is a reason to check the member, never to drop it
+//!   ([`farewell`]): the stopped agent's port is closed, its check fails at
+//!   once, and it is reported left within 2 s of its SIGTERM; a member that
+//!   still answers as the same incarnation stays (the refuted goodbye is
+//!   counted and logged at debug level), one that answers as another is
+//!   `restarted`. An instance that left is dialled once more
+//!   [`CONFIRM_AFTER_GOODBYE`] later, and joins again if it answers.
 //! - **health check**: a crashed agent (SIGKILL, power loss) sends nothing,
 //!   and its mDNS records live for minutes. Each member is checked over the
 //!   handshake on its own jittered schedule ([`health`]: every 2.8-3.5 s,
@@ -69,9 +73,11 @@
 //! `[discover] dns_sd`), the zone is browsed too, every
 //! [`DNS_POLL_INTERVAL`]: registrations join through the same admission, and
 //! one that disappears from the zone (deleted on the agent's clean stop, or
-//! its lease ran out) is reported left. DNS members are named `<instance>
-//! (dns)`; a LAN node listed both ways is one member (by
-//! [`crate::pipeline::same_machine`]).
+//! its lease ran out) is reported left. Members are keyed by source and
+//! instance ([`member_name`]): DNS members are named `<instance> (dns)`, and
+//! an mDNS instance that would look like one gets ` (mdns)` added, so no
+//! announcement can speak for a member of the other source; a LAN node
+//! listed both ways is one member (by [`crate::pipeline::same_machine`]).
 //!
 //! # Under a flood
 //!
@@ -101,15 +107,18 @@
 
 use crate::pipeline::node::node_of;
 use crate::pipeline::{same_machine, NodeDefaults};
-use crate::sighting::{Discovery, Problem, Sighting};
+use crate::sighting::{Discovery, Problem, Sighting, Source};
 use crate::sources::mdns::Change;
 use admission::{Bucket, Priority, Queue, Refusals};
 pub(crate) use admission::{MAX_IN_FLIGHT, MAX_REMEMBERED, RESERVED_IN_FLIGHT};
 use event::Out;
 pub use event::{Event, Kind};
-pub(crate) use inputs::{Announcements, Check, DnsZone, Zone, DNS_POLL_INTERVAL};
-use member::{incarnation_of, news, Member};
-use node::one;
+use farewell::GoodbyeCounts;
+use inputs::named;
+pub(crate) use inputs::{member_name, Announcements, Check, DnsZone, Zone, DNS_POLL_INTERVAL};
+use job::{run_job, Job};
+use member::{news, Member};
+use node::{incarnation_of, one};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
@@ -117,21 +126,20 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 mod admission;
 mod event;
+mod farewell;
 pub(crate) mod health;
 mod inputs;
+mod job;
 mod member;
 mod node;
 #[cfg(test)]
 mod tests;
 
-/// The suffix of DNS members' names in events: the same agent is also an
-/// mDNS instance of the same name, and the two must not be one key.
-pub(crate) const DNS_SUFFIX: &str = " (dns)";
-
-/// How long after a goodbye the instance is dialled once more, quietly: a
-/// goodbye of the previous process that mdns-sd delivers after a restarted
-/// agent already announced itself must not hide the live one (its records
-/// equal the cached ones, so nothing else would bring it back).
+/// How long after a member left on a goodbye its instance is dialled once
+/// more, quietly, with a whole handshake round: an agent that answers
+/// then (another incarnation started meanwhile, or the same one, whose
+/// goodbye check only lost its packets) joins again, where nothing else
+/// might bring it back (its records can equal the cached ones).
 pub(crate) const CONFIRM_AFTER_GOODBYE: Duration = Duration::from_millis(1500);
 
 /// Why a watch cannot go on.
@@ -141,36 +149,6 @@ pub enum WatchError {
     /// goodbyes can no longer be seen, so no membership can be claimed.
     #[error("the mDNS daemon stopped; watch cannot go on")]
     BrowseStopped,
-}
-
-/// A check under way, off the event loop: one candidate (with what it
-/// announced, and its refusal key), one member's health check, or the
-/// quiet confirmation of an instance that said goodbye.
-enum Job {
-    Admit {
-        label: String,
-        announced: Option<String>,
-        key: admission::Key,
-    },
-    Health {
-        label: String,
-        generation: u64,
-        started: Instant,
-        /// The address dialled: a member that moved meanwhile is judged
-        /// at its new one, not by a failure at the old.
-        addr: String,
-    },
-    Confirm {
-        label: String,
-        /// The incarnation that said goodbye.
-        gone: Option<String>,
-    },
-}
-
-/// Runs one check: the future the event loop polls beside its other inputs.
-async fn run_job<C: Check>(check: C, job: Job, d: Discovery) -> (Job, Discovery) {
-    let checked = check.check(d).await;
-    (job, checked)
 }
 
 /// Most refusals remembered as already reported (then the oldest is
@@ -191,11 +169,15 @@ pub(crate) struct Watch<C> {
     refusals: Refusals,
     /// Labels in admission now.
     admitting: BTreeSet<String>,
-    /// Instances that said goodbye, to be dialled once more (when, and the
-    /// incarnation that said goodbye): at most [`MAX_REMEMBERED`].
-    confirming: BTreeMap<String, (Instant, Sighting, Option<String>)>,
+    /// Instances that left on a goodbye, to be dialled once more (when):
+    /// at most [`MAX_REMEMBERED`].
+    confirming: BTreeMap<String, (Instant, Sighting)>,
     generation: u64,
     rng: fastrand::Rng,
+    /// What the goodbyes came to, for the log.
+    goodbyes: GoodbyeCounts,
+    /// A goodbye was refuted since the browse was last asked to re-learn.
+    relearn: bool,
 }
 
 impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
@@ -215,6 +197,8 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             confirming: BTreeMap::new(),
             generation: 0,
             rng: fastrand::Rng::new(),
+            goodbyes: GoodbyeCounts::default(),
+            relearn: false,
         }
     }
 
@@ -278,10 +262,21 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             for (job, d) in self.due_checks(now) {
                 jobs.spawn(run_job(self.check.clone(), job, d));
             }
+            for (job, s, was) in self.due_goodbyes(now) {
+                let check = self.check.clone();
+                jobs.spawn(
+                    async move { (job, farewell::check_after_goodbye(check, s, was).await) },
+                );
+            }
+            if std::mem::take(&mut self.relearn) {
+                if let Some(b) = mdns.as_mut() {
+                    b.relearn();
+                }
+            }
             let wake = [
                 self.next_admission(),
                 self.next_check(),
-                self.confirming.values().map(|(t, _, _)| *t).min(),
+                self.confirming.values().map(|(t, _)| *t).min(),
             ]
             .into_iter()
             .flatten()
@@ -295,8 +290,15 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                     }
                 } => match change {
                     None => return Err(WatchError::BrowseStopped),
-                    Some(Change::Removed(label)) => self.goodbye(&mut out, label),
+                    Some(Change::Removed(label)) => {
+                        self.goodbye(&member_name(Source::Mdns, &label))
+                    }
                     Some(Change::Snapshot { sightings, problems, vouched }) => {
+                        let (sightings, problems) = named(sightings, problems);
+                        let vouched = vouched
+                            .iter()
+                            .map(|l| member_name(Source::Mdns, l))
+                            .collect();
                         self.report_refusals(&mut out, &problems);
                         self.consider(sightings, &vouched);
                     }
@@ -310,8 +312,11 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                     Ok((Job::Health { label, generation, started, addr }, checked)) => {
                         self.checked(&mut out, &label, (generation, &addr), started, checked)
                     }
-                    Ok((Job::Confirm { label, gone }, checked)) => {
-                        self.confirmed(&mut out, &label, gone, checked)
+                    Ok((Job::Goodbye { label, generation, addr }, checked)) => {
+                        self.goodbye_checked(&mut out, &label, (generation, &addr), checked)
+                    }
+                    Ok((Job::Confirm { label }, checked)) => {
+                        self.confirmed(&mut out, &label, checked)
                     }
                     Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                     Err(e) => tracing::warn!("a watch check was cancelled: {e}"),
@@ -327,42 +332,108 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         Ok(())
     }
 
-    /// A goodbye (or mdns-sd's expiry): the member has left, at once. Its
-    /// instance is dialled once more after [`CONFIRM_AFTER_GOODBYE`], in
-    /// case the goodbye was its previous process's and a restarted one
-    /// already answers.
-    fn goodbye(&mut self, out: &mut Out<impl FnMut(Event)>, label: String) {
-        self.queue.remove(&label);
-        if let Some(m) = self.members.remove(&label) {
+    /// A goodbye (or mdns-sd's expiry of the records) for `label`: a claim
+    /// anyone on the LAN can make, so the member is checked ([`farewell`]),
+    /// never dropped on it. A goodbye for no member changes nothing (a
+    /// candidate waiting for admission is still dialled: the check tells).
+    fn goodbye(&mut self, label: &str) {
+        let now = Instant::now();
+        let Some(m) = self.members.get_mut(label) else {
+            return;
+        };
+        self.goodbyes.heard += 1;
+        if !m.farewell.heard(now) {
+            self.goodbyes.folded += 1;
+        }
+    }
+
+    /// The goodbye checks that may start now: one job per member at most
+    /// (with the sighting to dial and the incarnation said goodbye for).
+    fn due_goodbyes(&mut self, now: Instant) -> Vec<(Job, Sighting, Option<String>)> {
+        let mut jobs = Vec::new();
+        for (label, m) in &mut self.members {
+            if m.farewell.start(now) {
+                let job = Job::Goodbye {
+                    label: label.clone(),
+                    generation: m.generation,
+                    addr: m.sighting.addr.clone(),
+                };
+                jobs.push((job, m.sighting.clone(), m.incarnation.clone()));
+            }
+        }
+        self.goodbyes.checked += jobs.len() as u64;
+        jobs
+    }
+
+    /// The end of a goodbye check of `(generation, address)`: the same
+    /// incarnation still answering refutes the goodbye (counted, logged,
+    /// and the browse asked to re-learn the instance), another one is a
+    /// restart, and no answer is a leave, with a last dial of the instance
+    /// [`CONFIRM_AFTER_GOODBYE`] later. A failure at an address the member
+    /// has since moved from says nothing of it.
+    fn goodbye_checked(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        label: &str,
+        (generation, dialled): (u64, &str),
+        checked: Discovery,
+    ) {
+        let Some(m) = self
+            .members
+            .get_mut(label)
+            .filter(|m| m.generation == generation)
+        else {
+            return; // it left (and maybe joined again) meanwhile
+        };
+        m.farewell.done();
+        if let Some(s) = checked.sightings.into_iter().find(|s| s.host == label) {
+            let inc = incarnation_of(&s);
+            if inc == m.incarnation {
+                self.goodbyes.refuted += 1;
+                self.relearn = true;
+                self.goodbyes.log_refuted(label);
+            }
+            let node = node_of(&s, &self.defaults);
+            news(out, label, m, &node, inc);
+            m.node = node;
+            m.sighting = s;
+            return;
+        }
+        if m.sighting.addr != dialled {
+            tracing::debug!(
+                "{label}: moved to {} while checked after a goodbye at {dialled}",
+                m.sighting.addr
+            );
+            return;
+        }
+        let reason = checked
+            .problems
+            .iter()
+            .find(|p| p.host == label)
+            .map_or("the check lost it", |p| p.reason.as_str())
+            .to_string();
+        if let Some(m) = self.members.remove(label) {
             out.emit(
                 Kind::Left,
-                &label,
+                label,
                 Some(&m.node),
                 m.incarnation.as_deref(),
-                Some("goodbye".into()),
+                Some(format!("goodbye, and its check failed: {reason}")),
             );
             if self.confirming.len() >= MAX_REMEMBERED {
                 self.confirming.pop_first();
             }
             let due = Instant::now() + CONFIRM_AFTER_GOODBYE;
-            self.confirming
-                .insert(label, (due, m.sighting, m.incarnation));
+            self.confirming.insert(label.to_string(), (due, m.sighting));
         }
     }
 
-    /// The end of a confirmation: another incarnation answering behind a
-    /// goodbye (a restarted agent) joins again. The one that said goodbye
-    /// still answering is taken at its word (it renamed itself, or stopped
-    /// announcing), and a silent one was really gone: nothing to report,
-    /// it already left.
-    fn confirmed(
-        &mut self,
-        out: &mut Out<impl FnMut(Event)>,
-        label: &str,
-        gone: Option<String>,
-        checked: Discovery,
-    ) {
-        // A member again, in admission, or a newer goodbye waiting for its
+    /// The end of a confirmation: an agent answering behind a goodbye
+    /// (another incarnation, or the same one, whose goodbye check only lost
+    /// its packets) joins again; a silent one was really gone: nothing to
+    /// report, it already left.
+    fn confirmed(&mut self, out: &mut Out<impl FnMut(Event)>, label: &str, checked: Discovery) {
+        // A member again, in admission, or a newer leave waiting for its
         // own confirmation: this answer is not news.
         if self.members.contains_key(label)
             || self.admitting.contains(label)
@@ -370,13 +441,12 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         {
             return;
         }
-        match checked.sightings.into_iter().next() {
-            Some(s) if incarnation_of(&s) != gone => {
+        match checked.sightings.into_iter().find(|s| s.host == label) {
+            Some(s) => {
                 let announced = s.caps.as_ref().map(|c| c.to_json());
                 self.join_or_update(out, s, announced);
             }
-            Some(_) => tracing::debug!("{label} said goodbye and still answers: taken at its word"),
-            None => tracing::debug!("{label} said goodbye and no longer answers: gone"),
+            None => tracing::debug!("{label} left on a goodbye and no longer answers: gone"),
         }
     }
 
@@ -390,29 +460,13 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                 return;
             }
         };
-        let rename = |h: &str| format!("{h}{DNS_SUFFIX}");
-        let sightings: Vec<Sighting> = found
-            .sightings
-            .into_iter()
-            .map(|mut s| {
-                s.host = rename(&s.host);
-                s
-            })
-            .collect();
-        let problems: Vec<Problem> = found
-            .problems
-            .into_iter()
-            .map(|mut pr| {
-                pr.host = rename(&pr.host);
-                pr
-            })
-            .collect();
+        let (sightings, problems) = named(found.sightings, found.problems);
         let present: BTreeSet<String> = sightings.iter().map(|s| s.host.clone()).collect();
         let gone: Vec<String> = self
             .members
-            .keys()
-            .filter(|k| k.ends_with(DNS_SUFFIX) && !present.contains(*k))
-            .cloned()
+            .iter()
+            .filter(|(k, m)| m.sighting.source == Source::Dns && !present.contains(*k))
+            .map(|(k, _)| k.clone())
             .collect();
         for k in gone {
             if let Some(m) = self.members.remove(&k) {
@@ -486,12 +540,12 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         let due: Vec<String> = self
             .confirming
             .iter()
-            .filter(|(_, (t, _, _))| *t <= now)
+            .filter(|(_, (t, _))| *t <= now)
             .map(|(l, _)| l.clone())
             .collect();
         for label in due {
-            if let Some((_, s, gone)) = self.confirming.remove(&label) {
-                jobs.push((Job::Confirm { label, gone }, one(s)));
+            if let Some((_, s)) = self.confirming.remove(&label) {
+                jobs.push((Job::Confirm { label }, one(s)));
             }
         }
         let busy = |l: &str| self.admitting.contains(l);
@@ -612,6 +666,7 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                         generation: self.generation,
                         next_check,
                         failed_once: false,
+                        farewell: Default::default(),
                     },
                 );
             }
@@ -643,9 +698,13 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         jobs
     }
 
-    /// When the next health check is due.
+    /// When the next health check or goodbye check is due.
     fn next_check(&self) -> Option<Instant> {
-        self.members.values().filter_map(|m| m.next_check).min()
+        self.members
+            .values()
+            .flat_map(|m| [m.next_check, m.farewell.next()])
+            .flatten()
+            .min()
     }
 
     /// The end of one member's health check of `(generation, address)`:

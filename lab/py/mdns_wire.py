@@ -23,6 +23,12 @@ JSON on stdout:
       sends a truncated PTR question, then its known-answer packet (the PTR
       of NAME with --known, else empty), and prints when the agent's PTR
       answers came: {"answers_ms": [...]}.
+  goodbye --src IP --instance NAME [--to IP] [--sport P] --count N --gap-ms G
+      a stranger's forged goodbye: N responses carrying only the PTR
+      _rlx._tcp.local. -> NAME._rlx._tcp.local. with TTL 0 (RFC 6762 §10.1),
+      G ms apart, from IP:5353 (or port P; 0: an ephemeral one), to the group
+      (or by unicast to --to IP:5353 only, so that no other host hears it),
+      and prints {"sent": N}.
 """
 
 import argparse
@@ -272,6 +278,30 @@ def tc(args):
     print(json.dumps({"answers_ms": answers}))
 
 
+def goodbye_packet(instance):
+    """A response (QR, AA) with one answer: the PTR for instance, TTL 0."""
+    rdata = encode_name(instance + "." + SERVICE)
+    header = struct.pack("!HHHHHH", 0, 0x8400, 0, 1, 0, 0)
+    return header + encode_name(SERVICE) + struct.pack("!HHIH", 12, 1, 0, len(rdata)) + rdata
+
+
+def goodbye(args):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind((args.src, args.sport))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(args.src))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+    packet = goodbye_packet(args.instance)
+    dest = (args.to or GROUP4, PORT)
+    for i in range(args.count):
+        s.sendto(packet, dest)
+        if i + 1 < args.count:
+            time.sleep(args.gap_ms / 1000)
+    print(json.dumps({"sent": args.count}), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="mode", required=True)
@@ -297,8 +327,15 @@ def main():
     a.add_argument("--agent", required=True)
     a.add_argument("--instance", required=True)
     a.add_argument("--known", action="store_true")
+    a = sub.add_parser("goodbye")
+    a.add_argument("--src", required=True)
+    a.add_argument("--instance", required=True)
+    a.add_argument("--to")
+    a.add_argument("--sport", type=int, default=PORT)
+    a.add_argument("--count", type=int, default=2)
+    a.add_argument("--gap-ms", type=int, default=250)
     args = p.parse_args()
-    {"listen": listen, "qu": qu, "delay": delay, "tc": tc}[args.mode](args)
+    {"listen": listen, "qu": qu, "delay": delay, "tc": tc, "goodbye": goodbye}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -148,9 +148,10 @@ mod wire;
 
 pub use browse::browse;
 pub use json::browse_json;
+pub(crate) use options::DialPolicy;
 pub use options::{BrowseOptions, MdnsError};
 pub use stats::{Browse, BrowseStats};
 
 pub(crate) use crate::sources::dnssd::MAX_INSTANCES;
 pub(crate) use browse::discover;
-pub(crate) use continuous::{Change, ContinuousBrowse, DialPolicy};
+pub(crate) use continuous::{Change, ContinuousBrowse};

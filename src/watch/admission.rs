@@ -240,10 +240,6 @@ impl Queue {
         true
     }
 
-    pub(super) fn remove(&mut self, label: &str) {
-        self.items.remove(label);
-    }
-
     /// Removes `label` if what is queued for it has refusal key `key`.
     pub(super) fn remove_if(&mut self, label: &str, key: &Key) {
         if self

@@ -4,7 +4,7 @@
 //! engine with channels, fakes and paused time.
 
 use crate::admit::{admit, Rules};
-use crate::sighting::Discovery;
+use crate::sighting::{Discovery, Problem, Sighting, Source};
 use crate::sources::dns::{self, DnsSdOptions};
 use crate::sources::mdns::{Change, ContinuousBrowse};
 use std::future::Future;
@@ -15,17 +15,79 @@ use std::time::Duration;
 /// clean leaves within seconds, well inside the records' 60 s TTL.
 pub(crate) const DNS_POLL_INTERVAL: Duration = Duration::from_secs(5);
 
+/// The suffix of DNS members' names: the same agent is also an mDNS
+/// instance of the same name, and the two must not be one member.
+pub(crate) const DNS_SUFFIX: &str = " (dns)";
+
+/// The suffix added to an mDNS instance whose own name ends like a
+/// member name of another source would (an instance named `X (dns)`).
+pub(crate) const MDNS_SUFFIX: &str = " (mdns)";
+
+/// The name a member goes by, inside the engine (its key) and in its
+/// events (`instance`): one per (source, instance name), so that members
+/// of different sources never share a key. A DNS-SD registration `X` is
+/// `X (dns)`; an mDNS instance is its own name, unless that name ends in
+/// [`DNS_SUFFIX`] or [`MDNS_SUFFIX`], which gets [`MDNS_SUFFIX`] added
+/// (`X (dns)` is `X (dns) (mdns)`): without it, an mDNS instance named
+/// `X (dns)` was the DNS member X, and a goodbye for it (anyone on the
+/// LAN can send one) checked, and evicted, that member. Every name of a
+/// DNS member ends in [`DNS_SUFFIX`] and no mDNS one does, and each
+/// source's names give back the instance by one suffix stripped, so no
+/// two (source, instance) pairs share a name.
+pub(crate) fn member_name(source: Source, instance: &str) -> String {
+    match source {
+        Source::Dns => format!("{instance}{DNS_SUFFIX}"),
+        _ if instance.ends_with(DNS_SUFFIX) || instance.ends_with(MDNS_SUFFIX) => {
+            format!("{instance}{MDNS_SUFFIX}")
+        }
+        _ => instance.to_string(),
+    }
+}
+
+/// Sightings and problems of one source under their member names
+/// ([`member_name`]): the keys of the engine and the `instance` of events.
+pub(crate) fn named(
+    sightings: Vec<Sighting>,
+    problems: Vec<Problem>,
+) -> (Vec<Sighting>, Vec<Problem>) {
+    let sightings = sightings
+        .into_iter()
+        .map(|mut s| {
+            s.host = member_name(s.source, &s.host);
+            s
+        })
+        .collect();
+    let problems = problems
+        .into_iter()
+        .map(|mut pr| {
+            pr.host = member_name(pr.source, &pr.host);
+            pr
+        })
+        .collect();
+    (sightings, problems)
+}
+
 /// Where joins and goodbyes come from: the mDNS browse in production, a
 /// channel in tests.
 pub(crate) trait Announcements {
     /// The next change; `None` once the source has stopped for good. Must be
     /// cancel-safe: the watch drops it whenever another input is ready.
     fn next(&mut self) -> impl Future<Output = Option<Change>>;
+
+    /// Asks the LAN again for the instances the source lost although
+    /// their machines still answer (a goodbye found to be forged: mdns-sd
+    /// dropped the instance from its cache all the same, and would never
+    /// report its real goodbye). The source bounds how often it asks.
+    fn relearn(&mut self);
 }
 
 impl Announcements for ContinuousBrowse {
     fn next(&mut self) -> impl Future<Output = Option<Change>> {
         ContinuousBrowse::next(self)
+    }
+
+    fn relearn(&mut self) {
+        ContinuousBrowse::relearn(self)
     }
 }
 

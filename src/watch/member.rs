@@ -2,6 +2,7 @@
 //! how a fresh answer from its machine becomes `restarted` or `updated`.
 
 use super::event::{Event, Kind, Out};
+use super::farewell::Farewell;
 use super::node::material;
 use crate::pipeline::report::AddedNode;
 use crate::sighting::Sighting;
@@ -23,11 +24,8 @@ pub(super) struct Member {
     pub(super) next_check: Option<Instant>,
     /// Its last check was refused at once; the next failure is a leave.
     pub(super) failed_once: bool,
-}
-
-/// The incarnation a sighting's caps carry.
-pub(super) fn incarnation_of(s: &Sighting) -> Option<String> {
-    s.caps.as_ref().and_then(|c| c.incarnation.clone())
+    /// The goodbyes said for it, and their checks.
+    pub(super) farewell: Farewell,
 }
 
 /// Reports what changed in member `m` now that its machine answered with

@@ -35,3 +35,8 @@ pub(super) fn one(s: Sighting) -> Discovery {
         ..Default::default()
     }
 }
+
+/// The incarnation a sighting's caps carry.
+pub(super) fn incarnation_of(s: &Sighting) -> Option<String> {
+    s.caps.as_ref().and_then(|c| c.incarnation.clone())
+}

@@ -13,9 +13,20 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-impl Announcements for mpsc::UnboundedReceiver<Change> {
+/// The LAN as the engine reads it: the changes the test sends, and how
+/// often the engine asked to re-learn lost instances.
+struct FakeLan {
+    changes: mpsc::UnboundedReceiver<Change>,
+    relearns: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl Announcements for FakeLan {
     fn next(&mut self) -> impl Future<Output = Option<Change>> {
-        self.recv()
+        self.changes.recv()
+    }
+
+    fn relearn(&mut self) {
+        self.relearns.lock().unwrap().push(Instant::now());
     }
 }
 
@@ -148,6 +159,8 @@ struct Running {
     events: mpsc::UnboundedReceiver<Event>,
     machines: FakeCheck,
     zone: FakeZone,
+    /// When the engine asked the LAN to re-learn lost instances.
+    relearns: Arc<Mutex<Vec<Instant>>>,
     stopper: Option<oneshot::Sender<()>>,
     task: JoinHandle<Result<(), WatchError>>,
 }
@@ -155,7 +168,12 @@ struct Running {
 impl Running {
     /// Starts a watch of the fake LAN, and of the fake zone when `dns`.
     fn start(dns: bool) -> Running {
-        let (lan, mut rx) = mpsc::unbounded_channel();
+        let (lan, changes) = mpsc::unbounded_channel();
+        let relearns = Arc::new(Mutex::new(Vec::new()));
+        let mut rx = FakeLan {
+            changes,
+            relearns: Arc::clone(&relearns),
+        };
         let (ev_tx, events) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let machines = FakeCheck::default();
@@ -178,6 +196,7 @@ impl Running {
             events,
             machines,
             zone,
+            relearns,
             stopper: Some(stop),
             task,
         }
@@ -279,15 +298,19 @@ async fn an_announced_node_that_passes_the_check_is_reported_joined_with_its_nod
     w.stop().await.unwrap();
 }
 
+/// What a `left` after a goodbye says when the port was closed.
+const GOODBYE_REFUSED: &str = "goodbye, and its check failed: connection refused";
+
 #[tokio::test(start_paused = true)]
-async fn a_member_that_says_goodbye_is_reported_left_at_once() {
+async fn a_member_that_says_goodbye_and_whose_port_is_closed_is_reported_left_at_once() {
     let mut w = Running::start(false);
     w.announce(vec![box1()], vec![]);
     assert_eq!(w.next().await.event, Kind::Joined);
     tokio::time::advance(Duration::from_millis(700)).await;
+    w.kill("box1", Death::Reset);
     w.goodbye("box1");
     let e = w.next().await;
-    assert_eq!(what(&e), (Kind::Left, "box1", 700, Some("goodbye")));
+    assert_eq!(what(&e), (Kind::Left, "box1", 700, Some(GOODBYE_REFUSED)));
     assert_eq!(e.node.unwrap().addr, "10.0.0.1:9100", "left names the node");
     // A goodbye of a non-member (or a second one) is no event.
     w.goodbye("box1");
@@ -482,7 +505,9 @@ async fn a_machine_listed_by_mdns_and_dns_is_one_member() {
         vec![],
         "the DNS registration of a LAN member is the same machine"
     );
-    // Once mDNS loses it, the zone brings it back at its next poll.
+    // Once mDNS loses it (it stops answering there), the zone brings it
+    // back at its next poll.
+    w.kill("box1", Death::Reset);
     w.goodbye("box1");
     assert_eq!(w.next().await.event, Kind::Left);
     let e = w.next().await;
@@ -617,9 +642,10 @@ async fn a_slow_admission_does_not_delay_a_members_goodbye() {
     w.kill("gone", Death::Vanished);
     w.announce(vec![box1(), gone], vec![]);
     assert_eq!(w.during(Duration::from_millis(100)).await, vec![]);
+    w.kill("box1", Death::Reset);
     w.goodbye("box1");
     let e = w.next().await;
-    assert_eq!(what(&e), (Kind::Left, "box1", 100, Some("goodbye")));
+    assert_eq!(what(&e), (Kind::Left, "box1", 100, Some(GOODBYE_REFUSED)));
     let e = w.next().await;
     assert_eq!(
         (e.event, e.instance.as_str(), e.at_ms),
@@ -739,3 +765,4 @@ async fn a_member_whose_address_changes_is_reported_updated_with_the_new_address
 }
 
 mod churn;
+mod goodbye;

@@ -5,9 +5,12 @@
 //! - `admission`: impostors refused for their reasons, the cluster filter
 //!   on the wire, floods of bogus announcements.
 //! - `clash`: one id at two endpoints.
+//! - `forgery`: forged goodbyes never make `watch` report a live member
+//!   left; real leaves keep their bounds.
 //! - `relay`: a relay of a keyed agent is refused, a declared port-forward
 //!   admitted.
 
 mod admission;
 mod clash;
+mod forgery;
 mod relay;

@@ -29,6 +29,21 @@
 //! is refused with that reason, before any handshake: a stranger cannot make
 //! the coordinator dial addresses of its choosing elsewhere.
 //!
+//! # Goodbyes
+//!
+//! A goodbye (TTL 0) is passed on as [`Change::Removed`] twice over: from
+//! the browse's own socket the moment it is heard ([`wire::goodbyes_in`]),
+//! and from mdns-sd when it drops the instance a second later (RFC 6762
+//! §10.1), or when a record expires. Anyone can send one, so `watch` checks
+//! the member and keeps it when it still answers; but mdns-sd has dropped
+//! the instance all the same, and would report neither its changes nor its
+//! real goodbye later. The browse's own socket still hears that goodbye,
+//! whatever mdns-sd's cache holds, and [`ContinuousBrowse::relearn`] asks
+//! the LAN for the lost instances again: a standard query (from port 5353,
+//! so answered by multicast, which mdns-sd hears) listing every instance
+//! the table holds as a known answer (RFC 6762 §7.1), so that only the lost
+//! ones answer; at most one every [`RELEARN_EVERY`].
+//!
 //! # Pruning
 //!
 //! Instances that said goodbye (or that mdns-sd expired) and those not heard
@@ -40,16 +55,16 @@
 //! [`MAX_UNSOURCED`]: super::table::MAX_UNSOURCED
 
 use super::browser::{BrowserEvent, MdnsBrowser};
-use super::options::{BrowseOptions, MdnsError};
-use super::sockets::{Datagram, READ_QUEUE};
+use super::options::{BrowseOptions, DialPolicy, MdnsError};
+use super::sockets::{group_destinations, send_standard_query_from, Datagram, READ_QUEUE};
 use super::table::Table;
-use super::wire::{lenient_message, on_link, strip_service, MAX_PACKET, MDNS_PORT, MDNS_V4};
+use super::wire::{self, lenient_message, on_link, strip_service, MAX_PACKET, MDNS_PORT, MDNS_V4};
 use crate::sighting::{Problem, Sighting};
 use hickory_proto::op::{Message, MessageType, OpCode};
 use rlx_net::iface::{self, Iface};
 use rlx_net::netguard;
 use socket2::{Domain, Protocol, Socket, Type};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 use tokio::net::UdpSocket;
@@ -79,16 +94,16 @@ const TRACKED_SOURCES: usize = 4096;
 /// How often the table is pruned at most (each prune is one pass over it).
 pub(crate) const PRUNE_EVERY: Duration = Duration::from_secs(1);
 
-/// Which addresses a continuous browse lets through to admission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum DialPolicy {
-    /// Every complete instance, wherever its address is.
-    #[default]
-    Any,
-    /// Only addresses on the subnet of a browsed interface, or the real
-    /// source of a packet that announced the instance.
-    OnLinkOrSource,
-}
+/// The shortest time between two re-learning queries
+/// ([`ContinuousBrowse::relearn`]). RFC 6762 §5.2 has a querier wait at
+/// least a second between two queries, and a responder multicasts a record
+/// at most once a second (§6): mdns-sd drops the answer that would come
+/// sooner, and delays its answers to a shared-record question by 20-120 ms
+/// (§6), so two queries a second apart can draw one answer. A second plus
+/// the spread of that delay, and a margin, gets every one. However many
+/// goodbyes a stranger forges, the browse sends no more than one query (one
+/// packet per 60 or so known answers) this often.
+pub(crate) const RELEARN_EVERY: Duration = Duration::from_millis(1200);
 
 /// What changed in a [`ContinuousBrowse`].
 #[derive(Debug, Clone)]
@@ -122,12 +137,22 @@ pub(crate) struct ContinuousBrowse {
     heard: Option<mpsc::Receiver<Datagram>>,
     reader: Option<JoinHandle<()>>,
     last_prune: Instant,
+    /// Goodbyes heard on the browse's own socket, not yet passed on (at
+    /// most [`READ_QUEUE`]).
+    goodbyes: VecDeque<String>,
+    /// When the next re-learning query goes out (`None`: none asked for).
+    relearn_at: Option<Instant>,
+    /// When the last one went out.
+    relearned: Option<Instant>,
+    /// A datagram taught the table something: a snapshot is owed.
+    snapshot_due: bool,
 }
 
 /// What woke [`ContinuousBrowse::next`].
 enum Wake {
     Event(Option<BrowserEvent>),
     Datagram(Option<Datagram>),
+    Relearn,
 }
 
 impl ContinuousBrowse {
@@ -164,7 +189,55 @@ impl ContinuousBrowse {
             heard,
             reader,
             last_prune: Instant::now(),
+            goodbyes: VecDeque::new(),
+            relearn_at: None,
+            relearned: None,
+            snapshot_due: false,
         })
+    }
+
+    /// Asks the LAN again, soon, for the instances it no longer holds
+    /// although their machines still answer (see "Goodbyes" in the module
+    /// doc): a standard query goes out at the next [`RELEARN_EVERY`]
+    /// boundary, one for any number of calls until then.
+    pub(crate) fn relearn(&mut self) {
+        if self.relearn_at.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        self.relearn_at = Some(self.relearned.map_or(now, |t| (t + RELEARN_EVERY).max(now)));
+    }
+
+    /// Sends the re-learning query on every browsed interface and family:
+    /// every complete instance of the table is a known answer, so only the
+    /// ones missing from it (and from mdns-sd's cache) answer.
+    fn send_relearn(&mut self, now: Instant) {
+        self.relearn_at = None;
+        self.relearned = Some(now);
+        let known: Vec<Vec<u8>> = self
+            .table
+            .instances
+            .iter()
+            .filter(|i| !i.removed && i.complete_at.is_some())
+            .map(|i| i.label.as_bytes().to_vec())
+            .collect();
+        let packets = match wire::standard_queries(&known) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!("re-learning query not built: {e}");
+                return;
+            }
+        };
+        let mut sent = 0;
+        for (local, dest) in group_destinations(&self.table.ifaces) {
+            for p in &packets {
+                sent += usize::from(send_standard_query_from(local, dest, p));
+            }
+        }
+        tracing::debug!(
+            "asked the LAN again for lost instances: {sent} packet(s), {} known answer(s)",
+            known.len()
+        );
     }
 
     /// Sets which addresses go on to admission (default [`DialPolicy::Any`]).
@@ -182,17 +255,35 @@ impl ContinuousBrowse {
     /// future is dropped between events.
     pub(crate) async fn next(&mut self) -> Option<Change> {
         loop {
+            if let Some(label) = self.goodbyes.pop_front() {
+                return Some(Change::Removed(label));
+            }
+            if std::mem::take(&mut self.snapshot_due) {
+                self.table.newly_resolved.clear();
+                return Some(self.snapshot(Instant::now()));
+            }
             // Yield to the runtime now and then: mdns-sd's channel does not
             // take part in tokio's cooperative budget, and under a flood
             // it is always ready, which would keep this loop (and whatever
             // polls it) from ever giving the other tasks their turn.
             tokio::task::consume_budget().await;
+            let relearn_at = self.relearn_at;
             let woke = tokio::select! {
                 ev = self.browser.next() => Wake::Event(ev),
                 d = next_datagram(&mut self.heard) => Wake::Datagram(d),
+                () = async {
+                    match relearn_at {
+                        Some(t) => tokio::time::sleep_until(t.into()).await,
+                        None => std::future::pending().await,
+                    }
+                } => Wake::Relearn,
             };
             let now = Instant::now();
             let removed = match woke {
+                Wake::Relearn => {
+                    self.send_relearn(now);
+                    continue;
+                }
                 Wake::Event(None) => return None,
                 Wake::Event(Some(ev)) => {
                     let (label, removed) = match &ev {
@@ -202,6 +293,9 @@ impl ContinuousBrowse {
                         BrowserEvent::Found(_) => (None, false),
                     };
                     let label = label.map(str::to_string);
+                    if let Some(l) = &label {
+                        self.log_event(l, removed);
+                    }
                     self.table.apply_event(&ev, now);
                     self.maybe_prune(now);
                     // An instance the table has no room for changes nothing:
@@ -218,12 +312,11 @@ impl ContinuousBrowse {
                     continue;
                 }
                 Wake::Datagram(Some(d)) => {
-                    let new = self.on_datagram(&d, now);
+                    // Its goodbyes go first; what it taught the table, in
+                    // the snapshot after them.
+                    self.snapshot_due |= self.on_datagram(&d, now);
                     self.maybe_prune(now);
-                    if !new {
-                        continue;
-                    }
-                    None
+                    continue;
                 }
             };
             if let Some(l) = removed {
@@ -232,6 +325,23 @@ impl ContinuousBrowse {
             // Every snapshot carries every resolved instance; nothing to pass on.
             self.table.newly_resolved.clear();
             return Some(self.snapshot(now));
+        }
+    }
+
+    /// Logs what mdns-sd says of `label` when it is news of its presence:
+    /// a removal, or a resolution of an instance the table had lost (one
+    /// re-learnt after a goodbye).
+    fn log_event(&self, label: &str, removed: bool) {
+        let held = self
+            .table
+            .lookup(label)
+            .is_some_and(|i| !self.table.instances[i].removed);
+        if removed {
+            tracing::debug!(
+                "mdns-sd removed {label} (a goodbye a second ago, or its records expired)"
+            );
+        } else if !held {
+            tracing::debug!("mdns-sd resolved {label}, which the browse had lost");
         }
     }
 
@@ -267,6 +377,16 @@ impl ContinuousBrowse {
         };
         if msg.message_type() != MessageType::Response || msg.op_code() != OpCode::Query {
             return false;
+        }
+        for label in wire::goodbyes_in(&msg) {
+            tracing::debug!("goodbye for {label} heard from {}", d.src);
+            if self.goodbyes.len() >= READ_QUEUE {
+                tracing::debug!("goodbye for {label} dropped: {READ_QUEUE} waiting (a flood?)");
+                break;
+            }
+            if !self.goodbyes.contains(&label) {
+                self.goodbyes.push_back(label);
+            }
         }
         // No legacy round: the early-round bookkeeping is the one-shot's.
         self.table

@@ -2,12 +2,22 @@
 //! options of a one-shot or continuous browse and the error of a browse
 //! that found nothing to browse with.
 
-use super::continuous::DialPolicy;
 use crate::config::DiscoverSection;
 use crate::sighting::OnSighting;
 use rlx_net::iface::IfaceError;
 use rlx_net::netguard::GuardError;
 use std::time::Duration;
+
+/// Which addresses a continuous browse lets through to admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum DialPolicy {
+    /// Every complete instance, wherever its address is.
+    #[default]
+    Any,
+    /// Only addresses on the subnet of a browsed interface, or the real
+    /// source of a packet that announced the instance.
+    OnLinkOrSource,
+}
 
 /// What a one-shot browse does.
 #[derive(Debug, Clone)]

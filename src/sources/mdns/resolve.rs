@@ -3,8 +3,8 @@
 //! [`crate::sources::dnssd`]), a [`Problem`] saying which record is missing
 //! or malformed, or still pending.
 
-use super::continuous::DialPolicy;
 use super::options::BrowseOptions;
+use super::options::DialPolicy;
 use super::schedule::ms;
 use super::table::{Table, Txt};
 use super::wire::{host_key, on_link};

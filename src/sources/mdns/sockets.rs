@@ -70,11 +70,7 @@ pub(super) fn open_sockets(ifaces: &[Iface]) -> (Vec<LegacySocket>, Vec<String>)
     let mut socks = Vec::new();
     let mut errors = Vec::new();
     for (k, i) in ifaces.iter().enumerate() {
-        let v4 = i.addrs.iter().find_map(|n| match n.addr() {
-            IpAddr::V4(a) => Some(a),
-            IpAddr::V6(_) => None,
-        });
-        if let Some(a) = v4 {
+        if let Some(a) = first_v4(i) {
             match open_v4(a) {
                 Ok(sock) => socks.push(LegacySocket {
                     iface: k,
@@ -84,18 +80,7 @@ pub(super) fn open_sockets(ifaces: &[Iface]) -> (Vec<LegacySocket>, Vec<String>)
                 Err(e) => errors.push(format!("{} IPv4 ({a}): {e}", i.name)),
             }
         }
-        // Link-local first: ff02::fb is link-scoped, and every IPv6 interface
-        // has one. Loopback has none and IPv6 multicast over `lo` is not a
-        // thing, so it is skipped there.
-        let v6 = i
-            .addrs
-            .iter()
-            .filter_map(|n| match n.addr() {
-                IpAddr::V6(a) if !a.is_loopback() => Some(a),
-                _ => None,
-            })
-            .min_by_key(|a| !a.is_unicast_link_local());
-        if let Some(a) = v6 {
+        if let Some(a) = group_v6(i) {
             match open_v6(a, i.index) {
                 Ok(sock) => socks.push(LegacySocket {
                     iface: k,
@@ -107,6 +92,27 @@ pub(super) fn open_sockets(ifaces: &[Iface]) -> (Vec<LegacySocket>, Vec<String>)
         }
     }
     (socks, errors)
+}
+
+/// The IPv4 address queries leave `i` from: its first.
+fn first_v4(i: &Iface) -> Option<Ipv4Addr> {
+    i.addrs.iter().find_map(|n| match n.addr() {
+        IpAddr::V4(a) => Some(a),
+        IpAddr::V6(_) => None,
+    })
+}
+
+/// The IPv6 address queries leave `i` from: link-local first, as ff02::fb
+/// is link-scoped and every IPv6 interface has one. Loopback has none and
+/// IPv6 multicast over `lo` is not a thing, so it is skipped there.
+fn group_v6(i: &Iface) -> Option<Ipv6Addr> {
+    i.addrs
+        .iter()
+        .filter_map(|n| match n.addr() {
+            IpAddr::V6(a) if !a.is_loopback() => Some(a),
+            _ => None,
+        })
+        .min_by_key(|a| !a.is_unicast_link_local())
 }
 
 /// An IPv4 legacy query socket bound to the interface's address (so replies
@@ -175,8 +181,38 @@ pub(super) async fn read_loop(k: usize, sock: Arc<UdpSocket>, tx: mpsc::Sender<D
 /// traffic. The multicast answers reach mdns-sd's socket. Returns whether it
 /// was sent.
 pub(super) fn send_standard_query(s: &LegacySocket, bytes: &[u8]) -> bool {
+    match s.sock.local_addr() {
+        Ok(local) => send_standard_query_from(local.ip(), s.dest, bytes),
+        Err(e) => {
+            tracing::debug!("standard mDNS query to {}: {e}", s.dest);
+            false
+        }
+    }
+}
+
+/// The mDNS groups a standard query goes to on `ifaces`: each interface's
+/// IPv4 group with the address it leaves from, and its IPv6 group (scoped
+/// to it) with its link-local address, as [`open_sockets`] picks them.
+pub(super) fn group_destinations(ifaces: &[Iface]) -> Vec<(IpAddr, SocketAddr)> {
+    let mut out = Vec::new();
+    for i in ifaces {
+        if let Some(a) = first_v4(i) {
+            let dest = SocketAddrV4::new(MDNS_V4, MDNS_PORT);
+            out.push((IpAddr::V4(a), SocketAddr::V4(dest)));
+        }
+        if let Some(a) = group_v6(i) {
+            let dest = SocketAddrV6::new(MDNS_V6, MDNS_PORT, 0, i.index);
+            out.push((IpAddr::V6(a), SocketAddr::V6(dest)));
+        }
+    }
+    out
+}
+
+/// [`send_standard_query`] from the interface address `local` to the group
+/// `dest` (IPv6: scoped to its interface).
+pub(super) fn send_standard_query_from(local: IpAddr, dest: SocketAddr, bytes: &[u8]) -> bool {
     let open = || -> std::io::Result<Socket> {
-        let (domain, any) = match s.dest {
+        let (domain, any) = match dest {
             SocketAddr::V4(_) => (
                 Domain::IPV4,
                 SocketAddr::from((Ipv4Addr::UNSPECIFIED, MDNS_PORT)),
@@ -189,14 +225,14 @@ pub(super) fn send_standard_query(s: &LegacySocket, bytes: &[u8]) -> bool {
         let q = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
         q.set_reuse_address(true)?;
         q.set_reuse_port(true)?;
-        match s.sock.local_addr()? {
-            SocketAddr::V4(local) => {
-                q.set_multicast_if_v4(local.ip())?;
+        match (local, dest) {
+            (IpAddr::V4(local), _) => {
+                q.set_multicast_if_v4(&local)?;
                 q.set_multicast_ttl_v4(255)?;
             }
-            SocketAddr::V6(_) => {
+            (IpAddr::V6(_), d) => {
                 q.set_only_v6(true)?;
-                if let SocketAddr::V6(d) = s.dest {
+                if let SocketAddr::V6(d) = d {
                     q.set_multicast_if_v6(d.scope_id())?;
                 }
                 q.set_multicast_hops_v6(255)?;
@@ -205,10 +241,10 @@ pub(super) fn send_standard_query(s: &LegacySocket, bytes: &[u8]) -> bool {
         q.bind(&any.into())?;
         Ok(q)
     };
-    match open().and_then(|q| q.send_to(bytes, &s.dest.into())) {
+    match open().and_then(|q| q.send_to(bytes, &dest.into())) {
         Ok(_) => true,
         Err(e) => {
-            tracing::debug!("standard mDNS query to {}: {e}", s.dest);
+            tracing::debug!("standard mDNS query to {dest}: {e}");
             false
         }
     }

@@ -275,13 +275,20 @@ impl Table {
                     let Some(label) = instance_label(target, &service) else {
                         continue;
                     };
-                    let Some(i) = self.instance(&String::from_utf8_lossy(&label), src) else {
-                        continue;
-                    };
+                    let label = String::from_utf8_lossy(&label);
                     if rec.ttl() == 0 {
-                        self.instances[i].removed = true;
+                        // A goodbye removes what it names, and adds nothing.
+                        if let Some(i) = self.lookup(&label) {
+                            self.instances[i].removed = true;
+                        }
                         continue;
                     }
+                    let Some(i) = self.instance(&label, src) else {
+                        continue;
+                    };
+                    // Announced again after a goodbye (a restart, or a
+                    // goodbye someone else sent): live.
+                    self.instances[i].removed = false;
                     answered.push(i);
                 }
                 RData::SRV(srv) => {

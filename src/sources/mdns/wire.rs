@@ -2,6 +2,7 @@
 //! §6.7, with known answers, §7.1) and the lenient reading of the replies:
 //! what a datagram must be to count as an answer to one of our queries.
 
+use crate::sources::dnssd::instance_label;
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::PTR;
 use hickory_proto::rr::{Name, RData, Record, RecordType};
@@ -240,6 +241,25 @@ pub(super) fn on_link(ip: &IpAddr, on: &Iface) -> bool {
     }
 }
 
+/// The instances a response says goodbye for: each `PTR` answer of
+/// [`SERVICE_TYPE`] with TTL 0 (RFC 6762 §10.1), by label. mdns-sd reports
+/// such a goodbye only for an instance it still has in its cache, a second
+/// later; read here from the packet itself, it is heard at once, whatever
+/// the cache holds.
+pub(super) fn goodbyes_in(msg: &Message) -> Vec<String> {
+    let service = service_name();
+    msg.answers()
+        .iter()
+        .filter(|r| r.ttl() == 0 && r.name().num_labels() == service.num_labels())
+        .filter(|r| service.zone_of(r.name()))
+        .filter_map(|r| match r.data() {
+            RData::PTR(PTR(target)) => instance_label(target, &service),
+            _ => None,
+        })
+        .map(|l| String::from_utf8_lossy(&l).into_owned())
+        .collect()
+}
+
 /// `box._rlx._tcp.local.` -> `box` (case-insensitive suffix).
 pub(super) fn strip_service(fullname: &str) -> Option<&str> {
     let suffix = format!(".{SERVICE_TYPE}");
@@ -255,7 +275,6 @@ pub(super) fn strip_service(fullname: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::dnssd::instance_label;
     use crate::sources::mdns::fixtures::{eth0, reply, GOOD};
 
     #[test]

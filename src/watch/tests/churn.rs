@@ -102,16 +102,40 @@ async fn a_restarted_agent_whose_predecessor_crashed_joins_at_its_first_announce
 
 /// Guards against a goodbye of the previous process, delivered after the
 /// restarted one announced identical records, leaving a live agent out:
-/// it is dialled once more and joins again.
+/// the goodbye's check finds the new incarnation, a restart of the member
+/// it never stopped being, not a leave and a join.
 #[tokio::test(start_paused = true)]
-async fn a_late_goodbye_of_the_previous_process_does_not_hide_the_restarted_one() {
+async fn a_late_goodbye_of_the_previous_process_is_a_restart_not_a_leave() {
     let mut w = Running::start(false);
     w.runs("box1", run_of("box1", 1));
     w.announce(vec![announcing("box1", 1, run_of("box1", 1))], vec![]);
     assert_eq!(w.next().await.event, Kind::Joined);
+    tokio::time::advance(Duration::from_millis(400)).await;
     w.runs("box1", run_of("box1", 2));
     w.goodbye("box1");
+    let e = w.next().await;
+    assert_eq!(
+        (e.event, e.at_ms, e.incarnation.as_deref()),
+        (Kind::Restarted, 400, Some("0000000000000002"))
+    );
+    assert_eq!(w.during(Duration::from_secs(10)).await, vec![], "no left");
+    w.stop().await.unwrap();
+}
+
+/// An agent stopped (its goodbye checked: the port refused) and started
+/// again before anything announced it: the quiet dial
+/// [`CONFIRM_AFTER_GOODBYE`] after its leave finds the new incarnation.
+#[tokio::test(start_paused = true)]
+async fn a_member_that_left_on_a_goodbye_joins_again_when_its_successor_answers_the_confirmation() {
+    let mut w = Running::start(false);
+    w.runs("box1", run_of("box1", 1));
+    w.announce(vec![announcing("box1", 1, run_of("box1", 1))], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    w.kill("box1", Death::Reset);
+    w.goodbye("box1");
     assert_eq!(w.next().await.event, Kind::Left);
+    tokio::time::advance(Duration::from_millis(500)).await;
+    w.runs("box1", run_of("box1", 2));
     let e = w.next().await;
     assert_eq!(
         (e.event, e.at_ms, e.incarnation.as_deref()),

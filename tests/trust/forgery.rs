@@ -1,0 +1,288 @@
+//! **Nothing leaves on a stranger's word**: a stranger on the LAN, holding
+//! no key, forges mDNS goodbyes (a PTR `_rlx._tcp.local. -> <instance>`
+//! with TTL 0 from port 5353, RFC 6762 §10.1) for two live members of a
+//! `watch --json`: by multicast, by unicast to the coordinator only (so that
+//! the agents never hear it), and as a burst. Neither member is ever
+//! reported `left`. Then one agent is stopped for real (SIGTERM, a real
+//! goodbye, after a forged one was refuted) and is reported `left` within
+//! 2 s; the other crashes (SIGKILL) and is reported `left` within 5 s.
+//! With and without a cluster key.
+//!
+//! Guards against `watch` taking a goodbye at its word (issue 23): one
+//! forged goodbye made it report a live, answering member `left`, and
+//! mdns-sd, which had dropped the instance from its cache, never brought it
+//! back.
+//!
+//! The forged packets come from `lab/py/mdns_wire.py goodbye`.
+//! Everything runs inside namespaces built by [`rlx_lab`].
+
+use nix::sys::signal::Signal;
+use rlx_lab::kit::{self, agent_bin, discover_bin, require_lab, Proc, PYTHON};
+use rlx_lab::Lab;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How long agents may take to join (mDNS probing, a loaded CI box).
+const UP: Duration = Duration::from_secs(30);
+
+/// A real goodbye is reported within this (the promise of `watch`).
+const GOODBYE_BOUND: Duration = Duration::from_secs(2);
+
+/// A crash is reported within this (the promise of `watch`).
+const CRASH_BOUND: Duration = Duration::from_secs(5);
+
+/// How long after a forgery the members are watched for a wrong `left`:
+/// past mdns-sd's removal (1 s after the goodbye) and the checks it starts.
+const SETTLE: Duration = Duration::from_secs(4);
+
+/// What `watch` logs at debug level when mdns-sd drops box1.
+const MDNS_SD_REMOVED: &str = "mdns-sd removed box1";
+
+/// The mDNS port, a forged goodbye's usual source port.
+const MDNS: u16 = 5353;
+
+/// Host roles in the lab.
+const WATCH: usize = 0;
+const STRANGER: usize = 3;
+
+/// The raw-packet helper.
+fn wire_script() -> PathBuf {
+    kit::script("mdns_wire.py")
+}
+
+/// `box{i}`'s agent on host `i`, with the cluster key when there is one.
+fn agent(lab: &Lab, i: usize, key: Option<&Path>, dir: &Path) -> Proc {
+    let caps = format!(
+        r#"{{"id":"f{i:015x}","hostname":"box{i}","os":"linux","arch":"x86_64","cores":8,
+           "ram_total":68719476736,"ram_avail":60000000000,
+           "devices":[{{"device":"cpu","name":"cpu","mem_bytes":0}}]}}"#
+    );
+    let caps_file = dir.join(format!("box{i}.json"));
+    std::fs::write(&caps_file, caps).unwrap();
+    let mut cmd = Command::new(agent_bin());
+    cmd.arg("--caps-file")
+        .arg(&caps_file)
+        .args(["--name", &format!("box{i}")]);
+    if let Some(k) = key {
+        cmd.arg("--key-file").arg(k);
+    }
+    Proc::spawn(lab, i, cmd)
+}
+
+/// How long after its start an agent's announcements are over (mdns-sd
+/// probes for 0.75 s and announces twice, 1 s apart): a goodbye forged
+/// before then is rescued by the second announcement (RFC 6762 §10.1 gives
+/// a record one second to be refreshed), which would hide what `watch`
+/// does with it.
+const ANNOUNCED: Duration = Duration::from_secs(3);
+
+/// The stranger forges `count` goodbyes for `instance`, `gap_ms` apart,
+/// from port 5353 (or `sport`: 0 for an ephemeral one): to the mDNS group,
+/// or by unicast to `to` only.
+fn forge(lab: &Lab, instance: &str, to: Option<&str>, sport: u16, count: usize, gap_ms: u64) {
+    let src = lab.host(STRANGER).ip.to_string();
+    let mut cmd = lab.command(STRANGER, PYTHON);
+    cmd.arg(wire_script()).args([
+        "goodbye",
+        "--src",
+        &src,
+        "--instance",
+        instance,
+        "--count",
+        &count.to_string(),
+        "--gap-ms",
+        &gap_ms.to_string(),
+        "--sport",
+        &sport.to_string(),
+    ]);
+    if let Some(ip) = to {
+        cmd.args(["--to", ip]);
+    }
+    kit::run_ok(&mut cmd);
+}
+
+/// The events `watch --json` printed so far; every line must be one.
+fn events(w: &Proc) -> Vec<Value> {
+    w.0.stdout()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The `left` events printed so far, one line each.
+fn lefts(w: &Proc) -> Vec<String> {
+    events(w)
+        .iter()
+        .filter(|e| e["event"] == "left")
+        .map(|e| e.to_string())
+        .collect()
+}
+
+/// Watches for `d`, failing at once if any member is reported left
+/// meanwhile: `what` says which forgery it would have believed.
+fn no_left_for(w: &Proc, d: Duration, what: &str) {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        let l = lefts(w);
+        assert!(
+            l.is_empty(),
+            "a live member was reported left after {what}: {l:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How long after `since` the first `left` of `who` was seen printed.
+fn left_after(w: &Proc, who: &str, since: Instant, within: Duration) -> Duration {
+    kit::eventually(within * 3, &format!("{who} reported left"), || {
+        let seen = events(w)
+            .iter()
+            .any(|e| e["event"] == "left" && e["instance"] == who);
+        if seen {
+            Ok(since.elapsed())
+        } else {
+            Err(format!("events: {:?}", events(w)))
+        }
+    })
+}
+
+/// The whole scenario, keyed or not: see the module doc.
+fn forged_goodbyes_are_refuted_and_real_leaves_keep_their_bounds(keyed: bool) {
+    let Some(labs) = require_lab() else {
+        return;
+    };
+    let lab = labs.hosts(4);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("cluster.key");
+    let mut cmd = Command::new(discover_bin());
+    cmd.args(["watch", "--json", "--interface", "eth0"])
+        .env("RUST_LOG", "warn,rlx_discover=debug");
+    if keyed {
+        kit::run_ok(Command::new(discover_bin()).arg("keygen").arg(&key));
+        let cfg = d.join("cluster.toml");
+        std::fs::write(
+            &cfg,
+            format!("[discover]\nkey_file = {:?}\n", key.display().to_string()),
+        )
+        .unwrap();
+        cmd.arg("--config").arg(&cfg);
+    }
+    let w = Proc::spawn(&lab, WATCH, cmd);
+    let key = keyed.then_some(key.as_path());
+    let box1 = agent(&lab, 1, key, d);
+    let box2 = agent(&lab, 2, key, d);
+    kit::eventually(UP, "both agents joined", || {
+        let evs = events(&w);
+        let joined = |who: &str| {
+            evs.iter()
+                .any(|e| e["event"] == "joined" && e["instance"] == who)
+        };
+        if joined("box1") && joined("box2") {
+            Ok(())
+        } else {
+            Err(format!("{evs:?}"))
+        }
+    });
+    if keyed {
+        for e in events(&w).iter().filter(|e| e["event"] == "joined") {
+            assert_eq!(e["node"]["evidence"], "authenticated", "{e}");
+        }
+    }
+
+    std::thread::sleep(ANNOUNCED);
+
+    // The issue's forgery: two goodbyes 0.25 s apart, to the group.
+    for who in ["box1", "box2"] {
+        forge(&lab, who, None, MDNS, 2, 250);
+    }
+    no_left_for(&w, SETTLE, "multicast goodbyes");
+    // By unicast to the coordinator only: the agents never hear it. The
+    // kernel hands a unicast datagram to one of the sockets sharing port
+    // 5353 (mdns-sd's, the browse's own), chosen by its addresses and
+    // ports, so it is sent from port 5353 and from a few ephemeral ports
+    // too (mdns-sd does not look at a response's source port).
+    let coordinator = lab.host(WATCH).ip.to_string();
+    for who in ["box1", "box2"] {
+        forge(&lab, who, Some(&coordinator), MDNS, 2, 250);
+        for _ in 0..6 {
+            forge(&lab, who, Some(&coordinator), 0, 2, 250);
+        }
+    }
+    no_left_for(&w, SETTLE, "unicast goodbyes");
+    // A burst, both ways: 40 a second for a second.
+    forge(&lab, "box1", None, MDNS, 40, 25);
+    forge(&lab, "box1", Some(&coordinator), MDNS, 40, 25);
+    no_left_for(&w, SETTLE, "a burst of goodbyes");
+    let evs = events(&w);
+    let joins = evs.iter().filter(|e| e["event"] == "joined").count();
+    assert_eq!(joins, 2, "each member joined once, never again: {evs:?}");
+    let log = w.0.stderr();
+    assert!(
+        log.contains("goodbye refuted"),
+        "the refuted goodbyes are logged at debug level"
+    );
+
+    // A real goodbye right after a forged one was refuted (mdns-sd has
+    // dropped box1 from its cache again by then).
+    forge(&lab, "box1", None, MDNS, 2, 250);
+    no_left_for(&w, Duration::from_millis(1500), "a last forged goodbye");
+    let removed = |w: &Proc| w.0.stderr().matches(MDNS_SD_REMOVED).count();
+    let removed_before = removed(&w);
+    let stopped = Instant::now();
+    assert!(box1.signal(Signal::SIGTERM), "box1 signalled");
+    let goodbye = left_after(&w, "box1", stopped, GOODBYE_BOUND);
+    // And a crash: no goodbye, the health check finds it.
+    let crashed = Instant::now();
+    box2.kill();
+    let crash = left_after(&w, "box2", crashed, CRASH_BOUND);
+    let reasons: Vec<String> = events(&w)
+        .iter()
+        .filter(|e| e["event"] == "left")
+        .map(|e| format!("{} {}", e["instance"], e["reason"]))
+        .collect();
+    // mdns-sd, which dropped box1 with each forgery, re-learnt it (the
+    // browse asked the LAN again) and reports its real goodbye too.
+    kit::eventually(
+        Duration::from_secs(5),
+        "mdns-sd reporting the real goodbye",
+        || {
+            if removed(&w) > removed_before {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{removed_before} removals of box1 before the SIGTERM, none since"
+                ))
+            }
+        },
+    );
+    let refuted = log.matches("goodbye refuted").count();
+    eprintln!(
+        "forged goodbyes ({}): {refuted} refutations logged; real goodbye -> left seen after \
+         {} ms, crash -> left after {} ms; {reasons:?}",
+        if keyed { "keyed" } else { "no key" },
+        goodbye.as_millis(),
+        crash.as_millis()
+    );
+    assert!(
+        goodbye <= GOODBYE_BOUND,
+        "a real goodbye after a refuted forgery: left after {goodbye:?}, over {GOODBYE_BOUND:?}"
+    );
+    assert!(
+        crash <= CRASH_BOUND,
+        "a crash: left after {crash:?}, over {CRASH_BOUND:?}"
+    );
+    drop((box1, box2));
+}
+
+#[test]
+fn forged_goodbyes_never_make_watch_report_a_live_member_left_without_a_key() {
+    forged_goodbyes_are_refuted_and_real_leaves_keep_their_bounds(false);
+}
+
+#[test]
+fn forged_goodbyes_never_make_watch_report_a_live_member_left_with_a_key() {
+    forged_goodbyes_are_refuted_and_real_leaves_keep_their_bounds(true);
+}
