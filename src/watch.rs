@@ -30,73 +30,51 @@
 //!
 //! # The stream
 //!
-//! Per instance the events follow one grammar: `joined`, then (`updated` |
-//! `restarted` | `worker`)*, then `left`, and so on; never two joins without a left,
-//! never a left without a join (held as an invariant where events leave
-//! the engine, `event.rs`). `refused` stands outside it.
+//! Per instance the events follow one grammar ([`event`]): `joined`, then
+//! (`updated` | `restarted` | `worker`)*, then `left`, and so on.
+//! `refused` stands outside it.
 //!
 //! Joins come from the mDNS browse ([`Announcements`], in production
-//! [`ContinuousBrowse`]); each candidate passes the same admission
+//! [`ContinuousBrowse`]) and, with a DNS-SD zone ([`Zone`], in production
+//! [`DnsZone`]: `--domain` or `[discover] dns_sd`), from the zone, browsed
+//! every [`DNS_POLL_INTERVAL`]. Each candidate passes the same admission
 //! ([`crate::admit`], behind [`Check`]) and device selection (the one
-//! pipeline) as in `expand`, then becomes a member: a live agent is
-//! confirmed by its handshake before it is reported, and a cached record of
-//! a dead one is refused there, never reported. Each (re)announcement
-//! counts: an agent carries an incarnation, 64 random bits chosen at each
-//! start, in its TXT (`inc`) and handshake caps, so a restarted agent's
-//! announcement differs from its predecessor's cached one and mdns-sd
-//! reports it (`tests/field/watch_churn.rs` times the joins against the
-//! announcements).
+//! pipeline) as in `expand`: a live agent is confirmed by its handshake
+//! before it is reported, and a cached record of a dead one is refused
+//! there. An agent's incarnation (64 random bits chosen at each start, in
+//! its TXT `inc` and handshake caps) makes a restarted agent's
+//! announcement differ from its predecessor's cached one.
 //!
 //! - **restarted**: a member's handshake (an admission of its new
-//!   announcement, or a health check) tells another incarnation. Also when
-//!   it was never seen gone: a supervisor restarting a crashed agent in
-//!   100 ms.
-//! - **goodbye**: an agent that stops cleanly sends mDNS goodbyes, heard by
-//!   the browse's own socket at once and reported by mdns-sd about a second
-//!   later. Anyone can forge one, so a goodbye (or mdns-sd's expiry of a
-//!   record) is a reason to check the member, never to drop it
-//!   ([`farewell`]): the stopped agent's port is closed, its check fails at
-//!   once, and it is reported left within 2 s of its SIGTERM; a member that
-//!   still answers as the same incarnation stays (the refuted goodbye is
-//!   counted and logged at debug level), one that answers as another is
-//!   `restarted`. An instance that left is dialled once more
-//!   [`CONFIRM_AFTER_GOODBYE`] later, and joins again if it answers.
-//! - **health check**: a crashed agent (SIGKILL, power loss) sends nothing,
-//!   and its mDNS records live for minutes. Each member is checked over the
-//!   handshake on its own jittered schedule ([`health`]: every 2.8-3.5 s,
-//!   and once more 0.3 s after a refused check): a crashed process on a live
-//!   host is reported left within about 3.8 s, a vanished host within
-//!   about 7.8 s (the handshake round's own retries). A slow or dead host
-//!   costs only its own check.
-//!
-//! With a DNS-SD zone ([`Zone`], in production [`DnsZone`]: `--domain` or
-//! `[discover] dns_sd`), the zone is browsed too, every
-//! [`DNS_POLL_INTERVAL`]: registrations join through the same admission, and
-//! one that disappears from the zone (deleted on the agent's clean stop, or
-//! its lease ran out) is reported left. Members are keyed by source and
-//! instance ([`member_name`]): DNS members are named `<instance> (dns)`, and
-//! an mDNS instance that would look like one gets ` (mdns)` added, so no
-//! announcement can speak for a member of the other source; a LAN node
-//! listed both ways is one member (by [`crate::pipeline::same_machine`]).
+//!   announcement, or a health check) tells another incarnation, even when
+//!   it was never seen gone.
+//! - **goodbye**: a goodbye, or mdns-sd's expiry of a record, is a claim
+//!   anyone can make: the member is checked ([`farewell`]), and `left`
+//!   follows only when the check fails (at once for a stopped agent, whose
+//!   port is closed: within 2 s of its SIGTERM). An instance that left is
+//!   dialled once more [`CONFIRM_AFTER_GOODBYE`] later.
+//! - **identity**: a confirmed sighting under a member's name at another
+//!   address or with another node id is a claim too ([`Member::is_here`]):
+//!   the member is checked where it is, and the sighting is taken only if
+//!   the member is gone (a move with the same id is `updated` in place); a
+//!   member's address that answers as another machine is the member gone.
+//!   The same machine under several names (mDNS and DNS, or a stranger's
+//!   phantom instance at a member's address) is one member, by
+//!   [`crate::pipeline::same_machine`], and a goodbye for any of its names
+//!   checks it.
+//! - **health check**: a crashed agent sends nothing; each member is
+//!   checked over the handshake on its own jittered schedule ([`health`]):
+//!   a crashed process is reported left within about 3.8 s, a vanished
+//!   host within about 7.8 s.
+//! - **DNS-SD**: a registration gone from the zone is reported left.
+//!   Members are keyed by source and instance ([`member_name`]): no
+//!   announcement of one source speaks for a member of another.
 //!
 //! # Under a flood
 //!
-//! Candidates wait in a queue and are admitted at most [`ADMIT_BURST`] at
-//! once and one per [`ADMIT_EVERY`] after that, at most [`MAX_IN_FLIGHT`]
-//! new or retried ones at a time (members' changes and candidates whose
-//! address sent the announcement itself go first, with
-//! [`RESERVED_IN_FLIGHT`] more slots). Each candidate's check runs in its
-//! own task, never inline nor batched with others: a slow admission delays
-//! no other candidate's join nor member's event. A refusal
-//! is remembered per (address, id, TXT) and that candidate is not dialled
-//! again for [`RETRY_FIRST`], doubling up to [`RETRY_CAP`]; at most
-//! [`MAX_REMEMBERED`] refusals and queued candidates are kept, and a
-//! refusal not refused again within `FORGET_AFTER` (5 min) of its
-//! back-off's end is forgotten (each crashed incarnation is a key of its
-//! own: kept until the bound, they grew the heap for hours). The
-//! browse's own bounds (shares by real source, pruning, the on-link rule
-//! with a key) are in [`ContinuousBrowse`]; docs/security.md has the
-//! figures.
+//! Admission is rate-limited, queued by priority and backed off per
+//! refusal ([`admission`]), each check in its own task; the browse's own
+//! bounds are in [`ContinuousBrowse`]; docs/security.md has the figures.
 //!
 //! A member whose caps change materially (the device chosen, its memory, the
 //! core count, or its address) is reported `updated`.
@@ -115,14 +93,15 @@ use event::Out;
 pub use event::{Event, Kind};
 use farewell::GoodbyeCounts;
 use inputs::named;
+use inputs::poll_zone;
 pub(crate) use inputs::{member_name, Announcements, Check, DnsZone, Zone, DNS_POLL_INTERVAL};
 use job::{run_job, Job};
-use member::{news, Member};
+use member::{another_machine, contender_refused, news, Member};
 use node::{incarnation_of, one};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
 mod admission;
 mod event;
@@ -178,6 +157,9 @@ pub(crate) struct Watch<C> {
     goodbyes: GoodbyeCounts,
     /// A goodbye was refuted since the browse was last asked to re-learn.
     relearn: bool,
+    /// Instances found to be a member's machine under another name, to
+    /// that member's name: at most [`MAX_REMEMBERED`].
+    aliases: BTreeMap<String, String>,
 }
 
 impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
@@ -199,16 +181,8 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             rng: fastrand::Rng::new(),
             goodbyes: GoodbyeCounts::default(),
             relearn: false,
+            aliases: BTreeMap::new(),
         }
-    }
-
-    /// The same, with the health checks' jitter drawn from `seed` (tests
-    /// that replay a schedule).
-    #[cfg(test)]
-    pub(crate) fn with_seed(check: C, defaults: NodeDefaults, started: Instant, seed: u64) -> Self {
-        let mut w = Watch::new(check, defaults, started);
-        w.rng = fastrand::Rng::with_seed(seed);
-        w
     }
 
     /// Runs until `shutdown` completes, handing every event to `emit` as it
@@ -217,11 +191,9 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
     /// own jittered schedule ([`health`]). Every handshake (admissions,
     /// health checks) runs in its own task and the DNS browse beside the
     /// loop, never inline: a slow or dead host costs only its own check,
-    /// and nobody else's event waits for it. Candidates are admitted at
-    /// most [`ADMIT_BURST`] at once and one per [`ADMIT_EVERY`] after that;
-    /// a refused one waits [`RETRY_FIRST`], doubling up to [`RETRY_CAP`],
-    /// before it is dialled again. Checks under way are dropped at
-    /// shutdown. Fails only when `mdns` stops for good.
+    /// and nobody else's event waits for it ([`admission`] bounds how many
+    /// a second). Checks under way are dropped at shutdown. Fails only when
+    /// `mdns` stops for good.
     pub(crate) async fn run<A: Announcements, Z: Zone>(
         &mut self,
         mut mdns: Option<&mut A>,
@@ -231,23 +203,9 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
     ) -> Result<(), WatchError> {
         let mut out = Out::new(self.started, emit);
         // The zone is browsed beside the loop: a slow DNS server delays
-        // only the DNS members' news. One browse at a time, every
-        // DNS_POLL_INTERVAL; the results come back through a channel.
+        // only the DNS members' news.
         let (dns_tx, mut dns_rx) = tokio::sync::mpsc::channel(1);
-        let poller = async move {
-            let Some(zone) = dns else {
-                return std::future::pending().await;
-            };
-            let mut tick = tokio::time::interval(DNS_POLL_INTERVAL);
-            tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let found = zone.browse().await;
-                if dns_tx.send(found).await.is_err() {
-                    return std::future::pending().await;
-                }
-            }
-        };
+        let poller = poll_zone(dns, dns_tx);
         tokio::pin!(poller);
         // Checks run in their own tasks: however slow a handshake (or a
         // flood of them), this loop goes on reading events. Dropped (and
@@ -338,6 +296,13 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
     /// candidate waiting for admission is still dialled: the check tells).
     fn goodbye(&mut self, label: &str) {
         let now = Instant::now();
+        // An instance that is a member's machine under another name (a
+        // phantom, or the real name of a machine a phantom named first):
+        // its goodbye is a claim about that member.
+        let label = match self.aliases.get(label) {
+            Some(k) if !self.members.contains_key(label) => k.as_str(),
+            _ => label,
+        };
         let Some(m) = self.members.get_mut(label) else {
             return;
         };
@@ -386,17 +351,22 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             return; // it left (and maybe joined again) meanwhile
         };
         m.farewell.done();
-        if let Some(s) = checked.sightings.into_iter().find(|s| s.host == label) {
-            let inc = incarnation_of(&s);
+        let answer = checked.sightings.into_iter().find(|s| s.host == label);
+        if let Some(s) = answer.as_ref().filter(|s| m.answers_as(s)) {
+            let inc = incarnation_of(s);
             if inc == m.incarnation {
                 self.goodbyes.refuted += 1;
                 self.relearn = true;
                 self.goodbyes.log_refuted(label);
             }
-            let node = node_of(&s, &self.defaults);
+            let node = node_of(s, &self.defaults);
             news(out, label, m, &node, inc);
             m.node = node;
-            m.sighting = s;
+            m.sighting = s.clone();
+            if let Some((c, _)) = m.contender.take() {
+                let why = contender_refused(label, m, &c);
+                self.report_refusals(out, &[Problem::stranger(c.source, label, why)]);
+            }
             return;
         }
         if m.sighting.addr != dialled {
@@ -406,25 +376,66 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             );
             return;
         }
-        let reason = checked
-            .problems
-            .iter()
-            .find(|p| p.host == label)
-            .map_or("the check lost it", |p| p.reason.as_str())
-            .to_string();
-        if let Some(m) = self.members.remove(label) {
-            out.emit(
-                Kind::Left,
-                label,
-                Some(&m.node),
-                m.incarnation.as_deref(),
-                Some(format!("goodbye, and its check failed: {reason}")),
-            );
+        let reason = match answer {
+            Some(other) => another_machine(&other),
+            None => checked
+                .problems
+                .iter()
+                .find(|p| p.host == label)
+                .map_or("the check lost it", |p| p.reason.as_str())
+                .to_string(),
+        };
+        let cause = if m.contender.is_some() {
+            "its records changed"
+        } else {
+            "goodbye"
+        };
+        self.gone(
+            out,
+            label,
+            format!("{cause}, and its check failed: {reason}"),
+            true,
+        );
+    }
+
+    /// Member `label` is no longer where it was (its check failed, or its
+    /// address answers as another machine): a contender with its node id
+    /// is the member moved (a new lease: `updated`, or `restarted`, in
+    /// place); else it has left, with `why`, and a contender with another
+    /// id joins under the name. `confirm` dials the instance once more
+    /// [`CONFIRM_AFTER_GOODBYE`] later (a leave on a goodbye).
+    fn gone(&mut self, out: &mut Out<impl FnMut(Event)>, label: &str, why: String, confirm: bool) {
+        let Some(mut m) = self.members.remove(label) else {
+            return;
+        };
+        let contender = m.contender.take();
+        if let Some((c, announced)) = contender.as_ref().filter(|(c, _)| m.answers_as(c)) {
+            let node = node_of(c, &self.defaults);
+            news(out, label, &mut m, &node, incarnation_of(c));
+            m.node = node;
+            m.sighting = c.clone();
+            m.announced = announced.clone();
+            m.failed_once = false;
+            m.next_check = Some(Instant::now() + health::next_interval(&mut self.rng));
+            self.members.insert(label.to_string(), m);
+            return;
+        }
+        out.emit(
+            Kind::Left,
+            label,
+            Some(&m.node),
+            m.incarnation.as_deref(),
+            Some(why),
+        );
+        if confirm {
             if self.confirming.len() >= MAX_REMEMBERED {
                 self.confirming.pop_first();
             }
             let due = Instant::now() + CONFIRM_AFTER_GOODBYE;
             self.confirming.insert(label.to_string(), (due, m.sighting));
+        }
+        if let Some((c, announced)) = contender {
+            self.join_or_update(out, c, announced);
         }
     }
 
@@ -628,9 +639,13 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         }
     }
 
-    /// A sighting the machine itself confirmed: a new member (joined), or
-    /// news of a member (restarted when its incarnation changed, updated
-    /// when its caps did materially).
+    /// A sighting the machine itself confirmed: news of the member of its
+    /// name when it is that member where it is (restarted when its
+    /// incarnation changed, updated when its caps did materially); a claim
+    /// checked against that member when it is not (another address, or
+    /// another node id: kept as the member's contender, see [`Watch::gone`]);
+    /// nothing new when it is the machine of another member; else a new
+    /// member (joined).
     fn join_or_update(
         &mut self,
         out: &mut Out<impl FnMut(Event)>,
@@ -639,44 +654,57 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
     ) {
         let label = s.host.clone();
         let node = node_of(&s, &self.defaults);
-        // The same machine already a member through the other source (mDNS
-        // and DNS both list a LAN agent): one node, by the rule `expand`
-        // merges with. If that source loses it first, the next browse of
-        // this one brings it back.
-        let twin = self.members.iter().find(|(k, m)| {
-            **k != label && m.sighting.source != s.source && same_machine(&m.sighting, &s)
-        });
-        if let Some((k, _)) = twin {
-            tracing::debug!("{label} is {k}, already a member through another source");
-            return;
-        }
         let inc = incarnation_of(&s);
-        let next_check = Some(Instant::now() + health::next_interval(&mut self.rng));
-        match self.members.get_mut(&label) {
-            None => {
-                out.emit(Kind::Joined, &label, Some(&node), inc.as_deref(), None);
-                self.generation += 1;
-                self.members.insert(
-                    label,
-                    Member {
-                        sighting: s,
-                        node,
-                        announced,
-                        incarnation: inc,
-                        generation: self.generation,
-                        next_check,
-                        failed_once: false,
-                        farewell: Default::default(),
-                    },
-                );
-            }
-            Some(m) => {
+        if let Some(m) = self.members.get_mut(&label) {
+            if m.is_here(&s) {
                 news(out, &label, m, &node, inc);
                 m.sighting = s;
                 m.node = node;
                 m.announced = announced;
+            } else {
+                tracing::debug!(
+                    "{label}: a sighting at {} (id {}) under its name; checking the member at {}",
+                    s.addr,
+                    s.id().unwrap_or("none"),
+                    m.sighting.addr
+                );
+                m.contender = Some((s, announced));
+                m.farewell.heard(Instant::now());
             }
+            return;
         }
+        // The same machine already a member under another name (mDNS and
+        // DNS both list a LAN agent, or a stranger announced a phantom
+        // instance at a member's address): one member, by the rule
+        // `expand` merges with. Its goodbyes are claims about that member.
+        let twin = self
+            .members
+            .iter()
+            .find(|(_, m)| same_machine(&m.sighting, &s));
+        if let Some((k, _)) = twin {
+            tracing::debug!("{label} is {k}'s machine, already a member: one member");
+            if self.aliases.len() >= MAX_REMEMBERED {
+                self.aliases.pop_first();
+            }
+            self.aliases.insert(label, k.clone());
+            return;
+        }
+        self.aliases.remove(&label);
+        out.emit(Kind::Joined, &label, Some(&node), inc.as_deref(), None);
+        self.generation += 1;
+        let next_check = Some(Instant::now() + health::next_interval(&mut self.rng));
+        let member = Member {
+            sighting: s,
+            node,
+            announced,
+            incarnation: inc,
+            generation: self.generation,
+            next_check,
+            failed_once: false,
+            farewell: Default::default(),
+            contender: None,
+        };
+        self.members.insert(label, member);
     }
 
     /// The health checks due now, one job per member, each taken off the
@@ -728,7 +756,13 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         else {
             return; // it left (and maybe joined again) meanwhile
         };
-        if let Some(s) = checked.sightings.into_iter().find(|s| s.host == label) {
+        let answer = checked.sightings.into_iter().find(|s| s.host == label);
+        if let Some(s) = answer.as_ref().filter(|s| !m.answers_as(s)) {
+            let why = format!("health check failed: {}", another_machine(s));
+            self.gone(out, label, why, false);
+            return;
+        }
+        if let Some(s) = answer {
             m.failed_once = false;
             m.next_check = Some(now + health::next_interval(&mut self.rng));
             let node = node_of(&s, &self.defaults);
@@ -757,14 +791,6 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             m.next_check = Some(now + health::RECHECK_AFTER);
             return;
         }
-        if let Some(m) = self.members.remove(label) {
-            out.emit(
-                Kind::Left,
-                label,
-                Some(&m.node),
-                m.incarnation.as_deref(),
-                Some(format!("health check failed: {reason}")),
-            );
-        }
+        self.gone(out, label, format!("health check failed: {reason}"), false);
     }
 }

@@ -29,6 +29,15 @@ JSON on stdout:
       G ms apart, from IP:5353 (or port P; 0: an ephemeral one), to the group
       (or by unicast to --to IP:5353 only, so that no other host hears it),
       and prints {"sent": N}.
+  records --src IP --instance NAME --copy OTHER [--phantoms K] [--to IP] --count N --gap-ms G
+      a stranger's forged records: asks OTHER's agent (a legacy query from
+      an ephemeral port, answered by unicast) for OTHER's SRV, TXT and
+      address, then sends N responses, G ms apart, from IP:5353 to the
+      group (or by unicast to --to IP:5353), announcing NAME (and, with K,
+      the phantom instances NAME-p0 .. NAME-p(K-1) besides) with OTHER's
+      TXT, an SRV to a host name of its own at OTHER's port, and an A
+      record of that host at OTHER's address: the records `watch` reads
+      as NAME living on OTHER's machine. Prints {"sent": N, "copied": {...}}.
 """
 
 import argparse
@@ -104,6 +113,10 @@ def read_rr(data, off):
         rr["addr"] = socket.inet_ntop(socket.AF_INET6, rdata)
     elif rtype in (12, 33):
         rr["target"] = read_name(data, off + (6 if rtype == 33 else 0))[0]
+        if rtype == 33:
+            rr["port"] = struct.unpack("!H", rdata[4:6])[0]
+    elif rtype == 16:
+        rr["raw"] = rdata.hex()
     return rr, off + rdlen
 
 
@@ -302,6 +315,80 @@ def goodbye(args):
     print(json.dumps({"sent": args.count}), flush=True)
 
 
+def legacy_ask(src, name, qtype, seconds=2.0):
+    """Asks the group for name/qtype from an ephemeral port (a legacy
+    query, RFC 6762 §6.7): responders answer by unicast, to this socket.
+    Returns every record of the replies."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((src, 0))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(src))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+    s.settimeout(0.2)
+    deadline = time.monotonic() + seconds
+    records, asked = [], 0
+    while time.monotonic() < deadline:
+        if not records and asked < 5:
+            s.sendto(query(name, qtype, False), (GROUP4, PORT))
+            asked += 1
+        try:
+            data, _ = s.recvfrom(9000)
+        except socket.timeout:
+            if records:
+                break
+            continue
+        msg = parse(data)
+        records += msg["an"] + msg["ar"]
+    return records
+
+
+def rr_bytes(name, rtype, ttl, rdata, flush=True):
+    rclass = 1 | (0x8000 if flush else 0)
+    return encode_name(name) + struct.pack("!HHIH", rtype, rclass, ttl, len(rdata)) + rdata
+
+
+def records(args):
+    other = args.copy + "." + SERVICE
+    got = legacy_ask(args.src, other, 255)
+    srv = next((r for r in got if r["type"] == "SRV" and r["name"].lower() == other.lower()), None)
+    txt = next((r for r in got if r["type"] == "TXT" and r["name"].lower() == other.lower()), None)
+    if srv is None or txt is None:
+        print(json.dumps({"error": f"no SRV/TXT for {other}", "got": got}), flush=True)
+        return 1
+    addr = next((r["addr"] for r in got if r["type"] == "A" and r["name"].lower() == srv["target"].lower()), None)
+    if addr is None:
+        got_a = legacy_ask(args.src, srv["target"], 1)
+        addr = next((r["addr"] for r in got_a if r["type"] == "A"), None)
+    if addr is None:
+        print(json.dumps({"error": f"no address for {srv['target']}"}), flush=True)
+        return 1
+    names = [args.instance] + [f"{args.instance}-p{i}" for i in range(args.phantoms)]
+    answers = []
+    for n in names:
+        full = n + "." + SERVICE
+        host = "forged-" + n.replace(" ", "-") + ".local."
+        answers.append(rr_bytes(SERVICE, 12, 4500, encode_name(full), flush=False))
+        srv_rdata = struct.pack("!HHH", 0, 0, srv["port"]) + encode_name(host)
+        answers.append(rr_bytes(full, 33, 120, srv_rdata))
+        answers.append(rr_bytes(full, 16, 4500, bytes.fromhex(txt["raw"])))
+        answers.append(rr_bytes(host, 1, 120, socket.inet_aton(addr)))
+    packet = struct.pack("!HHHHHH", 0, 0x8400, 0, len(answers), 0, 0) + b"".join(answers)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind((args.src, PORT))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(args.src))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+    dest = (args.to or GROUP4, PORT)
+    for i in range(args.count):
+        s.sendto(packet, dest)
+        if i + 1 < args.count:
+            time.sleep(args.gap_ms / 1000)
+    copied = {"addr": addr, "port": srv["port"], "names": names}
+    print(json.dumps({"sent": args.count, "copied": copied}), flush=True)
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="mode", required=True)
@@ -334,8 +421,17 @@ def main():
     a.add_argument("--sport", type=int, default=PORT)
     a.add_argument("--count", type=int, default=2)
     a.add_argument("--gap-ms", type=int, default=250)
+    a = sub.add_parser("records")
+    a.add_argument("--src", required=True)
+    a.add_argument("--instance", required=True)
+    a.add_argument("--copy", required=True)
+    a.add_argument("--phantoms", type=int, default=0)
+    a.add_argument("--to")
+    a.add_argument("--count", type=int, default=2)
+    a.add_argument("--gap-ms", type=int, default=250)
     args = p.parse_args()
-    {"listen": listen, "qu": qu, "delay": delay, "tc": tc, "goodbye": goodbye}[args.mode](args)
+    modes = {"listen": listen, "qu": qu, "delay": delay, "tc": tc, "goodbye": goodbye, "records": records}
+    return modes[args.mode](args)
 
 
 if __name__ == "__main__":

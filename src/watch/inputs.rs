@@ -67,6 +67,27 @@ pub(crate) fn named(
     (sightings, problems)
 }
 
+/// Browses `zone` at once and every [`DNS_POLL_INTERVAL`], one browse at
+/// a time, and sends each result to `tx`. Never ends: pending for ever
+/// without a zone, or once the engine stopped listening.
+pub(crate) async fn poll_zone<Z: Zone>(
+    zone: Option<&mut Z>,
+    tx: tokio::sync::mpsc::Sender<Result<Discovery, String>>,
+) {
+    let Some(zone) = zone else {
+        return std::future::pending().await;
+    };
+    let mut tick = tokio::time::interval(DNS_POLL_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let found = zone.browse().await;
+        if tx.send(found).await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
 /// Where joins and goodbyes come from: the mDNS browse in production, a
 /// channel in tests.
 pub(crate) trait Announcements {

@@ -26,6 +26,43 @@ pub(super) struct Member {
     pub(super) failed_once: bool,
     /// The goodbyes said for it, and their checks.
     pub(super) farewell: Farewell,
+    /// A confirmed sighting under its name that is not where, or not what,
+    /// the member is (another address, or another node id), with its
+    /// announcement: held until the member's own check tells whether the
+    /// member is still there ([`Member::answers_as`]). Only the latest.
+    pub(super) contender: Option<(Sighting, Option<String>)>,
+}
+
+impl Member {
+    /// Whether `s` is this member where it is: the same node id at the same
+    /// address. Anything else under its name (a forged SRV/A/TXT pointing
+    /// at another agent, a machine that took its name, or its own move to
+    /// a new lease) is a claim the member's check must settle, never an
+    /// update of the member on its own.
+    pub(super) fn is_here(&self, s: &Sighting) -> bool {
+        self.sighting.addr == s.addr && self.answers_as(s)
+    }
+
+    /// Whether the machine that answered `s` is this member's machine (the
+    /// same node id): a check of its address that another machine answers
+    /// (a reinstall, or a new box on its old lease) finds the member gone.
+    pub(super) fn answers_as(&self, s: &Sighting) -> bool {
+        self.sighting.id() == s.id()
+    }
+}
+
+/// Why a contender under member `label`'s name is not taken, while the
+/// member still answers where it is.
+pub(super) fn contender_refused(label: &str, m: &Member, c: &Sighting) -> String {
+    let id = |s: &Sighting| s.id().unwrap_or("none").to_string();
+    format!(
+        "announced as {label} at {} (id {}), while {label} (id {}) still answers at {}: \
+         a forged record, or two agents claiming one name; not taken",
+        c.addr,
+        id(c),
+        id(&m.sighting),
+        m.sighting.addr
+    )
 }
 
 /// Reports what changed in member `m` now that its machine answered with
@@ -74,4 +111,14 @@ pub(super) fn news(
             Some(why),
         );
     }
+}
+
+/// The reason a member is not where it was when its address answers as
+/// another machine `other`.
+pub(super) fn another_machine(other: &Sighting) -> String {
+    format!(
+        "{} answers as another machine (id {})",
+        other.addr,
+        other.id().unwrap_or("none")
+    )
 }

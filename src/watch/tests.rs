@@ -57,6 +57,8 @@ struct Machines {
     fresh: BTreeMap<String, NodeCaps>,
     /// When each host was dialled (checked), in order.
     dials: Vec<(String, Instant)>,
+    /// Where each host was dialled (`IP:port`), in the same order.
+    dialled_at: Vec<(String, String)>,
 }
 
 /// The admission stand-in: no network, answers from [`Machines`].
@@ -70,6 +72,7 @@ impl Check for FakeCheck {
             let mut m = self.0.lock().unwrap();
             for mut s in d.sightings {
                 m.dials.push((s.host.clone(), Instant::now()));
+                m.dialled_at.push((s.host.clone(), s.addr.clone()));
                 match m.dead.get(&s.host).or(m.dead_at.get(&s.addr)).copied() {
                     Some(death) => {
                         let (delay, reason) = match death {
@@ -109,9 +112,17 @@ impl Zone for FakeZone {
     }
 }
 
+/// A node id of its own for each host name, as real agents have.
+fn node_id(host: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    host.hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
 fn caps(host: &str, cores: u32, gpu_mem: u64) -> NodeCaps {
     NodeCaps {
-        id: format!("{:0>16}", host.len()),
+        id: node_id(host),
         hostname: host.into(),
         os: "linux".into(),
         cores,
@@ -179,7 +190,9 @@ impl Running {
         let machines = FakeCheck::default();
         let zone = FakeZone::default();
         // A fixed seed: the health checks' jitter replays the same way each run.
-        let mut w = Watch::with_seed(machines.clone(), NodeDefaults::default(), Instant::now(), 7);
+        let mut w = Watch::new(machines.clone(), NodeDefaults::default(), Instant::now());
+        // The health checks' jitter from a fixed seed: a replayable schedule.
+        w.rng = fastrand::Rng::with_seed(7);
         let mut z = dns.then(|| zone.clone());
         let task = tokio::spawn(async move {
             let shutdown = async {
@@ -616,7 +629,8 @@ async fn admissions_are_rate_limited_to_a_burst_then_one_per_interval() {
     let many: Vec<Sighting> = (0..100)
         .map(|i| {
             let host = format!("n{i:03}");
-            seen(Source::Mdns, &host, "10.0.0.1", caps(&host, 8, 24 << 30))
+            let ip = format!("10.0.{}.{}", i / 200, 1 + i % 200);
+            seen(Source::Mdns, &host, &ip, caps(&host, 8, 24 << 30))
         })
         .collect();
     w.announce(many, vec![]);
@@ -748,6 +762,13 @@ async fn a_member_whose_address_changes_is_reported_updated_with_the_new_address
     w.announce(vec![box1()], vec![]);
     assert_eq!(w.next().await.event, Kind::Joined);
     tokio::time::advance(Duration::from_millis(300)).await;
+    // The old lease is given up: nothing answers there any more.
+    w.machines
+        .0
+        .lock()
+        .unwrap()
+        .dead_at
+        .insert("10.0.0.1:9100".into(), Death::Reset);
     let moved = seen(Source::Mdns, "box1", "10.0.0.7", caps("box1", 8, 24 << 30));
     w.announce(vec![moved], vec![]);
     let e = w.next().await;
@@ -766,3 +787,4 @@ async fn a_member_whose_address_changes_is_reported_updated_with_the_new_address
 
 mod churn;
 mod goodbye;
+mod identity;

@@ -148,11 +148,18 @@ fn left_after(w: &Proc, who: &str, since: Instant, within: Duration) -> Duration
     })
 }
 
-/// The whole scenario, keyed or not: see the module doc.
-fn forged_goodbyes_are_refuted_and_real_leaves_keep_their_bounds(keyed: bool) {
-    let Some(labs) = require_lab() else {
-        return;
-    };
+/// A live `watch --json` (debug log) in host 0 with box1 and box2 joined
+/// (keyed or not), past their announcements.
+struct Scene {
+    lab: Lab,
+    w: Proc,
+    box1: Proc,
+    box2: Proc,
+    _dir: tempfile::TempDir,
+}
+
+fn scene(keyed: bool) -> Option<Scene> {
+    let labs = require_lab()?;
     let lab = labs.hosts(4);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -191,8 +198,28 @@ fn forged_goodbyes_are_refuted_and_real_leaves_keep_their_bounds(keyed: bool) {
             assert_eq!(e["node"]["evidence"], "authenticated", "{e}");
         }
     }
-
     std::thread::sleep(ANNOUNCED);
+    Some(Scene {
+        lab,
+        w,
+        box1,
+        box2,
+        _dir: dir,
+    })
+}
+
+/// The whole scenario, keyed or not: see the module doc.
+fn forged_goodbyes_are_refuted_and_real_leaves_keep_their_bounds(keyed: bool) {
+    let Some(Scene {
+        lab,
+        w,
+        box1,
+        box2,
+        _dir,
+    }) = scene(keyed)
+    else {
+        return;
+    };
 
     // The issue's forgery: two goodbyes 0.25 s apart, to the group.
     for who in ["box1", "box2"] {
@@ -285,4 +312,97 @@ fn forged_goodbyes_never_make_watch_report_a_live_member_left_without_a_key() {
 #[test]
 fn forged_goodbyes_never_make_watch_report_a_live_member_left_with_a_key() {
     forged_goodbyes_are_refuted_and_real_leaves_keep_their_bounds(true);
+}
+
+/// The stranger forges `box1`'s records pointing at box2's machine (box2's
+/// TXT, port and address, read from box2 itself), and phantom instances
+/// `ghost`, `ghost-p0` .. at box2's machine: by multicast, then by
+/// unicast to the coordinator only.
+fn forge_records(lab: &Lab, instance: &str, phantoms: usize, to: Option<&str>) -> Value {
+    let src = lab.host(STRANGER).ip.to_string();
+    let mut cmd = lab.command(STRANGER, PYTHON);
+    cmd.arg(wire_script()).args([
+        "records",
+        "--src",
+        &src,
+        "--instance",
+        instance,
+        "--copy",
+        "box2",
+        "--phantoms",
+        &phantoms.to_string(),
+    ]);
+    if let Some(ip) = to {
+        cmd.args(["--to", ip]);
+    }
+    let out = String::from_utf8_lossy(&kit::run_ok(&mut cmd).stdout).into_owned();
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Forged records and phantoms, then a real goodbye and a crash.
+fn forged_records_move_and_duplicate_nothing(keyed: bool) {
+    let Some(Scene {
+        lab,
+        w,
+        box1,
+        box2,
+        _dir,
+    }) = scene(keyed)
+    else {
+        return;
+    };
+    let coordinator = lab.host(WATCH).ip.to_string();
+    let copied = forge_records(&lab, "box1", 0, None);
+    forge_records(&lab, "box1", 0, Some(&coordinator));
+    forge_records(&lab, "ghost", 5, None);
+    forge_records(&lab, "ghost", 5, Some(&coordinator));
+    std::thread::sleep(SETTLE);
+    let evs = events(&w);
+    let news: Vec<&Value> = evs.iter().filter(|e| e["event"] != "refused").collect();
+    assert_eq!(
+        news.len(),
+        2,
+        "the two joins and nothing else (no restarted, updated, left, nor a phantom's join); \
+         forged: {copied}; events: {evs:#?}"
+    );
+    for e in &news {
+        let who = e["instance"].as_str().unwrap();
+        let want = lab.host(if who == "box1" { 1 } else { 2 }).ip.to_string();
+        assert!(
+            e["node"]["addr"].as_str().unwrap().starts_with(&want),
+            "{who} is where it runs: {e}"
+        );
+    }
+    let stopped = Instant::now();
+    assert!(box1.signal(Signal::SIGTERM), "box1 signalled");
+    let goodbye = left_after(&w, "box1", stopped, GOODBYE_BOUND);
+    let crashed = Instant::now();
+    box2.kill();
+    let crash = left_after(&w, "box2", crashed, CRASH_BOUND);
+    std::thread::sleep(SETTLE);
+    let l = lefts(&w);
+    eprintln!(
+        "forged records ({}): real goodbye -> left after {} ms, crash -> left after {} ms; \
+         lefts: {l:?}",
+        if keyed { "keyed" } else { "no key" },
+        goodbye.as_millis(),
+        crash.as_millis()
+    );
+    assert_eq!(
+        l.len(),
+        2,
+        "one left per machine, none for a phantom: {l:?}"
+    );
+    assert!(goodbye <= GOODBYE_BOUND, "goodbye: left after {goodbye:?}");
+    assert!(crash <= CRASH_BOUND, "crash: left after {crash:?}");
+}
+
+#[test]
+fn forged_records_and_phantom_instances_never_move_or_duplicate_a_live_member_without_a_key() {
+    forged_records_move_and_duplicate_nothing(false);
+}
+
+#[test]
+fn forged_records_and_phantom_instances_never_move_or_duplicate_a_live_member_with_a_key() {
+    forged_records_move_and_duplicate_nothing(true);
 }

@@ -265,7 +265,11 @@ async fn under_random_churn_the_stream_keeps_its_grammar_and_ends_with_the_runni
             if matches!(act, Act::Start | Act::Restart) {
                 let snapshot = cached
                     .iter()
-                    .map(|(h, inc)| announcing(h, 1 + h.len() as u8, run_of(h, *inc)))
+                    .map(|(h, inc)| {
+                        // One address per machine, as on a real LAN.
+                        let n = hosts.iter().position(|x| x == h).unwrap() as u8 + 1;
+                        announcing(h, n, run_of(h, *inc))
+                    })
                     .collect();
                 w.announce(snapshot, vec![]);
             }
