@@ -68,6 +68,15 @@ pub const MAX_BYTES: u64 = 64 << 20;
 /// Longest an agent sends (or waits to receive) per direction, ms.
 pub const MAX_MS: u64 = 1000;
 
+/// The last bytes of a transfer its sender completed, when the request
+/// asked for them ([`Request::end_mark`]). The payload before it is zeros,
+/// so the mark cannot occur by chance; a connection that closes without it
+/// was cut short (evicted by a flood, aborted at a time limit, the sender
+/// gone), and its bytes are not a measurement. The mark's 16 bytes are
+/// counted like payload at both ends (both ends agree on the total, and 16
+/// bytes move no rate).
+pub const END_MARK: &[u8; 16] = b"rlx-measure-end\n";
+
 /// What the coordinator asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
@@ -81,6 +90,13 @@ pub struct Request {
     pub down_bytes: u64,
     /// Most milliseconds agent -> coordinator.
     pub down_ms: u64,
+    /// Whether each sender ends a transfer it completed with [`END_MARK`]
+    /// (`"end_mark":true`; absent, false, from coordinators and agents that
+    /// predate it). With it, a receiver tells a transfer its sender
+    /// finished from one cut short (a connection evicted or aborted
+    /// mid-transfer closes the same way), and counts only the former.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub end_mark: bool,
 }
 
 impl Default for Request {
@@ -95,6 +111,7 @@ impl Default for Request {
             up_ms: 250,
             down_bytes: MAX_BYTES,
             down_ms: 250,
+            end_mark: true,
         }
     }
 }
@@ -109,6 +126,7 @@ impl Request {
             up_ms: self.up_ms.clamp(1, MAX_MS),
             down_bytes: self.down_bytes.clamp(1, MAX_BYTES),
             down_ms: self.down_ms.clamp(1, MAX_MS),
+            end_mark: self.end_mark,
         }
     }
 
@@ -144,7 +162,9 @@ pub fn is_request(line: &[u8]) -> bool {
 }
 
 /// Parses a request line (agent side). Every field is required, so a typo
-/// is refused rather than measured with a default the sender did not mean.
+/// is refused rather than measured with a default the sender did not mean;
+/// only `end_mark`, which older coordinators do not send, defaults (to
+/// false).
 pub fn parse_request(line: &[u8]) -> Result<Request, String> {
     #[derive(Deserialize)]
     struct In {
@@ -341,6 +361,11 @@ impl Meter {
         self.total
     }
 
+    /// From the first read to the last, microseconds.
+    pub fn span_us(&self) -> u64 {
+        self.samples.last().map_or(0, |s| s.0)
+    }
+
     /// Whether the rate has settled: at least [`STEADY_MIN`] in, and the
     /// two halves of the measured window (the last three quarters) within
     /// [`STEADY_TOLERANCE`] of each other. A receiver that sees this ends
@@ -410,12 +435,14 @@ pub const STEADY_TOLERANCE: f64 = 0.03;
 const BLOCK: usize = 128 * 1024;
 
 /// Sends zeros on `w` until `ms` milliseconds passed or `bytes` were sent,
-/// whichever comes first; gives up at `deadline`. Returns the bytes sent.
+/// whichever comes first, then, with `mark`, the [`END_MARK`]; gives up at
+/// `deadline`. Returns the bytes sent, the mark included.
 pub async fn send_for<W: tokio::io::AsyncWrite + Unpin>(
     w: &mut W,
     bytes: u64,
     ms: u64,
     deadline: tokio::time::Instant,
+    mark: bool,
 ) -> Result<u64, String> {
     use tokio::io::AsyncWriteExt;
     let block = vec![0u8; BLOCK];
@@ -430,22 +457,57 @@ pub async fn send_for<W: tokio::io::AsyncWrite + Unpin>(
             Ok(Ok(())) => sent += n as u64,
         }
     }
+    if mark {
+        match tokio::time::timeout(left(deadline), w.write_all(END_MARK)).await {
+            Err(_) => return Err(format!("the end mark stalled after {sent} bytes")),
+            Ok(Err(e)) => return Err(format!("connection failed after {sent} bytes sent: {e}")),
+            Ok(Ok(())) => sent += END_MARK.len() as u64,
+        }
+    }
     Ok(sent)
 }
 
+/// How a received transfer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The receiver ended it: the rate was steady ([`Meter::steady`]).
+    Steady,
+    /// The sender closed after its [`END_MARK`]: it completed the transfer.
+    Marked,
+    /// The sender's side closed without the mark: cut short when a mark
+    /// was expected, the only possible end when none was.
+    Closed,
+}
+
+/// What a receiver got: the meter and how the transfer ended.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// Every read, timed.
+    pub meter: Meter,
+    /// How it ended.
+    pub end: End,
+}
+
 /// Reads `r` to its end, timing every read; refuses more than `max` bytes
-/// and anything still arriving at `deadline`, so a peer cannot make the
-/// receiver read more or longer than was granted. With `early`, returns as
-/// soon as the rate is steady ([`Meter::steady`]), the rest unread.
+/// (plus the [`END_MARK`] when `mark`) and anything still arriving at
+/// `deadline`, so a peer cannot make the receiver read more or longer than
+/// was granted. With `early`, returns as soon as the rate is steady
+/// ([`Meter::steady`]), the rest unread. With `mark`, the end says whether
+/// the sender closed after the mark ([`End::Marked`]) or without it.
 pub async fn receive<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
     max: u64,
     deadline: tokio::time::Instant,
     early: bool,
-) -> Result<Meter, String> {
+    mark: bool,
+) -> Result<Received, String> {
     use tokio::io::AsyncReadExt;
+    let granted = max;
+    let max = max.saturating_add(if mark { END_MARK.len() as u64 } else { 0 });
     let mut buf = vec![0u8; BLOCK];
     let mut meter = Meter::new();
+    // The last bytes read, for the mark at the end.
+    let mut tail: Vec<u8> = Vec::with_capacity(2 * END_MARK.len());
     loop {
         match tokio::time::timeout(left(deadline), r.read(&mut buf)).await {
             Err(_) => {
@@ -460,14 +522,29 @@ pub async fn receive<R: tokio::io::AsyncRead + Unpin>(
                     meter.total()
                 ))
             }
-            Ok(Ok(0)) => return Ok(meter),
+            Ok(Ok(0)) => {
+                let end = if mark && tail.ends_with(END_MARK) {
+                    End::Marked
+                } else {
+                    End::Closed
+                };
+                return Ok(Received { meter, end });
+            }
             Ok(Ok(n)) => {
                 meter.add(n);
                 if meter.total() > max {
-                    return Err(format!("sent more than the {max} bytes granted"));
+                    return Err(format!("sent more than the {granted} bytes granted"));
+                }
+                if mark {
+                    tail.extend_from_slice(&buf[n.saturating_sub(END_MARK.len())..n]);
+                    let cut = tail.len().saturating_sub(END_MARK.len());
+                    tail.drain(..cut);
                 }
                 if early && meter.steady() {
-                    return Ok(meter);
+                    return Ok(Received {
+                        meter,
+                        end: End::Steady,
+                    });
                 }
             }
         }
