@@ -127,7 +127,11 @@ fn a_keyless_agent_measures_only_when_told_to_and_each_refusal_is_reported() {
     let mut agents = Vec::new();
     for (i, name, extra) in [
         (1, "strict", &[][..]),
-        (2, "open", &["--measure", "any", "--measure-per-minute", "1"][..]),
+        (
+            2,
+            "open",
+            &["--measure", "any", "--measure-per-minute", "1"][..],
+        ),
         (3, "off", &["--measure", "off"][..]),
     ] {
         let caps = dir.path().join(format!("{name}.json"));

@@ -4,16 +4,19 @@
 //! line (which the client reports as "not supported by agent version X").
 //!
 //! ```text
-//! coordinator -> agent  {"rlx":"measure","v":1,"pings":7,"up_bytes":N,"up_ms":250,"down_bytes":N,"down_ms":250}\n
+//! coordinator -> agent  {"rlx":"measure","v":1,"pings":7,"up_bytes":N,"up_ms":250,"down_bytes":N,"down_ms":250,"end_mark":true}\n
 //! agent -> coordinator  {"rlx":"challenge","v":1,"nonce":"<64 hex>","local":"..","peer":"..","keyed":true,
 //!                        "limits":{"pings":9,"bytes":67108864,"ms":1000}}\n
 //! coordinator -> agent  {"rlx":"prove","proof":"<64 hex>"}\n          (no "proof" without a key)
 //! agent -> coordinator  {"rlx":"ready","pings":7,"up_bytes":..,"up_ms":..,"down_bytes":..,"down_ms":..}\n
 //! pings                 1 byte each way, `pings` times (the coordinator times them)
-//! upload                raw bytes, coordinator -> agent, then the coordinator half-closes
+//! upload                zeros, coordinator -> agent, then END_MARK, then the coordinator half-closes
 //! agent -> coordinator  {"rlx":"up","bytes":..,"window_bytes":..,"window_us":..}\n
-//! download              raw bytes, agent -> coordinator, then the agent closes
+//! download              zeros, agent -> coordinator, then END_MARK, then the agent closes
 //! ```
+//!
+//! (`END_MARK` only when the request asks for it with `"end_mark":true`;
+//! see [`END_MARK`] for why.)
 //!
 //! Every refusal (malformed request, no or wrong proof, a test already
 //! running) is the handshake's error line, `{"rlx":"error","v":2,"error":
@@ -32,8 +35,12 @@
 //! The nonce makes a captured proof worthless on another connection; the
 //! endpoints let the coordinator refuse a relay (which would also measure
 //! the wrong path); the request under the MAC stops anyone in between from
-//! enlarging the transfer. An agent without a key measures for anyone (as it
-//! answers the handshake for anyone), within the same limits.
+//! enlarging the transfer. Whether an agent without a key measures at all
+//! is its operator's choice (`rlx-agent --measure`: by default it refuses,
+//! since anyone could otherwise make it move 64 MiB each way on demand).
+//!
+//! **Sense.** Figures are checked against physical limits before they
+//! count ([`super::measure_sense`]).
 //!
 //! **Bounds.** The agent grants the smaller of what was asked and its own
 //! hard limits ([`MAX_PINGS`], [`MAX_BYTES`], [`MAX_MS`] per direction), and
