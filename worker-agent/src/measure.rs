@@ -211,8 +211,8 @@ pub async fn serve(
     let hold = gate.rules.max_hold;
     match tokio::time::timeout(hold, measure(&mut conn, &g, step)).await {
         Ok(Ok(done)) => Ok(done),
-        Ok(Err(Refusal::Sent(why))) => Err(why),
-        Ok(Err(Refusal::Send(why))) => refuse(&mut conn, why).await,
+        Ok(Err(Stop::Broken(why))) => Err(why),
+        Ok(Err(Stop::Refuse(why))) => refuse(&mut conn, why).await,
         Err(_) => {
             refuse(
                 &mut conn,
@@ -227,11 +227,13 @@ pub async fn serve(
     }
 }
 
-/// Why [`measure`] stopped: a failure already past words (the connection
-/// broke), or a reason still to send.
-enum Refusal {
-    Sent(String),
-    Send(String),
+/// Why [`measure`] stopped.
+enum Stop {
+    /// The connection broke (or the coordinator went quiet): nobody to
+    /// tell; the reason goes to the log.
+    Broken(String),
+    /// A refusal to send to the coordinator.
+    Refuse(String),
 }
 
 /// The granted measurement, after the go-ahead: round trips, upload,
@@ -240,16 +242,16 @@ async fn measure(
     conn: &mut BufReader<TcpStream>,
     g: &Request,
     step: Duration,
-) -> Result<String, Refusal> {
+) -> Result<String, Stop> {
     send(conn, Ready::line(*g).as_bytes())
         .await
-        .map_err(Refusal::Sent)?;
+        .map_err(Stop::Broken)?;
     for i in 0..g.pings {
         let mut b = [0u8; 1];
         match timeout_at(Instant::now() + step, conn.read_exact(&mut b)).await {
-            Ok(Ok(_)) => send(conn, &b).await.map_err(Refusal::Sent)?,
+            Ok(Ok(_)) => send(conn, &b).await.map_err(Stop::Broken)?,
             _ => {
-                return Err(Refusal::Sent(format!(
+                return Err(Stop::Broken(format!(
                     "round trip {} of {} did not come",
                     i + 1,
                     g.pings
@@ -263,9 +265,9 @@ async fn measure(
     // read and dropped below.
     let got = receive(conn, g.up_bytes, up_deadline, true, g.end_mark)
         .await
-        .map_err(|why| Refusal::Send(format!("upload refused: {why}")))?;
+        .map_err(|why| Stop::Refuse(format!("upload refused: {why}")))?;
     if got.end == End::Closed && g.end_mark {
-        return Err(Refusal::Send(format!(
+        return Err(Stop::Refuse(format!(
             "upload refused: the connection closed after {} bytes without the end mark of a \
              complete upload (cut short); nothing is counted",
             got.meter.total()
@@ -273,20 +275,18 @@ async fn measure(
     }
     let up = got.meter.result();
     check_transfer("upload", &up, up.bytes, got.meter.span_us())
-        .map_err(|why| Refusal::Send(format!("upload refused: {why}")))?;
+        .map_err(|why| Stop::Refuse(format!("upload refused: {why}")))?;
     let up_line = format!(
         "{{\"rlx\":\"up\",{}\n",
         &serde_json::to_string(&up).expect("serializes")[1..]
     );
-    send(conn, up_line.as_bytes())
-        .await
-        .map_err(Refusal::Sent)?;
+    send(conn, up_line.as_bytes()).await.map_err(Stop::Broken)?;
     if got.end == End::Steady {
         // The figures are out; the rest is dropped, and an end mark split
         // across the two reads is no reason to fail.
         let rest = g.up_bytes.saturating_sub(got.meter.total());
         if let Err(why) = receive(conn, rest, up_deadline, false, g.end_mark).await {
-            return Err(Refusal::Send(format!("upload refused: {why}")));
+            return Err(Stop::Refuse(format!("upload refused: {why}")));
         }
     }
     let down_deadline = Instant::now() + Duration::from_millis(g.down_ms) + DRAIN_GRACE;

@@ -25,8 +25,10 @@
 //!   [`MAX_CONNECTIONS`] for why oldest-out beats refusing newcomers).
 //!
 //! A first line of `{"rlx":"measure",...}` is a link measurement instead
-//! ([`crate::measure`]): it gets its own, longer bound (the granted
-//! transfer windows), and one runs at a time.
+//! ([`crate::measure`]), if [`Limits::measure`] allows it: it gets its own,
+//! longer bound (the granted transfer windows, and at most
+//! [`crate::measure::MAX_HOLD`] in all), one runs at a time, each source
+//! gets a few a minute, and the one running is not evicted.
 //!
 //! Shutdown is an argument ([`serve`] returns when the future completes), as
 //! in mini-redis: `main` passes the signal handler, tests pass a oneshot.

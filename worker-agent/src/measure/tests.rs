@@ -359,8 +359,8 @@ async fn a_measurement_held_past_the_hold_limit_is_aborted_and_the_lock_freed() 
         "{rest:?}"
     );
     assert!(
-        t.elapsed() < Duration::from_secs(1),
-        "aborted at the limit, not after every round trip: {:?}",
+        t.elapsed() < Duration::from_millis(1500),
+        "aborted at the limit, not after every round trip (1.8 s): {:?}",
         t.elapsed()
     );
     let r = measure_link(addr, None, &small(), STEP, "0.1.0").await;
