@@ -448,9 +448,10 @@ async fn an_upload_over_too_short_a_window_is_refused_with_the_window() {
 }
 
 /// A fake agent that follows the protocol up to the download, then sends
-/// `down` zero bytes over about 20 ms and closes; `ready_mark` is what its
-/// go-ahead says about end marks (an agent predating them says nothing).
-async fn cutting_agent(down: usize, ready_mark: bool) -> SocketAddr {
+/// `down` zero bytes in ten writes `pause` apart and closes without an end
+/// mark; `ready_mark` is what its go-ahead says about end marks (an agent
+/// predating them says nothing).
+async fn cutting_agent(down: usize, ready_mark: bool, pause: Duration) -> SocketAddr {
     use rlx_proto::handshake::measure::{receive, End};
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -494,8 +495,10 @@ async fn cutting_agent(down: usize, ready_mark: bool) -> SocketAddr {
             let _ = receive(&mut s, g.up_bytes, deadline, false, req.end_mark).await;
         }
         for _ in 0..10 {
-            s.get_mut().write_all(&vec![0u8; down / 10]).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            if s.get_mut().write_all(&vec![0u8; down / 10]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(pause).await;
         }
         // Closed like an evicted connection: no end mark.
     });
@@ -514,7 +517,7 @@ async fn a_download_cut_short_is_a_failure_not_a_result() {
         ..small()
     };
     for ready_mark in [true, false] {
-        let addr = cutting_agent(400_000, ready_mark).await;
+        let addr = cutting_agent(400_000, ready_mark, Duration::from_millis(2)).await;
         let err = measure_link(addr, None, &req, STEP, "0.1.0")
             .await
             .unwrap_err();
@@ -523,4 +526,35 @@ async fn a_download_cut_short_is_a_failure_not_a_result() {
             "end mark {ready_mark}: {err}"
         );
     }
+}
+
+/// Guards compatibility with agents that predate the end mark: one that
+/// sent for its whole window and closed is still measured.
+#[tokio::test]
+async fn an_agent_that_predates_end_marks_is_measured_when_it_sent_its_window() {
+    let req = Request {
+        down_ms: 60,
+        ..small()
+    };
+    let addr = cutting_agent(1 << 20, false, Duration::from_millis(8)).await;
+    let r = measure_link(addr, None, &req, STEP, "0.1.0").await;
+    assert!(r.is_ok(), "{r:?}");
+}
+
+/// Guards compatibility with coordinators that predate the end mark: a
+/// request without `end_mark` is served without marks, and measured.
+#[tokio::test]
+async fn a_coordinator_that_predates_end_marks_is_still_served() {
+    let addr = agent(None).await;
+    let old = Request {
+        end_mark: false,
+        ..small()
+    };
+    let (_s, answer) = up_to_ready(addr, &old).await;
+    assert!(
+        answer.starts_with("{\"rlx\":\"ready\"") && !answer.contains("end_mark"),
+        "{answer}"
+    );
+    let r = measure_link(agent(None).await, None, &old, STEP, "0.1.0").await;
+    assert!(r.is_ok(), "{r:?}");
 }
