@@ -65,7 +65,10 @@ fn agents(ctx: &Ctx, lab: &Lab, n: usize) -> Result<Vec<LabProcess>> {
     let mut procs = Vec::new();
     for i in 1..=n {
         let (caps, _) = write_caps(ctx.work.path(), i)?;
-        let c = agent_command(lab, i, &ctx.bins.agent, &caps, i);
+        let mut c = agent_command(lab, i, &ctx.bins.agent, &caps, i);
+        // Keyless agents measure only when told to, a few times a minute
+        // per address; the benchmark measures each many times.
+        c.args(["--measure", "any", "--measure-per-minute", "600"]);
         procs.push(lab.spawn(i, c)?);
     }
     for p in &procs {

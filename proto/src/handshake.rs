@@ -56,6 +56,8 @@
 //! - `answer`: the agent's side, one hello line in, one line out ([`answer`]).
 //! - `measure`, `measure_client`: link measurement on the same port (its own
 //!   message type: RTT, upload, download; [`measure_link`]).
+//! - `measure_sense`: the limits measured figures must fall within to
+//!   count (a rate's shortest window, 1 Tbit/s, a round trip's bounds).
 //! - `clock`: the agent's clock offset, read off a reply's `"time_ms"`
 //!   ([`ClockOffset`]; `rlx-discover doctor` shows it).
 //! - `client`: the coordinator's side ([`query`], [`check_reply`]) and why a
@@ -68,6 +70,7 @@ mod client;
 mod clock;
 pub mod measure;
 mod measure_client;
+pub mod measure_sense;
 #[cfg(test)]
 mod measure_tests;
 mod messages;

@@ -7,6 +7,7 @@
 // and `[IPv6]:PORT` are what users type, not documentation links.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+use crate::measure::{Policy, Rules};
 use crate::probe::{probe, ProbeOptions};
 use anyhow::Context;
 use clap::Parser;
@@ -93,6 +94,23 @@ pub struct AgentArgs {
     /// you control: whoever holds that address can then pass the proof on.
     #[arg(long = "advertise", value_name = "ADDR:PORT", value_parser = parse_advertise)]
     pub advertise: Vec<std::net::SocketAddr>,
+
+    /// Who may make this agent measure its link (`rlx-discover browse
+    /// --links`, `expand --links`): `keyed` only coordinators that prove the
+    /// cluster key, so an agent without --key-file measures for no one;
+    /// `any` also lets anyone who reaches the port measure an agent without
+    /// a key (up to 64 MiB each way, a few times a minute); `off` nobody.
+    /// A refusal goes back with its reason, and the coordinator reports it
+    /// for that link.
+    #[arg(long, value_enum, value_name = "WHO", default_value_t = Policy::Keyed)]
+    pub measure: Policy,
+
+    /// Link measurements each coordinator address may start a minute (in a
+    /// burst, then evenly); all addresses together get 8 times as many.
+    /// Raise it for a coordinator that measures in a loop.
+    #[arg(long, value_name = "N", default_value_t = crate::measure::limit::DEFAULT_PER_MINUTE,
+          value_parser = clap::value_parser!(u32).range(1..=600))]
+    pub measure_per_minute: u32,
 
     /// Device kinds this node's rlx build can target, comma-separated
     /// (cpu, cuda, rocm, vulkan, metal, ane). Devices of other kinds are
@@ -213,6 +231,15 @@ impl AgentArgs {
             interfaces: self.interfaces.clone(),
             ..base
         })
+    }
+
+    /// The link-measurement rules these arguments set.
+    pub fn measure_rules(&self) -> Rules {
+        Rules {
+            policy: self.measure,
+            per_minute: self.measure_per_minute,
+            ..Rules::default()
+        }
     }
 
     /// Refuses an agent port that is the worker's: one of the two could
@@ -381,6 +408,33 @@ mod tests {
         );
         let moved = AgentArgs::parse_from(["rlx-agent", "--port", "9100", "--worker-port", "9200"]);
         assert!(moved.check_ports().is_ok());
+    }
+
+    /// Guards the secure default: an agent started without options
+    /// measures only for key holders, and the options say so by name.
+    #[test]
+    fn link_measurement_defaults_to_key_holders_and_the_options_parse() {
+        let a = AgentArgs::parse_from(["rlx-agent"]);
+        assert_eq!(a.measure_rules(), Rules::default());
+        assert_eq!(a.measure, Policy::Keyed);
+        for (word, policy) in [
+            ("off", Policy::Off),
+            ("keyed", Policy::Keyed),
+            ("any", Policy::Any),
+        ] {
+            let a = AgentArgs::parse_from(["rlx-agent", "--measure", word]);
+            assert_eq!(a.measure, policy, "--measure {word}");
+        }
+        let a = AgentArgs::parse_from(["rlx-agent", "--measure-per-minute", "60"]);
+        assert_eq!(a.measure_rules().per_minute, 60);
+        for bad in [
+            &["--measure", "yes"][..],
+            &["--measure-per-minute", "0"],
+            &["--measure-per-minute", "601"],
+        ] {
+            let args = std::iter::once("rlx-agent").chain(bad.iter().copied());
+            assert!(AgentArgs::try_parse_from(args).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

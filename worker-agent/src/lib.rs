@@ -20,13 +20,14 @@
 //! - [`announce`]: `_rlx._tcp` over mDNS, re-announced when the caps change, goodbye on exit.
 //! - [`links`]: the kernel's notifications of interfaces coming and going, so that nothing polls.
 //! - [`server`]: the handshake on the agent's own port (`--port`).
+//! - [`measure`]: link measurement on that port: who may ask (`--measure`), its bounds, the per-source limits ([`measure::limit`]).
 //! - [`worker`]: whether the box's RLX worker listens on its port (`--worker-port`).
 //! - [`register`]: the same records in a unicast DNS zone (`--register`), by TSIG-signed DNS UPDATE, for coordinators beyond the LAN ([`register::tsig`]: its key file).
 //!
 //! The modules depend one way: `run` on everything; `announce` and
 //! `register` on `change`, `naming` and `shutdown`; `cli` on `probe`,
-//! `worker` and the lease settings of `register`; `server` on `worker`;
-//! nothing back.
+//! `worker`, the lease settings of `register` and the rules of `measure`;
+//! `server` on `worker` and `measure`; nothing back.
 
 // Every public item is documented, and nothing is `pub` that the crate
 // root does not export (`main` and the tests in tests/ use what it does).

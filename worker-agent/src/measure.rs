@@ -4,17 +4,30 @@
 //! trips, the upload it receives and the download it sends
 //! ([`rlx_proto::handshake::measure`] has the messages and why).
 //!
+//! Who may measure is the operator's choice ([`Policy`], `--measure`): by
+//! default only coordinators that prove the cluster key, so an agent
+//! without a key measures for no one; `any` lets anyone measure a keyless
+//! agent; `off` refuses everyone. Every refusal is sent back with its
+//! reason, which the coordinator reports for that link.
+//!
 //! The bounds hold whatever the request says: the agent grants at most its
 //! hard limits (bytes and milliseconds per direction), refuses an upload
-//! longer or larger than granted, and runs one measurement at a time (a
-//! second is refused as busy, so two coordinators' tests do not measure
-//! each other). The lock is taken only after the proof verified, so a
-//! stranger cannot hold it.
+//! longer or larger than granted, runs one measurement at a time (a second
+//! is refused as busy, so two coordinators' tests do not measure each
+//! other), grants each source a few a minute ([`limit`]), and aborts a
+//! measurement that holds the lock longer than [`MAX_HOLD`]. The lock is
+//! taken only after the proof verified, so a stranger cannot hold it on a
+//! keyed agent. A transfer that ends without its end mark was cut short and
+//! is refused, never reported as figures.
 
+pub mod limit;
+
+use limit::Limiter;
 use rlx_proto::handshake::measure::{
-    error_line, parse_request, receive, send_for, verify_request, AgentLimits, Challenge, Prove,
-    Ready, MEASURE_VERSION,
+    error_line, parse_request, receive, send_for, verify_request, AgentLimits, Challenge, End,
+    Prove, Ready, Request, MEASURE_VERSION,
 };
+use rlx_proto::handshake::measure_sense::check_transfer;
 use rlx_proto::handshake::{endpoint_text, Binding, Nonce, DRAIN_GRACE, MAX_HELLO_BYTES};
 use rlx_proto::keys::Key;
 use std::sync::Arc;
@@ -24,25 +37,118 @@ use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use tokio::time::{timeout_at, Instant};
 
-/// The one-at-a-time lock of a server's measurements.
-pub type Busy = Arc<Mutex<()>>;
+/// Who may make this agent measure its link (`rlx-agent --measure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Policy {
+    /// Nobody: every request is refused.
+    Off,
+    /// Only coordinators that prove the cluster key; an agent without a
+    /// key measures for no one. The default: without a key, anyone who
+    /// reaches the port could make the agent move 64 MiB each way on
+    /// demand.
+    #[default]
+    Keyed,
+    /// Anyone, when the agent has no key (with a key the proof is still
+    /// required: a key always decides).
+    Any,
+}
+
+/// The longest one measurement may hold the one-at-a-time lock: 10 s, then
+/// it is aborted, the connection closed and the lock freed.
+///
+/// A measurement at the agent's hard limits takes 9 round trips (well under
+/// 2 s on any link a cluster spans), two windows of 1 s, and the drain of
+/// each sender's socket buffer (a few MB, about 3 s at 10 Mbit/s); the
+/// default request ends in well under a second on a steady link. Without
+/// this bound, one client pausing just under the per-step timeout held the
+/// lock about 28 s, again and again.
+pub const MAX_HOLD: Duration = Duration::from_secs(10);
+
+/// What this agent allows, for a flag or a test to set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// Who may measure.
+    pub policy: Policy,
+    /// Measurements a minute per source ([`limit::DEFAULT_PER_MINUTE`]).
+    pub per_minute: u32,
+    /// See [`MAX_HOLD`].
+    pub max_hold: Duration,
+}
+
+impl Default for Rules {
+    fn default() -> Rules {
+        Rules {
+            policy: Policy::default(),
+            per_minute: limit::DEFAULT_PER_MINUTE,
+            max_hold: MAX_HOLD,
+        }
+    }
+}
+
+/// The state one server's measurements share: the rules, the
+/// one-at-a-time lock and the rate limits.
+#[derive(Debug)]
+pub struct Gate {
+    rules: Rules,
+    busy: Arc<Mutex<()>>,
+    limiter: std::sync::Mutex<Limiter>,
+}
+
+impl Gate {
+    /// A gate for `rules`, nothing running.
+    pub fn new(rules: Rules) -> Gate {
+        Gate {
+            rules,
+            busy: Arc::default(),
+            limiter: std::sync::Mutex::new(Limiter::new(rules.per_minute)),
+        }
+    }
+}
 
 /// The refusal of a second measurement while one runs.
 pub const BUSY: &str = "busy: a link measurement is already running on this agent (one at a \
                         time, so that two tests do not measure each other); try again when it ends";
 
+/// The refusal when `--measure off`.
+pub const OFF: &str = "link measurement is turned off on this agent (rlx-agent --measure off); \
+                       its operator can allow it with --measure keyed (key holders) or any";
+
+/// The refusal of a keyless agent under the default policy.
+pub const NO_KEY: &str = "this agent has no cluster key, so it measures links for no one \
+                          (rlx-agent --measure keyed, the default, measures only for holders of \
+                          the cluster key): give the agent --key-file and the coordinator the \
+                          same key_file, or start the agent with --measure any to let anyone who \
+                          reaches its port make it move up to 64 MiB each way";
+
+/// Why `policy` refuses every request to an agent with (`keyed`) or
+/// without a key; `None` when requests go on to the challenge.
+pub fn refusal(policy: Policy, keyed: bool) -> Option<&'static str> {
+    match (policy, keyed) {
+        (Policy::Off, _) => Some(OFF),
+        (Policy::Keyed, false) => Some(NO_KEY),
+        (Policy::Keyed | Policy::Any, _) => None,
+    }
+}
+
 /// Serves one measurement whose request `line` was read from `conn`.
 /// `step` bounds every wait for the coordinator's next line or byte; the
-/// transfers are bounded by the granted windows plus [`DRAIN_GRACE`].
-/// Returns what happened, for the debug log; every refusal is also sent.
+/// transfers are bounded by the granted windows plus [`DRAIN_GRACE`], and
+/// the whole of it by the gate's hold limit ([`MAX_HOLD`]). `on_hold` is
+/// called once the lock is held (the server keeps that connection from
+/// being evicted). Returns what happened, for the debug log; every refusal
+/// is also sent.
 pub async fn serve(
     mut conn: BufReader<TcpStream>,
     line: &[u8],
     key: Option<&Key>,
-    busy: &Busy,
+    gate: &Gate,
     on: &Binding,
     step: Duration,
+    on_hold: impl FnOnce(),
 ) -> Result<String, String> {
+    if let Some(why) = refusal(gate.rules.policy, key.is_some()) {
+        return refuse(&mut conn, why.into()).await;
+    }
     let req = match parse_request(line) {
         Ok(r) => r,
         Err(why) => return refuse(&mut conn, why).await,
@@ -87,41 +193,114 @@ pub async fn serve(
             return refuse(&mut conn, why.into()).await;
         }
     }
-    let Ok(_held) = Arc::clone(busy).try_lock_owned() else {
+    let Ok(_held) = Arc::clone(&gate.busy).try_lock_owned() else {
         return refuse(&mut conn, BUSY.into()).await;
     };
+    // Charged only for a measurement that runs: a refusal costs the asker
+    // nothing and the agent a line.
+    let taken = gate
+        .limiter
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take(on.peer.ip(), std::time::Instant::now());
+    if let Err(limited) = taken {
+        return refuse(&mut conn, limited.reason(on.peer.ip().to_canonical())).await;
+    }
+    on_hold();
     let g = req.granted();
-    send(&mut conn, Ready::line(g).as_bytes()).await?;
+    let hold = gate.rules.max_hold;
+    match tokio::time::timeout(hold, measure(&mut conn, &g, step)).await {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(Stop::Broken(why))) => Err(why),
+        Ok(Err(Stop::Refuse(why))) => refuse(&mut conn, why).await,
+        Err(_) => {
+            refuse(
+                &mut conn,
+                format!(
+                    "aborted: the measurement held this agent longer than its {} ms limit; \
+                     nothing is counted",
+                    hold.as_millis()
+                ),
+            )
+            .await
+        }
+    }
+}
 
+/// Why [`measure`] stopped.
+enum Stop {
+    /// The connection broke (or the coordinator went quiet): nobody to
+    /// tell; the reason goes to the log.
+    Broken(String),
+    /// A refusal to send to the coordinator.
+    Refuse(String),
+}
+
+/// The granted measurement, after the go-ahead: round trips, upload,
+/// download.
+async fn measure(
+    conn: &mut BufReader<TcpStream>,
+    g: &Request,
+    step: Duration,
+) -> Result<String, Stop> {
+    send(conn, Ready::line(*g).as_bytes())
+        .await
+        .map_err(Stop::Broken)?;
     for i in 0..g.pings {
         let mut b = [0u8; 1];
         match timeout_at(Instant::now() + step, conn.read_exact(&mut b)).await {
-            Ok(Ok(_)) => send(&mut conn, &b).await?,
-            _ => return Err(format!("round trip {} of {} did not come", i + 1, g.pings)),
+            Ok(Ok(_)) => send(conn, &b).await.map_err(Stop::Broken)?,
+            _ => {
+                return Err(Stop::Broken(format!(
+                    "round trip {} of {} did not come",
+                    i + 1,
+                    g.pings
+                )))
+            }
         }
     }
     let up_deadline = Instant::now() + step + Duration::from_millis(g.up_ms) + DRAIN_GRACE;
     // Ends the upload as soon as its rate is steady: the figures line is
     // the coordinator's signal to stop sending; what it had in flight is
     // read and dropped below.
-    let meter = match receive(&mut conn, g.up_bytes, up_deadline, true).await {
-        Ok(m) => m,
-        Err(why) => return refuse(&mut conn, format!("upload refused: {why}")).await,
-    };
-    let up = meter.result();
+    let got = receive(conn, g.up_bytes, up_deadline, true, g.end_mark)
+        .await
+        .map_err(|why| Stop::Refuse(format!("upload refused: {why}")))?;
+    if got.end == End::Closed && g.end_mark {
+        return Err(Stop::Refuse(format!(
+            "upload refused: the connection closed after {} bytes without the end mark of a \
+             complete upload (cut short); nothing is counted",
+            got.meter.total()
+        )));
+    }
+    let up = got.meter.result();
+    check_transfer("upload", &up, up.bytes, got.meter.span_us())
+        .map_err(|why| Stop::Refuse(format!("upload refused: {why}")))?;
     let up_line = format!(
         "{{\"rlx\":\"up\",{}\n",
         &serde_json::to_string(&up).expect("serializes")[1..]
     );
-    send(&mut conn, up_line.as_bytes()).await?;
-    let rest = g.up_bytes - meter.total();
-    if let Err(why) = receive(&mut conn, rest, up_deadline, false).await {
-        return refuse(&mut conn, format!("upload refused: {why}")).await;
+    send(conn, up_line.as_bytes()).await.map_err(Stop::Broken)?;
+    if got.end == End::Steady {
+        // The figures are out; the rest is dropped, and an end mark split
+        // across the two reads is no reason to fail.
+        let rest = g.up_bytes.saturating_sub(got.meter.total());
+        if let Err(why) = receive(conn, rest, up_deadline, false, g.end_mark).await {
+            return Err(Stop::Refuse(format!("upload refused: {why}")));
+        }
     }
     let down_deadline = Instant::now() + Duration::from_millis(g.down_ms) + DRAIN_GRACE;
     // The coordinator closes the connection once the download's rate is
     // steady: a failed write after that is the end, not an error.
-    let sent = match send_for(conn.get_mut(), g.down_bytes, g.down_ms, down_deadline).await {
+    let sent = match send_for(
+        conn.get_mut(),
+        g.down_bytes,
+        g.down_ms,
+        down_deadline,
+        g.end_mark,
+    )
+    .await
+    {
         Ok(n) => n.to_string(),
         Err(why) => format!("some (the coordinator ended it: {why})"),
     };

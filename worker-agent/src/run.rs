@@ -13,7 +13,7 @@
 use crate::announce::{AnnounceOptions, Announcer};
 use crate::cli::AgentArgs;
 use crate::register::{maintain, RegisterOptions, Registration};
-use crate::server::serve;
+use crate::server::{serve_with, Limits};
 use crate::shutdown::Shutdown;
 use anyhow::{Context, Result};
 use rlx_proto::caps::NodeCaps;
@@ -129,11 +129,25 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
         _ => None,
     };
     let stop = shutdown.clone();
-    let server = tokio::spawn(serve(
+    let measure = args.measure_rules();
+    match crate::measure::refusal(measure.policy, key.is_some()) {
+        Some(why) => tracing::info!("link measurement refused to everyone: {why}"),
+        None if key.is_none() => tracing::warn!(
+            "link measurement allowed to anyone who reaches port {port} (--measure any, no \
+             --key-file): up to 64 MiB each way, {} a minute per address",
+            measure.per_minute
+        ),
+        None => {}
+    }
+    let server = tokio::spawn(serve_with(
         listener,
         Arc::clone(&caps_tx),
         key,
         args.advertise.clone(),
+        Limits {
+            measure,
+            ..Limits::default()
+        },
         async move {
             stop.wait().await;
         },

@@ -25,8 +25,10 @@
 //!   [`MAX_CONNECTIONS`] for why oldest-out beats refusing newcomers).
 //!
 //! A first line of `{"rlx":"measure",...}` is a link measurement instead
-//! ([`crate::measure`]): it gets its own, longer bound (the granted
-//! transfer windows), and one runs at a time.
+//! ([`crate::measure`]), if [`Limits::measure`] allows it: it gets its own,
+//! longer bound (the granted transfer windows, and at most
+//! [`crate::measure::MAX_HOLD`] in all), one runs at a time, each source
+//! gets a few a minute, and the one running is not evicted.
 //!
 //! Shutdown is an argument ([`serve`] returns when the future completes), as
 //! in mini-redis: `main` passes the signal handler, tests pass a oneshot.
@@ -37,6 +39,7 @@ use rlx_proto::keys::Key;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -59,6 +62,11 @@ pub use rlx_proto::handshake::MAX_HELLO_BYTES;
 /// as they care to. With oldest-out, a real client, which finishes within a
 /// round trip, is only lost if an attacker opens 64 connections inside that
 /// round trip: a connection flood, which no application-level limit stops.
+///
+/// The one link measurement holding the one-at-a-time lock is exempt (so
+/// at most one connection more): evicted, it would be cut short by anyone
+/// who can open 64 connections, and it has its own bound
+/// ([`crate::measure::MAX_HOLD`]).
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// Time one connection gets for the whole exchange (hello in, reply out).
@@ -80,6 +88,9 @@ pub struct Limits {
     pub max_connections: usize,
     /// See [`CONNECTION_TIMEOUT`].
     pub timeout: Duration,
+    /// Who may measure links, how often, and for how long at most
+    /// (`--measure`, `--measure-per-minute`).
+    pub measure: crate::measure::Rules,
 }
 
 impl Default for Limits {
@@ -87,6 +98,7 @@ impl Default for Limits {
         Limits {
             max_connections: MAX_CONNECTIONS,
             timeout: CONNECTION_TIMEOUT,
+            measure: crate::measure::Rules::default(),
         }
     }
 }
@@ -129,9 +141,11 @@ pub async fn serve_with(
     let max = limits.max_connections.max(1);
     let mut tasks = JoinSet::new();
     // Live connections, oldest first: who to evict at the limit.
-    let mut live: VecDeque<AbortHandle> = VecDeque::new();
+    // Each with whether it holds the measurement lock (then it is not
+    // evicted).
+    let mut live: VecDeque<(AbortHandle, Arc<AtomicBool>)> = VecDeque::new();
     let mut backoff = Duration::from_millis(10);
-    let busy = crate::measure::Busy::default();
+    let gate = Arc::new(crate::measure::Gate::new(limits.measure));
     // Every handshake tells whether the worker listens now (at most
     // `worker::MAX_AGE` old), not as of the last re-probe.
     let worker = caps
@@ -164,17 +178,23 @@ pub async fn serve_with(
             }
         };
 
-        live.retain(|h| !h.is_finished());
-        while live.len() >= max {
-            if let Some(oldest) = live.pop_front() {
+        live.retain(|(h, _)| !h.is_finished());
+        let holds = |(_, held): &(AbortHandle, Arc<AtomicBool>)| held.load(Ordering::Relaxed);
+        let mut evictable = live.iter().filter(|c| !holds(c)).count();
+        while evictable >= max {
+            if let Some(i) = live.iter().position(|c| !holds(c)) {
                 tracing::debug!(%peer, "connection limit ({max}) reached: closing the oldest connection");
-                oldest.abort();
+                if let Some((oldest, _)) = live.remove(i) {
+                    oldest.abort();
+                }
             }
+            evictable -= 1;
         }
         let caps = match &worker {
             Some(w) => w.refresh(&caps),
             None => caps.borrow().clone(),
         };
+        let held = Arc::new(AtomicBool::new(false));
         let handle = tasks.spawn(connection(
             stream,
             peer,
@@ -182,9 +202,9 @@ pub async fn serve_with(
             key.clone(),
             Arc::clone(&advertised),
             limits.timeout,
-            Arc::clone(&busy),
+            (Arc::clone(&gate), Arc::clone(&held)),
         ));
-        live.push_back(handle);
+        live.push_back((handle, held));
     }
     tracing::debug!(in_flight = live.len(), "handshake server stopping");
     tasks.shutdown().await;
@@ -199,7 +219,7 @@ async fn connection(
     key: Option<Key>,
     advertised: Arc<[SocketAddr]>,
     timeout: Duration,
-    busy: crate::measure::Busy,
+    (gate, held): (Arc<crate::measure::Gate>, Arc<AtomicBool>),
 ) {
     // What the proof binds: the endpoint this connection was accepted on
     // and the peer it came from, so that the proof is worth nothing to a
@@ -222,7 +242,10 @@ async fn connection(
         Ok(Err(why)) => tracing::debug!(%peer, "handshake: {why}"),
         Ok(Ok(None)) => tracing::debug!(%peer, "handshake: answered"),
         Ok(Ok(Some((conn, line)))) => {
-            match crate::measure::serve(conn, &line, key.as_ref(), &busy, &on, timeout).await {
+            let on_hold = || held.store(true, Ordering::Relaxed);
+            let served =
+                crate::measure::serve(conn, &line, key.as_ref(), &gate, &on, timeout, on_hold);
+            match served.await {
                 Ok(what) => tracing::debug!(%peer, "{what}"),
                 Err(why) => tracing::debug!(%peer, "{why}"),
             }
@@ -514,6 +537,7 @@ mod tests {
         let limits = Limits {
             max_connections: 4,
             timeout: Duration::from_secs(30),
+            ..Limits::default()
         };
         let agent = start(None, limits).await;
         let mut idle = Vec::new();

@@ -4,16 +4,19 @@
 //! line (which the client reports as "not supported by agent version X").
 //!
 //! ```text
-//! coordinator -> agent  {"rlx":"measure","v":1,"pings":7,"up_bytes":N,"up_ms":250,"down_bytes":N,"down_ms":250}\n
+//! coordinator -> agent  {"rlx":"measure","v":1,"pings":7,"up_bytes":N,"up_ms":250,"down_bytes":N,"down_ms":250,"end_mark":true}\n
 //! agent -> coordinator  {"rlx":"challenge","v":1,"nonce":"<64 hex>","local":"..","peer":"..","keyed":true,
 //!                        "limits":{"pings":9,"bytes":67108864,"ms":1000}}\n
 //! coordinator -> agent  {"rlx":"prove","proof":"<64 hex>"}\n          (no "proof" without a key)
 //! agent -> coordinator  {"rlx":"ready","pings":7,"up_bytes":..,"up_ms":..,"down_bytes":..,"down_ms":..}\n
 //! pings                 1 byte each way, `pings` times (the coordinator times them)
-//! upload                raw bytes, coordinator -> agent, then the coordinator half-closes
+//! upload                zeros, coordinator -> agent, then END_MARK, then the coordinator half-closes
 //! agent -> coordinator  {"rlx":"up","bytes":..,"window_bytes":..,"window_us":..}\n
-//! download              raw bytes, agent -> coordinator, then the agent closes
+//! download              zeros, agent -> coordinator, then END_MARK, then the agent closes
 //! ```
+//!
+//! (`END_MARK` only when the request asks for it with `"end_mark":true`;
+//! see [`END_MARK`] for why.)
 //!
 //! Every refusal (malformed request, no or wrong proof, a test already
 //! running) is the handshake's error line, `{"rlx":"error","v":2,"error":
@@ -32,8 +35,12 @@
 //! The nonce makes a captured proof worthless on another connection; the
 //! endpoints let the coordinator refuse a relay (which would also measure
 //! the wrong path); the request under the MAC stops anyone in between from
-//! enlarging the transfer. An agent without a key measures for anyone (as it
-//! answers the handshake for anyone), within the same limits.
+//! enlarging the transfer. Whether an agent without a key measures at all
+//! is its operator's choice (`rlx-agent --measure`: by default it refuses,
+//! since anyone could otherwise make it move 64 MiB each way on demand).
+//!
+//! **Sense.** Figures are checked against physical limits before they
+//! count ([`super::measure_sense`]).
 //!
 //! **Bounds.** The agent grants the smaller of what was asked and its own
 //! hard limits ([`MAX_PINGS`], [`MAX_BYTES`], [`MAX_MS`] per direction), and
@@ -68,6 +75,15 @@ pub const MAX_BYTES: u64 = 64 << 20;
 /// Longest an agent sends (or waits to receive) per direction, ms.
 pub const MAX_MS: u64 = 1000;
 
+/// The last bytes of a transfer its sender completed, when the request
+/// asked for them ([`Request::end_mark`]). The payload before it is zeros,
+/// so the mark cannot occur by chance; a connection that closes without it
+/// was cut short (evicted by a flood, aborted at a time limit, the sender
+/// gone), and its bytes are not a measurement. The mark's 16 bytes are
+/// counted like payload at both ends (both ends agree on the total, and 16
+/// bytes move no rate).
+pub const END_MARK: &[u8; 16] = b"rlx-measure-end\n";
+
 /// What the coordinator asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
@@ -81,6 +97,13 @@ pub struct Request {
     pub down_bytes: u64,
     /// Most milliseconds agent -> coordinator.
     pub down_ms: u64,
+    /// Whether each sender ends a transfer it completed with [`END_MARK`]
+    /// (`"end_mark":true`; absent, false, from coordinators and agents that
+    /// predate it). With it, a receiver tells a transfer its sender
+    /// finished from one cut short (a connection evicted or aborted
+    /// mid-transfer closes the same way), and counts only the former.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub end_mark: bool,
 }
 
 impl Default for Request {
@@ -95,6 +118,7 @@ impl Default for Request {
             up_ms: 250,
             down_bytes: MAX_BYTES,
             down_ms: 250,
+            end_mark: true,
         }
     }
 }
@@ -109,6 +133,7 @@ impl Request {
             up_ms: self.up_ms.clamp(1, MAX_MS),
             down_bytes: self.down_bytes.clamp(1, MAX_BYTES),
             down_ms: self.down_ms.clamp(1, MAX_MS),
+            end_mark: self.end_mark,
         }
     }
 
@@ -144,7 +169,9 @@ pub fn is_request(line: &[u8]) -> bool {
 }
 
 /// Parses a request line (agent side). Every field is required, so a typo
-/// is refused rather than measured with a default the sender did not mean.
+/// is refused rather than measured with a default the sender did not mean;
+/// only `end_mark`, which older coordinators do not send, defaults (to
+/// false).
 pub fn parse_request(line: &[u8]) -> Result<Request, String> {
     #[derive(Deserialize)]
     struct In {
@@ -341,6 +368,11 @@ impl Meter {
         self.total
     }
 
+    /// From the first read to the last, microseconds.
+    pub fn span_us(&self) -> u64 {
+        self.samples.last().map_or(0, |s| s.0)
+    }
+
     /// Whether the rate has settled: at least [`STEADY_MIN`] in, and the
     /// two halves of the measured window (the last three quarters) within
     /// [`STEADY_TOLERANCE`] of each other. A receiver that sees this ends
@@ -410,12 +442,14 @@ pub const STEADY_TOLERANCE: f64 = 0.03;
 const BLOCK: usize = 128 * 1024;
 
 /// Sends zeros on `w` until `ms` milliseconds passed or `bytes` were sent,
-/// whichever comes first; gives up at `deadline`. Returns the bytes sent.
+/// whichever comes first, then, with `mark`, the [`END_MARK`]; gives up at
+/// `deadline`. Returns the bytes sent, the mark included.
 pub async fn send_for<W: tokio::io::AsyncWrite + Unpin>(
     w: &mut W,
     bytes: u64,
     ms: u64,
     deadline: tokio::time::Instant,
+    mark: bool,
 ) -> Result<u64, String> {
     use tokio::io::AsyncWriteExt;
     let block = vec![0u8; BLOCK];
@@ -430,22 +464,57 @@ pub async fn send_for<W: tokio::io::AsyncWrite + Unpin>(
             Ok(Ok(())) => sent += n as u64,
         }
     }
+    if mark {
+        match tokio::time::timeout(left(deadline), w.write_all(END_MARK)).await {
+            Err(_) => return Err(format!("the end mark stalled after {sent} bytes")),
+            Ok(Err(e)) => return Err(format!("connection failed after {sent} bytes sent: {e}")),
+            Ok(Ok(())) => sent += END_MARK.len() as u64,
+        }
+    }
     Ok(sent)
 }
 
+/// How a received transfer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The receiver ended it: the rate was steady ([`Meter::steady`]).
+    Steady,
+    /// The sender closed after its [`END_MARK`]: it completed the transfer.
+    Marked,
+    /// The sender's side closed without the mark: cut short when a mark
+    /// was expected, the only possible end when none was.
+    Closed,
+}
+
+/// What a receiver got: the meter and how the transfer ended.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// Every read, timed.
+    pub meter: Meter,
+    /// How it ended.
+    pub end: End,
+}
+
 /// Reads `r` to its end, timing every read; refuses more than `max` bytes
-/// and anything still arriving at `deadline`, so a peer cannot make the
-/// receiver read more or longer than was granted. With `early`, returns as
-/// soon as the rate is steady ([`Meter::steady`]), the rest unread.
+/// (plus the [`END_MARK`] when `mark`) and anything still arriving at
+/// `deadline`, so a peer cannot make the receiver read more or longer than
+/// was granted. With `early`, returns as soon as the rate is steady
+/// ([`Meter::steady`]), the rest unread. With `mark`, the end says whether
+/// the sender closed after the mark ([`End::Marked`]) or without it.
 pub async fn receive<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
     max: u64,
     deadline: tokio::time::Instant,
     early: bool,
-) -> Result<Meter, String> {
+    mark: bool,
+) -> Result<Received, String> {
     use tokio::io::AsyncReadExt;
+    let granted = max;
+    let max = max.saturating_add(if mark { END_MARK.len() as u64 } else { 0 });
     let mut buf = vec![0u8; BLOCK];
     let mut meter = Meter::new();
+    // The last bytes read, for the mark at the end.
+    let mut tail: Vec<u8> = Vec::with_capacity(2 * END_MARK.len());
     loop {
         match tokio::time::timeout(left(deadline), r.read(&mut buf)).await {
             Err(_) => {
@@ -460,14 +529,29 @@ pub async fn receive<R: tokio::io::AsyncRead + Unpin>(
                     meter.total()
                 ))
             }
-            Ok(Ok(0)) => return Ok(meter),
+            Ok(Ok(0)) => {
+                let end = if mark && tail.ends_with(END_MARK) {
+                    End::Marked
+                } else {
+                    End::Closed
+                };
+                return Ok(Received { meter, end });
+            }
             Ok(Ok(n)) => {
                 meter.add(n);
                 if meter.total() > max {
-                    return Err(format!("sent more than the {max} bytes granted"));
+                    return Err(format!("sent more than the {granted} bytes granted"));
+                }
+                if mark {
+                    tail.extend_from_slice(&buf[n.saturating_sub(END_MARK.len())..n]);
+                    let cut = tail.len().saturating_sub(END_MARK.len());
+                    tail.drain(..cut);
                 }
                 if early && meter.steady() {
-                    return Ok(meter);
+                    return Ok(Received {
+                        meter,
+                        end: End::Steady,
+                    });
                 }
             }
         }

@@ -3,8 +3,10 @@
 //! connection, under one deadline. The messages are in [`super::measure`].
 
 use super::measure::{
-    mbps, prove_request, receive, Challenge, Prove, Ready, Request, UpResult, MEASURE_VERSION,
+    prove_request, receive, Challenge, End, Prove, Ready, Received, Request, UpResult, END_MARK,
+    MEASURE_VERSION,
 };
+use super::measure_sense::{check_rtts, check_transfer};
 use super::proof::Nonce;
 use super::wire::MAX_HELLO_BYTES;
 use crate::keys::Key;
@@ -116,7 +118,18 @@ pub enum MeasureError {
         /// What the agent says the connection came from.
         peer: String,
     },
-    /// Anything else: cannot connect, closed, timed out, garbled.
+    /// The figures make no physical sense (a window too short for a rate,
+    /// a rate above 1 Tbit/s, a round trip of no time): refused, never
+    /// written ([`super::measure_sense`] has the limits and why).
+    #[error("{addr}: the link measurement's figures are refused as impossible: {why}")]
+    Implausible {
+        /// The address dialled.
+        addr: SocketAddr,
+        /// Which figure, and the limit it broke.
+        why: String,
+    },
+    /// Anything else: cannot connect, closed, cut short, timed out,
+    /// garbled.
     #[error("{addr}: link measurement failed: {why}")]
     Failed {
         /// The address dialled.
@@ -243,9 +256,11 @@ pub async fn measure_link(
         }
     }
 
+    let up_started = Instant::now();
     let (up_bytes, line) = upload(&mut wr, &mut rd, &granted, deadline)
         .await
         .map_err(|e| failed(format!("upload: {e}")))?;
+    let up_lasted = up_started.elapsed().as_micros() as u64;
     let up: UpResult = match parse_reply(&line, "up") {
         Reply::Ok(u) => u,
         Reply::Refused(why) => return Err(MeasureError::Refused { addr, why }),
@@ -259,21 +274,65 @@ pub async fn measure_link(
     }
     // Ends the download as soon as its rate is steady: dropping the
     // connection (below) is the agent's signal to stop.
-    let down = receive(&mut rd, granted.down_bytes, deadline, true)
-        .await
-        .map_err(|e| failed(format!("download: {e}")))?
-        .result();
+    let down = receive(
+        &mut rd,
+        granted.down_bytes,
+        deadline,
+        true,
+        granted.end_mark,
+    )
+    .await
+    .map_err(|e| failed(format!("download: {e}")))?;
+    complete(&down, &granted).map_err(failed)?;
+    let implausible = |why: String| MeasureError::Implausible { addr, why };
+    check_rtts(&rtts).map_err(implausible)?;
+    let up_mbps = check_transfer("upload", &up, up_bytes, up_lasted).map_err(implausible)?;
+    let down_figures = down.meter.result();
+    let down_mbps = check_transfer(
+        "download",
+        &down_figures,
+        down_figures.bytes,
+        down.meter.span_us(),
+    )
+    .map_err(implausible)?;
     let mut sorted = rtts.clone();
     sorted.sort_by(f64::total_cmp);
     Ok(LinkMeasurement {
         rtt_ms: sorted[sorted.len() / 2],
         rtt_samples_ms: rtts,
-        up_mbps: up.mbps(),
-        down_mbps: mbps(down.window_bytes, down.window_us),
+        up_mbps,
+        down_mbps,
         up_bytes,
-        down_bytes: down.bytes,
+        down_bytes: down_figures.bytes,
         took_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// Whether the download is one the agent completed (or we ended as
+/// steady), not one cut short: the agent's connection evicted by a flood of
+/// others, or aborted at its time limit, closes like a finished one. An
+/// agent that marks its ends ([`Request::end_mark`]) must have sent the
+/// mark; one that predates the mark must have sent every granted byte or
+/// sent for (nearly) its whole window: three quarters of it, so that a
+/// late first read on a loaded box does not fail a complete transfer.
+fn complete(down: &Received, granted: &Request) -> Result<(), String> {
+    let got = down.meter.total();
+    let span_ms = down.meter.span_us() / 1000;
+    match down.end {
+        End::Steady | End::Marked => Ok(()),
+        End::Closed if granted.end_mark => Err(format!(
+            "the download was cut short: the agent's side closed after {got} bytes in              {span_ms} ms without the end mark it sends after a complete transfer (its              connection was evicted by a flood of connections at the agent, or the agent              aborted it at its time limit), so nothing is counted"
+        )),
+        End::Closed
+            if got >= granted.down_bytes || down.meter.span_us() >= granted.down_ms * 750 =>
+        {
+            Ok(())
+        }
+        End::Closed => Err(format!(
+            "the download was cut short: the agent closed after {got} of {} bytes in {span_ms}              of {} ms, so nothing is counted",
+            granted.down_bytes, granted.down_ms
+        )),
+    }
 }
 
 /// Sends the upload until the granted time or bytes are used up, or the
@@ -307,6 +366,15 @@ async fn upload(
                 Ok(Err(e)) => return Err(format!("connection failed after {sent} bytes sent: {e}")),
                 Ok(Ok(k)) => sent += k as u64,
             },
+        }
+    }
+    if g.end_mark {
+        // After the figures too: the agent drains what was in flight to the
+        // mark, and an upload that ends without one was cut short.
+        match timeout_at(deadline, wr.write_all(END_MARK)).await {
+            Err(_) => return Err(format!("the end mark stalled after {sent} bytes")),
+            Ok(Err(e)) => return Err(format!("connection failed after {sent} bytes sent: {e}")),
+            Ok(Ok(())) => sent += END_MARK.len() as u64,
         }
     }
     let _ = wr.shutdown().await;

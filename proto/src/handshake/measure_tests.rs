@@ -1,6 +1,7 @@
 //! The measurement messages, the coordinator's proof and the meter.
 
 use super::measure::*;
+use super::measure_sense::{check_rtts, check_transfer, MIN_WINDOW_US};
 use super::{LinkMeasurement, Nonce};
 use crate::keys::Key;
 use std::time::{Duration, Instant};
@@ -28,6 +29,7 @@ fn an_oversized_request_is_granted_only_the_agents_limits() {
         up_ms: u64::MAX,
         down_bytes: u64::MAX,
         down_ms: u64::MAX,
+        end_mark: true,
     };
     let g = huge.granted();
     assert_eq!(
@@ -38,6 +40,7 @@ fn an_oversized_request_is_granted_only_the_agents_limits() {
             up_ms: MAX_MS,
             down_bytes: MAX_BYTES,
             down_ms: MAX_MS,
+            end_mark: true,
         }
     );
     let zero = Request {
@@ -46,6 +49,7 @@ fn an_oversized_request_is_granted_only_the_agents_limits() {
         up_ms: 0,
         down_bytes: 0,
         down_ms: 0,
+        end_mark: false,
     };
     let g = zero.granted();
     assert_eq!((g.pings, g.up_bytes, g.down_ms), (1, 1, 1));
@@ -202,4 +206,157 @@ fn a_transfer_is_steady_only_after_its_minimum_and_at_an_even_rate() {
     }
     assert!(!climbing.steady(), "a rate still rising is not steady");
     assert!(!Meter::new().steady());
+}
+
+/// Guards backward compatibility of the end mark: a request or go-ahead
+/// without `end_mark` (from a coordinator or agent that predates it)
+/// parses, as unmarked; this version asks for it.
+#[test]
+fn the_end_mark_is_asked_for_and_its_absence_means_an_older_peer() {
+    let line = Request::default().line();
+    assert!(line.contains("\"end_mark\":true"), "{line}");
+    let old = b"{\"rlx\":\"measure\",\"v\":1,\"pings\":7,\"up_bytes\":1,\"up_ms\":1,\"down_bytes\":1,\"down_ms\":1}";
+    assert!(!parse_request(old).unwrap().end_mark);
+    let ready: Ready = serde_json::from_slice(
+        b"{\"rlx\":\"ready\",\"pings\":7,\"up_bytes\":1,\"up_ms\":1,\"down_bytes\":1,\"down_ms\":1}",
+    )
+    .unwrap();
+    assert!(!ready.granted.end_mark);
+    let unmarked = Request {
+        end_mark: false,
+        ..Request::default()
+    };
+    assert!(
+        !unmarked.line().contains("end_mark"),
+        "the old line exactly"
+    );
+}
+
+/// Runs `receive` on what `write` sends through an in-memory pipe.
+fn received<F, Fut>(mark: bool, write: F) -> Result<Received, String>
+where
+    F: FnOnce(tokio::io::DuplexStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let (mut r, w) = tokio::io::duplex(1 << 16);
+        tokio::spawn(write(w));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        receive(&mut r, 1 << 20, deadline, false, mark).await
+    })
+}
+
+/// Guards the receiver's verdict on how a transfer ended: closed after the
+/// mark is complete, even when the mark arrives in pieces; closed without
+/// it is cut short; zeros that merely end the stream are no mark.
+#[test]
+fn a_transfer_is_complete_only_when_it_ends_with_the_mark() {
+    use tokio::io::AsyncWriteExt;
+    let marked = received(true, |mut w| async move {
+        w.write_all(&[0u8; 5000]).await.unwrap();
+        w.write_all(&END_MARK[..5]).await.unwrap();
+        w.flush().await.unwrap();
+        tokio::task::yield_now().await;
+        w.write_all(&END_MARK[5..]).await.unwrap();
+    })
+    .unwrap();
+    assert_eq!(marked.end, End::Marked);
+    assert_eq!(marked.meter.total(), 5000 + END_MARK.len() as u64);
+    let cut = received(true, |mut w| async move {
+        w.write_all(&[0u8; 5000]).await.unwrap();
+    })
+    .unwrap();
+    assert_eq!(cut.end, End::Closed, "closed without the mark");
+    let unasked = received(false, |mut w| async move {
+        w.write_all(&[0u8; 100]).await.unwrap();
+        w.write_all(END_MARK).await.unwrap();
+    })
+    .unwrap();
+    assert_eq!(unasked.end, End::Closed, "no mark was expected");
+    let over = received(true, |mut w| async move {
+        let _ = w.write_all(&vec![0u8; (1 << 20) + 100]).await;
+    });
+    assert!(
+        over.unwrap_err()
+            .contains("sent more than the 1048576 bytes granted"),
+        "the mark's allowance is no room for more payload"
+    );
+}
+
+fn figures(bytes: u64, window_bytes: u64, window_us: u64) -> UpResult {
+    UpResult {
+        bytes,
+        window_bytes,
+        window_us,
+    }
+}
+
+/// Guards the sense checks (issue 23, item 8: a rate from a 1 µs window
+/// reached the file): each impossible figure is refused with the limit it
+/// broke, and a real one passes with its rate.
+#[test]
+fn figures_outside_physical_sense_are_refused_with_the_reason() {
+    let ok = figures(64 << 20, 48 << 20, 50_000);
+    let rate = check_transfer("download", &ok, 64 << 20, 60_000).unwrap();
+    assert!((rate - 8053.06).abs() < 0.1, "{rate}");
+    for (f, moved, lasted, says) in [
+        (
+            figures(1 << 20, 1 << 19, 1),
+            1 << 20,
+            60_000,
+            "a rate from a 1 µs window",
+        ),
+        (
+            figures(1 << 20, 1 << 19, MIN_WINDOW_US - 1),
+            1 << 20,
+            60_000,
+            "µs window, under",
+        ),
+        (figures(100, 200, 50_000), 100, 60_000, "only 100 in all"),
+        (
+            figures(0, 0, 0),
+            0,
+            60_000,
+            "no bytes in the measured window",
+        ),
+        (
+            figures(2000, 1000, 50_000),
+            1000,
+            60_000,
+            "only 1000 were sent",
+        ),
+        (
+            figures(1 << 20, 1 << 19, 90_000),
+            1 << 20,
+            60_000,
+            "longer than the 60000 µs",
+        ),
+        (
+            // 2 Tbit/s: 125 GB over half a second.
+            figures(u64::MAX, 125_000_000_000, 500_000),
+            u64::MAX,
+            u64::MAX,
+            "above the 1 Tbit/s",
+        ),
+    ] {
+        let why = check_transfer("upload", &f, moved, lasted).unwrap_err();
+        assert!(
+            why.starts_with("upload: ") && why.contains(says),
+            "{f:?}: {why}"
+        );
+    }
+}
+
+#[test]
+fn round_trips_of_no_time_or_of_no_link_are_refused() {
+    assert!(check_rtts(&[0.21, 0.2, 0.25]).is_ok());
+    assert!(check_rtts(&[]).unwrap_err().contains("no round trip"));
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 0.0001, 20_000.0] {
+        let why = check_rtts(&[0.2, bad]).unwrap_err();
+        assert!(why.starts_with("round trip 2: "), "{bad}: {why}");
+    }
 }

@@ -1,9 +1,10 @@
 //! The agent's side of link measurement, against the real server on
 //! loopback: the proof, the limits, one at a time, and old agents.
 
+use crate::measure::{Policy, Rules};
 use crate::server::{serve_with, Limits};
 use rlx_proto::caps::NodeCaps;
-use rlx_proto::handshake::measure::{Request, MAX_BYTES, MAX_MS, MAX_PINGS};
+use rlx_proto::handshake::measure::{Request, END_MARK, MAX_BYTES, MAX_MS, MAX_PINGS};
 use rlx_proto::handshake::{measure_link, MeasureError};
 use rlx_proto::keys::Key;
 use std::net::SocketAddr;
@@ -19,18 +20,33 @@ fn key(b: u8) -> Key {
     Key::from_bytes([b; 32])
 }
 
-/// A short request: loopback is fast, the tests need only the exchange.
+/// A short request: loopback is fast, the tests need only the exchange
+/// (and enough bytes for a window a rate can be computed over).
 fn small() -> Request {
     Request {
         pings: 3,
-        up_bytes: 1 << 20,
+        up_bytes: MAX_BYTES,
         up_ms: 50,
-        down_bytes: 1 << 20,
+        down_bytes: MAX_BYTES,
         down_ms: 50,
+        end_mark: true,
+    }
+}
+
+/// Rules that let anyone measure a keyless agent: what the tests of the
+/// exchange itself need.
+fn open() -> Rules {
+    Rules {
+        policy: Policy::Any,
+        ..Rules::default()
     }
 }
 
 async fn agent(key: Option<Key>) -> SocketAddr {
+    agent_with(key, open(), Limits::default()).await
+}
+
+async fn agent_with(key: Option<Key>, rules: Rules, limits: Limits) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let tx = Arc::new(
@@ -46,7 +62,10 @@ async fn agent(key: Option<Key>) -> SocketAddr {
             tx,
             key,
             vec![],
-            Limits::default(),
+            Limits {
+                measure: rules,
+                ..limits
+            },
             std::future::pending::<()>(),
         )
         .await
@@ -86,8 +105,9 @@ async fn a_key_holder_measures_a_keyed_agent() {
         m.rtt_ms > 0.0 && m.up_mbps > 0.0 && m.down_mbps > 0.0,
         "{m:?}"
     );
-    assert!(m.up_bytes > 0 && m.up_bytes <= 1 << 20, "{m:?}");
-    assert!(m.down_bytes > 0 && m.down_bytes <= 1 << 20, "{m:?}");
+    let most = MAX_BYTES + END_MARK.len() as u64;
+    assert!(m.up_bytes > 0 && m.up_bytes <= most, "{m:?}");
+    assert!(m.down_bytes > 0 && m.down_bytes <= most, "{m:?}");
 }
 
 /// Guards against measuring for anyone who asks when the agent holds a
@@ -153,6 +173,7 @@ async fn the_agents_limits_hold_whatever_the_request_says() {
         up_ms: 3_600_000,
         down_bytes: u64::MAX,
         down_ms: 3_600_000,
+        end_mark: true,
     };
     let (_s, answer) = up_to_ready(addr, &huge).await;
     let granted: Request = serde_json::from_str(&answer).unwrap();
@@ -228,4 +249,312 @@ async fn an_agent_that_predates_measurement_is_reported_by_version() {
             .contains("link measurement not supported by agent version 0.0.9"),
         "{err}"
     );
+}
+
+/// Guards the secure default (issue 23, item 8): an agent without a key,
+/// started without options, no longer measures for anyone who asks; it
+/// refuses before moving a byte and says how to allow it, and `--measure
+/// any` lets anyone measure again.
+#[tokio::test]
+async fn a_keyless_agent_refuses_measurement_by_default_and_says_how_to_allow_it() {
+    let addr = agent_with(None, Rules::default(), Limits::default()).await;
+    let err = measure_link(addr, None, &small(), STEP, "0.1.0")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, MeasureError::Refused { why, .. }
+            if why.contains("no cluster key") && why.contains("--measure any")),
+        "{err}"
+    );
+    let open_agent = agent(None).await;
+    assert!(measure_link(open_agent, None, &small(), STEP, "0.1.0")
+        .await
+        .is_ok());
+}
+
+/// Guards `--measure off`: every request is refused with the reason, a key
+/// holder's too.
+#[tokio::test]
+async fn an_agent_with_measurement_off_refuses_even_a_key_holder() {
+    let off = Rules {
+        policy: Policy::Off,
+        ..Rules::default()
+    };
+    for (k, rules) in [(Some(key(1)), off), (None, off)] {
+        let addr = agent_with(k.clone(), rules, Limits::default()).await;
+        let err = measure_link(addr, k.as_ref(), &small(), STEP, "0.1.0")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, MeasureError::Refused { why, .. } if why.contains("--measure off")),
+            "{err}"
+        );
+    }
+}
+
+/// Guards the per-source limit: a source that used its measurements is
+/// refused with the time to wait, before anything moves.
+#[tokio::test]
+async fn a_source_over_its_rate_is_refused_with_the_time_to_wait() {
+    let rules = Rules {
+        per_minute: 2,
+        ..open()
+    };
+    let addr = agent_with(None, rules, Limits::default()).await;
+    for i in 0..2 {
+        let r = measure_link(addr, None, &small(), STEP, "0.1.0").await;
+        assert!(r.is_ok(), "measurement {i}: {r:?}");
+    }
+    let err = measure_link(addr, None, &small(), STEP, "0.1.0")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, MeasureError::Refused { why, .. }
+            if why.contains("rate limit") && why.contains("127.0.0.1") && why.contains("try again in")),
+        "{err}"
+    );
+}
+
+/// Guards the bound on the lock (it was held about 28 s by a client
+/// pausing under the per-step timeout): a measurement that runs past the
+/// hold limit is aborted with the reason, and the next one is served at
+/// once.
+#[tokio::test]
+async fn a_measurement_held_past_the_hold_limit_is_aborted_and_the_lock_freed() {
+    let rules = Rules {
+        max_hold: Duration::from_millis(300),
+        ..open()
+    };
+    let addr = agent_with(None, rules, Limits::default()).await;
+    let slow = Request {
+        pings: MAX_PINGS,
+        ..small()
+    };
+    let (mut s, answer) = up_to_ready(addr, &slow).await;
+    assert!(answer.starts_with("{\"rlx\":\"ready\""), "{answer}");
+    let t = std::time::Instant::now();
+    // One round trip every 200 ms: each within the step, all far past the
+    // hold limit.
+    let mut rest = String::new();
+    for _ in 0..MAX_PINGS {
+        if s.get_mut().write_all(b"p").await.is_err() {
+            break;
+        }
+        let mut b = [0u8; 1];
+        if tokio::time::timeout(STEP, s.read_exact(&mut b))
+            .await
+            .is_err()
+        {
+            break;
+        }
+        if b[0] != b'p' {
+            rest.push(b[0] as char);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = tokio::time::timeout(STEP, s.read_line(&mut rest)).await;
+    assert!(
+        rest.contains("aborted") && rest.contains("300 ms"),
+        "{rest:?}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "aborted at the limit, not after every round trip (1.8 s): {:?}",
+        t.elapsed()
+    );
+    let r = measure_link(addr, None, &small(), STEP, "0.1.0").await;
+    assert!(r.is_ok(), "the lock is free again: {r:?}");
+}
+
+/// Guards the eviction that cut measurements short: a flood of connections
+/// beyond the server's limit does not close the one measurement holding
+/// the lock.
+#[tokio::test]
+async fn a_connection_flood_does_not_evict_the_running_measurement() {
+    let limits = Limits {
+        max_connections: 4,
+        timeout: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    let addr = agent_with(None, open(), limits).await;
+    let (mut s, answer) = up_to_ready(addr, &small()).await;
+    assert!(answer.starts_with("{\"rlx\":\"ready\""), "{answer}");
+    let mut flood = Vec::new();
+    for _ in 0..12 {
+        flood.push(TcpStream::connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.get_mut().write_all(b"p").await.unwrap();
+    let mut b = [0u8; 1];
+    let echoed = tokio::time::timeout(STEP, s.read_exact(&mut b)).await;
+    assert!(
+        matches!(echoed, Ok(Ok(_))) && b == *b"p",
+        "the measurement's connection survived the flood: {echoed:?}"
+    );
+}
+
+/// Sends `n` raw bytes in `pieces` writes 1 ms apart as the upload after
+/// one round trip, optionally with the end mark, half-closes, and returns
+/// what the agent says.
+async fn upload_raw(n: usize, mark: bool, pieces: usize) -> String {
+    let req = Request {
+        pings: 1,
+        up_ms: 1000,
+        ..small()
+    };
+    let (mut s, answer) = up_to_ready(agent(None).await, &req).await;
+    assert!(answer.starts_with("{\"rlx\":\"ready\""), "{answer}");
+    s.get_mut().write_all(b"p").await.unwrap();
+    let mut b = [0u8; 1];
+    s.read_exact(&mut b).await.unwrap();
+    for i in 0..pieces {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        s.get_mut().write_all(&vec![0u8; n / pieces]).await.unwrap();
+    }
+    if mark {
+        s.get_mut().write_all(END_MARK).await.unwrap();
+    }
+    s.get_mut().shutdown().await.unwrap();
+    let mut out = String::new();
+    let _ = tokio::time::timeout(STEP, s.read_line(&mut out)).await;
+    out
+}
+
+/// Guards the agent's side of a cut-short upload: a coordinator's
+/// connection that ends without the end mark gets a refusal, never
+/// figures.
+#[tokio::test]
+async fn an_upload_that_ends_without_its_mark_is_refused_not_reported() {
+    let out = upload_raw(200_000, false, 4).await;
+    assert!(
+        out.starts_with("{\"rlx\":\"error\"") && out.contains("without the end mark"),
+        "{out}"
+    );
+}
+
+/// Guards the agent's sense check: a complete upload over too short a
+/// window (a burst read at once) gets a refusal naming the window, not a
+/// rate.
+#[tokio::test]
+async fn an_upload_over_too_short_a_window_is_refused_with_the_window() {
+    let out = upload_raw(4000, true, 2).await;
+    assert!(
+        out.starts_with("{\"rlx\":\"error\"") && out.contains("µs window"),
+        "{out}"
+    );
+}
+
+/// A fake agent that follows the protocol up to the download, then sends
+/// `down` zero bytes in ten writes `pause` apart and closes without an end
+/// mark; `ready_mark` is what its go-ahead says about end marks (an agent
+/// predating them says nothing).
+async fn cutting_agent(down: usize, ready_mark: bool, pause: Duration) -> SocketAddr {
+    use rlx_proto::handshake::measure::{receive, End};
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (s, peer) = l.accept().await.unwrap();
+        let mut s = BufReader::new(s);
+        let mut line = String::new();
+        s.read_line(&mut line).await.unwrap();
+        let req: Request = serde_json::from_str(&line).unwrap();
+        let challenge = format!(
+            "{{\"rlx\":\"challenge\",\"v\":1,\"nonce\":\"{}\",\"local\":\"{addr}\",\
+             \"peer\":\"{peer}\",\"keyed\":false,\"limits\":{{\"pings\":9,\"bytes\":{MAX_BYTES},\
+             \"ms\":1000}}}}\n",
+            "00".repeat(32)
+        );
+        s.get_mut().write_all(challenge.as_bytes()).await.unwrap();
+        line.clear();
+        s.read_line(&mut line).await.unwrap();
+        let g = Request {
+            end_mark: ready_mark,
+            ..req.granted()
+        };
+        let ready = rlx_proto::handshake::measure::Ready::line(g);
+        s.get_mut().write_all(ready.as_bytes()).await.unwrap();
+        for _ in 0..g.pings {
+            let mut b = [0u8; 1];
+            s.read_exact(&mut b).await.unwrap();
+            s.get_mut().write_all(&b).await.unwrap();
+        }
+        let deadline = tokio::time::Instant::now() + STEP;
+        let got = receive(&mut s, g.up_bytes, deadline, true, req.end_mark)
+            .await
+            .unwrap();
+        let up = got.meter.result();
+        let up_line = format!(
+            "{{\"rlx\":\"up\",{}\n",
+            &serde_json::to_string(&up).unwrap()[1..]
+        );
+        s.get_mut().write_all(up_line.as_bytes()).await.unwrap();
+        if got.end == End::Steady {
+            let _ = receive(&mut s, g.up_bytes, deadline, false, req.end_mark).await;
+        }
+        for _ in 0..10 {
+            if s.get_mut().write_all(&vec![0u8; down / 10]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+        }
+        // Closed like an evicted connection: no end mark.
+    });
+    addr
+}
+
+/// Guards the coordinator's side (issue 23, item 8: a stranger who evicts
+/// the measurement's connection made a truncated download count): a
+/// download that closes without the agent's end mark is a failure with the
+/// reason, and so is one from an agent predating the mark that stops far
+/// short of its window.
+#[tokio::test]
+async fn a_download_cut_short_is_a_failure_not_a_result() {
+    let req = Request {
+        down_ms: 1000,
+        ..small()
+    };
+    for ready_mark in [true, false] {
+        let addr = cutting_agent(400_000, ready_mark, Duration::from_millis(2)).await;
+        let err = measure_link(addr, None, &req, STEP, "0.1.0")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, MeasureError::Failed { why, .. } if why.contains("cut short")),
+            "end mark {ready_mark}: {err}"
+        );
+    }
+}
+
+/// Guards compatibility with agents that predate the end mark: one that
+/// sent for its whole window and closed is still measured.
+#[tokio::test]
+async fn an_agent_that_predates_end_marks_is_measured_when_it_sent_its_window() {
+    let req = Request {
+        down_ms: 60,
+        ..small()
+    };
+    let addr = cutting_agent(1 << 20, false, Duration::from_millis(8)).await;
+    let r = measure_link(addr, None, &req, STEP, "0.1.0").await;
+    assert!(r.is_ok(), "{r:?}");
+}
+
+/// Guards compatibility with coordinators that predate the end mark: a
+/// request without `end_mark` is served without marks, and measured.
+#[tokio::test]
+async fn a_coordinator_that_predates_end_marks_is_still_served() {
+    let addr = agent(None).await;
+    let old = Request {
+        end_mark: false,
+        ..small()
+    };
+    let (_s, answer) = up_to_ready(addr, &old).await;
+    assert!(
+        answer.starts_with("{\"rlx\":\"ready\"") && !answer.contains("end_mark"),
+        "{answer}"
+    );
+    let r = measure_link(agent(None).await, None, &old, STEP, "0.1.0").await;
+    assert!(r.is_ok(), "{r:?}");
 }

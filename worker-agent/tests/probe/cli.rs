@@ -279,6 +279,8 @@ fn help_explains_the_flags_and_hides_the_fixture_root() {
         "--no-bench",
         "--node-id",
         "--state-dir",
+        "--measure",
+        "--measure-per-minute",
     ] {
         assert!(help.contains(flag), "--help must explain {flag}\n{report}");
     }
