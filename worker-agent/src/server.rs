@@ -21,8 +21,9 @@
 //! - every connection has [`CONNECTION_TIMEOUT`] for the whole exchange, so a
 //!   slow-loris client trickling bytes is cut off;
 //! - at most [`MAX_CONNECTIONS`] connections are served at once; when a new
-//!   one arrives at the limit, the **oldest** is closed to make room (see
-//!   [`MAX_CONNECTIONS`] for why oldest-out beats refusing newcomers).
+//!   one arrives at the limit, one is closed to make room: the oldest of the
+//!   source address holding the most, one that has not sent its hello yet
+//!   first (see [`MAX_CONNECTIONS`] for why, and [`victim`]).
 //!
 //! A first line of `{"rlx":"measure",...}` is a link measurement instead
 //! ([`crate::measure`]), if [`Limits::measure`] allows it: it gets its own,
@@ -38,7 +39,7 @@ use rlx_proto::handshake;
 use rlx_proto::keys::Key;
 use std::collections::VecDeque;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,6 +68,14 @@ pub use rlx_proto::handshake::MAX_HELLO_BYTES;
 /// at most one connection more): evicted, it would be cut short by anyone
 /// who can open 64 connections, and it has its own bound
 /// ([`crate::measure::MAX_HOLD`]).
+///
+/// Plain oldest-out still let one host evict anyone: 64 idle connections
+/// opened while a coordinator's keyed health check was under way closed
+/// that check, and two in a row made `watch` report a live member left.
+/// So the one evicted is chosen among the connections of the source
+/// address that holds the most ([`victim`]): a flood from one address (or a
+/// few) closes only its own, and evicting a coordinator's takes as many
+/// on-link addresses as there are slots, each holding one.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// Time one connection gets for the whole exchange (hello in, reply out).
@@ -141,9 +150,7 @@ pub async fn serve_with(
     let max = limits.max_connections.max(1);
     let mut tasks = JoinSet::new();
     // Live connections, oldest first: who to evict at the limit.
-    // Each with whether it holds the measurement lock (then it is not
-    // evicted).
-    let mut live: VecDeque<(AbortHandle, Arc<AtomicBool>)> = VecDeque::new();
+    let mut live: VecDeque<Live> = VecDeque::new();
     let mut backoff = Duration::from_millis(10);
     let gate = Arc::new(crate::measure::Gate::new(limits.measure));
     // Every handshake tells whether the worker listens now (at most
@@ -178,23 +185,31 @@ pub async fn serve_with(
             }
         };
 
-        live.retain(|(h, _)| !h.is_finished());
-        let holds = |(_, held): &(AbortHandle, Arc<AtomicBool>)| held.load(Ordering::Relaxed);
-        let mut evictable = live.iter().filter(|c| !holds(c)).count();
-        while evictable >= max {
-            if let Some(i) = live.iter().position(|c| !holds(c)) {
-                tracing::debug!(%peer, "connection limit ({max}) reached: closing the oldest connection");
-                if let Some((oldest, _)) = live.remove(i) {
-                    oldest.abort();
-                }
+        live.retain(|c| !c.handle.is_finished());
+        loop {
+            // The measurement holding the lock is never evicted.
+            let open: Vec<usize> = (0..live.len())
+                .filter(|&i| !live[i].held.load(Ordering::Relaxed))
+                .collect();
+            if open.len() < max {
+                break;
             }
-            evictable -= 1;
+            let seen: Vec<(IpAddr, bool)> = open
+                .iter()
+                .map(|&i| (live[i].ip, live[i].spoke.load(Ordering::Relaxed)))
+                .collect();
+            let Some(gone) = victim(&seen).and_then(|k| live.remove(open[k])) else {
+                break;
+            };
+            tracing::debug!(%peer, from = %gone.ip, "connection limit ({max}) reached: closing a connection of the busiest source");
+            gone.handle.abort();
         }
         let caps = match &worker {
             Some(w) => w.refresh(&caps),
             None => caps.borrow().clone(),
         };
         let held = Arc::new(AtomicBool::new(false));
+        let spoke = Arc::new(AtomicBool::new(false));
         let handle = tasks.spawn(connection(
             stream,
             peer,
@@ -202,12 +217,46 @@ pub async fn serve_with(
             key.clone(),
             Arc::clone(&advertised),
             limits.timeout,
-            (Arc::clone(&gate), Arc::clone(&held)),
+            (Arc::clone(&gate), Arc::clone(&held), Arc::clone(&spoke)),
         ));
-        live.push_back((handle, held));
+        live.push_back(Live {
+            handle,
+            ip: peer.ip(),
+            spoke,
+            held,
+        });
     }
     tracing::debug!(in_flight = live.len(), "handshake server stopping");
     tasks.shutdown().await;
+}
+
+/// A connection being served: its task, its source address, whether its
+/// client has sent a first line yet, and whether it holds the measurement
+/// lock.
+struct Live {
+    handle: AbortHandle,
+    ip: IpAddr,
+    spoke: Arc<AtomicBool>,
+    held: Arc<AtomicBool>,
+}
+
+/// Which of the live connections (oldest first: each one's source address,
+/// and whether it has sent its first line) to close for a newcomer at the
+/// limit: among the source addresses holding the most connections, the
+/// oldest connection that has not spoken yet, else the oldest. A real
+/// coordinator holds one connection per agent and speaks at once, so it is
+/// never the one closed while any address holds two, and a flood from a few
+/// addresses costs only those addresses' own connections. `None` for none.
+fn victim(live: &[(IpAddr, bool)]) -> Option<usize> {
+    let mut counts: std::collections::HashMap<IpAddr, usize> = Default::default();
+    for (ip, _) in live {
+        *counts.entry(*ip).or_default() += 1;
+    }
+    let most = counts.values().copied().max()?;
+    let busiest = |i: &usize| counts[&live[*i].0] == most;
+    let mut candidates = (0..live.len()).filter(busiest);
+    let first = candidates.clone().next();
+    candidates.find(|&i| !live[i].1).or(first)
 }
 
 /// One connection, bounded in time; its outcome goes to the debug log only,
@@ -219,7 +268,7 @@ async fn connection(
     key: Option<Key>,
     advertised: Arc<[SocketAddr]>,
     timeout: Duration,
-    (gate, held): (Arc<crate::measure::Gate>, Arc<AtomicBool>),
+    (gate, held, spoke): (Arc<crate::measure::Gate>, Arc<AtomicBool>, Arc<AtomicBool>),
 ) {
     // What the proof binds: the endpoint this connection was accepted on
     // and the peer it came from, so that the proof is worth nothing to a
@@ -235,7 +284,8 @@ async fn connection(
             return;
         }
     };
-    match tokio::time::timeout(timeout, exchange(stream, &caps, key.as_ref(), &on)).await {
+    let exchanged = exchange(stream, &caps, key.as_ref(), &on, &spoke);
+    match tokio::time::timeout(timeout, exchanged).await {
         Err(_) => {
             tracing::debug!(%peer, "handshake: no complete exchange within {} ms; closed", timeout.as_millis())
         }
@@ -266,6 +316,7 @@ async fn exchange(
     caps: &NodeCaps,
     key: Option<&Key>,
     on: &handshake::Binding,
+    spoke: &AtomicBool,
 ) -> Result<Option<MeasureRequest>, String> {
     let _ = stream.set_nodelay(true);
     let mut conn = BufReader::with_capacity(512, stream);
@@ -278,6 +329,7 @@ async fn exchange(
     if n == 0 {
         return Err("closed without a hello".into());
     }
+    spoke.store(true, Ordering::Relaxed);
     if line.len() > MAX_HELLO_BYTES {
         return Err(format!(
             "hello longer than {MAX_HELLO_BYTES} bytes; dropped"
@@ -554,6 +606,65 @@ mod tests {
             matches!(first, Ok(Ok(0)) | Ok(Err(_))),
             "the oldest was closed: {first:?}"
         );
+    }
+
+    /// Guards against issue 23's eviction: a flood of idle connections from
+    /// one address closed a coordinator's keyed check under way (oldest
+    /// out). Now the flooder's own connections make the room.
+    #[tokio::test]
+    async fn a_flood_from_one_address_closes_only_its_own_connections() {
+        let limits = Limits {
+            max_connections: 4,
+            timeout: Duration::from_secs(30),
+            ..Limits::default()
+        };
+        let agent = start(Some(key(3)), limits).await;
+        let from = |ip: [u8; 4]| async move {
+            let sock = tokio::net::TcpSocket::new_v4().unwrap();
+            sock.bind(SocketAddr::from((ip, 0))).unwrap();
+            sock.connect(agent.addr).await.unwrap()
+        };
+        // The coordinator's connection, its hello not yet sent (the check
+        // under way), then 20 idle ones from the flooder.
+        let mut check = from([127, 0, 0, 3]).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut flood = Vec::new();
+        for _ in 0..20 {
+            flood.push(from([127, 0, 0, 2]).await);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let nonce = Nonce::random().unwrap();
+        check
+            .write_all(handshake::hello_line(&nonce).as_bytes())
+            .await
+            .unwrap();
+        let mut reply = String::new();
+        tokio::time::timeout(GOOD, BufReader::new(&mut check).read_line(&mut reply))
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        assert!(
+            reply.contains("\"rlx\":\"caps\"") || reply.contains("\"caps\""),
+            "the coordinator's check was answered, not closed: {reply:?}"
+        );
+    }
+
+    #[test]
+    fn the_connection_closed_at_the_limit_is_the_busiest_sources_quiet_oldest() {
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let b: IpAddr = [10, 0, 0, 2].into();
+        // b holds the most: its oldest quiet one goes, not a's older one.
+        assert_eq!(
+            victim(&[(a, false), (b, true), (b, false), (b, false)]),
+            Some(2)
+        );
+        // All of the busiest spoke: its oldest.
+        assert_eq!(victim(&[(a, false), (b, true), (b, true)]), Some(1));
+        // A tie: the oldest quiet one among the tied.
+        assert_eq!(victim(&[(a, true), (b, false)]), Some(1));
+        assert_eq!(victim(&[(a, false), (b, false)]), Some(0));
+        assert_eq!(victim(&[]), None);
     }
 
     /// The hostile crowd: idle connections beyond the limit, a slow-loris

@@ -28,13 +28,11 @@ pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'sta
     })?;
     let entered = std::thread::spawn(move || {
         // Only this thread moves, and it exists only to run `f`.
-        enter(&file)
-            .map(|()| f())
-            .map_err(|errno| LabError::Io {
-                what: "cannot enter network namespace",
-                path,
-                source: errno.into(),
-            })
+        enter(&file).map(|()| f()).map_err(|errno| LabError::Io {
+            what: "cannot enter network namespace",
+            path,
+            source: errno.into(),
+        })
     })
     .join();
     entered.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
