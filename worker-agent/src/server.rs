@@ -23,7 +23,7 @@
 //! - at most [`MAX_CONNECTIONS`] connections are served at once; when a new
 //!   one arrives at the limit, one is closed to make room: the oldest of the
 //!   source address holding the most, one that has not sent its hello yet
-//!   first (see [`MAX_CONNECTIONS`] for why, and [`victim`]).
+//!   first (see [`MAX_CONNECTIONS`] for why, and `victim`).
 //!
 //! A first line of `{"rlx":"measure",...}` is a link measurement instead
 //! ([`crate::measure`]), if [`Limits::measure`] allows it: it gets its own,
@@ -73,7 +73,7 @@ pub use rlx_proto::handshake::MAX_HELLO_BYTES;
 /// opened while a coordinator's keyed health check was under way closed
 /// that check, and two in a row made `watch` report a live member left.
 /// So the one evicted is chosen among the connections of the source
-/// address that holds the most ([`victim`]): a flood from one address (or a
+/// address that holds the most (`victim`): a flood from one address (or a
 /// few) closes only its own, and evicting a coordinator's takes as many
 /// on-link addresses as there are slots, each holding one.
 pub const MAX_CONNECTIONS: usize = 64;
