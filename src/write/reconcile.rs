@@ -183,12 +183,22 @@ pub fn plan(
             || !exp.report.moved.is_empty();
         let mut prune_refused = false;
         for n in file.iter().filter(|n| !seen(&n.addr)) {
+            let host = NodeAddr::split(&n.addr).0;
             let failure = exp
                 .report
                 .failed
                 .iter()
-                .find(|p| Some(&p.host) == n.ssh.as_ref() || p.host == NodeAddr::split(&n.addr).0)
+                .find(|p| Some(&p.host) == n.ssh.as_ref() || p.host == host)
                 .map(|p| format!("{} ({})", p.reason, p.source));
+            // Something answered for it or claimed it this run, refused: a
+            // stranger's forged reply can do that to a live node, so it is
+            // not vanished, and `--prune` leaves it.
+            let claimed = exp.report.failed.iter().find(|p| {
+                p.addr
+                    .as_deref()
+                    .is_some_and(|a| NodeAddr::split(a).0 == host)
+                    || (n.id.is_some() && p.id == n.id)
+            });
             let origin = if n.is_discovered() {
                 Origin::Discovered
             } else {
@@ -196,6 +206,17 @@ pub fn plan(
             };
             let (action, kept_because) = match (&n.cut, origin, prune) {
                 (_, Origin::HandWritten, _) | (_, _, false) => (Action::Kept, None),
+                (Ok(_), _, true) if claimed.is_some() => {
+                    let p = claimed.expect("checked");
+                    (
+                        Action::Kept,
+                        Some(format!(
+                            "an announcement of it was refused this run ({}: {}), so it is not \
+                             vanished",
+                            p.source, p.reason
+                        )),
+                    )
+                }
                 (Ok(_), _, true) if saw_anything => (Action::Removed, None),
                 (Ok(_), _, true) => {
                     prune_refused = true;
@@ -411,6 +432,33 @@ mod tests {
         let p2 = run(&first.text, &["x"], &[], true);
         assert!(p2.text.starts_with(BASE));
         assert_eq!(p2.removed, vec!["a:9100", "b:9100"]);
+    }
+
+    /// Guards against issue 23's prune: a stranger's forged reply got a live
+    /// node refused, and `--prune` cut it as vanished.
+    #[test]
+    fn prune_keeps_a_node_whose_announcement_was_refused_this_run() {
+        let first = run(BASE, &["a", "b"], &[], false);
+        let cfg = ClusterConfig::parse(Path::new("c.toml"), &first.text).unwrap();
+        let d = cfg.discover.clone().unwrap();
+        let forged = Problem::stranger(Source::Mdns, "b-box", "TXT: no proof of the cluster key")
+            .claiming(Some("b:9100".into()), None);
+        let found = Discovery {
+            sightings: vec![ssh_seen("a")],
+            problems: vec![forged],
+            attempts: vec![],
+            mdns_links: Vec::new(),
+        };
+        let exp = expand(&cfg.nodes, &NodeDefaults::from(&d), found);
+        let p = plan(&cfg, &exp, true, "T").unwrap();
+        assert!(p.removed.is_empty(), "{:?}", p.removed);
+        let b = p.missing.iter().find(|m| m.addr == "b:9100").unwrap();
+        assert_eq!(b.action, Action::Kept);
+        let why = b.kept_because.as_deref().unwrap();
+        assert!(
+            why.contains("refused this run") && why.contains("no proof"),
+            "{why}"
+        );
     }
 
     /// Guards against a network outage emptying the file under --prune.

@@ -4,7 +4,10 @@
 //! - two machines with one host name both stay resolvable (the host label
 //!   carries the node id: `rlx_agent::naming::unique_host_label`);
 //! - a sweep that raced a re-registration deletes nothing (its UPDATE has
-//!   an RFC 2136 prerequisite on the expired TXT record).
+//!   an RFC 2136 prerequisite on the expired TXT record);
+//! - two machines with one host name and no `--name` register one instance
+//!   each (`twin`, `twin (2)`: `rlx_agent::register::claim`), and the one
+//!   that stops deletes only its own.
 //!
 //! The second test sends the agent's own messages
 //! (`rlx_agent::register::Registration`) from a thread of this process that
@@ -48,6 +51,21 @@ fn start_agent(lab: &Lab, host: usize, caps: &str, name: &str, named: &Named, di
     cmd.arg("--caps-file")
         .arg(&file)
         .args(["--name", name])
+        .args(["--register", &format!("dns://{}/{ZONE}", named.ip)])
+        .arg("--tsig-key")
+        .arg(&named.key)
+        .env("RUST_LOG", "info");
+    Proc::spawn(lab, host, cmd)
+}
+
+/// An agent in host `host` with caps `caps` and no `--name` (its instance
+/// is its host name), registering.
+fn start_unnamed_agent(lab: &Lab, host: usize, caps: &str, named: &Named, dir: &Path) -> Proc {
+    let file = dir.join(format!("unnamed-{host}.json"));
+    std::fs::write(&file, caps).unwrap();
+    let mut cmd = Command::new(agent_bin());
+    cmd.arg("--caps-file")
+        .arg(&file)
         .args(["--register", &format!("dns://{}/{ZONE}", named.ip)])
         .arg("--tsig-key")
         .arg(&named.key)
@@ -132,6 +150,41 @@ fn two_agents_with_one_host_name_both_stay_resolvable() {
     ];
     let v = browse(&lab, 1, &named);
     assert_eq!(ids_and_addrs(&v), want, "{v:#}");
+}
+
+/// Two machines cloned from one image (host name `twin`, no `--name`, two
+/// node ids) register in one zone. Guards against issue 23's clones: both
+/// wrote the instance `twin`, the second replaced the first, and
+/// coordinators found one machine where two ran.
+#[test]
+fn two_machines_with_one_host_name_and_no_name_register_one_instance_each() {
+    if !peer::require(
+        "two_machines_with_one_host_name_and_no_name_register_one_instance_each",
+        &[Peer::Bind],
+    ) {
+        return;
+    }
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(4);
+    let named = start_named(&lab, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let (id_a, id_b) = ("aa00000000000001", "bb00000000000002");
+    let a = start_unnamed_agent(&lab, 2, &caps_json(id_a, "twin"), &named, dir.path());
+    a.expect_output("registered in DNS", UP);
+    let b = start_unnamed_agent(&lab, 3, &caps_json(id_b, "twin"), &named, dir.path());
+    b.expect_output("registered in DNS", UP);
+    b.expect_output("registering in DNS as \"twin (2)\"", UP);
+    let both = vec![
+        (id_a.to_string(), format!("{}:9100", lab.host(2).ip)),
+        (id_b.to_string(), format!("{}:9100", lab.host(3).ip)),
+    ];
+    let v = browse(&lab, 1, &named);
+    assert_eq!(ids_and_addrs(&v), both, "one instance each: {v:#}");
+    // The second stops: it deletes its own instance, never the first's.
+    assert!(b.signal(nix::sys::signal::Signal::SIGTERM));
+    b.expect_output("DNS registration deleted", UP);
+    let v = browse(&lab, 1, &named);
+    assert_eq!(ids_and_addrs(&v), both[..1].to_vec(), "{v:#}");
 }
 
 fn caps(id: &str, hostname: &str) -> NodeCaps {

@@ -75,6 +75,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 use tsig::{tsig_error, tsig_error_name};
 
+pub mod claim;
 pub mod tsig;
 
 pub use tsig::{parse_key_file, TsigKey, TSIG_FUDGE};
@@ -162,8 +163,15 @@ pub struct Registration {
     pub server: SocketAddr,
     /// The key.
     pub key: TsigKey,
-    /// `I._rlx._tcp.Z.`
+    /// `I._rlx._tcp.Z.`: `base`, or `base (n)` when another machine holds
+    /// that name in the zone ([`claim`]).
     pub instance: Name,
+    /// The instance label asked for (`--name`, else the host name's first
+    /// label).
+    pub base: String,
+    /// What the zone must hold at `instance` for the next update to apply
+    /// ([`claim::Claim`]): `None` until the name is claimed.
+    pub claim: Option<claim::Claim>,
     /// `H.Z.`
     pub host: Name,
     /// The worker port, which the SRV record names (the agent's own port rides in TXT,
@@ -270,6 +278,9 @@ impl Registration {
     /// registration expired already.
     pub fn register_message_until(&self, caps: &NodeCaps, expires: u64) -> anyhow::Result<Message> {
         let mut m = self.message();
+        if let Some(c) = &self.claim {
+            claim::require(&mut m, &self.instance, c);
+        }
         let svc = service_name(&self.target.zone);
         Self::add(&mut m, &svc, RData::PTR(PTR(self.instance.clone())));
         Self::delete_rrset(&mut m, &self.instance, RecordType::SRV);
@@ -300,9 +311,14 @@ impl Registration {
         Ok(m)
     }
 
-    /// The UPDATE that deletes this registration.
+    /// The UPDATE that deletes this registration: on the condition that
+    /// the zone still holds what this agent wrote, so that a machine that
+    /// took the name meanwhile keeps its records.
     pub fn delete_message(&self) -> Message {
         let mut m = self.message();
+        if let Some(c @ claim::Claim::Txt(_)) = &self.claim {
+            claim::require(&mut m, &self.instance, c);
+        }
         delete_instance(
             &mut m,
             &self.target.zone,
@@ -492,6 +508,8 @@ impl Registration {
             server,
             key,
             instance,
+            base: instance_label,
+            claim: None,
             host,
             port: opts.port,
             addrs,
@@ -504,7 +522,7 @@ impl Registration {
 /// `stop` resolves (see the module docs). Never returns an error: refused
 /// updates are logged and retried at the next refresh.
 pub async fn maintain(
-    reg: Registration,
+    mut reg: Registration,
     mut caps_rx: watch::Receiver<Arc<NodeCaps>>,
     stop: impl Future<Output = StopSignal>,
 ) {
@@ -543,10 +561,17 @@ pub async fn maintain(
             }
         }
         let first = registered.is_none();
+        if reg.claim.is_none() {
+            if let Err(why) = claim_name(&mut reg, &caps).await {
+                warn!("{why}; trying again in {} s", refresh.as_secs());
+                continue;
+            }
+        }
         match reg.register_message(&caps) {
             Err(e) => warn!("cannot build the DNS registration: {e:#}"),
-            Ok(m) => match reg.send(m).await {
+            Ok(m) => match reg.send(m.clone()).await {
                 Ok(()) => {
+                    reg.claim = claim::written_txt(&m, &reg.instance).map(claim::Claim::Txt);
                     if first {
                         info!(
                             instance = %reg.instance,
@@ -562,6 +587,21 @@ pub async fn maintain(
                     }
                     registered = Some(caps);
                 }
+                Err(UpdateError::Refused {
+                    rcode: rcode @ (ResponseCode::NXRRSet | ResponseCode::YXDomain),
+                    ..
+                }) => {
+                    // The zone no longer holds what this agent saw or
+                    // wrote at its name: someone took it, or a sweep
+                    // deleted it. Look again before the next update.
+                    info!(
+                        instance = %reg.instance,
+                        "the zone changed at this instance name ({rcode:?}); claiming a name again"
+                    );
+                    reg.claim = None;
+                    registered = None;
+                    tick.reset_immediately();
+                }
                 Err(e) => warn!(
                     "DNS registration failed (retrying in {} s): {e}",
                     refresh.as_secs()
@@ -572,6 +612,61 @@ pub async fn maintain(
             instances_seen = sweep(&reg).await.unwrap_or(instances_seen);
         }
     }
+}
+
+/// Finds the first name of `reg.base`, `reg.base (2)` .. that the zone
+/// holds for nobody else ([`claim`]), and sets `reg.instance` and the
+/// condition its update is sent on. A zone that cannot be browsed leaves
+/// the current name, on the condition that nobody holds it.
+async fn claim_name(reg: &mut Registration, caps: &NodeCaps) -> Result<(), String> {
+    let opts = ZoneOptions {
+        domain: reg.target.zone.clone(),
+        server: Some(reg.server.to_string()),
+        zone_transfer: false,
+        deadline: Duration::from_secs(10),
+    };
+    let b = match dnssd::browse(&opts).await {
+        Ok(b) => b,
+        Err(e) => {
+            debug!(
+                "cannot browse {} before registering ({e}); registering if {} is free",
+                reg.target.zone, reg.instance
+            );
+            reg.claim = Some(claim::Claim::Free);
+            return Ok(());
+        }
+    };
+    let svc = service_name(&reg.target.zone);
+    for n in 1..=claim::MAX_NAMES {
+        let label = claim::candidate(&reg.base, n);
+        let name = svc
+            .prepend_label(label.as_bytes())
+            .map_err(|e| format!("instance name {label:?}: {e}"))?;
+        let c = match claim::holder(&b, &name, &caps.id) {
+            claim::Holder::Free => claim::Claim::Free,
+            claim::Holder::Ours(t) | claim::Holder::Expired(t) => claim::Claim::Txt(t),
+            claim::Holder::Other(who) => {
+                info!(
+                    "DNS instance name {label:?} is another machine's (node id {who}) in {}; trying the next",
+                    reg.target.zone
+                );
+                continue;
+            }
+        };
+        if name != reg.instance {
+            info!(instance = %name, "registering in DNS as {label:?}: {:?} is another machine's", reg.base);
+        }
+        reg.instance = name;
+        reg.claim = Some(c);
+        return Ok(());
+    }
+    Err(format!(
+        "every DNS instance name from {:?} to {:?} is another machine's in {}: give this node a \
+         name of its own with --name",
+        reg.base,
+        claim::candidate(&reg.base, claim::MAX_NAMES),
+        reg.target.zone
+    ))
 }
 
 /// Whether this refresh sweeps: probability 1/N over N instances, so that

@@ -75,7 +75,14 @@ impl Table {
     ) -> Entry {
         let window = opts.browse.as_millis();
         let inst = &self.instances[i];
-        if inst.removed {
+        // A goodbye is a claim anyone can send (RFC 6762 §10.1 records with
+        // TTL 0, forged or not): a continuous browse passes it on for
+        // `watch` to check, and a one-shot browse, once settled, still
+        // hands the instance to admission, whose handshake tells a stopped
+        // agent (refused, with its reason) from a live one a stranger said
+        // goodbye for. Never silently dropped: that made a live node
+        // missing, and `--prune` cut it from the file.
+        if inst.removed && !settled {
             return Entry::Pending;
         }
         let problem = |reason: String| {
@@ -183,6 +190,27 @@ mod tests {
     use crate::sources::mdns::wire::lenient_message;
     use hickory_proto::op::Message;
     use std::time::Duration;
+
+    /// Guards against issue 23's prune: a goodbye (anyone's) during a one-shot
+    /// browse made a live node missing, and `--prune` cut it. The instance
+    /// still goes to admission at the end (its handshake tells), while a
+    /// continuous browse leaves it to `watch`'s own check.
+    #[test]
+    fn an_instance_said_goodbye_for_during_a_one_shot_browse_still_goes_to_admission() {
+        let mut t = Table::new(vec![eth0()]);
+        let m = reply(7, "box", "box.local.", 9100, GOOD, &["10.9.1.5"]);
+        let t0 = Instant::now();
+        assert!(t.apply_reply(&m, 0, 0, t0));
+        t.apply_event(&BrowserEvent::Removed("box._rlx._tcp.local.".into()), t0);
+        let (s, p) = t.finish(&opts(), t0, t0 + Duration::from_secs(2));
+        assert!(p.is_empty(), "{p:?}");
+        assert_eq!(s.len(), 1, "handed to admission, not dropped");
+        let (s, _) = t.snapshot(&opts(), t0, t0 + Duration::from_secs(2), false);
+        assert!(
+            s.is_empty(),
+            "a continuous browse passes the goodbye on instead"
+        );
+    }
 
     #[test]
     fn one_legacy_reply_resolves_an_instance_with_caps_port_and_the_address_on_the_heard_subnet() {
@@ -337,20 +365,5 @@ mod tests {
         t.apply_reply(&m, 0, 0, Instant::now());
         let (s, _) = t.finish(&opts(), Instant::now(), Instant::now());
         assert_eq!(s.len(), 1, "the instance resolves from the good records");
-    }
-
-    #[test]
-    fn a_goodbye_removes_an_instance() {
-        let mut t = Table::new(vec![eth0()]);
-        let t0 = Instant::now();
-        t.apply_reply(
-            &reply(7, "a", "a.local.", 9100, GOOD, &["10.9.1.5"]),
-            0,
-            0,
-            t0,
-        );
-        t.apply_event(&BrowserEvent::Removed("A._rlx._tcp.local.".into()), t0);
-        let (s, p) = t.finish(&opts(), t0, t0);
-        assert!(s.is_empty() && p.is_empty());
     }
 }

@@ -35,11 +35,146 @@ fn reg() -> Registration {
         instance: service_name(&zone)
             .prepend_label("box 1".as_bytes())
             .unwrap(),
+        base: "box 1".into(),
+        claim: None,
         host: zone.prepend_label("box-1").unwrap(),
         port: 9100,
         addrs: vec!["10.1.0.5".parse().unwrap()],
         lease: Duration::from_secs(180),
     }
+}
+
+/// A browse of `lab.test` holding `live` (instance label, TXT strings)
+/// and `expired` (label, TXT strings).
+fn zone_with(live: &[(&str, Vec<Vec<u8>>)], expired: &[(&str, Vec<Vec<u8>>)]) -> ZoneBrowse {
+    let zone = parse_domain("lab.test").unwrap();
+    let svc = service_name(&zone);
+    let name = |l: &str| svc.prepend_label(l.as_bytes()).unwrap();
+    ZoneBrowse {
+        began: std::time::Instant::now(),
+        service: svc.clone(),
+        server: "10.0.0.53:53".parse().unwrap(),
+        instances: live
+            .iter()
+            .map(|(l, t)| rlx_proto::dnssd::ZoneInstance {
+                name: name(l).to_lowercase(),
+                registration: Ok(rlx_proto::dnssd::Registration {
+                    target: zone.prepend_label("h").unwrap(),
+                    port: 9100,
+                    txt: t.clone(),
+                    addrs: vec![],
+                }),
+                query_error: None,
+            })
+            .collect(),
+        strays: vec![],
+        expired: expired
+            .iter()
+            .map(|(l, t)| Expired {
+                instance: name(l),
+                targets: vec![],
+                txt: t.clone(),
+                expires: 1,
+            })
+            .collect(),
+        stats: Default::default(),
+    }
+}
+
+/// The TXT strings of a registration by node `id`.
+fn txt_of(id: &str) -> Vec<Vec<u8>> {
+    let caps = NodeCaps {
+        id: id.into(),
+        hostname: "twin".into(),
+        ..Default::default()
+    };
+    reg()
+        .txt(&caps, 99)
+        .unwrap()
+        .txt_data()
+        .iter()
+        .map(|s| s.to_vec())
+        .collect()
+}
+
+/// Guards against issue 23's clones: two machines with one host name and
+/// no `--name` wrote one instance, and the second replaced the first.
+/// The name another node id holds is skipped; ours, an expired one and a
+/// free one are taken, each on its own condition.
+#[test]
+fn an_instance_name_another_machine_holds_is_not_taken() {
+    let svc = service_name(&parse_domain("lab.test").unwrap());
+    let name = |l: &str| svc.prepend_label(l.as_bytes()).unwrap();
+    let b = zone_with(
+        &[
+            ("twin", txt_of("aa00000000000001")),
+            ("mine", txt_of("bb00000000000002")),
+        ],
+        &[("old", txt_of("cc00000000000003"))],
+    );
+    let id = "bb00000000000002";
+    assert_eq!(
+        claim::holder(&b, &name("twin"), id),
+        claim::Holder::Other("aa00000000000001".into())
+    );
+    assert_eq!(
+        claim::holder(&b, &name("TWIN"), id),
+        claim::Holder::Other("aa00000000000001".into()),
+        "names compare without case"
+    );
+    assert!(matches!(
+        claim::holder(&b, &name("mine"), id),
+        claim::Holder::Ours(_)
+    ));
+    assert!(matches!(
+        claim::holder(&b, &name("old"), id),
+        claim::Holder::Expired(_)
+    ));
+    assert_eq!(
+        claim::holder(&b, &name("twin (2)"), id),
+        claim::Holder::Free
+    );
+    assert_eq!(claim::candidate("twin", 1), "twin");
+    assert_eq!(claim::candidate("twin", 2), "twin (2)");
+    let long = "é".repeat(40);
+    let c = claim::candidate(&long, 12);
+    assert!(c.len() <= 63 && c.ends_with(" (12)"), "{c}");
+}
+
+/// Every update is sent on a condition: a free name must still be free,
+/// a held one must still hold what was seen (or last written); and the
+/// next update's condition is what this one wrote.
+#[test]
+fn updates_carry_the_prerequisite_of_what_the_agent_saw_at_its_name() {
+    let caps = NodeCaps {
+        id: "bb00000000000002".into(),
+        ..Default::default()
+    };
+    let mut r = reg();
+    r.claim = Some(claim::Claim::Free);
+    let m = r.register_message(&caps).unwrap();
+    let pre: Vec<(RecordType, DNSClass)> = m
+        .prerequisites()
+        .iter()
+        .map(|p| (p.record_type(), p.dns_class()))
+        .collect();
+    assert_eq!(
+        pre,
+        vec![(RecordType::ANY, DNSClass::NONE)],
+        "name not in use"
+    );
+    let written = claim::written_txt(&m, &r.instance).expect("the TXT written");
+    r.claim = Some(claim::Claim::Txt(written.clone()));
+    let m = r.register_message(&caps).unwrap();
+    let txt = m.prerequisites().iter().find_map(|p| match p.data() {
+        RData::TXT(t) if p.dns_class() == DNSClass::IN => {
+            Some(t.txt_data().iter().map(|s| s.to_vec()).collect::<Vec<_>>())
+        }
+        _ => None,
+    });
+    assert_eq!(txt, Some(written), "the TXT RRset as last written");
+    let d = r.delete_message();
+    assert_eq!(d.prerequisites().len(), 1, "a delete only of what is ours");
 }
 
 #[test]
