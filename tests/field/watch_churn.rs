@@ -74,12 +74,9 @@ fn agent(lab: &Lab, i: usize, dir: &Path) -> Proc {
     Proc::spawn(lab, i, cmd)
 }
 
-/// The events `watch --json` printed so far; every line must be one.
+/// The events `watch --json` printed so far ([`Proc::json_lines`]).
 fn events(w: &Proc) -> Vec<Value> {
-    w.0.stdout()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+    w.json_lines()
 }
 
 /// The membership the events describe, checking the grammar on the way.

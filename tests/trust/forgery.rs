@@ -103,12 +103,9 @@ fn forge(lab: &Lab, instance: &str, to: Option<&str>, sport: u16, count: usize, 
     kit::run_ok(&mut cmd);
 }
 
-/// The events `watch --json` printed so far; every line must be one.
+/// The events `watch --json` printed so far ([`Proc::json_lines`]).
 fn events(w: &Proc) -> Vec<Value> {
-    w.0.stdout()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+    w.json_lines()
 }
 
 /// The `left` events printed so far, one line each.

@@ -48,6 +48,22 @@ impl Proc {
         }
     }
 
+    /// The JSON lines it has printed on stdout so far (`watch --json`'s
+    /// events): every complete line must be one, and a last line still
+    /// being written is left for the next call, not misread as malformed.
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        let out = self.0.stdout();
+        let complete = out.rfind('\n').map_or("", |end| &out[..end]);
+        complete
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| {
+                    panic!("{}: a line that is not JSON ({e}): {l}", self.0.label())
+                })
+            })
+            .collect()
+    }
+
     /// Wait up to `timeout` for it to exit, panicking if it does not.
     pub fn expect_exit(&self, timeout: Duration) -> ExitStatus {
         self.0
