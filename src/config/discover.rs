@@ -93,6 +93,13 @@ pub struct DiscoverSection {
     /// (docs/security.md, "Relays, NATs and port-forwards").
     #[serde(default)]
     pub dial_off_link: bool,
+    /// Let a one-shot browse stop before `browse_ms` once the LAN looks
+    /// complete (docs/protocol.md, "When a browse stops early"). `false`
+    /// listens the whole window: for agents that answer later than
+    /// `LATE_ANSWER` (a Wi-Fi power save deeper than three beacons, a box
+    /// starved of CPU for longer).
+    #[serde(default = "yes")]
+    pub early_stop: bool,
     /// Measure the RTT and throughput to every added node (the same as
     /// `--links`): 0.1-0.6 s per node, one node at a time per interface
     /// of this machine (see `docs/protocol.md`, "Link measurement").

@@ -72,7 +72,9 @@
 //! 2. every instance heard by either path answered every one of them and is
 //!    fully resolved (or rejected with a reason), at least one was heard,
 //! 3. nothing new arrived for `QUIET`,
-//! 4. and the floor has passed: `EARLY_FLOOR_WITH_ARP` (250 ms) when this
+//! 4. and the floor has passed: `EARLY_FLOOR_WITH_ARP` (500 ms: an agent
+//!    answering `LATE_ANSWER`, 400 ms, after the first query is heard, a
+//!    Wi-Fi client in power save or a loaded box; see there) when this
 //!    process can announce its own address on every interface and family
 //!    it browses (root, `CAP_NET_RAW`: gratuitous ARP for IPv4, unsolicited
 //!    Neighbor Advertisements for IPv6, [`rlx_net::ndp`]), else

@@ -372,6 +372,81 @@ fn real_rlx_agents_are_found_with_the_devices_of_their_caps_files() {
     }
 }
 
+/// Guards against issue 24's late answerer: one of six agents gets the CPU
+/// only 100 ms of every 400 ms (a loaded box; a Wi-Fi client in power save
+/// hears multicast as late), and a browse that stopped at 250 ms, once the
+/// five fast agents looked complete, wrote five nodes in one run of five,
+/// with no warning. Every run must find all six, and a stop must say what
+/// it cannot see.
+#[test]
+fn an_agent_that_answers_300_ms_late_is_found_in_every_run() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(7);
+    let agents: Vec<Proc> = (1..7)
+        .map(|i| {
+            let file = lab.log_dir().join(format!("caps{i}.json"));
+            let c = caps(i, 8, 1);
+            std::fs::write(&file, serde_json::to_string(&c).unwrap()).unwrap();
+            let mut cmd = Command::new(agent_bin());
+            cmd.arg("--caps-file")
+                .arg(&file)
+                .args(["--name", &format!("agent{i}"), "--interface", "eth0"])
+                .args(["--no-bench"])
+                .env("RUST_LOG", "info");
+            let p = Proc::spawn(&lab, i, cmd);
+            p.expect_output("announcing _rlx._tcp", READY);
+            p
+        })
+        .collect();
+    eventually(READY, "six agents found by one browse", || {
+        let v = discover::browse_once(&lab, 0, &["--browse-ms", "2000"]);
+        let n = discover::sightings_by_host(&v).len();
+        (n == 6).then_some(()).ok_or(format!("{n} found: {v:#}"))
+    });
+    // The slow one: stopped 300 ms, running 100 ms, until the test ends.
+    let pid = Pid::from_raw(agents[5].0.pid() as i32);
+    let run = Arc::new(AtomicBool::new(true));
+    let starver = {
+        let run = Arc::clone(&run);
+        std::thread::spawn(move || {
+            while run.load(Ordering::Relaxed) {
+                let _ = kill(pid, Signal::SIGSTOP);
+                std::thread::sleep(Duration::from_millis(300));
+                let _ = kill(pid, Signal::SIGCONT);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = kill(pid, Signal::SIGCONT);
+        })
+    };
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let v = discover::browse_once(&lab, 0, &["--browse-ms", "3000"]);
+        let found = discover::sightings_by_host(&v).len();
+        let listened = v["stats"]["listened_ms"].as_u64().unwrap_or(0);
+        let what = v["attempts"][0]["what"].as_str().unwrap_or("").to_string();
+        runs.push((found, listened, what));
+    }
+    run.store(false, Ordering::Relaxed);
+    starver.join().unwrap();
+    eprintln!(
+        "late answerer: (found, listened ms) per run: {:?}",
+        runs.iter().map(|(f, l, _)| (*f, *l)).collect::<Vec<_>>()
+    );
+    for (found, _, what) in &runs {
+        assert_eq!(*found, 6, "every run finds the late agent: {what}");
+        if what.contains("stopped early") {
+            assert!(
+                what.contains("would be missed"),
+                "a stop says what it cannot see: {what}"
+            );
+        }
+    }
+}
+
 /// avahi-daemon in host `i` ([`Avahi`]) publishing `args` with
 /// `avahi-publish -s`. Stopped on drop in the order of the pair: the
 /// publisher, then avahi and its bus.

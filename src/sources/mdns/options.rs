@@ -59,7 +59,7 @@ impl BrowseOptions {
         BrowseOptions {
             interfaces: d.interfaces.clone(),
             browse: Duration::from_millis(d.browse_ms),
-            early_stop: true,
+            early_stop: d.early_stop,
             on_resolved: None,
             dial: if d.key_file.is_some() && !d.dial_off_link {
                 DialPolicy::OnLinkOrSource

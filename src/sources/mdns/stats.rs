@@ -93,6 +93,17 @@ pub struct Browse {
     pub stats: BrowseStats,
 }
 
+/// What an early stop cannot see, said whenever a browse stopped early:
+/// an agent that answers later than [`LATE_ANSWER`](super::schedule::LATE_ANSWER)
+/// after a query, and what listens for it.
+fn late_caveat() -> String {
+    format!(
+        "an agent answering more than {} ms after a query would be missed: [discover] \
+         early_stop = false listens the whole window",
+        super::schedule::LATE_ANSWER.as_millis()
+    )
+}
+
 /// One line for the report: what was tried, for how long, with what result.
 pub(super) fn describe_attempt(s: &BrowseStats) -> String {
     let mut w = format!(
@@ -110,15 +121,17 @@ pub(super) fn describe_attempt(s: &BrowseStats) -> String {
     if s.stop_rule == Some(StopRule::Clean) {
         let _ = write!(
             w,
-            " (stopped early: every agent heard answered every early query)"
+            " (stopped early: every agent heard answered every early query; {})",
+            late_caveat()
         );
     } else if s.stop_rule == Some(StopRule::LossEstimate) {
         let _ = write!(
             w,
             " (stopped early on the loss estimate: agents answered {:.0}% of the early queries, \
-             so fewer than {:.3} agents are expected to be still unheard)",
+             so fewer than {:.3} agents are expected to be still unheard; {})",
             s.answer_rate.unwrap_or(0.0) * 100.0,
-            s.expected_missing.unwrap_or(f64::NAN)
+            s.expected_missing.unwrap_or(f64::NAN),
+            late_caveat()
         );
     } else {
         let _ = write!(w, " of {} ms", s.window_ms);
