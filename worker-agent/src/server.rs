@@ -33,6 +33,7 @@
 
 use rlx_proto::caps::NodeCaps;
 use rlx_proto::handshake;
+use rlx_proto::identity::NodeKey;
 use rlx_proto::keys::Key;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -125,6 +126,22 @@ pub async fn serve_with(
     limits: Limits,
     shutdown: impl Future,
 ) {
+    serve_signed(listener, caps, key, None, advertised, limits, shutdown).await
+}
+
+/// [`serve_with`] for an agent with its own node key: every reply names
+/// its public half in the caps and carries its signature beside the proof
+/// (`node_sig`, docs/protocol.md §2), so a coordinator that pinned the key
+/// for this node id can tell this machine from another that claims the id.
+pub async fn serve_signed(
+    listener: TcpListener,
+    caps: Arc<watch::Sender<Arc<NodeCaps>>>,
+    key: Option<Key>,
+    node_key: Option<Arc<NodeKey>>,
+    advertised: Vec<SocketAddr>,
+    limits: Limits,
+    shutdown: impl Future,
+) {
     let advertised: Arc<[SocketAddr]> = advertised.into();
     let max = limits.max_connections.max(1);
     let mut tasks = JoinSet::new();
@@ -180,6 +197,7 @@ pub async fn serve_with(
             peer,
             caps,
             key.clone(),
+            node_key.clone(),
             Arc::clone(&advertised),
             limits.timeout,
             Arc::clone(&busy),
@@ -197,6 +215,7 @@ async fn connection(
     peer: SocketAddr,
     caps: Arc<NodeCaps>,
     key: Option<Key>,
+    node_key: Option<Arc<NodeKey>>,
     advertised: Arc<[SocketAddr]>,
     timeout: Duration,
     busy: crate::measure::Busy,
@@ -215,7 +234,12 @@ async fn connection(
             return;
         }
     };
-    match tokio::time::timeout(timeout, exchange(stream, &caps, key.as_ref(), &on)).await {
+    match tokio::time::timeout(
+        timeout,
+        exchange(stream, &caps, key.as_ref(), node_key.as_deref(), &on),
+    )
+    .await
+    {
         Err(_) => {
             tracing::debug!(%peer, "handshake: no complete exchange within {} ms; closed", timeout.as_millis())
         }
@@ -242,6 +266,7 @@ async fn exchange(
     stream: TcpStream,
     caps: &NodeCaps,
     key: Option<&Key>,
+    node_key: Option<&NodeKey>,
     on: &handshake::Binding,
 ) -> Result<Option<MeasureRequest>, String> {
     let _ = stream.set_nodelay(true);
@@ -263,7 +288,7 @@ async fn exchange(
     if handshake::measure::is_request(&line) {
         return Ok(Some((conn, line)));
     }
-    let (out, refused) = match handshake::answer(&line, caps, key, on) {
+    let (out, refused) = match handshake::answer_signed(&line, caps, key, node_key, on) {
         Ok(reply) => (reply, None),
         Err(e) => (e.to_line(), Some(e)),
     };
@@ -368,6 +393,35 @@ mod tests {
             r.caps.cores, 16,
             "caps changes are served without a restart"
         );
+    }
+
+    /// An agent with a node key proves it with or without a cluster key:
+    /// the coordinator learns the key from a reply it can verify.
+    #[tokio::test]
+    async fn an_agent_with_a_node_key_signs_every_reply_with_it() {
+        let node = NodeKey::from_seed([9; 32]);
+        for cluster in [None, Some(key(1))] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let caps_tx = Arc::new(watch::channel(Arc::new(caps(8))).0);
+            let (stop, stopped) = oneshot::channel::<()>();
+            let task = tokio::spawn(serve_signed(
+                listener,
+                caps_tx,
+                cluster.clone(),
+                Some(Arc::new(node.clone())),
+                vec![],
+                Limits::default(),
+                async {
+                    let _ = stopped.await;
+                },
+            ));
+            let ring = cluster.map(KeyRing::single);
+            let r = query(addr, GOOD, ring.as_ref(), None).await.unwrap();
+            assert_eq!(r.node_key, Some(node.public()), "keyed: {}", ring.is_some());
+            let _ = stop.send(());
+            let _ = task.await;
+        }
     }
 
     #[tokio::test]
