@@ -129,10 +129,14 @@ impl ClusterConfig {
             let start = e.span().map(|s| s.start);
             err_at(start, describe_toml_error(text, &e))
         })?;
+        let mut discover = raw.discover;
+        if let Some(d) = &mut discover {
+            d.pins_file = Some(pins_path(path, d.pins_file.as_deref()));
+        }
         let cfg = ClusterConfig {
             path: path.to_path_buf(),
             text: text.to_string(),
-            discover: raw.discover,
+            discover,
             nodes: raw.node,
         };
         cfg.check()
@@ -147,6 +151,16 @@ impl ClusterConfig {
             d.check()?;
         }
         node::check_nodes(&self.nodes)
+    }
+}
+
+/// The pins file of the cluster file at `path`: `[discover] pins_file`
+/// (relative to the cluster file's directory), else `<stem>.pins` beside it.
+fn pins_path(path: &Path, named: Option<&Path>) -> PathBuf {
+    match named {
+        Some(p) if p.is_absolute() => p.to_path_buf(),
+        Some(p) => path.parent().unwrap_or(Path::new("")).join(p),
+        None => crate::pins::default_path(path),
     }
 }
 
