@@ -170,3 +170,26 @@ fn a_version_1_hello_gets_a_signature_that_binds_no_connection() {
     let r = check_reply(addr(), from(), line.as_bytes(), &n, None, None).unwrap();
     assert_eq!(r.node_key, Some(node(5).public()));
 }
+
+/// The vector of docs/protocol.md ("The node signature"), also computed
+/// independently with Python's `cryptography` (the script there): Ed25519
+/// is deterministic, so the message layout cannot drift unnoticed.
+#[test]
+fn the_node_signature_matches_the_documented_test_vector() {
+    let n = Nonce::from_bytes([0x11; 32]);
+    let b = BoundTo {
+        local: "10.0.0.2:9100",
+        peer: "10.0.0.1:40312",
+        advertised: &[],
+    };
+    let node = NodeKey::from_seed([0x42; 32]);
+    let sig = node_sign(&node, &n, "0123456789abcdef", br#"{"cores":1}"#, Some(&b));
+    assert_eq!(
+        node.public().to_base64(),
+        "IVL40Zt5HSRFMkLhXy6rbLfP+ntqXtMAl5YOBpiB2xI="
+    );
+    assert_eq!(
+        sig,
+        "bV6BBGKuaw+dLu6D0aF3LYNG784kYDyS3S3F1BBWBwmTjHGOs2cpunZvrG9hcXFqzHZc3F25pHlywSruYxmODQ=="
+    );
+}
