@@ -14,7 +14,7 @@
 //! (or fails under `CI=true`) where no lab can be built.
 
 use rlx_lab::kit::discover::expand;
-use rlx_lab::kit::{agent_bin, discover_bin, require_lab, run_ok, Proc};
+use rlx_lab::kit::{agent_bin, discover_bin, eventually, require_lab, run_ok, Proc};
 use rlx_lab::Lab;
 use std::path::Path;
 use std::process::Command;
@@ -192,6 +192,84 @@ fn a_member_claiming_a_stopped_members_id_is_refused_until_its_pin_is_forgotten(
         pin_line(&now),
         pin_line(&pinned),
         "to y's key, not x's: {now}"
+    );
+    drop(y);
+}
+
+/// The events `watch --json` printed so far.
+fn watch_events(w: &Proc) -> Vec<serde_json::Value> {
+    w.0.stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The same attack against a live keyed `watch` without a cluster file:
+/// its pins are kept in memory for its lifetime, so once x was seen, y
+/// claiming x's id after x crashed is refused (a `refused` event naming
+/// both fingerprints), never `joined` as x.
+#[test]
+fn watch_refuses_a_member_claiming_a_crashed_members_id_with_another_node_key() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(3);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("cluster.key");
+    run_ok(Command::new(discover_bin()).arg("keygen").arg(&key));
+    let caps = d.join("x.json");
+    std::fs::write(&caps, x_caps()).unwrap();
+    let mut cmd = Command::new(discover_bin());
+    cmd.args(["watch", "--json", "--interface", "eth0", "--key-file"])
+        .arg(&key)
+        .env("RUST_LOG", "warn");
+    let w = Proc::spawn(&lab, 0, cmd);
+    let (x_addr, y_addr) = (
+        format!("{}:{PORT}", lab.host(1).ip),
+        format!("{}:{PORT}", lab.host(2).ip),
+    );
+    let x = agent(&lab, 1, &key, &caps, &d.join("x-state"));
+    let x_fp = fingerprint(&x);
+    let joined = eventually(UP, "x joined", || {
+        let evs = watch_events(&w);
+        evs.iter()
+            .find(|e| e["event"] == "joined" && e["node"]["addr"] == x_addr.as_str())
+            .cloned()
+            .ok_or(format!("{evs:?}"))
+    });
+    assert_eq!(joined["node"]["identity"], "new", "{joined}");
+    assert_eq!(joined["node"]["node_key"], x_fp.as_str(), "{joined}");
+
+    // x crashes (no goodbye): watch's health check finds it gone.
+    x.kill();
+    drop(x);
+    eventually(Duration::from_secs(15), "x left", || {
+        let evs = watch_events(&w);
+        evs.iter()
+            .find(|e| e["event"] == "left")
+            .map(|_| ())
+            .ok_or(format!("{evs:?}"))
+    });
+
+    let y = agent(&lab, 2, &key, &caps, &d.join("y-state"));
+    let y_fp = fingerprint(&y);
+    let refused = eventually(Duration::from_secs(20), "y's claim refused", || {
+        let evs = watch_events(&w);
+        evs.iter()
+            .find(|e| {
+                e["event"] == "refused" && e["reason"].as_str().is_some_and(|r| r.contains(&y_fp))
+            })
+            .cloned()
+            .ok_or(format!("{evs:?}"))
+    });
+    let reason = refused["reason"].as_str().unwrap();
+    assert!(reason.contains(X_ID) && reason.contains(&x_fp), "{reason}");
+    // Past a health check's bound: y never joined as x.
+    std::thread::sleep(Duration::from_secs(6));
+    let evs = watch_events(&w);
+    assert!(
+        !evs.iter()
+            .any(|e| e["event"] == "joined" && e["node"]["addr"] == y_addr.as_str()),
+        "y never joins: {evs:?}"
     );
     drop(y);
 }
