@@ -160,8 +160,17 @@ fn pins_path(path: &Path, named: Option<&Path>) -> PathBuf {
     match named {
         Some(p) if p.is_absolute() => p.to_path_buf(),
         Some(p) => path.parent().unwrap_or(Path::new("")).join(p),
-        None => crate::pins::default_path(path),
+        None => default_pins_path(path),
     }
+}
+
+/// The pins file of a cluster file when `[discover] pins_file` names none:
+/// `<stem>.pins` in the same directory (`cluster.toml` -> `cluster.pins`).
+pub fn default_pins_path(cluster_file: &Path) -> PathBuf {
+    let stem = cluster_file
+        .file_stem()
+        .map_or_else(|| "cluster".into(), |s| s.to_string_lossy().into_owned());
+    cluster_file.with_file_name(format!("{stem}.pins"))
 }
 
 /// Turns a toml/serde error into a message that names the key and says what

@@ -34,10 +34,7 @@ use std::path::{Path, PathBuf};
 /// The pins file of a cluster file when `[discover] pins_file` names none:
 /// `<stem>.pins` in the same directory.
 pub fn default_path(cluster_file: &Path) -> PathBuf {
-    let stem = cluster_file
-        .file_stem()
-        .map_or_else(|| "cluster".into(), |s| s.to_string_lossy().into_owned());
-    cluster_file.with_file_name(format!("{stem}.pins"))
+    crate::config::default_pins_path(cluster_file)
 }
 
 /// The command that drops the pin of `id` kept in `pins_file`, so that the

@@ -196,8 +196,7 @@ pub async fn serve_signed(
             stream,
             peer,
             caps,
-            key.clone(),
-            node_key.clone(),
+            (key.clone(), node_key.clone()),
             Arc::clone(&advertised),
             limits.timeout,
             Arc::clone(&busy),
@@ -208,14 +207,17 @@ pub async fn serve_signed(
     tasks.shutdown().await;
 }
 
+/// What an agent answers with: the cluster key it proves, and its own node
+/// key it signs with.
+type Credentials = (Option<Key>, Option<Arc<NodeKey>>);
+
 /// One connection, bounded in time; its outcome goes to the debug log only,
 /// since a flood of hostile connections must not become a flood of log lines.
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     caps: Arc<NodeCaps>,
-    key: Option<Key>,
-    node_key: Option<Arc<NodeKey>>,
+    (key, node_key): Credentials,
     advertised: Arc<[SocketAddr]>,
     timeout: Duration,
     busy: crate::measure::Busy,
