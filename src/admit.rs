@@ -154,6 +154,7 @@ impl Rules {
             None => None,
         };
         let pins = match &d.pins_file {
+            Some(p) if d.pins_read_only => Pins::load(p).map_err(RulesError::Pins)?.read_only(),
             Some(p) => Pins::load(p).map_err(RulesError::Pins)?,
             None => Pins::in_memory(),
         };

@@ -101,6 +101,8 @@ pub enum Judgement {
 pub struct Pins {
     path: Option<PathBuf>,
     entries: BTreeMap<String, Pin>,
+    /// Read the file, never write it ([`Pins::read_only`]).
+    read_only: bool,
 }
 
 impl Pins {
@@ -114,23 +116,39 @@ impl Pins {
         let mut p = Pins {
             path: Some(path.to_path_buf()),
             entries: BTreeMap::new(),
+            read_only: false,
         };
         p.reload()?;
         Ok(p)
     }
 
+    /// These pins with their file only read, never written (`expand
+    /// --dry-run`): a clash with a pin is still refused, and new pins last
+    /// for the run.
+    pub fn read_only(mut self) -> Pins {
+        self.read_only = true;
+        self
+    }
+
     /// Reads the file again (a `pins forget` in another process, a pin
-    /// written by another run): the file wins over what is in memory.
+    /// written by another run): the file's pins win over those in memory;
+    /// pins that only read-only pins hold in memory are kept.
     pub fn reload(&mut self) -> Result<(), PinsError> {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        if !path.exists() {
-            self.entries.clear();
-            return Ok(());
+        let mut fresh = if path.exists() {
+            let (text, _) = read(path)?;
+            parse(path, &text)?
+        } else {
+            BTreeMap::new()
+        };
+        if self.read_only {
+            for (id, pin) in std::mem::take(&mut self.entries) {
+                fresh.entry(id).or_insert(pin);
+            }
         }
-        let (text, _) = read(path)?;
-        self.entries = parse(path, &text)?;
+        self.entries = fresh;
         Ok(())
     }
 
@@ -187,7 +205,7 @@ impl Pins {
     /// and tried again if the file changed between the read and the rename.
     /// `forgotten` are removed from the file as well.
     pub fn save(&mut self, forgotten: &[String]) -> Result<(), PinsError> {
-        let Some(path) = self.path.clone() else {
+        let Some(path) = self.path.clone().filter(|_| !self.read_only) else {
             return Ok(());
         };
         let mut tries = 0;
@@ -391,6 +409,22 @@ mod tests {
         assert!(Pins::load(&path).unwrap().get("0123456789abcdef").is_none());
         let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
         assert_eq!(leftovers, 1, "the atomic write leaves no temporary file");
+    }
+
+    #[test]
+    fn read_only_pins_judge_by_the_file_and_never_write_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cluster.pins");
+        let mut p = Pins::load(&path).unwrap().read_only();
+        p.pin("0123456789abcdef", k(1), "a");
+        p.save(&[]).unwrap();
+        assert!(!path.exists(), "a dry run writes nothing");
+        p.reload().unwrap();
+        assert_eq!(
+            p.judge("0123456789abcdef", &k(2)),
+            Judgement::Clash { pinned: k(1) },
+            "but remembers its pins for the run"
+        );
     }
 
     #[test]

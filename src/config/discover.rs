@@ -110,6 +110,10 @@ pub struct DiscoverSection {
     /// cluster file (`None`) the pins live in memory for the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pins_file: Option<PathBuf>,
+    /// Read the pins file but never write it (`expand --dry-run`, which
+    /// changes nothing). Not a key of the file: set by the caller.
+    #[serde(skip)]
+    pub pins_read_only: bool,
     /// What ssh runs on the remote host.
     #[serde(default = "default_remote_bin")]
     pub remote_bin: String,

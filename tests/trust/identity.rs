@@ -96,6 +96,13 @@ fn a_member_claiming_a_stopped_members_id_is_refused_until_its_pin_is_forgotten(
     // x joins, and its node key is pinned beside the cluster file.
     let x = agent(&lab, 1, &key, &caps, &x_state);
     let x_fp = fingerprint(&x);
+    let pins = d.join("cluster.pins");
+    let dry = expand(&lab, &cfg, &["--dry-run"]);
+    assert_eq!(dry.code, Some(0), "{}", dry.stderr);
+    assert!(
+        !pins.exists(),
+        "a dry run changes nothing, the pins included"
+    );
     let first = expand(&lab, &cfg, &["--write"]);
     assert_eq!(first.code, Some(0), "{}", first.stderr);
     let written = std::fs::read_to_string(&cfg).unwrap();
@@ -109,7 +116,6 @@ fn a_member_claiming_a_stopped_members_id_is_refused_until_its_pin_is_forgotten(
         first.json
     );
     assert_eq!(first.json["report"]["added"][0]["node_key"], x_fp.as_str());
-    let pins = d.join("cluster.pins");
     let pinned = std::fs::read_to_string(&pins).unwrap();
     assert!(pinned.contains(&format!("{X_ID} ed25519 ")), "{pinned}");
 
