@@ -142,7 +142,7 @@ impl AddedNode {
             Pinning::Pinned => None,
             Pinning::New => Some("node key pinned now"),
             Pinning::Unpinned if self.evidence.is_fresh() && self.evidence != Evidence::Ssh => {
-                Some("no node key (an older agent: identity not pinned)")
+                Some("no node key (an older agent, or one without a state directory): identity not pinned")
             }
             Pinning::Unpinned => None,
         }
