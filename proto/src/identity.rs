@@ -273,6 +273,30 @@ mod tests {
     }
 
     #[test]
+    fn a_node_key_file_owned_by_another_user_is_refused_naming_the_file_and_the_fix() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!(
+                "SKIP a_node_key_file_owned_by_another_user_is_refused_naming_the_file_and_the_fix: \
+                 needs root to chown a file to another user"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let first = NodeKey::load_or_create(dir.path()).unwrap();
+        let path = dir.path().join(NODE_KEY_FILE);
+        nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        let e = NodeKey::load_or_create(dir.path()).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert!(e.contains("uid 65534") && e.contains("chown"), "{e}");
+        nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(0)), None).unwrap();
+        assert_eq!(
+            NodeKey::load_or_create(dir.path()).unwrap().public(),
+            first.public(),
+            "never replaced by a new key"
+        );
+    }
+
+    #[test]
     fn a_signature_verifies_under_its_key_only_and_not_for_other_bytes() {
         let a = NodeKey::from_seed([1; 32]);
         let b = NodeKey::from_seed([2; 32]);
