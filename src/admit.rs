@@ -15,16 +15,30 @@
 //!   wrong key, replay, a proof bound to another connection (a relay or NAT
 //!   in between), an older agent whose proof binds none, id mismatch).
 //!
+//! Then who is who: an agent that proved its own node key (caps
+//! `node_key`, the reply's `node_sig`) is judged against the pins
+//! ([`crate::pins`]): a node id seen for the first time is pinned to that
+//! key, the pinned key is the same machine (also at a new address: a move),
+//! and another key for a known id is another machine claiming it, refused
+//! loudly with both fingerprints and the command that re-pins it. An agent
+//! without a node key (an older agent) is admitted as before, marked
+//! [`Pinning::Unpinned`]. This is the one admission path, so `expand`,
+//! `browse`, `watch` and every source (mDNS, DNS-SD, a scan) use the pins.
+//!
 //! SSH-found nodes are trusted by SSH itself and pass through untouched.
 //! `cluster` filtering is applied to every source; it is a filter for
 //! keeping neighbouring clusters apart, not security.
 
-use crate::sighting::{Discovery, Evidence, OnSighting, Problem, Sighting, Source};
+use crate::pins::{Judgement, Pins, PinsError};
+use crate::sighting::{
+    Discovery, Evidence, OnSighting, PinClash, Pinning, Problem, Sighting, Source,
+};
 use futures::stream::{self, StreamExt};
 use rlx_net::neighbour::Nudger;
 use rlx_proto::handshake::{query_in_cluster, HandshakeError, HandshakeReply};
+use rlx_proto::identity::NodePublicKey;
 use rlx_proto::keys::KeyRing;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -101,19 +115,29 @@ pub(crate) struct Rules {
     pub timeout: Duration,
     /// Most handshakes in flight.
     pub concurrency: usize,
+    /// Node id -> node key, shared by every admission of the run (and of a
+    /// `watch`'s lifetime): a file's, or in memory.
+    pub pins: Arc<Mutex<Pins>>,
 }
 
-/// Why `[discover]`'s admission rules cannot be had: its key file. The
-/// caller can tell it from a browse that cannot start, and the message
-/// names the file and what is wrong with it.
+/// Why `[discover]`'s admission rules cannot be had: its key file or its
+/// pins file. The caller can tell it from a browse that cannot start, and
+/// the message names the file and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
-#[error("[discover] key_file: {source}")]
-pub struct RulesError {
-    /// The key file named.
-    pub path: std::path::PathBuf,
-    /// What is wrong with it (missing, readable by others, malformed).
-    #[source]
-    pub source: rlx_proto::keys::KeyError,
+pub enum RulesError {
+    /// The key file cannot be used.
+    #[error("[discover] key_file: {source}")]
+    Key {
+        /// The key file named.
+        path: std::path::PathBuf,
+        /// What is wrong with it (missing, readable by others, malformed).
+        #[source]
+        source: rlx_proto::keys::KeyError,
+    },
+    /// The pins file cannot be read (admitting without it would pin
+    /// whoever answers first, again).
+    #[error("[discover] pins_file: {0}")]
+    Pins(#[source] PinsError),
 }
 
 impl Rules {
@@ -123,17 +147,23 @@ impl Rules {
     /// [`MIN_ATTEMPT`]) and the default concurrency.
     pub(crate) fn from_section(d: &crate::config::DiscoverSection) -> Result<Rules, RulesError> {
         let keys = match &d.key_file {
-            Some(p) => Some(KeyRing::load(p).map_err(|source| RulesError {
+            Some(p) => Some(KeyRing::load(p).map_err(|source| RulesError::Key {
                 path: p.clone(),
                 source,
             })?),
             None => None,
+        };
+        let pins = match &d.pins_file {
+            Some(p) if d.pins_read_only => Pins::load(p).map_err(RulesError::Pins)?.read_only(),
+            Some(p) => Pins::load(p).map_err(RulesError::Pins)?,
+            None => Pins::in_memory(),
         };
         Ok(Rules {
             keys,
             cluster: d.cluster.clone(),
             timeout: Duration::from_millis(d.timeout_ms).max(MIN_ATTEMPT),
             concurrency: DEFAULT_HANDSHAKE_CONCURRENCY,
+            pins: Arc::new(Mutex::new(pins)),
         })
     }
 }
@@ -237,9 +267,9 @@ impl Admission {
             task.abort();
         }
         let mut admitted = Vec::new();
-        for v in verdicts {
+        for v in judge_identities(verdicts, &self.rules.pins) {
             match v {
-                Verdict::Admit(s) => admitted.push(*s),
+                Verdict::Admit(s, _) => admitted.push(*s),
                 Verdict::Refuse(p) => problems.push(p),
             }
         }
@@ -293,10 +323,108 @@ fn handshake_key(s: &Sighting, rules: &Rules) -> Option<Key> {
     Some((s.agent_endpoint()?, s.id().map(str::to_string)))
 }
 
-/// Outcome for one sighting.
+/// Outcome for one sighting: admitted with the node key its handshake
+/// proved (if any), or refused.
 enum Verdict {
-    Admit(Box<Sighting>),
+    Admit(Box<Sighting>, Option<NodePublicKey>),
     Refuse(Problem),
+}
+
+/// Judges every admitted sighting's node key against the pins, after all
+/// the run's handshakes are in: the pinned key is [`Pinning::Pinned`], a
+/// new id is pinned ([`Pinning::New`]) and the pins file written, and
+/// another key for a pinned id is refused ([`refuse_pin_clash`]).
+///
+/// An id that two keys claim in the same run, neither pinned, pins
+/// neither: which one answered first says nothing about which is real.
+/// Both go on as new (the pipeline's clash rule then decides, as for any
+/// two machines claiming one id), and the next run pins the one written.
+/// Pins are read again first, so a `pins forget` since the last run (or,
+/// for `watch`, since the last check) counts.
+fn judge_identities(verdicts: Vec<Verdict>, pins: &Mutex<Pins>) -> Vec<Verdict> {
+    let claimed = |v: &Verdict| match v {
+        Verdict::Admit(s, Some(k)) if !s.id().unwrap_or_default().is_empty() => {
+            Some((s.id().unwrap_or_default().to_string(), *k))
+        }
+        _ => None,
+    };
+    if !verdicts.iter().any(|v| claimed(v).is_some()) {
+        return verdicts;
+    }
+    let mut pins = pins.lock().expect("pins lock");
+    if let Err(e) = pins.reload() {
+        tracing::warn!("{e}; judging node keys by the pins read earlier");
+    }
+    let mut keys_of: HashMap<String, BTreeSet<NodePublicKey>> = HashMap::new();
+    for (id, k) in verdicts.iter().filter_map(claimed) {
+        keys_of.entry(id).or_default().insert(k);
+    }
+    let mut pinned_now = false;
+    let out = verdicts
+        .into_iter()
+        .map(|v| {
+            let Some((id, key)) = claimed(&v) else {
+                return v;
+            };
+            let Verdict::Admit(mut s, k) = v else {
+                return v;
+            };
+            match pins.judge(&id, &key) {
+                Judgement::Pinned => s.identity = Pinning::Pinned,
+                Judgement::Clash { pinned } => return refuse_pin_clash(&s, &pins, &pinned, &key),
+                Judgement::New => {
+                    s.identity = Pinning::New;
+                    if keys_of.get(&id).is_some_and(|ks| ks.len() == 1) {
+                        pins.pin(&id, key, s.caps.as_ref().map_or(&s.host, |c| &c.hostname));
+                        pinned_now = true;
+                    } else {
+                        tracing::warn!(%id, "two node keys claim this id in one run: pinning neither");
+                    }
+                }
+            }
+            Verdict::Admit(s, k)
+        })
+        .collect();
+    if pinned_now {
+        if let Err(e) = pins.save(&[]) {
+            tracing::warn!("{e}; the new pins are kept in memory for this run only");
+        }
+    }
+    out
+}
+
+/// The loud refusal of a known node id that proved another node key: the
+/// user's concern (it fails the run), naming the id, both fingerprints and
+/// the command that re-pins it after a real reinstall.
+fn refuse_pin_clash(
+    s: &Sighting,
+    pins: &Pins,
+    pinned: &NodePublicKey,
+    shown: &NodePublicKey,
+) -> Verdict {
+    let id = s.id().unwrap_or_default();
+    let fix = pins.forget_command(id);
+    let kept = pins.path().map_or_else(
+        || "in memory for this run".to_string(),
+        |p| format!("in {}", p.display()),
+    );
+    let reason = format!(
+        "refused: node id {id} proved another node key than the one pinned for it: pinned {} \
+         ({kept}), shown {}; another machine claims this id (a member posing as another, a \
+         cloned disk), or this machine was reinstalled: only after a real reinstall, re-pin \
+         it: {fix}",
+        pinned.fingerprint(),
+        shown.fingerprint()
+    );
+    let mut p = Problem::new(s.source, s.host.clone(), reason)
+        .claiming(Some(s.addr.clone()), Some(id.to_string()));
+    p.pin_clash = Some(PinClash {
+        pinned: pinned.fingerprint(),
+        shown: shown.fingerprint(),
+        pins_file: pins.path().map(Into::into),
+        fix,
+    });
+    Verdict::Refuse(p)
 }
 
 fn refuse(s: &Sighting, reason: String) -> Verdict {
@@ -324,6 +452,10 @@ async fn check(mut s: Sighting, admission: &Admission) -> Verdict {
     // worker already listening, and goes on with no caps (the report says
     // nothing vouched for it); with a key it cannot prove it.
     let bare = s.agent_port.is_none() && s.source == Source::Subnet;
+    // Only a handshake proves a node key: caps from anywhere else are
+    // unpinned, whatever they say.
+    let mut node_key = None;
+    s.identity = Pinning::Unpinned;
     if bare && rules.keys.is_some() {
         return refuse(
             &s,
@@ -339,6 +471,7 @@ async fn check(mut s: Sighting, admission: &Admission) -> Verdict {
         let key = (agent, s.id().map(str::to_string));
         match admission.handshake(&key).await {
             Ok(reply) => {
+                node_key = reply.node_key;
                 // The agent's word on its worker's port wins over the SRV
                 // record's: with a key it is proved, and either way it is
                 // fresh.
@@ -392,7 +525,7 @@ async fn check(mut s: Sighting, admission: &Admission) -> Verdict {
             return refuse(&s, why);
         }
     }
-    Verdict::Admit(Box::new(s))
+    Verdict::Admit(Box::new(s), node_key)
 }
 
 /// Why a node announcing cluster `has` is not admitted to cluster `want`.
@@ -417,12 +550,16 @@ pub(crate) async fn admit(d: Discovery, rules: &Rules) -> Discovery {
 }
 
 #[cfg(test)]
+mod pin_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use rlx_proto::caps::NodeCaps;
 
     fn txt_sighting(cluster: Option<&str>) -> Sighting {
         Sighting {
+            identity: crate::sighting::Pinning::Unpinned,
             source: Source::Mdns,
             host: "box".into(),
             // Port 9 on TEST-NET-1: never dialled, since the cluster check
@@ -446,6 +583,7 @@ mod tests {
 
     fn rules(cluster: &str) -> Rules {
         Rules {
+            pins: Default::default(),
             keys: None,
             cluster: Some(cluster.into()),
             timeout: Duration::from_millis(10),
@@ -525,6 +663,7 @@ mod tests {
         s.addr = addr.to_string();
         s.caps.as_mut().unwrap().id = "00000000000000aa".into();
         let admission = Admission::new(Rules {
+            pins: Default::default(),
             keys: None,
             cluster: None,
             timeout: Duration::from_secs(2),

@@ -129,10 +129,14 @@ impl ClusterConfig {
             let start = e.span().map(|s| s.start);
             err_at(start, describe_toml_error(text, &e))
         })?;
+        let mut discover = raw.discover;
+        if let Some(d) = &mut discover {
+            d.pins_file = Some(pins_path(path, d.pins_file.as_deref()));
+        }
         let cfg = ClusterConfig {
             path: path.to_path_buf(),
             text: text.to_string(),
-            discover: raw.discover,
+            discover,
             nodes: raw.node,
         };
         cfg.check()
@@ -148,6 +152,25 @@ impl ClusterConfig {
         }
         node::check_nodes(&self.nodes)
     }
+}
+
+/// The pins file of the cluster file at `path`: `[discover] pins_file`
+/// (relative to the cluster file's directory), else `<stem>.pins` beside it.
+fn pins_path(path: &Path, named: Option<&Path>) -> PathBuf {
+    match named {
+        Some(p) if p.is_absolute() => p.to_path_buf(),
+        Some(p) => path.parent().unwrap_or(Path::new("")).join(p),
+        None => default_pins_path(path),
+    }
+}
+
+/// The pins file of a cluster file when `[discover] pins_file` names none:
+/// `<stem>.pins` in the same directory (`cluster.toml` -> `cluster.pins`).
+pub fn default_pins_path(cluster_file: &Path) -> PathBuf {
+    let stem = cluster_file
+        .file_stem()
+        .map_or_else(|| "cluster".into(), |s| s.to_string_lossy().into_owned());
+    cluster_file.with_file_name(format!("{stem}.pins"))
 }
 
 /// Turns a toml/serde error into a message that names the key and says what

@@ -37,6 +37,9 @@ pub struct Overrides {
     pub measure_links: bool,
     /// `--link-window-ms`, replacing `link_window_ms`.
     pub link_window_ms: Option<u64>,
+    /// `--dry-run`: the pins file is read (a known id with another node
+    /// key is still refused) but never written; new pins last for the run.
+    pub pins_read_only: bool,
 }
 
 impl Overrides {
@@ -50,6 +53,9 @@ impl Overrides {
         }
         if let Some(b) = self.browse_ms {
             d.browse_ms = b;
+        }
+        if self.pins_read_only {
+            d.pins_read_only = true;
         }
         if self.no_mdns {
             d.mdns = false;

@@ -63,7 +63,8 @@
 //! - Namespaces for the tools beside: [`config`] (the file's value types
 //!   and defaults), [`write`](mod@write) (`expand --write`: the plan and the atomic
 //!   write), [`mdns`] (a one-shot browse), [`scan`] (a subnet scan),
-//!   [`doctor`] (this box's checks).
+//!   [`doctor`] (this box's checks), [`pins`] (who is who: the pins file
+//!   and `rlx-discover pins`).
 //!
 //! The wire contracts shared with `rlx-agent` (caps JSON, the TXT schema,
 //! the handshake, cluster keys) are the `rlx-proto` crate, and the
@@ -79,7 +80,9 @@
 //!   share.
 //! - `discover`: runs the configured sources concurrently, then `admit`:
 //!   the handshake check every network-found node passes (fresh caps, the
-//!   cluster key, the cluster filter).
+//!   cluster key, the cluster filter, the node key against the pins);
+//!   `pins`: node id -> node key, pinned on first sight in a file beside
+//!   the cluster file (or in memory for the run).
 //! - `pipeline`: the one pipeline (coalesce, merge with the file, node
 //!   building, device selection, the address rule, the report).
 //! - `write`: `expand --write` (render, reconcile, the atomic write-back,
@@ -112,6 +115,7 @@ mod watch;
 
 pub mod config;
 pub mod doctor;
+pub mod pins;
 pub mod write;
 
 // Expand.
@@ -123,7 +127,7 @@ pub use progress::{Progress, Silent, Task};
 // What was found.
 pub use addr::{AddrError, NodeAddr};
 pub use pipeline::report::{AddedNode, Report};
-pub use sighting::{Evidence, Problem, Sighting, Source};
+pub use sighting::{Evidence, PinClash, Pinning, Problem, Sighting, Source};
 
 // Watch.
 pub use follow::{LiveWatch, StartError, WatchOptions};

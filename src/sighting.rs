@@ -137,6 +137,38 @@ pub struct Sighting {
     pub heard_on: Option<String>,
     /// Milliseconds since discovery started when this sighting completed.
     pub found_ms: u64,
+    /// What admission knows of who it is: its node key against the pins
+    /// ([`crate::pins`]).
+    pub identity: Pinning,
+}
+
+/// Who a node is, as far as its node key tells (issue 23): the agent's own
+/// key pair, pinned for its node id on first sight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pinning {
+    /// No node key proved: an older agent (its caps carry no `node_key`),
+    /// or caps that came from no handshake (TXT, SSH, a bare listener).
+    /// Admitted as before; nothing tells it from another machine claiming
+    /// its id but the rules of docs/security.md.
+    #[default]
+    Unpinned,
+    /// It proved a node key for an id seen for the first time: the key is
+    /// pinned now.
+    New,
+    /// It proved the node key pinned for its id.
+    Pinned,
+}
+
+impl Pinning {
+    /// The word used in reports and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pinning::Unpinned => "unpinned",
+            Pinning::New => "new",
+            Pinning::Pinned => "pinned",
+        }
+    }
 }
 
 impl Sighting {
@@ -200,6 +232,27 @@ pub struct Problem {
     /// The node id a refused announcement claimed, when it claimed one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// Set when the refusal is a known node id showing another node key
+    /// than the one pinned for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pin_clash: Option<PinClash>,
+}
+
+/// A node id that proved another node key than the one pinned for it: who
+/// is pinned, who answered, and the command that re-pins it after a real
+/// reinstall.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PinClash {
+    /// Fingerprint (`SHA256:...`) of the key pinned for the id.
+    pub pinned: String,
+    /// Fingerprint of the key the claimant proved.
+    pub shown: String,
+    /// Where the pin is kept: the pins file, or absent for pins kept in
+    /// memory for the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pins_file: Option<std::path::PathBuf>,
+    /// The command that forgets the pin (`rlx-discover pins forget ...`).
+    pub fix: String,
 }
 
 /// Whose problem a [`Problem`] is. On a shared LAN, neighbours' broken
@@ -252,6 +305,7 @@ impl Problem {
             concern: Concern::Yours,
             addr: None,
             id: None,
+            pin_clash: None,
         }
     }
 

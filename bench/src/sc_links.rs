@@ -365,6 +365,8 @@ mod tests {
             took_ms: 190,
         };
         let node = AddedNode {
+            identity: rlx_discover::Pinning::Unpinned,
+            node_key: None,
             addr: "10.0.0.2:9100".into(),
             host: "10.0.0.2".into(),
             hostname: "n1".into(),

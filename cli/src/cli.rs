@@ -16,6 +16,7 @@ pub mod expand;
 pub mod keygen;
 pub mod lan;
 pub mod man;
+pub mod pins;
 pub mod progress;
 pub mod runtime;
 pub mod scan;
@@ -36,6 +37,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Scan(a) => scan::run(a, &bars),
         Command::Watch(a) => watch::run(a),
         Command::Keygen(a) => keygen::run(a),
+        Command::Pins(a) => pins::run(a),
         Command::Completions(a) => completions::run(a, Cli::command()),
         Command::Man(a) => man::run(a, Cli::command()),
         Command::LabWorker(a) => demo::lab_worker(a),

@@ -289,6 +289,13 @@ pub struct NodeCaps {
     /// check. `None` from agents that predate it (TXT key `inc`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<String>,
+    /// The agent's own public key (base64 of the 32 bytes of an Ed25519
+    /// key, [`crate::identity`]): its handshake replies are signed with the
+    /// secret half, and a coordinator pins it for the node id on first
+    /// sight. `None` from agents that predate it (and in TXT, which never
+    /// carries it: only a handshake proves possession).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_key: Option<String>,
     /// The node's host name (without `.local`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hostname: String,
@@ -460,6 +467,15 @@ impl NodeCaps {
                     "incarnation",
                     format!("{:?}", trunc(inc)),
                     "an incarnation is 16 lowercase hex characters (64 random bits)",
+                ));
+            }
+        }
+        if let Some(k) = &self.node_key {
+            if crate::identity::NodePublicKey::parse(k).is_none() {
+                return Err(absurd(
+                    "node_key",
+                    format!("{:?}", trunc(k)),
+                    "a node key is the base64 of a 32-byte Ed25519 public key",
                 ));
             }
         }

@@ -7,7 +7,7 @@
 //! agent -> coordinator   {"rlx":"caps","v":2,"nonce":"<echo>","caps":{...},
 //!                         "local":"10.0.0.2:9100","peer":"10.0.0.1:40312",
 //!                         "advertised":["198.51.100.7:9100"],"proof":"<64 hex>",
-//!                         "time_ms":1796130990123}\n
+//!                         "node_sig":"<base64>","time_ms":1796130990123}\n
 //! ```
 //!
 //! One line each way, then the agent closes. The hello may also carry the
@@ -36,6 +36,15 @@
 //! `"rlx-handshake-v1"`, the fields up to caps) for coordinators that
 //! predate the binding; a coordinator of this version holding a key refuses
 //! it ([`HandshakeError::Unbound`]).
+//!
+//! An agent with its own node key ([`crate::identity`]) puts the public
+//! half in its caps (`node_key`) and signs the same fields as the proof,
+//! under the tag `"rlx-node-sig-v2"`, with it (`node_sig`, base64), with or
+//! without a cluster key: a coordinator that pinned the key for the node id
+//! can tell this machine from another member that claims its id. Both
+//! fields are additive: older coordinators ignore them, and a reply without
+//! them (an older agent) is checked as before ([`HandshakeReply::node_key`]
+//! is then `None`).
 //!
 //! The verifier MACs the caps bytes and endpoint strings it received (a
 //! [`RawValue`](serde_json::value::RawValue)), never a re-serialization, so
@@ -74,12 +83,14 @@ pub mod measure_sense;
 #[cfg(test)]
 mod measure_tests;
 mod messages;
+#[cfg(test)]
+mod node_sig_tests;
 mod proof;
 #[cfg(test)]
 mod tests;
 mod wire;
 
-pub use answer::answer;
+pub use answer::{answer, answer_signed};
 pub use client::{
     check_reply, query, query_in_cluster, ConnectFailure, HandshakeError, HandshakeReply,
     RelayedPath,
@@ -87,10 +98,11 @@ pub use client::{
 pub use clock::ClockOffset;
 pub use measure_client::{measure_link, rate_text, LinkMeasurement, MeasureError, DRAIN_GRACE};
 pub use messages::{
-    endpoint_text, hello_line, hello_line_for, parse_hello, reply_line, reply_line_v1, Binding,
-    Hello, HelloError,
+    endpoint_text, hello_line, hello_line_for, parse_hello, reply_line, reply_line_signed,
+    reply_line_v1, reply_line_v1_signed, Binding, Hello, HelloError,
 };
-pub use proof::{prove, verify, verify_any, BoundTo, Nonce};
+pub use proof::{node_message, node_sign, node_verify, prove, verify, verify_any, BoundTo, Nonce};
 pub use wire::{
-    MAX_ADVERTISED, MAX_HELLO_BYTES, MAX_REPLY_BYTES, NONCE_BYTES, PROOF_TAG, PROOF_TAG_V1, VERSION,
+    MAX_ADVERTISED, MAX_HELLO_BYTES, MAX_REPLY_BYTES, NODE_SIG_TAG, NODE_SIG_TAG_V1, NONCE_BYTES,
+    PROOF_TAG, PROOF_TAG_V1, VERSION,
 };

@@ -18,6 +18,8 @@
 //! - [`txt`]: TXT schema v1, the capabilities as mDNS/DNS-SD TXT strings.
 //! - [`handshake`]: the hello/reply on the agent's port and its proof.
 //! - [`keys`]: cluster key files and the HMAC under them.
+//! - [`identity`]: each agent's own Ed25519 key pair (its node key), kept
+//!   beside its node id; its public half travels in the caps.
 //! - [`dnssd`]: DNS-SD over unicast DNS, the zone client (browse, leases,
 //!   the server to ask) that the coordinator's DNS source and the agent's
 //!   registration sweep share.
@@ -31,6 +33,7 @@
 pub mod caps;
 pub mod dnssd;
 pub mod handshake;
+pub mod identity;
 pub mod keys;
 pub mod service;
 pub mod txt;

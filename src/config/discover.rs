@@ -111,6 +111,16 @@ pub struct DiscoverSection {
     /// Shared-secret key file; agents must prove it in the handshake.
     #[serde(default)]
     pub key_file: Option<PathBuf>,
+    /// Where node id -> node key pins are kept (`src/pins.rs`). Loaded from
+    /// a cluster file it defaults to `<stem>.pins` beside it, and a
+    /// relative path is taken from the cluster file's directory; without a
+    /// cluster file (`None`) the pins live in memory for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pins_file: Option<PathBuf>,
+    /// Read the pins file but never write it (`expand --dry-run`, which
+    /// changes nothing). Not a key of the file: set by the caller.
+    #[serde(skip)]
+    pub pins_read_only: bool,
     /// What ssh runs on the remote host.
     #[serde(default = "default_remote_bin")]
     pub remote_bin: String,

@@ -53,6 +53,7 @@ fn node_with(devices: Vec<DeviceInfo>) -> NodeCaps {
 fn run(caps: NodeCaps, policy: DevicePolicy) -> Expansion {
     let found = Discovery {
         sightings: vec![Sighting {
+            identity: crate::sighting::Pinning::Unpinned,
             source: Source::Subnet,
             host: "10.0.0.5".into(),
             addr: "10.0.0.5:9100".into(),

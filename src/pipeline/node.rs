@@ -106,6 +106,13 @@ pub(super) fn build(
         id: caps.id.clone(),
         sources: m.sources(),
         evidence: best.evidence,
+        identity: best.identity,
+        node_key: caps
+            .node_key
+            .as_deref()
+            .and_then(rlx_proto::identity::NodePublicKey::parse)
+            .filter(|_| best.identity != crate::sighting::Pinning::Unpinned)
+            .map(|k| k.fingerprint()),
         device: device.as_str(),
         mem_bytes,
         cores: caps.cores,

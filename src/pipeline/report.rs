@@ -7,7 +7,7 @@
 
 use super::select::SkipReason;
 use crate::escape::{escape_line, untrusted};
-use crate::sighting::{Attempt, Concern, Evidence, Problem, Source};
+use crate::sighting::{Attempt, Concern, Evidence, Pinning, Problem, Source};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -26,6 +26,13 @@ pub struct AddedNode {
     pub sources: Vec<Source>,
     /// Evidence behind the caps used.
     pub evidence: Evidence,
+    /// Who it is by its node key: `pinned` (the key pinned for its id),
+    /// `new` (first sight: pinned now) or `unpinned` (no node key proved:
+    /// an older agent, or caps from no handshake).
+    pub identity: Pinning,
+    /// The fingerprint (`SHA256:...`) of its node key, when it proved one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_key: Option<String>,
     /// Device written into the node.
     pub device: String,
     /// Usable memory of that device, bytes (the largest, when several).
@@ -125,6 +132,20 @@ impl AddedNode {
                 "worker not listening"
             }
         })
+    }
+
+    /// What its report line says of its node key: nothing when pinned,
+    /// `key pinned now` on first sight, and that it has none when an
+    /// agent answered without one (an older agent).
+    pub fn identity_text(&self) -> Option<&'static str> {
+        match self.identity {
+            Pinning::Pinned => None,
+            Pinning::New => Some("node key pinned now"),
+            Pinning::Unpinned if self.evidence.is_fresh() && self.evidence != Evidence::Ssh => {
+                Some("no node key (an older agent, or one without a state directory): identity not pinned")
+            }
+            Pinning::Unpinned => None,
+        }
     }
 
     /// The link behind the chosen address as people say it (`10 GbE`).
@@ -403,12 +424,15 @@ impl Report {
             let worker = a
                 .worker_text()
                 .map_or_else(String::new, |w| format!(", {w}"));
+            let ident = a
+                .identity_text()
+                .map_or_else(String::new, |i| format!(", {i}"));
             let measured = a
                 .measured_link
                 .as_ref()
                 .map_or_else(String::new, |l| format!(", link {}", l.summary()));
             line(format!(
-                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){worker}{link}{also}{measured}",
+                "  + {:<24} {:<8} {:>10}  {:>3} cores  via {} ({}){worker}{ident}{link}{also}{measured}",
                 a.addr,
                 a.device_cell(),
                 a.memory_cell(),

@@ -31,6 +31,7 @@ fn caps(id: &str, hostname: &str, dev: &str, mem: u64) -> NodeCaps {
 fn seen(source: Source, addr: &str, caps: Option<NodeCaps>, ms: u64) -> Sighting {
     let (host, port) = NodeAddr::split(addr);
     Sighting {
+        identity: crate::sighting::Pinning::Unpinned,
         source,
         host: host.into(),
         addr: addr.into(),

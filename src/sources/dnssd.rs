@@ -111,6 +111,7 @@ impl Records<'_> {
             Path::Zone { .. } => (Source::Dns, NodeAddr::new(ip, self.port).to_string(), None),
         };
         Sighting {
+            identity: crate::sighting::Pinning::Unpinned,
             source,
             host: self.label.to_string(),
             addr,

@@ -352,6 +352,7 @@ pub(crate) async fn discover(
     for (host, r, ms) in results {
         match r {
             Ok(caps) => d.sightings.push(Sighting {
+                identity: crate::sighting::Pinning::Unpinned,
                 source: Source::Ssh,
                 addr: format!("{host}:{}", opts.port),
                 host: host.clone(),

@@ -288,6 +288,7 @@ pub(crate) async fn discover(
             Listener::Bare { .. } => (None, Some(true)),
         };
         d.sightings.push(Sighting {
+            identity: crate::sighting::Pinning::Unpinned,
             source: Source::Subnet,
             host: sa.ip().to_string(),
             addr: NodeAddr::from(sa).to_string(),

@@ -144,6 +144,7 @@ fn caps(host: &str, cores: u32, gpu_mem: u64) -> NodeCaps {
 /// An mDNS sighting of `host` at `ip`:9100 with TXT caps.
 fn seen(source: Source, host: &str, ip: &str, caps: NodeCaps) -> Sighting {
     Sighting {
+        identity: crate::sighting::Pinning::Unpinned,
         source,
         host: host.into(),
         addr: format!("{ip}:9100"),

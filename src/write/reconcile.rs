@@ -344,6 +344,7 @@ mod tests {
 
     fn ssh_seen(host: &str) -> Sighting {
         Sighting {
+            identity: crate::sighting::Pinning::Unpinned,
             source: Source::Ssh,
             host: host.into(),
             addr: format!("{host}:9100"),

@@ -375,6 +375,8 @@ mod tests {
 
     fn prov() -> AddedNode {
         AddedNode {
+            identity: crate::sighting::Pinning::Unpinned,
+            node_key: None,
             addr: "10.0.0.5:9100".into(),
             host: "gpu-a".into(),
             hostname: "gpu-a".into(),

@@ -202,6 +202,9 @@ enum NoKey {
     Admitted,
     /// Refused all the same (the check does not need a key).
     Refused,
+    /// Refused without a key too, for this other reason: box1's caps name
+    /// its node key, which only box1 can sign with (issue 23).
+    RefusedAs(&'static str),
     /// It claims a real agent's id and host name, so the pipeline takes it
     /// for the same machine: merged with the real agent (which address the
     /// node gets is not defined) or reported as an id clash.
@@ -219,11 +222,12 @@ const STRANGERS: [Stranger; 7] = [
         reason: "no handshake",
         without_key: NoKey::Impersonates,
     },
-    // (a') box1's exact TXT, a handshake with box1's caps but no proof.
+    // (a') box1's exact TXT, a handshake with box1's caps but no proof
+    // (and no signature by the node key those caps name).
     Stranger {
         instance: "imp-copy-noproof",
         reason: "no proof",
-        without_key: NoKey::Impersonates,
+        without_key: NoKey::RefusedAs("carries no node_sig"),
     },
     // (b) a real rlx-agent claiming box1's id, holding another key.
     Stranger {
@@ -231,11 +235,12 @@ const STRANGERS: [Stranger; 7] = [
         reason: "does not verify under any",
         without_key: NoKey::Admitted,
     },
-    // (c) box1's TXT and a reply captured from box1, replayed to every hello.
+    // (c) box1's TXT and a reply captured from box1, replayed to every
+    // hello: its node signature is for the capturer's nonce.
     Stranger {
         instance: "imp-replay",
         reason: "replayed",
-        without_key: NoKey::Impersonates,
+        without_key: NoKey::Refused,
     },
     // box1's TXT with an A record pointing at box2: a key holder answers,
     // but for another id.
@@ -473,6 +478,13 @@ fn with_a_key_only_the_real_agents_are_admitted_and_each_impostor_is_refused_for
                 "{} should be refused for {:?} even without a key: {v:#}",
                 s.instance,
                 s.reason
+            ),
+            NoKey::RefusedAs(why) => assert!(
+                refused_open
+                    .get(s.instance)
+                    .is_some_and(|r| r.contains(why)),
+                "{} should be refused for {why:?} without a key: {v:#}",
+                s.instance
             ),
             NoKey::Impersonates => assert!(
                 !refused_open.contains_key(s.instance),

@@ -5,6 +5,8 @@
 //! - `admission`: impostors refused for their reasons, the cluster filter
 //!   on the wire, floods of bogus announcements.
 //! - `clash`: one id at two endpoints.
+//! - `identity`: a member holding the cluster key cannot pose as another
+//!   member: node keys are pinned per node id.
 //! - `forgery`: forged goodbyes never make `watch` report a live member
 //!   left; real leaves keep their bounds.
 //! - `relay`: a relay of a keyed agent is refused, a declared port-forward
@@ -13,4 +15,5 @@
 mod admission;
 mod clash;
 mod forgery;
+mod identity;
 mod relay;

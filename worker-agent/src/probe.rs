@@ -247,6 +247,9 @@ pub fn probe(opts: &ProbeOptions) -> anyhow::Result<NodeCaps> {
         id,
         // Chosen by the running agent ([`crate::run::run`]), not the probe.
         incarnation: None,
+        // The running agent's own key, set when it answers a handshake
+        // ([`crate::run::run`]); a probe proves nothing.
+        node_key: None,
         hostname: clean(&hostname),
         addr: String::new(),
         os: std::env::consts::OS.into(),

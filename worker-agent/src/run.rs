@@ -13,10 +13,11 @@
 use crate::announce::{AnnounceOptions, Announcer};
 use crate::cli::AgentArgs;
 use crate::register::{maintain, RegisterOptions, Registration};
-use crate::server::{serve_with, Limits};
+use crate::server::{serve_signed, Limits};
 use crate::shutdown::Shutdown;
 use anyhow::{Context, Result};
 use rlx_proto::caps::NodeCaps;
+use rlx_proto::identity::NodeKey;
 use rlx_proto::keys::KeyRing;
 use std::future::Future;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -89,6 +90,11 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
         ),
         None => None,
     };
+    let node_key = node_key(args)?;
+    // The caps name this agent's own key, whatever a caps file copied from
+    // another machine said (a reply naming a key it cannot sign with is
+    // refused).
+    caps.node_key = node_key.as_ref().map(|k| k.public().to_base64());
     anyhow::ensure!(
         args.advertise.len() <= rlx_proto::handshake::MAX_ADVERTISED,
         "--advertise given {} times; at most {} endpoints can be declared",
@@ -139,10 +145,11 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
         ),
         None => {}
     }
-    let server = tokio::spawn(serve_with(
+    let server = tokio::spawn(serve_signed(
         listener,
         Arc::clone(&caps_tx),
         key,
+        node_key.map(Arc::new),
         args.advertise.clone(),
         Limits {
             measure,
@@ -206,6 +213,29 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
     said.context("sending mDNS goodbyes")?;
     let _ = server.await;
     Ok(())
+}
+
+/// The agent's node key ([`rlx_proto::identity`]): kept in the state
+/// directory beside the node id, made there on first start. A key file
+/// that cannot be used (unsafe, corrupt, unwritable directory) stops the
+/// start with the file and the fix: answering with a new key would make
+/// every coordinator that pinned the old one refuse this node. Without a
+/// state directory (`--root` fixtures without `--state-dir`) the agent has
+/// none and answers like an older agent.
+fn node_key(args: &AgentArgs) -> Result<Option<NodeKey>> {
+    let Some(dir) = args.state_dir() else {
+        tracing::warn!(
+            "no state directory: answering without a node key (coordinators cannot pin this              node's identity); pass --state-dir"
+        );
+        return Ok(None);
+    };
+    let key = NodeKey::load_or_create(&dir)?;
+    tracing::info!(
+        fingerprint = %key.public().fingerprint(),
+        "node key {}",
+        dir.join(rlx_proto::identity::NODE_KEY_FILE).display()
+    );
+    Ok(Some(key))
 }
 
 /// Re-probes every [`REPROBE_INTERVAL`] until `shutdown` resolves: the

@@ -36,6 +36,7 @@
 
 use rlx_proto::caps::NodeCaps;
 use rlx_proto::handshake;
+use rlx_proto::identity::NodeKey;
 use rlx_proto::keys::Key;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -146,6 +147,22 @@ pub async fn serve_with(
     limits: Limits,
     shutdown: impl Future,
 ) {
+    serve_signed(listener, caps, key, None, advertised, limits, shutdown).await
+}
+
+/// [`serve_with`] for an agent with its own node key: every reply names
+/// its public half in the caps and carries its signature beside the proof
+/// (`node_sig`, docs/protocol.md §2), so a coordinator that pinned the key
+/// for this node id can tell this machine from another that claims the id.
+pub async fn serve_signed(
+    listener: TcpListener,
+    caps: Arc<watch::Sender<Arc<NodeCaps>>>,
+    key: Option<Key>,
+    node_key: Option<Arc<NodeKey>>,
+    advertised: Vec<SocketAddr>,
+    limits: Limits,
+    shutdown: impl Future,
+) {
     let advertised: Arc<[SocketAddr]> = advertised.into();
     let max = limits.max_connections.max(1);
     let mut tasks = JoinSet::new();
@@ -214,7 +231,7 @@ pub async fn serve_with(
             stream,
             peer,
             caps,
-            key.clone(),
+            (key.clone(), node_key.clone()),
             Arc::clone(&advertised),
             limits.timeout,
             (Arc::clone(&gate), Arc::clone(&held), Arc::clone(&spoke)),
@@ -259,13 +276,17 @@ fn victim(live: &[(IpAddr, bool)]) -> Option<usize> {
     candidates.find(|&i| !live[i].1).or(first)
 }
 
+/// What an agent answers with: the cluster key it proves, and its own node
+/// key it signs with.
+type Credentials = (Option<Key>, Option<Arc<NodeKey>>);
+
 /// One connection, bounded in time; its outcome goes to the debug log only,
 /// since a flood of hostile connections must not become a flood of log lines.
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     caps: Arc<NodeCaps>,
-    key: Option<Key>,
+    (key, node_key): Credentials,
     advertised: Arc<[SocketAddr]>,
     timeout: Duration,
     (gate, held, spoke): (Arc<crate::measure::Gate>, Arc<AtomicBool>, Arc<AtomicBool>),
@@ -284,7 +305,14 @@ async fn connection(
             return;
         }
     };
-    let exchanged = exchange(stream, &caps, key.as_ref(), &on, &spoke);
+    let exchanged = exchange(
+        stream,
+        &caps,
+        key.as_ref(),
+        node_key.as_deref(),
+        &on,
+        &spoke,
+    );
     match tokio::time::timeout(timeout, exchanged).await {
         Err(_) => {
             tracing::debug!(%peer, "handshake: no complete exchange within {} ms; closed", timeout.as_millis())
@@ -315,6 +343,7 @@ async fn exchange(
     stream: TcpStream,
     caps: &NodeCaps,
     key: Option<&Key>,
+    node_key: Option<&NodeKey>,
     on: &handshake::Binding,
     spoke: &AtomicBool,
 ) -> Result<Option<MeasureRequest>, String> {
@@ -338,7 +367,7 @@ async fn exchange(
     if handshake::measure::is_request(&line) {
         return Ok(Some((conn, line)));
     }
-    let (out, refused) = match handshake::answer(&line, caps, key, on) {
+    let (out, refused) = match handshake::answer_signed(&line, caps, key, node_key, on) {
         Ok(reply) => (reply, None),
         Err(e) => (e.to_line(), Some(e)),
     };
@@ -443,6 +472,35 @@ mod tests {
             r.caps.cores, 16,
             "caps changes are served without a restart"
         );
+    }
+
+    /// An agent with a node key proves it with or without a cluster key:
+    /// the coordinator learns the key from a reply it can verify.
+    #[tokio::test]
+    async fn an_agent_with_a_node_key_signs_every_reply_with_it() {
+        let node = NodeKey::from_seed([9; 32]);
+        for cluster in [None, Some(key(1))] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let caps_tx = Arc::new(watch::channel(Arc::new(caps(8))).0);
+            let (stop, stopped) = oneshot::channel::<()>();
+            let task = tokio::spawn(serve_signed(
+                listener,
+                caps_tx,
+                cluster.clone(),
+                Some(Arc::new(node.clone())),
+                vec![],
+                Limits::default(),
+                async {
+                    let _ = stopped.await;
+                },
+            ));
+            let ring = cluster.map(KeyRing::single);
+            let r = query(addr, GOOD, ring.as_ref(), None).await.unwrap();
+            assert_eq!(r.node_key, Some(node.public()), "keyed: {}", ring.is_some());
+            let _ = stop.send(());
+            let _ = task.await;
+        }
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 use super::runtime::EXIT_CODES;
-use super::{browse, completions, demo, doctor, expand, keygen, man, scan, watch};
+use super::{browse, completions, demo, doctor, expand, keygen, man, pins, scan, watch};
 use clap::{Parser, Subcommand};
 
 /// Find the machines of an RLX cluster and write their [[node]] list.
@@ -46,6 +46,9 @@ pub enum Command {
     Watch(watch::WatchArgs),
     /// Write a new cluster key (32 random bytes, hex, mode 0600).
     Keygen(keygen::KeygenArgs),
+    /// List the node id -> node key pins, or forget one after a machine
+    /// was reinstalled (the next run pins its new key).
+    Pins(pins::PinsArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
     /// Print the manual page, or write every page into a directory.

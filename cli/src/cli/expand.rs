@@ -130,6 +130,8 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     overrides.measure_links = a.links;
     overrides.link_window_ms = a.link_window_ms;
     overrides.dial_off_link = a.dial_off_link;
+    // A dry run changes nothing, the pins file included.
+    overrides.pins_read_only = a.dry_run;
     let exp = crate::cli::runtime::runtime()?.block_on(expand_config(&cfg, &overrides, bars))?;
     let plan = plan(&cfg, &exp, a.prune, &now_utc())
         .with_context(|| format!("updating the node list of {path}"))?;

@@ -2,8 +2,9 @@
 //! or the refusal out. The agent reads the line (at most
 //! [`MAX_HELLO_BYTES`](super::MAX_HELLO_BYTES)) and writes the result.
 
-use super::messages::{parse_hello, reply_line, reply_line_v1, Binding, HelloError};
+use super::messages::{parse_hello, reply_line_signed, reply_line_v1_signed, Binding, HelloError};
 use crate::caps::NodeCaps;
+use crate::identity::NodeKey;
 use crate::keys::Key;
 
 /// Everything an agent does with one hello line: the reply line to send, or
@@ -27,6 +28,19 @@ pub fn answer(
     key: Option<&Key>,
     on: &Binding,
 ) -> Result<String, HelloError> {
+    answer_signed(hello, caps, key, None, on)
+}
+
+/// [`answer`] for an agent with its own node key: the reply carries the
+/// public key in its caps and the key's signature beside the proof, with
+/// or without a cluster key.
+pub fn answer_signed(
+    hello: &[u8],
+    caps: &NodeCaps,
+    key: Option<&Key>,
+    node: Option<&NodeKey>,
+    on: &Binding,
+) -> Result<String, HelloError> {
     let hello = parse_hello(hello)?;
     if let (Some(wanted), Some(mine)) = (&hello.cluster, &caps.cluster) {
         if wanted != mine {
@@ -34,8 +48,8 @@ pub fn answer(
         }
     }
     Ok(if hello.v == 1 {
-        reply_line_v1(&hello.nonce, caps, key)
+        reply_line_v1_signed(&hello.nonce, caps, key, node)
     } else {
-        reply_line(&hello.nonce, caps, key, on)
+        reply_line_signed(&hello.nonce, caps, key, node, on)
     })
 }

@@ -4,9 +4,10 @@
 
 use super::clock::{unix_ms_now, ClockOffset};
 use super::messages::{cut_chars, hello_line_for, IdOnly, ReplyIn};
-use super::proof::{verify_any, BoundTo, Nonce};
+use super::proof::{node_verify, verify_any, BoundTo, Nonce};
 use super::wire::{MAX_REPLY_BYTES, VERSION};
 use crate::caps::{CapsError, NodeCaps};
+use crate::identity::NodePublicKey;
 use crate::keys::KeyRing;
 use std::fmt;
 use std::net::SocketAddr;
@@ -29,6 +30,11 @@ pub struct HandshakeReply {
     /// With a key ring: the address we dialled is one the agent declares
     /// with `--advertise` (a port-forward), not the one it accepted on.
     pub via_advertised: bool,
+    /// The agent's own public key (caps `node_key`), whose signature of
+    /// this reply (`node_sig`) verified: who this machine is, for the
+    /// coordinator's pins. `None` from an agent without one (an older
+    /// agent), which nothing here tells from any other such agent.
+    pub node_key: Option<NodePublicKey>,
     /// The agent's wall clock when it wrote the reply (Unix ms), if it sent
     /// one (agents before 0.1 did not). Not covered by the proof.
     pub agent_time_ms: Option<u64>,
@@ -147,6 +153,18 @@ pub enum HandshakeError {
         /// The address dialled.
         addr: SocketAddr,
     },
+    /// The caps carry a `node_key` but the reply does not prove it: no
+    /// `node_sig`, or one that does not verify over our nonce and the
+    /// connection. Something rewrote the caps, or replays a reply.
+    #[error("{addr}: its caps name node key {fingerprint} but {why}")]
+    NodeSignature {
+        /// The address dialled.
+        addr: SocketAddr,
+        /// The fingerprint of the key the caps name.
+        fingerprint: String,
+        /// What is wrong with the signature.
+        why: String,
+    },
     /// The (proved) caps name another node than the one expected (the id
     /// announced in TXT).
     #[error("{addr}: replied with id {got:?} but announced id {expected:?} (another machine answers on that address)")]
@@ -191,6 +209,7 @@ impl HandshakeError {
             | HandshakeError::Relayed { addr, .. }
             | HandshakeError::Unbound { addr }
             | HandshakeError::IdMismatch { addr, .. }
+            | HandshakeError::NodeSignature { addr, .. }
             | HandshakeError::OtherCluster { addr, .. }
             | HandshakeError::Local { addr, .. } => *addr,
         }
@@ -465,14 +484,73 @@ pub fn check_reply(
             });
         }
     }
+    let node_key = check_node_sig(addr, &msg, &caps, caps_json, sent)?;
     Ok(HandshakeReply {
         caps,
         caps_json: caps_json.to_string(),
         key_index,
         via_advertised,
+        node_key,
         agent_time_ms: msg.time_ms,
         clock: None,
     })
+}
+
+/// The node key a reply proves it holds: `None` when its caps name none
+/// (an older agent); else its `node_sig` must verify under that key over
+/// our nonce, the id, the caps bytes and the connection fields as received
+/// ([`super::node_message`]). Those fields are checked against our
+/// connection only under a cluster key ([`check_binding`]): without one a
+/// relay is a working path, as before, and the signature still proves that
+/// the machine behind it holds the key pinned for its id.
+fn check_node_sig(
+    addr: SocketAddr,
+    msg: &ReplyIn<'_>,
+    caps: &NodeCaps,
+    caps_json: &str,
+    sent: &Nonce,
+) -> Result<Option<NodePublicKey>, HandshakeError> {
+    let Some(text) = &caps.node_key else {
+        return Ok(None);
+    };
+    // Validated with the caps: a well-formed key.
+    let Some(key) = NodePublicKey::parse(text) else {
+        return Ok(None);
+    };
+    let refuse = |why: &str| HandshakeError::NodeSignature {
+        addr,
+        fingerprint: key.fingerprint(),
+        why: why.to_string(),
+    };
+    let sig = msg
+        .node_sig
+        .as_deref()
+        .ok_or_else(|| refuse("the reply carries no node_sig (rewritten caps?)"))?;
+    let bound = match (msg.v, &msg.local, &msg.peer) {
+        (1, _, _) => None,
+        (_, Some(local), Some(peer)) => Some(BoundTo {
+            local,
+            peer,
+            advertised: &msg.advertised,
+        }),
+        _ => {
+            return Err(refuse(
+                "a version 2 reply without \"local\" and \"peer\" cannot be signed",
+            ))
+        }
+    };
+    let signed =
+        |n: &Nonce| node_verify(&key, n, &caps.id, caps_json.as_bytes(), bound.as_ref(), sig);
+    if signed(sent) {
+        return Ok(Some(key));
+    }
+    let echoed = msg.nonce.as_deref().and_then(Nonce::from_hex);
+    if echoed.is_some_and(|old| old != *sent && signed(&old)) {
+        return Err(HandshakeError::Replay { addr });
+    }
+    Err(refuse(
+        "its node_sig does not verify under that key over our nonce and the connection",
+    ))
 }
 
 /// Whether two endpoints are the same address and port. An IPv4-mapped IPv6

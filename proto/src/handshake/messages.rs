@@ -2,9 +2,10 @@
 //! error line, each built and parsed here so both ends agree byte for byte.
 
 use super::clock::unix_ms_now;
-use super::proof::{prove, BoundTo, Nonce};
+use super::proof::{node_sign, prove, BoundTo, Nonce};
 use super::wire::VERSION;
 use crate::caps::NodeCaps;
+use crate::identity::NodeKey;
 use crate::keys::Key;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -176,6 +177,10 @@ struct ReplyOut<'a> {
     advertised: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     proof: Option<String>,
+    /// The node key's signature of what the proof covers (under its own
+    /// tag): present when the caps carry a `node_key`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_sig: Option<String>,
     /// The agent's wall clock as it writes the reply (Unix ms), for
     /// [`super::clock`]. Outside the proof: a diagnosis, not a claim.
     time_ms: u64,
@@ -189,6 +194,20 @@ fn declares_none(a: &&[String]) -> bool {
 /// JSON, the connection it answers on, and the proof over all of it when
 /// the agent has a key.
 pub fn reply_line(nonce: &Nonce, caps: &NodeCaps, key: Option<&Key>, on: &Binding) -> String {
+    reply_line_signed(nonce, caps, key, None, on)
+}
+
+/// [`reply_line`] of an agent with a node key: its public half goes into
+/// the caps (`node_key`, replacing whatever they said), and the reply
+/// carries `node_sig`, the key's signature of the nonce, the id, the caps
+/// and the connection ([`super::node_message`]).
+pub fn reply_line_signed(
+    nonce: &Nonce,
+    caps: &NodeCaps,
+    key: Option<&Key>,
+    node: Option<&NodeKey>,
+    on: &Binding,
+) -> String {
     let local = endpoint_text(on.local);
     let peer = endpoint_text(on.peer);
     let advertised: Vec<String> = on.advertised.iter().map(|a| endpoint_text(*a)).collect();
@@ -197,14 +216,25 @@ pub fn reply_line(nonce: &Nonce, caps: &NodeCaps, key: Option<&Key>, on: &Bindin
         peer: &peer,
         advertised: &advertised,
     };
-    reply_of(VERSION, nonce, caps, key, Some(&bound))
+    reply_of(VERSION, nonce, caps, key, node, Some(&bound))
 }
 
 /// The version 1 reply line, for a coordinator that said `"v":1`: no
 /// endpoint, and a proof that binds none. A coordinator holding a key of
 /// this version accepts it; ours refuses it as unbound.
 pub fn reply_line_v1(nonce: &Nonce, caps: &NodeCaps, key: Option<&Key>) -> String {
-    reply_of(1, nonce, caps, key, None)
+    reply_line_v1_signed(nonce, caps, key, None)
+}
+
+/// [`reply_line_v1`] with the node key's signature (tag
+/// [`super::NODE_SIG_TAG_V1`], no connection).
+pub fn reply_line_v1_signed(
+    nonce: &Nonce,
+    caps: &NodeCaps,
+    key: Option<&Key>,
+    node: Option<&NodeKey>,
+) -> String {
+    reply_of(1, nonce, caps, key, node, None)
 }
 
 fn reply_of(
@@ -212,10 +242,23 @@ fn reply_of(
     nonce: &Nonce,
     caps: &NodeCaps,
     key: Option<&Key>,
+    node: Option<&NodeKey>,
     bound: Option<&BoundTo<'_>>,
 ) -> String {
+    let signed;
+    let caps = match node {
+        Some(n) => {
+            signed = NodeCaps {
+                node_key: Some(n.public().to_base64()),
+                ..caps.clone()
+            };
+            &signed
+        }
+        None => caps,
+    };
     let caps_json = caps.to_json();
     let proof = key.map(|k| prove(k, nonce, &caps.id, caps_json.as_bytes(), bound));
+    let node_sig = node.map(|n| node_sign(n, nonce, &caps.id, caps_json.as_bytes(), bound));
     // to_json output is valid JSON, so it is a valid RawValue.
     let raw: &RawValue = serde_json::from_str(&caps_json).expect("caps JSON is JSON");
     let msg = ReplyOut {
@@ -227,6 +270,7 @@ fn reply_of(
         peer: bound.map(|b| b.peer),
         advertised: bound.map_or(&[], |b| b.advertised),
         proof,
+        node_sig,
         time_ms: unix_ms_now(),
     };
     format!(
@@ -259,6 +303,9 @@ pub(super) struct ReplyIn<'a> {
     pub(super) advertised: Vec<String>,
     #[serde(default)]
     pub(super) proof: Option<String>,
+    /// The node key's signature (absent from agents that predate it).
+    #[serde(default)]
+    pub(super) node_sig: Option<String>,
     #[serde(default)]
     pub(super) error: Option<String>,
     /// In an error line: the agent's cluster, when it refused ours.

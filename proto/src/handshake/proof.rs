@@ -3,7 +3,8 @@
 //! caps bytes and the connection it answers on (the formula is in the
 //! module docs of [`super`]).
 
-use super::wire::{NONCE_BYTES, PROOF_TAG, PROOF_TAG_V1};
+use super::wire::{NODE_SIG_TAG, NODE_SIG_TAG_V1, NONCE_BYTES, PROOF_TAG, PROOF_TAG_V1};
+use crate::identity::{NodeKey, NodePublicKey};
 use crate::keys::{Key, KeyRing};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -101,6 +102,37 @@ pub(super) fn check(key: &Key, proof: &str, input: impl FnOnce(&mut Hmac<Sha256>
     mac.verify_slice(&tag).is_ok()
 }
 
+/// Feeds `sink` the fields a reply's proof and its node signature cover,
+/// after their tag: the nonce, the id, the caps bytes and, in version 2,
+/// the connection. One definition, so the HMAC of the cluster key and the
+/// Ed25519 signature of the node key bind the same bytes.
+fn reply_fields(
+    sink: &mut dyn FnMut(&[u8]),
+    nonce: &Nonce,
+    id: &str,
+    caps_json: &[u8],
+    bound: Option<&BoundTo<'_>>,
+) {
+    // Length prefixes keep the field boundaries unambiguous.
+    let field = |sink: &mut dyn FnMut(&[u8]), b: &[u8]| {
+        sink(&(b.len() as u32).to_be_bytes());
+        sink(b);
+    };
+    sink(&nonce.0);
+    field(sink, id.as_bytes());
+    field(sink, caps_json);
+    if let Some(b) = bound {
+        field(sink, b.local.as_bytes());
+        field(sink, b.peer.as_bytes());
+        // A count, then each declared endpoint: no list can be read as
+        // another by moving a boundary.
+        sink(&(b.advertised.len() as u32).to_be_bytes());
+        for a in b.advertised {
+            field(sink, a.as_bytes());
+        }
+    }
+}
+
 fn mac_input(
     mac: &mut impl Mac,
     nonce: &Nonce,
@@ -115,20 +147,50 @@ fn mac_input(
     } else {
         PROOF_TAG_V1
     });
-    mac.update(&nonce.0);
-    // Length prefixes keep the field boundaries unambiguous.
-    field(mac, id.as_bytes());
-    field(mac, caps_json);
-    if let Some(b) = bound {
-        field(mac, b.local.as_bytes());
-        field(mac, b.peer.as_bytes());
-        // A count, then each declared endpoint: no list can be read as
-        // another by moving a boundary.
-        mac.update(&(b.advertised.len() as u32).to_be_bytes());
-        for a in b.advertised {
-            field(mac, a.as_bytes());
-        }
-    }
+    reply_fields(&mut |b| mac.update(b), nonce, id, caps_json, bound);
+}
+
+/// What an agent's node key signs in a reply: [`NODE_SIG_TAG`] (or
+/// [`NODE_SIG_TAG_V1`] for a version 1 reply, which binds no connection),
+/// then the same fields as the cluster-key proof. Its own tag keeps a
+/// signature from ever passing for anything else signed with that key.
+pub fn node_message(
+    nonce: &Nonce,
+    id: &str,
+    caps_json: &[u8],
+    bound: Option<&BoundTo<'_>>,
+) -> Vec<u8> {
+    let mut m = Vec::with_capacity(128 + caps_json.len());
+    m.extend_from_slice(if bound.is_some() {
+        NODE_SIG_TAG
+    } else {
+        NODE_SIG_TAG_V1
+    });
+    reply_fields(&mut |b| m.extend_from_slice(b), nonce, id, caps_json, bound);
+    m
+}
+
+/// The agent's node-key signature of a reply ([`node_message`]), base64.
+pub fn node_sign(
+    node: &NodeKey,
+    nonce: &Nonce,
+    id: &str,
+    caps_json: &[u8],
+    bound: Option<&BoundTo<'_>>,
+) -> String {
+    node.sign(&node_message(nonce, id, caps_json, bound))
+}
+
+/// Whether `sig` is `key`'s signature of that reply ([`node_message`]).
+pub fn node_verify(
+    key: &NodePublicKey,
+    nonce: &Nonce,
+    id: &str,
+    caps_json: &[u8],
+    bound: Option<&BoundTo<'_>>,
+    sig: &str,
+) -> bool {
+    key.verify(&node_message(nonce, id, caps_json, bound), sig)
 }
 
 /// The proof an agent with `key` sends for `nonce`, its node `id`, the

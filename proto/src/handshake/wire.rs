@@ -21,6 +21,14 @@ pub const PROOF_TAG: &[u8] = b"rlx-handshake-v2";
 /// for version 1 hellos and checked to tell a replay from an old agent.
 pub const PROOF_TAG_V1: &[u8] = b"rlx-handshake-v1";
 
+/// Domain-separation tag of the agent's node-key signature of a version 2
+/// reply (`"node_sig"`): the same fields as the proof, under another tag,
+/// so neither can pass for the other.
+pub const NODE_SIG_TAG: &[u8] = b"rlx-node-sig-v2";
+
+/// The tag of the node-key signature of a version 1 reply (no endpoints).
+pub const NODE_SIG_TAG_V1: &[u8] = b"rlx-node-sig-v1";
+
 /// Most endpoints an agent declares with `--advertise`. A handful covers
 /// every port-forward in front of one machine; the bound keeps a reply's
 /// endpoint list (and its MAC input) small.

@@ -576,6 +576,7 @@ mod tests {
 
     fn at(ip: &str) -> Sighting {
         Sighting {
+            identity: crate::sighting::Pinning::Unpinned,
             source: Source::Mdns,
             host: "box".into(),
             addr: format!("{ip}:9100"),
