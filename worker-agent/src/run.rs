@@ -225,7 +225,8 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
 fn node_key(args: &AgentArgs) -> Result<Option<NodeKey>> {
     let Some(dir) = args.state_dir() else {
         tracing::warn!(
-            "no state directory: answering without a node key (coordinators cannot pin this              node's identity); pass --state-dir"
+            "no state directory: answering without a node key (coordinators cannot pin this \
+             node's identity); pass --state-dir"
         );
         return Ok(None);
     };
