@@ -298,20 +298,26 @@ def goodbye_packet(instance):
     return header + encode_name(SERVICE) + struct.pack("!HHIH", 12, 1, 0, len(rdata)) + rdata
 
 
-def goodbye(args):
+def send_forged(src, sport, to, packet, count, gap_ms):
+    """Sends packet count times, gap_ms apart, from src:sport (0: an
+    ephemeral port) to the IPv4 mDNS group, or by unicast to to:5353."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    s.bind((args.src, args.sport))
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(args.src))
+    s.bind((src, sport))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(src))
     s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
     s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
-    packet = goodbye_packet(args.instance)
-    dest = (args.to or GROUP4, PORT)
-    for i in range(args.count):
+    dest = (to or GROUP4, PORT)
+    for i in range(count):
         s.sendto(packet, dest)
-        if i + 1 < args.count:
-            time.sleep(args.gap_ms / 1000)
+        if i + 1 < count:
+            time.sleep(gap_ms / 1000)
+
+
+def goodbye(args):
+    packet = goodbye_packet(args.instance)
+    send_forged(args.src, args.sport, args.to, packet, args.count, args.gap_ms)
     print(json.dumps({"sent": args.count}), flush=True)
 
 
@@ -372,18 +378,7 @@ def records(args):
         answers.append(rr_bytes(full, 16, 4500, bytes.fromhex(txt["raw"])))
         answers.append(rr_bytes(host, 1, 120, socket.inet_aton(addr)))
     packet = struct.pack("!HHHHHH", 0, 0x8400, 0, len(answers), 0, 0) + b"".join(answers)
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    s.bind((args.src, PORT))
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(args.src))
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
-    dest = (args.to or GROUP4, PORT)
-    for i in range(args.count):
-        s.sendto(packet, dest)
-        if i + 1 < args.count:
-            time.sleep(args.gap_ms / 1000)
+    send_forged(args.src, PORT, args.to, packet, args.count, args.gap_ms)
     copied = {"addr": addr, "port": srv["port"], "names": names}
     print(json.dumps({"sent": args.count, "copied": copied}), flush=True)
     return 0

@@ -45,28 +45,27 @@ fn caps_json(id: &str, hostname: &str) -> String {
 
 /// An agent in host `host` with caps `caps`, instance `name`, registering.
 fn start_agent(lab: &Lab, host: usize, caps: &str, name: &str, named: &Named, dir: &Path) -> Proc {
-    let file = dir.join(format!("{name}.json"));
-    std::fs::write(&file, caps).unwrap();
-    let mut cmd = Command::new(agent_bin());
-    cmd.arg("--caps-file")
-        .arg(&file)
-        .args(["--name", name])
-        .args(["--register", &format!("dns://{}/{ZONE}", named.ip)])
-        .arg("--tsig-key")
-        .arg(&named.key)
-        .env("RUST_LOG", "info");
-    Proc::spawn(lab, host, cmd)
+    registering_agent(lab, host, caps, Some(name), named, dir)
 }
 
-/// An agent in host `host` with caps `caps` and no `--name` (its instance
-/// is its host name), registering.
-fn start_unnamed_agent(lab: &Lab, host: usize, caps: &str, named: &Named, dir: &Path) -> Proc {
-    let file = dir.join(format!("unnamed-{host}.json"));
+/// An agent in host `host` with caps `caps`, registering as `name`, or as
+/// its host name when `None` (no `--name`).
+fn registering_agent(
+    lab: &Lab,
+    host: usize,
+    caps: &str,
+    name: Option<&str>,
+    named: &Named,
+    dir: &Path,
+) -> Proc {
+    let file = dir.join(format!("{}-{host}.json", name.unwrap_or("unnamed")));
     std::fs::write(&file, caps).unwrap();
     let mut cmd = Command::new(agent_bin());
-    cmd.arg("--caps-file")
-        .arg(&file)
-        .args(["--register", &format!("dns://{}/{ZONE}", named.ip)])
+    cmd.arg("--caps-file").arg(&file);
+    if let Some(n) = name {
+        cmd.args(["--name", n]);
+    }
+    cmd.args(["--register", &format!("dns://{}/{ZONE}", named.ip)])
         .arg("--tsig-key")
         .arg(&named.key)
         .env("RUST_LOG", "info");
@@ -169,9 +168,9 @@ fn two_machines_with_one_host_name_and_no_name_register_one_instance_each() {
     let named = start_named(&lab, 0);
     let dir = tempfile::tempdir().unwrap();
     let (id_a, id_b) = ("aa00000000000001", "bb00000000000002");
-    let a = start_unnamed_agent(&lab, 2, &caps_json(id_a, "twin"), &named, dir.path());
+    let a = registering_agent(&lab, 2, &caps_json(id_a, "twin"), None, &named, dir.path());
     a.expect_output("registered in DNS", UP);
-    let b = start_unnamed_agent(&lab, 3, &caps_json(id_b, "twin"), &named, dir.path());
+    let b = registering_agent(&lab, 3, &caps_json(id_b, "twin"), None, &named, dir.path());
     b.expect_output("registered in DNS", UP);
     b.expect_output("registering in DNS as \"twin (2)\"", UP);
     let both = vec![
