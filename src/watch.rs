@@ -365,6 +365,9 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             m.sighting = s.clone();
             if let Some((c, _)) = m.contender.take() {
                 let why = contender_refused(label, m, &c);
+                // Backed off like any refusal: the same forged records
+                // again in every snapshot are not dialled again each time.
+                self.refusals.refused(admission::key_of(&c), Instant::now());
                 self.report_refusals(out, &[Problem::stranger(c.source, label, why)]);
             }
             return;

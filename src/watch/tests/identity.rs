@@ -54,6 +54,26 @@ async fn records_pointing_a_member_at_another_members_machine_move_nothing() {
     w.stop().await.unwrap();
 }
 
+/// The same forged records in every snapshot are a refusal like any other:
+/// backed off, not dialled again each time a stranger repeats them.
+#[tokio::test(start_paused = true)]
+async fn repeated_forged_records_for_a_member_are_dialled_once_per_back_off() {
+    let mut w = Running::start(false);
+    let box2 = || seen(Source::Mdns, "box2", "10.0.0.2", caps("box2", 8, 8 << 30));
+    w.announce(vec![box1(), box2()], vec![]);
+    assert_eq!(w.during(Duration::from_millis(100)).await.len(), 2);
+    for _ in 0..5 {
+        w.announce(vec![posing("box1", "10.0.0.2", "box2"), box2()], vec![]);
+        let _ = w.during(Duration::from_millis(700)).await;
+    }
+    let forged = dialled_at(&w, "box1")
+        .iter()
+        .filter(|a| *a == "10.0.0.2:9100")
+        .count();
+    assert_eq!(forged, 1, "dialled once, then backed off");
+    w.stop().await.unwrap();
+}
+
 /// Phantom members: a stranger's new instance names at a real agent's
 /// address joined as extra members (each later `left`). The machine is
 /// one member, and a goodbye for a phantom name is a claim about it.
