@@ -70,11 +70,8 @@
 //!   Members are keyed by source and instance ([`member_name`]): no
 //!   announcement of one source speaks for a member of another.
 //!
-//! # Under a flood
-//!
-//! Admission is rate-limited, queued by priority and backed off per
-//! refusal ([`admission`]), each check in its own task; the browse's own
-//! bounds are in [`ContinuousBrowse`]; docs/security.md has the figures.
+//! Under a flood, admission is rate-limited, queued and backed off per
+//! refusal ([`admission`]); the browse's bounds are in [`ContinuousBrowse`].
 //!
 //! A member whose caps change materially (the device chosen, its memory, the
 //! core count, or its address) is reported `updated`.
@@ -96,7 +93,7 @@ use inputs::named;
 use inputs::poll_zone;
 pub(crate) use inputs::{member_name, Announcements, Check, DnsZone, Zone, DNS_POLL_INTERVAL};
 use job::{run_job, Job};
-use member::{another_machine, contender_refused, news, Member};
+use member::{another_machine, contender_refused, news, Departures, Member};
 use node::{incarnation_of, one};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -115,10 +112,9 @@ mod node;
 mod tests;
 
 /// How long after a member left on a goodbye its instance is dialled once
-/// more, quietly, with a whole handshake round: an agent that answers
-/// then (another incarnation started meanwhile, or the same one, whose
-/// goodbye check only lost its packets) joins again, where nothing else
-/// might bring it back (its records can equal the cached ones).
+/// more, quietly: an agent answering then (another incarnation, or one
+/// whose goodbye check only lost its packets) joins again, where nothing
+/// else might bring it back (its records can equal the cached ones).
 pub(crate) const CONFIRM_AFTER_GOODBYE: Duration = Duration::from_millis(1500);
 
 /// Why a watch cannot go on.
@@ -153,13 +149,14 @@ pub(crate) struct Watch<C> {
     confirming: BTreeMap<String, (Instant, Sighting)>,
     generation: u64,
     rng: fastrand::Rng,
-    /// What the goodbyes came to, for the log.
     goodbyes: GoodbyeCounts,
     /// A goodbye was refuted since the browse was last asked to re-learn.
     relearn: bool,
     /// Instances found to be a member's machine under another name, to
     /// that member's name: at most [`MAX_REMEMBERED`].
     aliases: BTreeMap<String, String>,
+    /// When each instance last left, and as which incarnation.
+    left: Departures,
 }
 
 impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
@@ -182,6 +179,7 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             goodbyes: GoodbyeCounts::default(),
             relearn: false,
             aliases: BTreeMap::new(),
+            left: Departures::default(),
         }
     }
 
@@ -264,8 +262,8 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                 () = &mut poller => {}
                 Some(found) = dns_rx.recv() => self.dns_browsed(&mut out, found),
                 Some(done) = jobs.join_next(), if !jobs.is_empty() => match done {
-                    Ok((Job::Admit { label, announced, key }, checked)) => {
-                        self.admitted(&mut out, label, announced, key, checked)
+                    Ok((Job::Admit { label, announced, key, started }, checked)) => {
+                        self.admitted(&mut out, (label, started), announced, key, checked)
                     }
                     Ok((Job::Health { label, generation, started, addr }, checked)) => {
                         self.checked(&mut out, &label, (generation, &addr), started, checked)
@@ -290,15 +288,12 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         Ok(())
     }
 
-    /// A goodbye (or mdns-sd's expiry of the records) for `label`: a claim
-    /// anyone on the LAN can make, so the member is checked ([`farewell`]),
-    /// never dropped on it. A goodbye for no member changes nothing (a
-    /// candidate waiting for admission is still dialled: the check tells).
+    /// A goodbye (or an expiry) for `label`: a claim anyone can make, so the
+    /// member is checked ([`farewell`]), never dropped on it.
     fn goodbye(&mut self, label: &str) {
         let now = Instant::now();
-        // An instance that is a member's machine under another name (a
-        // phantom, or the real name of a machine a phantom named first):
-        // its goodbye is a claim about that member.
+        // A name of a member's machine under another name: its goodbye is a
+        // claim about that member.
         let label = match self.aliases.get(label) {
             Some(k) if !self.members.contains_key(label) => k.as_str(),
             _ => label,
@@ -430,6 +425,7 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
             m.incarnation.as_deref(),
             Some(why),
         );
+        self.left.record(label, m.incarnation.clone());
         if confirm {
             if self.confirming.len() >= MAX_REMEMBERED {
                 self.confirming.pop_first();
@@ -580,6 +576,7 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
                 label: s.host.clone(),
                 announced: s.caps.as_ref().map(|c| c.to_json()),
                 key: admission::key_of(&s),
+                started: now,
             };
             jobs.push((job, one(s)));
         }
@@ -615,7 +612,7 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
     fn admitted(
         &mut self,
         out: &mut Out<impl FnMut(Event)>,
-        label: String,
+        (label, started): (String, Instant),
         announced: Option<String>,
         key: admission::Key,
         checked: Discovery,
@@ -637,6 +634,10 @@ impl<C: Check + Clone + Send + Sync + 'static> Watch<C> {
         }
         self.report_refusals(out, &checked.problems);
         if let Some(s) = checked.sightings.into_iter().find(|s| s.host == label) {
+            if self.left.last_word(&label, started, &s) {
+                tracing::debug!("{label}: an answer from before it left; not a join");
+                return;
+            }
             self.refusals.forget(&key);
             self.join_or_update(out, s, announced);
         }

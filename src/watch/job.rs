@@ -15,6 +15,9 @@ pub(super) enum Job {
         label: String,
         announced: Option<String>,
         key: Key,
+        /// When its handshake started: an answer from before its
+        /// instance left is the stopped process's last word.
+        started: Instant,
     },
     Health {
         label: String,

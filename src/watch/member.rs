@@ -122,3 +122,30 @@ pub(super) fn another_machine(other: &Sighting) -> String {
         other.id().unwrap_or("none")
     )
 }
+
+/// When each instance last left, and as which incarnation (at most
+/// [`MAX_REMEMBERED`](super::admission::MAX_REMEMBERED)): a stopping agent still
+/// answers for a moment, so an admission whose handshake started before
+/// its instance left, answered by the incarnation that left, is that
+/// process's last word, not a join (seen in the lab: `left`, `joined` 20 ms
+/// later from a check started before the SIGTERM, then `left` again).
+#[derive(Debug, Default)]
+pub(super) struct Departures(std::collections::BTreeMap<String, (Instant, Option<String>)>);
+
+impl Departures {
+    /// `label` left now, as incarnation `inc`.
+    pub(super) fn record(&mut self, label: &str, inc: Option<String>) {
+        if self.0.len() >= super::admission::MAX_REMEMBERED {
+            self.0.pop_first();
+        }
+        self.0.insert(label.to_string(), (Instant::now(), inc));
+    }
+
+    /// Whether `s`, from a handshake with `label` started at `started`, is
+    /// the last word of the incarnation that has left since.
+    pub(super) fn last_word(&self, label: &str, started: Instant, s: &Sighting) -> bool {
+        self.0
+            .get(label)
+            .is_some_and(|(at, inc)| *at >= started && *inc == super::node::incarnation_of(s))
+    }
+}
