@@ -161,11 +161,16 @@ async fn run(
     progress: &dyn Progress,
 ) -> Result<Expansion, ExpandError> {
     let started = Instant::now();
+    let started_unix_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_micros()).ok());
     // Set up before discovery, so a bad window fails before any source runs.
     let links = d.measure_links.then(|| links::options(d)).transpose()?;
     let found = run_sources(d, started, progress).await?;
     let versions = links::versions(&found);
     let mut exp = expand_file(hand, marks, &NodeDefaults::from(d), found);
+    exp.report.started_unix_us = started_unix_us;
     if let Some(opts) = links {
         links::measure_expansion(&mut exp, &versions, &opts).await;
     }

@@ -1,14 +1,17 @@
 #!/usr/bin/python3
 """The python-zeroconf peer: browse _rlx._tcp until N instances are fully
 resolved (address, port and TXT) or DEADLINE_S passes, then print one JSON
-line: {"found": [[name, ms], ...], "complete_ms": ms or null, "import_ms": ms}.
+line: {"found": [[name, ms], ...], "complete_ms": ms or null, "import_ms": ms,
+"started_unix_us": us}.
 
 usage: zc_browse.py IP N DEADLINE_S [v6]
 
 With v6 (an IPv6-only lab) it browses over IPv6 on every interface.
 
 Times are from the creation of the Zeroconf instance (after imports, like
-rlx-discover's found_ms, which counts from the start of discovery). This is
+rlx-discover's found_ms, which counts from the start of discovery), and
+started_unix_us says when that was in Unix time, so that the benchmark can
+time this peer from its spawn like every other tool. This is
 python-zeroconf's documented async browsing pattern: AsyncServiceBrowser,
 and an AsyncServiceInfo request per added instance. Runs only inside a lab
 namespace.
@@ -32,6 +35,7 @@ TYPE = "_rlx._tcp.local."
 
 async def main(ip, n, deadline, v6):
     t0 = time.monotonic()
+    started_unix_us = time.time_ns() // 1000
     if v6:
         azc = AsyncZeroconf(interfaces=InterfaceChoice.All, ip_version=IPVersion.V6Only)
     else:
@@ -66,6 +70,7 @@ async def main(ip, n, deadline, v6):
         "found": sorted(([k, v] for k, v in found.items()), key=lambda kv: kv[1]),
         "complete_ms": max(found.values()) if len(found) >= n else None,
         "import_ms": (t0 - t_exec) * 1000.0,
+        "started_unix_us": started_unix_us,
     }
     print(json.dumps(out), flush=True)
     await browser.async_cancel()

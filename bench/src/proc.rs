@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How a finished (or killed) command went.
 #[derive(Debug, Clone)]
@@ -23,12 +23,25 @@ pub struct Timed {
     pub cpu: Duration,
     /// Peak resident set size, kB.
     pub maxrss_kb: u64,
+    /// The wall clock just before the spawn: the zero of a tool that
+    /// reports its own times in Unix time ([`Timed::since_spawn_ms`]).
+    pub spawned: SystemTime,
 }
 
 impl Timed {
     /// Wall time in milliseconds.
     pub fn wall_ms(&self) -> f64 {
         self.wall.as_secs_f64() * 1000.0
+    }
+
+    /// Milliseconds from the spawn to `unix_us` (a moment the tool
+    /// reported in microseconds of Unix time): what puts a tool's own
+    /// clock on the spawn's, so that every tool is timed from its spawn.
+    /// `None` for a moment before the spawn (a clock step).
+    pub fn since_spawn_ms(&self, unix_us: u64) -> Option<f64> {
+        let spawned = self.spawned.duration_since(UNIX_EPOCH).ok()?.as_micros() as f64;
+        let d = unix_us as f64 - spawned;
+        (d >= 0.0).then_some(d / 1000.0)
     }
 
     /// `exit N`, `killed by signal N`, or `killed at the deadline`.
@@ -90,18 +103,19 @@ pub fn run_timed(cmd: &mut Command, timeout: Duration) -> anyhow::Result<Timed> 
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    let spawned = SystemTime::now();
     let start = Instant::now();
     let mut child = cmd
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {:?}: {e}", cmd.get_program()))?;
     let out = reader(child.stdout.take().expect("piped"));
     let err = reader(child.stderr.take().expect("piped"));
-    finish(child, start, timeout, out, err)
+    finish(child, (start, spawned), timeout, out, err)
 }
 
 fn finish(
     child: Child,
-    start: Instant,
+    (start, spawned): (Instant, SystemTime),
     timeout: Duration,
     out: std::thread::JoinHandle<String>,
     err: std::thread::JoinHandle<String>,
@@ -132,6 +146,7 @@ fn finish(
         wall,
         cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
         maxrss_kb: ru.ru_maxrss as u64,
+        spawned,
     })
 }
 
@@ -146,6 +161,7 @@ pub fn run_streaming(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    let spawned = SystemTime::now();
     let start = Instant::now();
     let mut child = cmd
         .spawn()
@@ -188,7 +204,7 @@ pub fn run_streaming(
         let _ = lines_thread.join();
         String::new()
     });
-    let t = finish(child, start, Duration::from_secs(2), out, err)?;
+    let t = finish(child, (start, spawned), Duration::from_secs(2), out, err)?;
     Ok((lines, t))
 }
 

@@ -18,6 +18,11 @@
 //! - `watch` under a flood ([`watch_flood`], issue 16 item 3): real agents
 //!   started after 10,000 bogus instances still join, none of the bogus
 //!   ones does, watch's memory stays bounded.
+//! - Node keys ([`identity`], issue 23): the handshake timed with and
+//!   without the per-node signature, with and without a cluster key.
+//! - Forged goodbyes ([`goodbyes`], issue 23): `watch`'s CPU while a
+//!   stranger sends 1,000 forged goodbyes a second for its members, against
+//!   the same watch at rest; no member may leave.
 //! - Fuzzing and property-test counts belong to the trust work (`fuzz/`);
 //!   they are not re-measured here.
 
@@ -31,6 +36,8 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+mod goodbyes;
+mod identity;
 mod key;
 mod relay;
 mod watch_flood;
@@ -67,9 +74,11 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     // Each case builds its own lab: one that fails is reported and the
     // other still runs.
     type Case = fn(&mut Ctx) -> Result<()>;
-    let cases: [(&str, Case); 2] = [
+    let cases: [(&str, Case); 4] = [
         ("trust: relay of a keyed agent", relay::run),
         ("trust: watch under a flood", watch_flood::run),
+        ("trust: handshake with and without node keys", identity::run),
+        ("trust: watch under forged goodbyes", goodbyes::run),
     ];
     for (what, case) in cases {
         if let Err(e) = case(ctx) {

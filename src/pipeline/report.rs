@@ -234,6 +234,12 @@ pub struct Report {
     /// reason (absent from the JSON when there are none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub link_problems: Vec<LinkProblem>,
+    /// When discovery started, in microseconds of Unix time: the zero of
+    /// every `found_ms`, so that a script (the benchmark suite, which times
+    /// every tool from its spawn) can put them on its own clock. Absent
+    /// from a report not made by a discovery run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_unix_us: Option<u64>,
 }
 
 /// A node of the file whose machine now answers at another address: a new

@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 /// How long a goodbye check waits for the machine's answer before the
 /// member counts as gone. A live agent on the LAN answers in milliseconds,
-/// and this leaves room for three of the handshake's staggered attempts
+/// and this leaves room for four of the handshake's staggered attempts
 /// ([`crate::admit::STAGGER`] apart), so one lost SYN does not make a
 /// forged goodbye true. It is short because it adds to the goodbye bound:
 /// mdns-sd reports a goodbye about a second after its packet (the TTL 1 of

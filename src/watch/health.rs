@@ -21,7 +21,7 @@
 //! A check that failed only after [`SETTLED_AFTER`] or more (the host does
 //! not answer at all: the whole handshake round of
 //! [`crate::admit::ATTEMPTS`] attempts already retried it) is final at
-//! once: a vanished host is seen within 3.5 s + 4.25 s ≈ 7.8 s.
+//! once: a vanished host is seen within 3.5 s + 4.3 s ≈ 7.8 s.
 
 use std::time::Duration;
 

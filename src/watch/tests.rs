@@ -366,7 +366,7 @@ async fn a_member_whose_host_vanished_is_reported_left_after_one_whole_handshake
     let round = whole_round().as_millis() as u64;
     assert!(
         (ms(first_check()) + round..=ms(HEALTH_INTERVAL) + round).contains(&e.at_ms),
-        "README's bound: one jittered interval plus 4 attempts 250 ms apart, each up to 1.5 s \
+        "README's bound: one jittered interval plus 5 attempts 200 ms apart, each up to 1.5 s \
          (no re-check: the round retried it): {} ms",
         e.at_ms
     );

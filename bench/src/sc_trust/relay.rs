@@ -15,7 +15,7 @@
 
 use super::key::keygen;
 use crate::ctx::Ctx;
-use crate::peers::{self, PORT};
+use crate::peers::{self, AGENT_PORT, PORT};
 use crate::proc::{run_timed, Timed};
 use anyhow::{Context, Result};
 use rlx_lab::kit::PYTHON;
@@ -209,8 +209,13 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         hosts: 3,
         ipv6: false,
     })?;
+    // The node's addr is the worker's; the handshake a relay passes on,
+    // which the refusal names and `--advertise` declares, is on the
+    // agent's port.
     let agent_at = format!("{}:{PORT}", lab.host(1).ip);
     let relay_at = format!("{}:{PORT}", lab.host(2).ip);
+    let agent_hs = format!("{}:{AGENT_PORT}", lab.host(1).ip);
+    let relay_hs = format!("{}:{AGENT_PORT}", lab.host(2).ip);
     ctx.command(
         TOOL,
         "rlx-discover expand --format json cluster.toml   # [discover] key_file only: mDNS",
@@ -218,18 +223,18 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     ctx.command(
         "relay (stranger)",
         format!(
-            "/usr/bin/python3 bench/py/relay.py RELAY_IP {} AGENT_IP {RELAY}   # relays :9100 \
+            "/usr/bin/python3 bench/py/relay.py RELAY_IP {} AGENT_IP {RELAY}   # relays :6184 \
              to the agent, announces its TXT at RELAY_IP",
             peers::node_name(1)
         ),
     );
     ctx.notes.push(format!(
         "trust: relay (issue 16, item 1; the lab case of tests/trust/relay.rs): a keyed rlx-agent \
-         `{}` on h1, a stranger on h2 holding no key that relays its own :{PORT} to the agent and \
+         `{}` on h1, a stranger on h2 holding no key that relays its own :{AGENT_PORT} to the agent and \
          announces the agent's TXT as `{RELAY}` at its own address (bench/py/relay.py), and \
          `expand` with `key_file` on h0: first with the agent's own mDNS dropped at h0 (nft), \
-         then with both heard; then the agent restarted with `--advertise RELAY_IP:{PORT}` (the \
-         relay as a port-forward its operator declares), its mDNS dropped again. \
+         then with both heard; then the agent restarted with `--advertise RELAY_IP:{AGENT_PORT}` \
+         (the relay as a port-forward of both ports, which its operator declares), its mDNS dropped again. \
          `relays_admitted` must be 0, `refusal_says_relay` 1 (the reason says \"{WORDING}\" and \
          names both endpoints), `agent_admitted_at_own_address` and `forward_admitted` 1.",
         peers::node_name(1)
@@ -255,7 +260,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 None,
                 note,
             );
-            let says = deaf.refusal_says_relay(&relay_at, &agent_at);
+            let says = deaf.refusal_says_relay(&relay_hs, &agent_hs);
             ctx.record(
                 "trust",
                 CASE_DEAF,
@@ -309,7 +314,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 Some(1),
                 "",
             );
-            let says = heard.refusal_says_relay(&relay_at, &agent_at);
+            let says = heard.refusal_says_relay(&relay_hs, &agent_hs);
             ctx.record(
                 "trust",
                 CASE_HEARD,
@@ -340,7 +345,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         &lab,
         &dir,
         &key,
-        &["--advertise".to_string(), relay_at.clone()],
+        &["--advertise".to_string(), relay_hs.clone()],
     )?;
     let _forward = stranger(&lab, &script)?;
     for rep in 0..reps {
@@ -392,6 +397,7 @@ mod tests {
             wall: Duration::ZERO,
             cpu: Duration::ZERO,
             maxrss_kb: 0,
+            spawned: std::time::SystemTime::UNIX_EPOCH,
         })
         .unwrap()
     }
@@ -448,6 +454,7 @@ mod tests {
             wall: Duration::ZERO,
             cpu: Duration::ZERO,
             maxrss_kb: 0,
+            spawned: std::time::SystemTime::UNIX_EPOCH,
         });
         let msg = format!("{:#}", e.err().unwrap());
         assert!(msg.contains("no JSON") && msg.contains("boom"), "{msg}");
