@@ -183,7 +183,7 @@ fn handshake_strangers(ctx: &mut Ctx) -> Result<()> {
             ""
         }
     ));
-    let reps = ctx.reps.min(3);
+    let reps = ctx.reps;
     for rep in 0..reps {
         for (tool, cfg) in [(TOOL, &keyed), (TOOL_NOKEY, &open)] {
             let mut c = lab.command(0, &ctx.bins.discover);
@@ -354,7 +354,7 @@ fn flood(ctx: &mut Ctx) -> Result<()> {
         .map_err(|e| anyhow::anyhow!(e))?;
     ctx.command("flood", format!("/usr/bin/python3 bench/py/flood.py IP {k} 1.0 PREFIX   # {k} bogus instances re-sent every second"));
     let case = format!("{k} bogus instances + {real} real agents");
-    let reps = ctx.reps.min(3);
+    let reps = ctx.reps;
     for rep in 0..reps {
         let mut c = lab.command(0, &ctx.bins.discover);
         c.args(["browse", "--json", "--interface", "eth0"])

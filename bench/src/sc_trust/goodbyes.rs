@@ -103,7 +103,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let window = if ctx.quick {
         Duration::from_secs(3)
     } else {
-        Duration::from_secs(20)
+        Duration::from_secs(10)
     };
     ctx.command(
         "forged goodbyes (mdns_wire.py)",
@@ -130,7 +130,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         hosts: REAL + 2,
         ipv6: false,
     })?;
-    let reps = ctx.reps.min(3);
+    let reps = ctx.reps;
     for case in &CASES {
         for rep in 0..reps {
             if let Err(e) = one_run(ctx, &lab, &dir, &key, case, rep, window) {

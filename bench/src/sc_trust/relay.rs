@@ -239,7 +239,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
          names both endpoints), `agent_admitted_at_own_address` and `forward_admitted` 1.",
         peers::node_name(1)
     ));
-    let reps = ctx.reps.min(3);
+    let reps = ctx.reps;
     {
         let _agent = agent(ctx, &lab, &dir, &key, &[])?;
         let _relay = stranger(&lab, &script)?;

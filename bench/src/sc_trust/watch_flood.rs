@@ -128,7 +128,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
          watch's peak RSS; `bogus_joined` and `watch_exited` must be 0."
     ));
     let case = format!("watch: {k} bogus instances, then {REAL} real agents");
-    let reps = ctx.reps.min(3);
+    let reps = ctx.reps;
     // Runs in which watch exited by itself, with what it said last.
     let mut exits: Vec<Exit> = Vec::new();
     for rep in 0..reps {
