@@ -241,6 +241,23 @@ fn mdns_profile(o: &mut String) {
     );
 }
 
+/// The plots of scenario `sc`: each PNG whose name is the scenario's or
+/// starts with it and a dash (`mdns-loss5.png`, `soak-memory.png`), in the
+/// order drawn. A plot not drawn is not mentioned.
+fn plots_of(o: &mut String, sc: &str, md_path: &Path, pngs: &[PathBuf]) {
+    for p in pngs {
+        let Some(stem) = p.file_stem().map(|f| f.to_string_lossy()) else {
+            continue;
+        };
+        let ours = stem
+            .strip_prefix(sc)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'));
+        if ours {
+            let _ = writeln!(o, "![{stem}]({})\n", rel(md_path, p));
+        }
+    }
+}
+
 /// The whole report.
 pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBuf]) -> String {
     let s = r.summaries();
@@ -383,27 +400,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
             }
             let _ = writeln!(o);
         }
-        if sc == "mdns" {
-            for p in pngs.iter().filter(|p| {
-                p.file_name()
-                    .is_some_and(|f| f.to_string_lossy().starts_with("mdns"))
-            }) {
-                let _ = writeln!(
-                    o,
-                    "![{}]({})\n",
-                    p.file_name().unwrap_or_default().to_string_lossy(),
-                    rel(md_path, p)
-                );
-            }
-        }
-        if sc == "scan" {
-            for p in pngs.iter().filter(|p| {
-                p.file_name()
-                    .is_some_and(|f| f.to_string_lossy().starts_with("scan"))
-            }) {
-                let _ = writeln!(o, "![scan]({})\n", rel(md_path, p));
-            }
-        }
+        plots_of(&mut o, sc, md_path, pngs);
     }
 
     let _ = writeln!(o, "## Not measured\n");
@@ -432,4 +429,33 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
          (install with a `policy-rc.d` that exits 101 so no daemon starts in the root namespace)."
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plot_goes_into_the_section_its_name_starts_with_and_no_other() {
+        let pngs: Vec<PathBuf> = [
+            "out/plots/mdns-loss5.png",
+            "out/plots/soak-latency.png",
+            "out/plots/soak-memory.png",
+            "out/plots/scan.png",
+            "out/plots/soakage.png",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let md = Path::new("out/BENCHMARKS.md");
+        let mut o = String::new();
+        plots_of(&mut o, "soak", md, &pngs);
+        assert_eq!(
+            o,
+            "![soak-latency](plots/soak-latency.png)\n\n![soak-memory](plots/soak-memory.png)\n\n"
+        );
+        let mut o = String::new();
+        plots_of(&mut o, "links", md, &pngs);
+        assert_eq!(o, "");
+    }
 }

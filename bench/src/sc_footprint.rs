@@ -14,11 +14,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const AGENT: &str = "rlx-agent (--caps-file)";
-const AGENT_PROBING: &str = "rlx-agent";
-const AVAHI: &str = "avahi-daemon (1 service)";
-const AVAHI_DBUS: &str = "avahi-daemon + its dbus-daemon";
-const PYZC: &str = "python-zeroconf publisher";
+pub(crate) const AGENT: &str = "rlx-agent (--caps-file)";
+pub(crate) const AGENT_PROBING: &str = "rlx-agent";
+pub(crate) const AVAHI: &str = "avahi-daemon (1 service)";
+pub(crate) const AVAHI_DBUS: &str = "avahi-daemon + its dbus-daemon";
+pub(crate) const PYZC: &str = "python-zeroconf publisher";
 
 /// Whether `rlx-agent` run mode works yet: started with a caps file in a
 /// loopback lab, it must keep running and accept on its handshake port.

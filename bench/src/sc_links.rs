@@ -21,17 +21,17 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-const OURS: &str = "rlx-discover browse --links";
+pub(crate) const OURS: &str = "rlx-discover browse --links";
 /// Ours with short windows: the accuracy-for-time trade.
-const SHORT: &str = "rlx-discover browse --links --link-window-ms 50";
+pub(crate) const SHORT: &str = "rlx-discover browse --links --link-window-ms 50";
 /// Distinct from the mdns scenario's "rlx-discover browse", whose command
 /// differs (the commands table is keyed by tool).
 const PLAIN: &str = "rlx-discover browse, links off";
 const BASELINE: &str = "rlx-discover browse, commit before links";
-const IPERF: &str = "iperf3 -t 2";
+pub(crate) const IPERF: &str = "iperf3 -t 2";
 
 /// The shaped links of the accuracy case: case name, tbf rate and burst.
-const SHAPES: [(&str, &str, &str); 2] = [
+pub(crate) const SHAPES: [(&str, &str, &str); 2] = [
     ("100 Mbit/s", "100mbit", "128kb"),
     ("1 Gbit/s", "1gbit", "1mb"),
 ];

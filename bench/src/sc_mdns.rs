@@ -605,7 +605,7 @@ mod tests {
             Some((50, 20, true))
         );
         assert_eq!(
-            crate::plot::parse_mdns_case(&case_name_on(50, 20, true)),
+            crate::plot::mdns::parse_mdns_case(&case_name_on(50, 20, true)),
             None
         );
         assert_eq!(parse_case("N=5 loss=0% other"), None);

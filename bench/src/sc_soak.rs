@@ -47,10 +47,39 @@ const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 /// the agent's next action); past it the action is unfinished for that
 /// tool. Generous: python-zeroconf sees a crash only when the records'
 /// 120 s TTL runs out.
-const WINDOW: Duration = Duration::from_secs(150);
+pub(crate) const WINDOW: Duration = Duration::from_secs(150);
 /// Actions acted on again within this long are not counted: none of the
 /// bounds (1 s join, 2 s goodbye, 5 s crash) is that long.
 const QUIET: Duration = Duration::from_secs(6);
+
+/// Each action's bound (issue 15), ms: join and restart at the p95, a
+/// goodbye and a crash for every action. The report judges the goals on
+/// them, the plots draw them.
+pub(crate) const BOUND_MS: [(&str, f64); 4] = [
+    ("join_ms", 1000.0),
+    ("restart_ms", 1000.0),
+    ("goodbye_leave_ms", 2000.0),
+    ("crash_leave_ms", 5000.0),
+];
+
+/// The bound of one action's latency metric (see [`BOUND_MS`]).
+pub(crate) fn bound_ms(metric: &str) -> Option<f64> {
+    BOUND_MS.iter().find(|b| b.0 == metric).map(|b| b.1)
+}
+
+/// The soak's case: its agents, pace and length.
+pub(crate) fn case_name(minutes: f64) -> String {
+    format!("{AGENTS} agents, an action every 0.8 s for {minutes} min")
+}
+
+/// How long the soak of `case` ran, minutes (the inverse of [`case_name`]).
+pub(crate) fn case_minutes(case: &str) -> Option<f64> {
+    case.strip_suffix(" min")?
+        .rsplit_once(" for ")?
+        .1
+        .parse()
+        .ok()
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Act {
@@ -157,7 +186,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     }
     let minutes = ctx.soak_minutes;
     let length = Duration::from_secs_f64(minutes * 60.0);
-    let case = format!("{AGENTS} agents, an action every 0.8 s for {minutes} min");
+    let case = case_name(minutes);
     let dir = ctx.work.path().join("soak");
     std::fs::create_dir_all(&dir)?;
     let lab = Lab::new(LabOptions {
@@ -496,4 +525,23 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     }
     drop(procs);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_soak_case_names_its_length_and_gives_it_back() {
+        assert_eq!(case_minutes(&case_name(45.0)), Some(45.0));
+        assert_eq!(case_minutes(&case_name(0.5)), Some(0.5));
+        assert_eq!(case_minutes("10 agents"), None);
+    }
+
+    #[test]
+    fn every_action_kind_has_a_bound() {
+        for act in [Act::Start, Act::Stop, Act::Crash, Act::Restart] {
+            assert!(bound_ms(act.metric()).is_some(), "{}", act.metric());
+        }
+    }
 }

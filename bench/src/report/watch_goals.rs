@@ -13,7 +13,7 @@ use super::cells::{find, fmt_ms, median_cell};
 use super::goals::{goal, Goal, Status};
 use crate::results::Summary;
 
-use crate::sc_soak::{WATCH, WATCH_HEAP, ZC};
+use crate::sc_soak::{bound_ms, WATCH, WATCH_HEAP, ZC};
 
 fn get<'a>(s: &'a [Summary], case: &str, tool: &str, metric: &str) -> Option<&'a Summary> {
     find(s, "soak", case, tool, metric)
@@ -68,7 +68,11 @@ pub(super) fn watch_goals(s: &[Summary]) -> Vec<Goal> {
                 .map(|o| o.0.clone())
                 .collect::<Vec<_>>()
                 .join("; ");
-            g.status = if ours.iter().all(|o| o.1 && o.2 <= 1000.0) {
+            g.status = if ["join_ms", "restart_ms"]
+                .iter()
+                .zip(&ours)
+                .all(|(m, o)| o.1 && bound_ms(m).is_some_and(|b| o.2 <= b))
+            {
                 Status::Met
             } else {
                 Status::NotMet
@@ -92,12 +96,13 @@ pub(super) fn watch_goals(s: &[Summary]) -> Vec<Goal> {
         "watch under churn: every goodbye seen within 2 s, every crash within 5 s",
     );
     if let Some(case) = &case {
-        let bounds = [("goodbye_leave_ms", 2000.0), ("crash_leave_ms", 5000.0)];
+        let bounds = ["goodbye_leave_ms", "crash_leave_ms"].map(|m| (m, bound_ms(m)));
         let ours: Vec<_> = bounds
             .iter()
             .filter_map(|(m, bound)| {
                 let slowest = get(s, case, WATCH, m).and_then(|x| x.max);
-                latency(s, case, WATCH, m).map(|o| (o, slowest.is_some_and(|v| v <= *bound)))
+                latency(s, case, WATCH, m)
+                    .map(|o| (o, slowest.zip(*bound).is_some_and(|(v, b)| v <= b)))
             })
             .collect();
         if ours.len() == 2 {
