@@ -1,4 +1,4 @@
-//! Link accuracy against iperf3 (issue 14, `links-accuracy.png`): on each
+//! Link accuracy against iperf3 (`links-accuracy.png`): on each
 //! shaped rate and direction, the rate `browse --links` measured as % of
 //! iperf3's in the same repetition, at the default window and at 50 ms.
 

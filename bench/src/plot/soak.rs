@@ -1,4 +1,4 @@
-//! The soak (`watch` under churn, issue 15) in two pictures:
+//! The soak (`watch` under churn) in two pictures:
 //! `soak-latency.png`, each kind of action's latencies as a CDF per tool
 //! beside its bound, and `soak-memory.png`, the memory figures over the
 //! run, as kB and relative to a quarter of the run.
@@ -22,7 +22,7 @@ const KINDS: [(&str, &str, &str); 4] = [
     ("crash_leave_ms", "crash", "SIGKILL to left"),
 ];
 
-/// How each bound is judged (see the report's issue 15 goals).
+/// How each bound is judged (see the report's `watch` goals).
 fn bound_rule(metric: &str) -> &'static str {
     if matches!(metric, "join_ms" | "restart_ms") {
         "p95"
@@ -165,7 +165,7 @@ fn latency(r: &Results, s: &[Summary], case: &str, dir: &Path) -> Result<Option<
             plots.push(format!(
                 "NaN with lines dt 2 lw 2 lc rgb '#2ca02c' title {}",
                 quoted(&format!(
-                    "bound (issue 15): {} within {} s",
+                    "bound: {} within {} s",
                     bound_rule(metric),
                     b / 1000.0
                 ))

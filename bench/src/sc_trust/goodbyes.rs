@@ -1,4 +1,4 @@
-//! **`watch` under forged goodbyes** (issue 23): what a stranger who sends
+//! **`watch` under forged goodbyes**: what a stranger who sends
 //! 1,000 forged goodbyes a second for one member costs `watch`, and that
 //! it costs the membership nothing. A goodbye is only a claim: each one
 //! schedules a check of the member, at most two handshakes a second
@@ -117,7 +117,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         "rlx-discover watch --json --interface eth0 [--config cluster.toml: key_file]",
     );
     ctx.notes.push(format!(
-        "trust: watch under forged goodbyes (issue 23): 3 real agents joined, then watch's CPU \
+        "trust: watch under forged goodbyes (docs/security.md, \"The membership feed\"): 3 real agents joined, then watch's CPU \
          over {w} s at rest (`cpu_rest_pct`) and over {w} s while a stranger sends forged \
          goodbyes (PTR, TTL 0) for node-1 one every millisecond from port 5353 to the group \
          (`cpu_flood_pct`; `goodbyes_per_s` is the rate the stranger reached), in % of one of \

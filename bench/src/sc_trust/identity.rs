@@ -1,4 +1,4 @@
-//! **What a node key costs a handshake** (issue 23): the same handshake
+//! **What a node key costs a handshake**: the same handshake
 //! timed against agents that answer with a node key (an Ed25519 signature
 //! of every reply, which the coordinator verifies before it pins the key)
 //! and against agents without one (an agent with no state directory, which
@@ -147,7 +147,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         ),
     );
     ctx.notes.push(format!(
-        "trust: handshake with and without node keys (issue 23): {timed} handshakes one at a \
+        "trust: handshake with and without node keys (docs/security.md, \"Who is who: node keys and pins\"): {timed} handshakes one at a \
          time per agent and repetition, after {warm} untimed, from lab host 0 to real agents \
          on hosts 1-4 (`rlx_proto::handshake::query`, what `expand` and `watch` call for each \
          node: TCP connect, hello, reply, the cluster key's proof checked when there is one, \

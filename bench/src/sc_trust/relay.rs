@@ -1,4 +1,4 @@
-//! **A relay is not a node** (issue 16, item 1), measured: the lab case of
+//! **A relay is not a node**, measured: the lab case of
 //! `tests/trust/relay.rs`, repeated. A stranger that holds no key relays
 //! its own worker port to a real keyed agent and announces that agent's TXT
 //! under another instance name at its own address (`bench/py/relay.py`);
@@ -229,7 +229,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         ),
     );
     ctx.notes.push(format!(
-        "trust: relay (issue 16, item 1; the lab case of tests/trust/relay.rs): a keyed rlx-agent \
+        "trust: relay (the lab case of tests/trust/relay.rs): a keyed rlx-agent \
          `{}` on h1, a stranger on h2 holding no key that relays its own :{AGENT_PORT} to the agent and \
          announces the agent's TXT as `{RELAY}` at its own address (bench/py/relay.py), and \
          `expand` with `key_file` on h0: first with the agent's own mDNS dropped at h0 (nft), \

@@ -1,4 +1,4 @@
-//! **`watch` under a flood** (issue 16, item 3), measured: the lab case of
+//! **`watch` under a flood**, measured: the lab case of
 //! `tests/heavy/watch_flood.rs`, repeated. A stranger announces K bogus
 //! `_rlx._tcp` instances (10,000; 300 in quick mode) from the mDNS port
 //! (`bench/py/flood.py ... 5353`, so both of watch's readers hear it: its
@@ -119,7 +119,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         "rlx-discover watch --json --for-ms 180000 --config cluster.toml   # [discover] key_file",
     );
     ctx.notes.push(format!(
-        "trust: watch under a flood (issue 16, item 3; the lab case of tests/heavy/watch_flood.rs): \
+        "trust: watch under a flood (the lab case of tests/heavy/watch_flood.rs): \
          {k} bogus instances sent from the mDNS port by one stranger (so watch's own reader, \
          which knows each packet's source, hears them as well as mdns-sd), `watch --json` with \
          a cluster key started under it, and once it has printed {REFUSALS_FIRST} refusals, \
