@@ -142,8 +142,9 @@ pub struct Sighting {
     pub identity: Pinning,
 }
 
-/// Who a node is, as far as its node key tells (issue 23): the agent's own
-/// key pair, pinned for its node id on first sight.
+/// Who a node is, as far as its node key tells (docs/security.md, "Who is
+/// who: node keys and pins"): the agent's own key pair, pinned for its node
+/// id on first sight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pinning {

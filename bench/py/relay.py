@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""The stranger of the relay case (issue 16, item 1; the lab case of
-tests/trust/relay.rs): learns a real agent's TXT over mDNS, relays its own
-agent port (6184, the one the copied TXT names) to the agent's byte for
-byte, and announces INSTANCE with that TXT at its own address. It holds no key. Prints "relaying" once announced.
+"""The stranger of the relay case (the lab case of tests/trust/relay.rs):
+learns a real agent's TXT over mDNS, relays its own agent port (6184, the
+one the copied TXT names) to the agent's byte for byte, and announces
+INSTANCE with that TXT at its own address. It holds no key. Prints "relaying" once announced.
 Runs until killed, only inside a lab namespace.
 
 usage: relay.py MY_IP AGENT_INSTANCE AGENT_IP INSTANCE

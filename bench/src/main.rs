@@ -17,10 +17,10 @@
 //! - [`peers`]: simulated agents, avahi-daemon with a private D-Bus, the
 //!   embedded python scripts.
 //! - [`sc_mdns`], [`sc_scan`], [`sc_ssh`], [`sc_footprint`], [`sc_trust`]:
-//!   the five scenarios of issue 7; [`sc_soak`]: `watch` under churn for
-//!   half an hour (issue 15, `--only soak`); [`sc_links`]: link measurement
-//!   against iperf3 (issue 14).
-//! - [`report`]: BENCHMARKS.md with the goals of issues 2-5; [`plot`]: PNGs.
+//!   the first five scenarios; [`sc_soak`]: `watch` under churn for half
+//!   an hour (`--only soak`); [`sc_links`]: link measurement against
+//!   iperf3.
+//! - [`report`]: BENCHMARKS.md with every goal judged; [`plot`]: PNGs.
 //!
 //! Every scenario builds its network with [`rlx_lab`] and runs
 //! every program inside it: no mDNS packet or scan leaves the namespaces the

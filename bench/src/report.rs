@@ -1,7 +1,7 @@
-//! **BENCHMARKS.md** — the machine, every goal of issues 2-5 marked met /
-//! not met / not yet measured with the measured ratio, one table per
-//! scenario (median, min-max, completeness, ratio to ours), the plots, the
-//! exact commands, and what was not measured and why.
+//! **BENCHMARKS.md** — the machine, every goal marked met / not met / not yet
+//! measured with the measured ratio, one table per scenario (median, min-max,
+//! completeness, ratio to ours), the plots, the exact commands, and what was
+//! not measured and why.
 //!
 //! `cells` formats the numbers; `goals` judges the goals; this module lays
 //! out the page.
@@ -120,7 +120,7 @@ fn n_cell(n: usize, v6: bool) -> String {
     }
 }
 
-/// What one run put on the segment (issue 17 item 6), per tool: median
+/// What one run put on the segment, per tool: median
 /// packets and kB of the queries from the browser's host, the unicast
 /// replies to it, and the multicast responses every device receives.
 fn mdns_load_table(o: &mut String, s: &[Summary]) {
@@ -179,9 +179,9 @@ fn mdns_load_table(o: &mut String, s: &[Summary]) {
     let _ = writeln!(o);
 }
 
-/// What the profile of the 100- and 200-agent lossless rows showed (issue 13
-/// item 7), written from a packet capture on the browser's link (an
-/// AF_PACKET socket in its namespace) and the browse's own JSON.
+/// What the profile of the 100- and 200-agent lossless rows showed, written
+/// from a packet capture on the browser's link (an AF_PACKET socket in its
+/// namespace) and the browse's own JSON.
 fn mdns_profile(o: &mut String) {
     let _ = writeln!(
         o,
@@ -218,11 +218,11 @@ fn mdns_profile(o: &mut String) {
          clean); 200 agents 862-939 per `browse` and 1,439-1,714 per `expand` before, about \
          737 for both after (when the starved browse reads the last early answers only after \
          200 ms, round 3 still goes out). At 200 agents and 20% loss the browse draws about \
-         1,100 unicast replies and 200 multicast responses (issue 17 had measured about 3,500 \
-         and 1,000). What remains: each legacy round after the early ones draws a reply from \
+         1,100 unicast replies and 200 multicast responses (about 3,500 and 1,000 when first \
+         measured). What remains: each legacy round after the early ones draws a reply from \
          every resolved agent that its one-packet known-answer list (about 60) cannot hold; \
          multi-packet known answers would not help there while responders answer a truncated \
-         query at once (mdns-sd 0.21.7 does, issue 17 item 4), since each legacy packet is \
+         query at once (mdns-sd 0.21.7 does), since each legacy packet is \
          answered by unicast without a rate limit.\n\n\
          **IPv6-only at 20% loss**: before, mDNS heard all 50 agents in every run but the \
          admission handshake refused 3-6 per run (\"cannot connect: no answer within 1500 \
@@ -308,17 +308,17 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         );
     }
 
-    let _ = writeln!(o, "\n## Goals (issues 2, 3, 4, 5, 13, 15)\n");
+    let _ = writeln!(o, "\n## Goals\n");
     let _ = writeln!(
         o,
-        "| issue | goal | status | measured (median) | beside | note |"
+        "| area | goal | status | measured (median) | beside | note |"
     );
     let _ = writeln!(o, "|---|---|---|---|---|---|");
     for g in goals(&s, r).into_iter().chain(watch_goals::watch_goals(&s)) {
         let _ = writeln!(
             o,
             "| {} | {} | {} | {} | {} | {} |",
-            g.issue,
+            g.area,
             g.what,
             g.status.text(),
             g.measured.replace('|', "/"),
@@ -345,7 +345,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         ("soak", "6. `watch` under churn (soak)"),
         (
             "links",
-            "7. Link measurement (issue 14): accuracy against iperf3, cost",
+            "7. Link measurement: accuracy against iperf3, cost",
         ),
     ];
     for (sc, title) in titles {

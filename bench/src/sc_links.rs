@@ -1,5 +1,5 @@
-//! **Scenario 6: link measurement** (issue 14) — `rlx-discover browse
-//! --links` beside iperf3 on the same tbf-shaped links in the same run:
+//! **Scenario 6: link measurement** — `rlx-discover browse --links`
+//! beside iperf3 on the same tbf-shaped links in the same run:
 //!
 //! - accuracy: two agents behind links shaped to 100 Mbit/s and 1 Gbit/s
 //!   (both directions: the host's `eth0` and its switch port), ours at the

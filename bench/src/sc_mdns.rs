@@ -86,7 +86,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     .into_iter()
     .map(|n| (n, false))
     .collect();
-    // IPv6-only LANs (issue 13 item 6): 50 agents unless told otherwise.
+    // IPv6-only LANs: 50 agents unless told otherwise.
     let v6_ns: Vec<usize> = match (&ctx.mdns_ipv6_n[..], ctx.quick, ctx.mdns_n.is_empty()) {
         ([], false, true) => vec![50],
         ([], _, _) => Vec::new(),

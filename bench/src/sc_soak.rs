@@ -1,10 +1,9 @@
-//! **`watch` under churn, for a long time** (issue 15): ten real agents
-//! stopped (SIGTERM), crashed (SIGKILL), restarted at once (kill -9 and
-//! start again, same id and records) or started, one random action every
-//! 0.8 s, for `--soak-minutes` (30 by default), with `rlx-discover watch
-//! --json` and python-zeroconf's browser (`bench/py/zc_watch.py`) on the
-//! same LAN. Selected with `--only soak` (not part of a default run: it is
-//! long).
+//! **`watch` under churn, for a long time**: ten real agents stopped (SIGTERM),
+//! crashed (SIGKILL), restarted at once (kill -9 and start again, same id and
+//! records) or started, one random action every 0.8 s, for `--soak-minutes` (30
+//! by default), with `rlx-discover watch --json` and python-zeroconf's browser
+//! (`bench/py/zc_watch.py`) on the same LAN. Selected with `--only soak` (not
+//! part of a default run: it is long).
 //!
 //! Recorded:
 //! - per tool, each action's latency against the ground truth (when the

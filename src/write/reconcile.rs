@@ -435,8 +435,8 @@ mod tests {
         assert_eq!(p2.removed, vec!["a:9100", "b:9100"]);
     }
 
-    /// Guards against issue 23's prune: a stranger's forged reply got a live
-    /// node refused, and `--prune` cut it as vanished.
+    /// Guards against a prune from forged replies: a stranger's forged reply
+    /// got a live node refused, and `--prune` cut it as vanished.
     #[test]
     fn prune_keeps_a_node_whose_announcement_was_refused_this_run() {
         let first = run(BASE, &["a", "b"], &[], false);

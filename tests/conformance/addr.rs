@@ -1,12 +1,11 @@
-//! **A new address never silences the agent** (issue 17 item 3, RFC 6762
-//! §8.4; vendor/mdns-sd/PATCHES.md §12): while a querier asks for the
-//! agent's SRV and TXT records every 25 ms, an address is added to the
-//! agent's interface, which stays up (a second IPv4 address, as a DHCP
-//! renewal or an operator adds; an IPv6 address with lifetimes, as RFC 4941
-//! temporary addresses come and go). The answers never stop for more than
-//! [`MAX_GAP_S`], nothing is probed, and the new address is announced twice,
-//! about a second apart (§8.3). A real link change still probes: that is
-//! `tests/conformance/state.rs`
+//! **A new address never silences the agent** (RFC 6762 §8.4;
+//! vendor/mdns-sd/PATCHES.md §12): while a querier asks for the agent's SRV and
+//! TXT records every 25 ms, an address is added to the agent's interface, which
+//! stays up (a second IPv4 address, as a DHCP renewal or an operator adds; an
+//! IPv6 address with lifetimes, as RFC 4941 temporary addresses come and go).
+//! The answers never stop for more than [`MAX_GAP_S`], nothing is probed, and
+//! the new address is announced twice, about a second apart (§8.3). A real link
+//! change still probes: that is `tests/conformance/state.rs`
 //! (`after_a_link_flap_the_agent_probes_then_announces_twice`).
 //!
 //! The querier is `lab/py/mdns_raw.py ask` (python-zeroconf's codec);

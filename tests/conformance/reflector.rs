@@ -1,5 +1,6 @@
-//! **Agents are not UDP reflectors** (issue 16 item 4): an agent's mDNS
-//! responder answers only queriers on its own link (RFC 6762 §11, §5.5).
+//! **Agents are not UDP reflectors** (docs/security.md, "Agents as UDP
+//! reflectors"): an agent's mDNS responder answers only queriers on its
+//! own link (RFC 6762 §11, §5.5).
 //!
 //! A legacy one-shot query (source port other than 5353, RFC 6762 §6.7) is
 //! answered by unicast to its source address and port. Before the fix

@@ -1,9 +1,9 @@
-//! **The agent's responder state machine against RFC 6762** (issue 17,
-//! items 1 and 2): what happens after probing. Another host claiming the
-//! agent's host name later (§9: probe again, rename if it defends it);
-//! direct SRV questions after such a rename, from python-zeroconf, with
-//! avahi on the link as the cache that must not be misled (§9); and a link
-//! flap (§8, §8.3: probe, then announce twice).
+//! **The agent's responder state machine against RFC 6762** (docs/protocol.md,
+//! "Probing, announcing, conflicts"): what happens after probing. Another host
+//! claiming the agent's host name later (§9: probe again, rename if it defends
+//! it); direct SRV questions after such a rename, from python-zeroconf, with
+//! avahi on the link as the cache that must not be misled (§9); and a link flap
+//! (§8, §8.3: probe, then announce twice).
 //!
 //! Packets are sent and seen by `lab/py/mdns_raw.py` (python-zeroconf's
 //! wire codec); everything runs inside namespaces built by [`rlx_lab`].
@@ -105,7 +105,7 @@ fn a_host_that_claims_the_agents_host_name_later_makes_it_probe_again_and_rename
 
 /// Guards against direct SRV/ANY answers after a host rename naming the old
 /// host, with that host's A record pointing at this box and the cache-flush
-/// bit (issue 17 item 1): python-zeroconf's resolver (direct SRV, TXT and A
+/// bit: python-zeroconf's resolver (direct SRV, TXT and A
 /// questions) must get the renamed host and the agent's address, and avahi,
 /// a cache on the same link, must keep the old name on its real owner.
 #[test]

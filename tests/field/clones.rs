@@ -1,9 +1,9 @@
-//! **Machines cloned from one image** (issue 13, item 1; issue 17, item 1):
-//! many boxes with one host name (`ubuntu`) and agents started without
-//! `--name`. The agents' mDNS host names are unique by construction
-//! (`<host>-<id digits>.local.`), so no SRV target collides and nothing
-//! needs renaming: N machines give N nodes, every run, each with the host
-//! name `ubuntu` read back.
+//! **Machines cloned from one image** (docs/protocol.md, "Names: unique by
+//! construction"): many boxes with one host name (`ubuntu`) and agents
+//! started without `--name`. The agents' mDNS host names are unique by
+//! construction (`<host>-<id digits>.local.`), so no SRV target collides
+//! and nothing needs renaming: N machines give N nodes, every run, each
+//! with the host name `ubuntu` read back.
 //!
 //! Everything runs inside namespaces built by [`rlx_lab`].
 

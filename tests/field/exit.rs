@@ -1,6 +1,6 @@
-//! **Strangers do not fail the run** (issue 13, item 5): on a shared LAN a
-//! neighbour's agent of another cluster is seen on every run. It is
-//! reported, on stderr and in the JSON (`concern: "stranger"`), but
+//! **Strangers do not fail the run** (README.md, "Exit codes"): on a
+//! shared LAN a neighbour's agent of another cluster is seen on every run.
+//! It is reported, on stderr and in the JSON (`concern: "stranger"`), but
 //! `expand` exits 0; `--strict` makes it exit 1. An announcement that claims
 //! the address of a node in the file is the user's concern and exits 1.
 //!
@@ -113,9 +113,10 @@ fn an_announcement_claiming_the_address_of_a_node_in_the_file_fails_the_run() {
     assert_eq!(code, Some(1), "{err}");
 }
 
-/// Guards against the case of issue 13, item 4: an agent whose multicast is
-/// blocked, found by the subnet scan, used to be listed with no word that
-/// mDNS never heard it, and the browse still claimed every agent answered.
+/// Guards against blocked multicast going unreported: an agent whose
+/// multicast is blocked, found by the subnet scan, used to be listed with
+/// no word that mDNS never heard it, and the browse still claimed every
+/// agent answered.
 #[test]
 fn an_agent_found_by_the_scan_but_not_heard_over_mdns_is_named_on_a_line_of_its_own() {
     if !rlx_lab::kit::peer::require(

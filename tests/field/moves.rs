@@ -1,5 +1,7 @@
-//! **An address that changes, and a machine on two networks** (issue 13,
-//! items 2 and 3), end to end in the namespace lab:
+//! **An address that changes, and a machine on two networks**
+//! (docs/security.md, "A node that moved"; docs/protocol.md, "Which
+//! address a machine on several networks gets"), end to end in the
+//! namespace lab:
 //!
 //! - an agent whose address changes between two `expand --write` runs (a
 //!   new DHCP lease) keeps its one node, whose `addr` is updated in place;

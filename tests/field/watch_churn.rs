@@ -5,10 +5,11 @@
 //! report joins, goodbyes and crashes within their bounds, report the fast
 //! restarts, and end with the agents actually running.
 //!
-//! Guards against the failures of issue 15: a restarted agent whose records
-//! equal its dead predecessor's cached ones never reported joined (no new
-//! event from mdns-sd), joins arriving in batches seconds late behind
-//! health checks, and a restart faster than the health check unseen.
+//! Guards against three failures `watch` once had under churn: a restarted
+//! agent whose records equal its dead predecessor's cached ones never
+//! reported joined (no new event from mdns-sd), joins arriving in batches
+//! seconds late behind health checks, and a restart faster than the health
+//! check unseen.
 //!
 //! The schedule is random with a fixed seed (`RLX_CHURN_SEED`, printed on
 //! failure); `RLX_CHURN_SECS` sets its length (default 20 s). Everything runs

@@ -39,16 +39,15 @@ fn start_agent(lab: &Lab, i: usize, dir: &Path) -> Proc {
     Proc::spawn(lab, i, cmd)
 }
 
-/// Guards against IPv6 handshakes going without neighbour help (issue 13
-/// item 6): at 20% loss each way a lost Neighbor Solicitation or
-/// Advertisement cost the kernel's one-second retransmit, the 1.5 s connect
-/// budget ran out, and agents mDNS had heard were refused with "cannot
-/// connect: no answer within 1500 ms" (measured before the fix: 1, 1, 2, 3
-/// and 1 of the 20 refused in the five runs). Now every agent is admitted
-/// in each of 5 runs. The handshake's own retries count here too: with four
-/// attempts 250 ms apart, one CI run refused one agent of the hundred
-/// (all its SYN exchanges lost); five 200 ms apart make that about ten
-/// times rarer ([`rlx_discover`]'s `admit::ATTEMPTS`).
+/// Guards against IPv6 handshakes going without neighbour help: at 20% loss
+/// each way a lost Neighbor Solicitation or Advertisement cost the kernel's
+/// one-second retransmit, the 1.5 s connect budget ran out, and agents mDNS had
+/// heard were refused with "cannot connect: no answer within 1500 ms" (measured
+/// before the fix: 1, 1, 2, 3 and 1 of the 20 refused in the five runs). Now
+/// every agent is admitted in each of 5 runs. The handshake's own retries count
+/// here too: with four attempts 250 ms apart, one CI run refused one agent of
+/// the hundred (all its SYN exchanges lost); five 200 ms apart make that about
+/// ten times rarer ([`rlx_discover`]'s `admit::ATTEMPTS`).
 #[test]
 fn on_an_ipv6_only_lan_at_twenty_percent_loss_every_agent_heard_is_admitted_five_runs_of_five() {
     let _alone = crate::alone();

@@ -1,7 +1,8 @@
-//! **Link measurement against iperf3** (issue 14): two agents behind links
-//! shaped with tbf to 100 Mbit/s and 1 Gbit/s, measured by `rlx-discover
-//! browse --links` and by iperf3 in the same namespaces in the same run.
-//! Ours must be within 10% of iperf3's for each link and direction.
+//! **Link measurement against iperf3** (docs/protocol.md, "Link measurement on
+//! the agent's port"): two agents behind links shaped with tbf to 100 Mbit/s
+//! and 1 Gbit/s, measured by `rlx-discover browse --links` and by iperf3 in the
+//! same namespaces in the same run. Ours must be within 10% of iperf3's for
+//! each link and direction.
 //!
 //! Each link is shaped in both directions: on the agent's `eth0` (agent to
 //! coordinator, the download) and on its switch port (coordinator to agent,
@@ -125,8 +126,9 @@ fn measured_links_are_within_ten_percent_of_iperf3_at_100_mbit_and_1_gbit() {
         cmd.arg("--caps-file")
             .arg(&caps)
             .args(["--name", &format!("link{i}")])
-            // Keyless agents measure only when told to (issue 23, item 8),
-            // and this test measures each four times in a minute.
+            // Keyless agents measure only when told to (docs/security.md,
+            // "Link measurement"), and this test measures each four times
+            // in a minute.
             .args(["--measure", "any", "--measure-per-minute", "60"])
             .env("RUST_LOG", "debug");
         let agent = Proc::spawn(&lab, i, cmd);

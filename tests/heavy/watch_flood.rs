@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 /// How long an agent or the flooder may take to start announcing.
 const UP: Duration = Duration::from_secs(30);
 
-/// Bogus instances in the flood (the issue's "flood of 10,000").
+/// Bogus instances in the flood (the 10,000 of docs/security.md, "`watch`
+/// under a flood").
 const FLOOD_INSTANCES: usize = 10_000;
 
 /// How long after its start each real agent must have joined. Measured:

@@ -372,7 +372,7 @@ fn real_rlx_agents_are_found_with_the_devices_of_their_caps_files() {
     }
 }
 
-/// Guards against issue 24's late answerer: one of six agents gets the CPU
+/// Guards against a late answerer left out: one of six agents gets the CPU
 /// only 100 ms of every 400 ms (a loaded box; a Wi-Fi client in power save
 /// hears multicast as late), and a browse that stopped at 250 ms, once the
 /// five fast agents looked complete, wrote five nodes in one run of five,
@@ -577,11 +577,11 @@ fn an_ipv6_only_publisher_is_found_at_a_bracketed_ipv6_address() {
     );
 }
 
-/// Guards against an IPv6-only LAN waiting out the 1.1 s floor meant for
-/// hosts that cannot repair a lost neighbour exchange (issue 13, item 6):
-/// there the coordinator announces its address by unsolicited Neighbor
-/// Advertisements, as it does by gratuitous ARP on IPv4, so the same early
-/// stop applies with the same safety argument.
+/// Guards against an IPv6-only LAN waiting out the 1.1 s floor meant for hosts
+/// that cannot repair a lost neighbour exchange: there the coordinator
+/// announces its address by unsolicited Neighbor Advertisements, as it does by
+/// gratuitous ARP on IPv4, so the same early stop applies with the same safety
+/// argument.
 #[test]
 fn on_an_ipv6_only_lan_the_browse_stops_as_early_as_on_ipv4() {
     let Some(labs) = require_lab() else { return };

@@ -1,6 +1,7 @@
-//! The link facts of issue 14 end to end on a private LAN: a probing agent
-//! (no caps file) reports the interface it announces on, and the
-//! coordinator attaches that link to the node whose address is on it.
+//! Link facts (docs/json.md, "Capabilities") end to end on a private LAN:
+//! a probing agent (no caps file) reports the interface it announces on,
+//! and the coordinator attaches that link to the node whose address is on
+//! it.
 
 use rlx_lab::kit::discover::expand;
 use rlx_lab::kit::{self};
@@ -112,13 +113,13 @@ fn link_problem(v: &serde_json::Value, addr: &str) -> Option<String> {
         .and_then(|p| p["why"].as_str().map(String::from))
 }
 
-/// Guards issue 23, item 8 on a LAN: a keyless agent with default settings
-/// no longer moves 64 MiB each way for a stranger's `browse --links` (one
-/// made it move 128 MiB); it refuses, and the browse reports why for that
-/// link. `--measure any` measures for anyone, a few times a minute per
-/// address (the second browse from the same machine is refused as over its
-/// rate); `--measure off` refuses everyone. Every refusal reaches the
-/// report: nothing is refused silently.
+/// Guards the keyless default of link measurement on a LAN (docs/security.md,
+/// "Link measurement"): a keyless agent with default settings no longer moves
+/// 64 MiB each way for a stranger's `browse --links` (one made it move 128
+/// MiB); it refuses, and the browse reports why for that link. `--measure any`
+/// measures for anyone, a few times a minute per address (the second browse
+/// from the same machine is refused as over its rate); `--measure off` refuses
+/// everyone. Every refusal reaches the report: nothing is refused silently.
 #[test]
 fn a_keyless_agent_measures_only_when_told_to_and_each_refusal_is_reported() {
     let Some(labs) = require_lab() else { return };

@@ -1,8 +1,8 @@
-//! The coordinator's load on the LAN (issue 17 item 6), end to end in the
-//! namespace lab: on a dual-stack LAN a one-shot browse stops querying the
-//! address family that adds nothing, without losing an IPv6-only agent. The
-//! packet counts themselves are measured by the benchmark suite
-//! (`bench/run.sh --only mdns`), not asserted here.
+//! The coordinator's load on the LAN, end to end in the namespace lab: on a
+//! dual-stack LAN a one-shot browse stops querying the address family that adds
+//! nothing, without losing an IPv6-only agent. The packet counts themselves are
+//! measured by the benchmark suite (`bench/run.sh --only mdns`), not asserted
+//! here.
 
 use rlx_lab::kit::discover;
 use rlx_lab::kit::{agent_bin, eventually, require_lab, Proc};

@@ -151,10 +151,10 @@ fn two_agents_with_one_host_name_both_stay_resolvable() {
     assert_eq!(ids_and_addrs(&v), want, "{v:#}");
 }
 
-/// Two machines cloned from one image (host name `twin`, no `--name`, two
-/// node ids) register in one zone. Guards against issue 23's clones: both
-/// wrote the instance `twin`, the second replaced the first, and
-/// coordinators found one machine where two ran.
+/// Two machines cloned from one image (host name `twin`, no `--name`, two node
+/// ids) register in one zone. Guards against clones sharing one instance: both
+/// wrote the instance `twin`, the second replaced the first, and coordinators
+/// found one machine where two ran.
 #[test]
 fn two_machines_with_one_host_name_and_no_name_register_one_instance_each() {
     if !peer::require(

@@ -203,7 +203,8 @@ enum NoKey {
     /// Refused all the same (the check does not need a key).
     Refused,
     /// Refused without a key too, for this other reason: box1's caps name
-    /// its node key, which only box1 can sign with (issue 23).
+    /// its node key, which only box1 can sign with (docs/security.md, "Who
+    /// is who: node keys and pins").
     RefusedAs(&'static str),
     /// It claims a real agent's id and host name, so the pipeline takes it
     /// for the same machine: merged with the real agent (which address the
@@ -590,9 +591,9 @@ for cluster in ["prod", "lab", None]:
 /// agents always have room.
 const FLOOD_INSTANCES: usize = 3_000;
 
-/// Bogus instances in the floods that overflow the table (the issue's
-/// "flood of 10,000"): then the table's admission policy decides whether the
-/// real agents keep a slot.
+/// Bogus instances in the floods that overflow the table (the 10,000 of
+/// docs/security.md, "Floods"): then the table's admission policy decides
+/// whether the real agents keep a slot.
 const BIG_FLOOD_INSTANCES: usize = 10_000;
 
 /// Peak RSS the coordinator may reach while a flood runs, whatever its size

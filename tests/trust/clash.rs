@@ -67,11 +67,11 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Guards against issue 16 item 2: two authenticated agents with one id,
-/// one port and one host name at two addresses were coalesced silently,
-/// and the node got the address of whichever answered first. Then, with
-/// one of them in the file, the other must be refused rather than folded
-/// in or added.
+/// Guards against one id at two endpoints merged in silence (docs/security.md,
+/// "Same id at two endpoints"): two authenticated agents with one id, one port
+/// and one host name at two addresses were coalesced silently, and the node got
+/// the address of whichever answered first. Then, with one of them in the file,
+/// the other must be refused rather than folded in or added.
 #[test]
 fn two_keyed_agents_claiming_one_id_are_a_reported_clash_and_the_one_in_the_file_keeps_its_address()
 {

@@ -8,10 +8,10 @@
 //! 2 s; the other crashes (SIGKILL) and is reported `left` within 5 s.
 //! With and without a cluster key.
 //!
-//! Guards against `watch` taking a goodbye at its word (issue 23): one
-//! forged goodbye made it report a live, answering member `left`, and
-//! mdns-sd, which had dropped the instance from its cache, never brought it
-//! back.
+//! Guards against `watch` taking a goodbye at its word (docs/security.md, "The
+//! membership feed"): one forged goodbye made it report a live, answering
+//! member `left`, and mdns-sd, which had dropped the instance from its cache,
+//! never brought it back.
 //!
 //! The forged packets come from `lab/py/mdns_wire.py goodbye`.
 //! Everything runs inside namespaces built by [`rlx_lab`].
@@ -218,7 +218,8 @@ fn forged_goodbyes_are_refuted_and_real_leaves_keep_their_bounds(keyed: bool) {
         return;
     };
 
-    // The issue's forgery: two goodbyes 0.25 s apart, to the group.
+    // The forgery this file guards against: two goodbyes 0.25 s apart, to
+    // the group.
     for who in ["box1", "box2"] {
         forge(&lab, who, None, MDNS, 2, 250);
     }

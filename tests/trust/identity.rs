@@ -1,14 +1,14 @@
-//! **A member cannot pose as another member** (issue 23, per-node
-//! identity): member x is written by `expand --write`, x stops, and member
-//! y, which holds the cluster key, starts at its own address with x's node
-//! id and caps (given through `--caps-file`), under x's instance name, but
-//! with its own state directory and so its own node key. Before node keys
-//! the next `expand --write` reported `moved` and rewrote x's node to y's
-//! address. Now the coordinator pinned x's node key on first sight, so y's
-//! claim is refused, naming the id, both fingerprints and the command that
-//! re-pins it; x's node is not rewritten. After `rlx-discover pins forget`
-//! (what a real reinstall of x calls for) the next run pins y's key and
-//! the node moves.
+//! **A member cannot pose as another member** (per-node identity:
+//! docs/security.md, "Who is who: node keys and pins"): member x is written by
+//! `expand --write`, x stops, and member y, which holds the cluster key, starts
+//! at its own address with x's node id and caps (given through `--caps-file`),
+//! under x's instance name, but with its own state directory and so its own
+//! node key. Before node keys the next `expand --write` reported `moved` and
+//! rewrote x's node to y's address. Now the coordinator pinned x's node key on
+//! first sight, so y's claim is refused, naming the id, both fingerprints and
+//! the command that re-pins it; x's node is not rewritten. After `rlx-discover
+//! pins forget` (what a real reinstall of x calls for) the next run pins y's
+//! key and the node moves.
 //!
 //! Everything runs inside namespaces built by [`rlx_lab`]; the test skips
 //! (or fails under `CI=true`) where no lab can be built.
@@ -68,9 +68,10 @@ fn fingerprint(p: &Proc) -> String {
         .to_string()
 }
 
-/// Guards against the limit issue 23 found: a member holding the shared
-/// key that claimed a stopped member's id and caps was taken for it, and
-/// `expand --write` moved that member's node to the claimant's address.
+/// Guards against what the shared key alone could not stop: a member
+/// holding it that claimed a stopped member's id and caps was taken for
+/// it, and `expand --write` moved that member's node to the claimant's
+/// address.
 #[test]
 fn a_member_claiming_a_stopped_members_id_is_refused_until_its_pin_is_forgotten() {
     let Some(labs) = require_lab() else { return };

@@ -1,11 +1,11 @@
-//! **A relay is not a node** (issue 16, item 1): a stranger who holds no
-//! key relays its own worker port to a real keyed agent and announces that
-//! agent's TXT at its own address. The agent's proof binds the connection it
-//! was made on, so a coordinator with `key_file` refuses the relay, saying a
-//! relay or NAT is in between and naming both endpoints, and admits the
-//! real agent at its own address when it hears it. A port-forward the
-//! agent's operator declares with `rlx-agent --advertise` is admitted at the
-//! declared endpoint.
+//! **A relay is not a node** (docs/security.md, "Relays, NATs and
+//! port-forwards"): a stranger who holds no key relays its own worker port to a
+//! real keyed agent and announces that agent's TXT at its own address. The
+//! agent's proof binds the connection it was made on, so a coordinator with
+//! `key_file` refuses the relay, saying a relay or NAT is in between and naming
+//! both endpoints, and admits the real agent at its own address when it hears
+//! it. A port-forward the agent's operator declares with `rlx-agent
+//! --advertise` is admitted at the declared endpoint.
 //!
 //! Lab: h0 the coordinator, h1 the keyed agent, h2 the stranger (a python
 //! relay plus a python-zeroconf announcement). Everything runs inside
@@ -133,7 +133,7 @@ fn require(test: &str) -> Option<Lab> {
     Some(require_lab()?.hosts(3))
 }
 
-/// Guards against the relay attack of issue 16, item 1: before the proof
+/// Guards against the relay attack: before the proof
 /// bound its endpoint, `expand` with `key_file` wrote the stranger's
 /// address as the agent's node, "authenticated", whenever the agent's own
 /// mDNS was not heard (and sometimes when it was). Now the relay is refused

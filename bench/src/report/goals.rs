@@ -1,6 +1,7 @@
-//! **The goals of issues 2-5 and 13** (issue 15's are in
-//! `watch_goals.rs`), each judged met / not met / not yet measured
-//! against the summaries, with the measured ratio and, when missed, why.
+//! **The goals of the scan, SSH, footprint, probe, mDNS and trust scenarios**
+//! (those of `watch` under churn are in `watch_goals.rs`), each judged met /
+//! not met / not yet measured against the summaries, with the measured ratio
+//! and, when missed, why.
 
 use super::cells::{find, fmt_ms, found_cell, median_cell, range_cell, ratio};
 use crate::results::{Results, Summary};
@@ -24,7 +25,9 @@ impl Status {
 }
 
 pub(super) struct Goal {
-    pub(super) issue: u8,
+    /// What the goal is about, the table's first column: `scan`, `ssh`,
+    /// `footprint`, `probe`, `mdns`, `trust` or `watch`.
+    pub(super) area: &'static str,
     pub(super) what: &'static str,
     pub(super) status: Status,
     pub(super) measured: String,
@@ -32,9 +35,9 @@ pub(super) struct Goal {
     pub(super) comment: String,
 }
 
-pub(super) fn goal(issue: u8, what: &'static str) -> Goal {
+pub(super) fn goal(area: &'static str, what: &'static str) -> Goal {
     Goal {
-        issue,
+        area,
         what,
         status: Status::NotMeasured,
         measured: String::new(),
@@ -159,13 +162,13 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             .map(|(_, why)| why.clone())
     };
 
-    // Issue 2: scans and SSH.
+    // Scans and SSH.
     for (case, limit_ms, what) in [
         ("/24", 400.0, "/24 scan, 3 live, 300 ms timeout: <= 0.4 s"),
         ("/20", 1500.0, "/20 scan: <= 1.5 s"),
         ("/16", 8000.0, "/16 scan: <= 8 s"),
     ] {
-        let mut g = goal(2, what);
+        let mut g = goal("scan", what);
         if let Some(o) = find(s, "scan", case, "rlx-discover scan", "wall_ms") {
             g.measured = format!("{} (found {})", median_cell(o), found_cell(o));
             let peers: Vec<String> = [
@@ -192,7 +195,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         out.push(g);
     }
     {
-        let mut g = goal(2, "30 SSH hosts, ~1 s each: < 3 s total");
+        let mut g = goal("ssh", "30 SSH hosts, ~1 s each: < 3 s total");
         if let Some(o) = s.iter().find(|x| {
             x.scenario == "ssh" && x.tool.starts_with("rlx-discover") && x.metric == "wall_ms"
         }) {
@@ -236,7 +239,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         out.push(g);
     }
 
-    // Issue 3: footprint and probe.
+    // Footprint and probe.
     let idle = s
         .iter()
         .find(|x| x.scenario == "footprint" && x.tool == "rlx-agent" && x.metric == "rss_kb");
@@ -253,7 +256,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             "idle agent: 0 packets in an idle minute",
         ),
     ] {
-        let mut g = goal(3, what);
+        let mut g = goal("footprint", what);
         match find(s, "footprint", &case, "rlx-agent", metric) {
             Some(o) if idle.is_some() => {
                 g.measured = median_cell(o);
@@ -335,7 +338,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             "`rlx-agent --probe --no-bench`: < 50 ms",
         ),
     ] {
-        let mut g = goal(3, what);
+        let mut g = goal("probe", what);
         if let Some(o) = find(s, "footprint", "this machine", tool, "wall_ms") {
             g.measured = format!("{} (range {})", median_cell(o), range_cell(o));
             g.status = match o.median {
@@ -357,29 +360,26 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         out.push(g);
     }
 
-    // Issue 4: mDNS.
+    // mDNS.
     {
-        // Issue 4 set it at 50 agents; issue 13 item 7 at every size, up
-        // to the top of the users' range.
-        for (issue, n, what) in [
+        // First set at 50 agents, then at every size up to the top of the
+        // users' range.
+        for (n, what) in [
             (
-                4,
                 50,
                 "50 agents lossless: all resolved no later than python-zeroconf",
             ),
             (
-                13,
                 100,
                 "100 agents lossless: all resolved no later than python-zeroconf",
             ),
             (
-                13,
                 200,
                 "200 agents lossless: all resolved no later than python-zeroconf",
             ),
         ] {
             let case = crate::sc_mdns::case_name(n, 0);
-            let mut g = goal(issue, what);
+            let mut g = goal("mdns", what);
             if let (Some(o), Some(p)) = (
                 find(s, "mdns", &case, "rlx-discover browse", "complete_ms"),
                 find(s, "mdns", &case, "python-zeroconf", "complete_ms"),
@@ -402,7 +402,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         }
         let case = "N=50 loss=0%";
         let mut g = goal(
-            4,
+            "mdns",
             "`expand` on an empty [discover], 50 agents: < 1 s with 50/50",
         );
         if let Some(o) = find(
@@ -424,7 +424,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         }
         out.push(g);
         let case = "N=50 loss=20%";
-        let mut g = goal(4, "50 agents at 20% loss: 50/50 within 3 s, every run");
+        let mut g = goal("mdns", "50 agents at 20% loss: 50/50 within 3 s, every run");
         if let Some(o) = find(s, "mdns", case, "rlx-discover browse", "complete_ms") {
             g.measured = format!(
                 "median {}, max {}, {} of {} runs complete",
@@ -481,11 +481,11 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         out.push(g);
     }
 
-    // Issue 5: trust.
+    // Trust.
     {
         let case = "handshake strangers on the worker port";
         let tool = "rlx-discover expand (subnet + key_file)";
-        let mut g = goal(5, "impostors admitted: 0");
+        let mut g = goal("trust", "impostors admitted: 0");
         if let (Some(t), Some(a)) = (
             find(s, "trust", case, tool, "impostors_tried"),
             find(s, "trust", case, tool, "impostors_admitted"),
@@ -514,7 +514,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             g.comment = "over the handshake (subnet-found strangers); mDNS impostors (another address announcing a real agent's TXT) come with the browse flood run".into();
         }
         out.push(g);
-        let mut g = goal(5, "malformed inputs: 0 crashes");
+        let mut g = goal("trust", "malformed inputs: 0 crashes");
         let tried: f64 = r
             .samples
             .iter()
@@ -538,7 +538,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         }
         out.push(g);
         let mut g = goal(
-            5,
+            "trust",
             "flood held: real agents found, coordinator memory bounded",
         );
         if let Some(o) = s

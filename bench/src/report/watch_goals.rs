@@ -1,4 +1,4 @@
-//! **The goals of issue 15** (`watch` under churn), judged on the soak:
+//! **The goals of `watch` under churn**, judged on the soak:
 //! every action reported within its bound, and memory and CPU flat.
 //!
 //! "Flat" is judged on the heap in use (heaptrack's count of the bytes
@@ -54,7 +54,7 @@ pub(super) fn watch_goals(s: &[Summary]) -> Vec<Goal> {
     let mut out = Vec::new();
 
     let mut g = goal(
-        15,
+        "watch",
         "watch under churn: every join and restart reported, p95 <= 1 s",
     );
     if let Some(case) = &case {
@@ -84,7 +84,7 @@ pub(super) fn watch_goals(s: &[Summary]) -> Vec<Goal> {
                 .collect::<Vec<_>>()
                 .join("; ");
             g.comment = format!(
-                "from the agent's start (the issue's 1 s counts from its first announcement, \
+                "from the agent's start (the goal's 1 s counts from its first announcement, \
                  which comes later); {case}"
             );
         }
@@ -92,7 +92,7 @@ pub(super) fn watch_goals(s: &[Summary]) -> Vec<Goal> {
     out.push(g);
 
     let mut g = goal(
-        15,
+        "watch",
         "watch under churn: every goodbye seen within 2 s, every crash within 5 s",
     );
     if let Some(case) = &case {
@@ -130,7 +130,7 @@ pub(super) fn watch_goals(s: &[Summary]) -> Vec<Goal> {
     out.push(g);
 
     let mut g = goal(
-        15,
+        "watch",
         "watch's memory and CPU flat over the soak (heap in use, CPU per half)",
     );
     if let Some(case) = &case {

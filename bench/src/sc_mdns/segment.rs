@@ -1,12 +1,12 @@
-//! **What one browse puts on the segment** (issue 17 item 6): nftables
-//! counters on the lab's switch, read before and after each run. The switch
-//! is a Linux bridge in its own namespace; a `bridge` table's prerouting
-//! hook sees every frame once, as it enters the switch from a host's port,
-//! whatever the loss on the browser's link does to it afterwards. So the
-//! counts are what crossed the segment: the queries the browser's host sent
-//! (those its own link dropped never got there), the unicast replies sent to
-//! it, and the multicast responses, which every device on the segment
-//! receives (Wi-Fi clients and printers on a real LAN).
+//! **What one browse puts on the segment**: nftables counters on the lab's
+//! switch, read before and after each run. The switch is a Linux bridge in its
+//! own namespace; a `bridge` table's prerouting hook sees every frame once, as
+//! it enters the switch from a host's port, whatever the loss on the browser's
+//! link does to it afterwards. So the counts are what crossed the segment: the
+//! queries the browser's host sent (those its own link dropped never got
+//! there), the unicast replies sent to it, and the multicast responses, which
+//! every device on the segment receives (Wi-Fi clients and printers on a real
+//! LAN).
 
 use anyhow::{bail, Context, Result};
 use rlx_lab::Lab;

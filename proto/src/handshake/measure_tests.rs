@@ -295,9 +295,9 @@ fn figures(bytes: u64, window_bytes: u64, window_us: u64) -> UpResult {
     }
 }
 
-/// Guards the sense checks (issue 23, item 8: a rate from a 1 µs window
-/// reached the file): each impossible figure is refused with the limit it
-/// broke, and a real one passes with its rate.
+/// Guards the sense checks (a rate from a 1 µs window once reached the
+/// file): each impossible figure is refused with the limit it broke, and a
+/// real one passes with its rate.
 #[test]
 fn figures_outside_physical_sense_are_refused_with_the_reason() {
     let ok = figures(64 << 20, 48 << 20, 50_000);

@@ -191,10 +191,10 @@ mod tests {
     use hickory_proto::op::Message;
     use std::time::Duration;
 
-    /// Guards against issue 23's prune: a goodbye (anyone's) during a one-shot
-    /// browse made a live node missing, and `--prune` cut it. The instance
-    /// still goes to admission at the end (its handshake tells), while a
-    /// continuous browse leaves it to `watch`'s own check.
+    /// Guards against a prune from a forged goodbye: a goodbye (anyone's)
+    /// during a one-shot browse made a live node missing, and `--prune` cut
+    /// it. The instance still goes to admission at the end (its handshake
+    /// tells), while a continuous browse leaves it to `watch`'s own check.
     #[test]
     fn an_instance_said_goodbye_for_during_a_one_shot_browse_still_goes_to_admission() {
         let mut t = Table::new(vec![eth0()]);

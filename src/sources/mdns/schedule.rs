@@ -59,7 +59,8 @@ pub(crate) const EARLY_ROUNDS: usize = 3;
 ///
 /// A responder on a quiet wired LAN answers in about 10 ms, but two kinds
 /// of box answer much later, and a stop tuned to the fast ones left them
-/// out without a word (issue 24: 1 run in 5 wrote 5 of 6 nodes):
+/// out without a word (in the lab, 1 run in 5 wrote 5 of 6 nodes; see
+/// docs/protocol.md, "When a browse stops early, and what it waits for"):
 ///
 /// - a Wi-Fi client in power save hears multicast only after a DTIM
 ///   beacon: beacons come every 102.4 ms and access points send DTIM every

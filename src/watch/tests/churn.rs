@@ -77,7 +77,7 @@ async fn a_restart_whose_announcement_is_missed_is_reported_restarted_at_the_nex
     w.stop().await.unwrap();
 }
 
-/// Guards against the lost rejoin: an agent crashed, was reported
+/// Guards against a lost rejoin: an agent crashed, was reported
 /// left by its health check, and its cached record kept being refused;
 /// restarted, its first announcement (a new incarnation) joins it at once.
 #[tokio::test(start_paused = true)]

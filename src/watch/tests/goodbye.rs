@@ -18,7 +18,7 @@ fn dials_since(w: &Running, host: &str, from_ms: u64) -> Vec<u64> {
         .collect()
 }
 
-/// Guards against the forgery: a stranger's goodbye for a live,
+/// Guards against a forged goodbye: a stranger's goodbye for a live,
 /// answering member made `watch` report it left, for good. Now the member
 /// is checked, twice [`GOODBYE_RECHECK`] apart (the first answer could be
 /// a stopping agent's last), stays a member, and the browse is asked to

@@ -1,7 +1,8 @@
-//! A member's identity never changes under it (issue 23): records that
-//! would move a member to another machine or address are claims its own
-//! check settles, a machine heard under several names is one member, and
-//! an address that answers as another machine is no longer the member.
+//! A member's identity never changes under it (docs/security.md, "The
+//! membership feed"): records that would move a member to another machine
+//! or address are claims its own check settles, a machine heard under
+//! several names is one member, and an address that answers as another
+//! machine is no longer the member.
 
 use super::*;
 
@@ -21,7 +22,7 @@ fn dialled_at(w: &Running, host: &str) -> Vec<String> {
         .collect()
 }
 
-/// The failure of the issue: a stranger's SRV/TXT/A for member box1,
+/// The failure this guards against: a stranger's SRV/TXT/A for member box1,
 /// pointing at member box2's address and carrying box2's TXT, passed box2's
 /// check and became `restarted` for box1 with box2's node, and box1's
 /// health checks went to box2. Now box1 is checked where it is, still

@@ -251,10 +251,10 @@ async fn an_agent_that_predates_measurement_is_reported_by_version() {
     );
 }
 
-/// Guards the secure default (issue 23, item 8): an agent without a key,
-/// started without options, no longer measures for anyone who asks; it
-/// refuses before moving a byte and says how to allow it, and `--measure
-/// any` lets anyone measure again.
+/// Guards the secure default (docs/security.md, "Link measurement"): an
+/// agent without a key, started without options, no longer measures for
+/// anyone who asks; it refuses before moving a byte and says how to allow
+/// it, and `--measure any` lets anyone measure again.
 #[tokio::test]
 async fn a_keyless_agent_refuses_measurement_by_default_and_says_how_to_allow_it() {
     let addr = agent_with(None, Rules::default(), Limits::default()).await;
@@ -505,11 +505,10 @@ async fn cutting_agent(down: usize, ready_mark: bool, pause: Duration) -> Socket
     addr
 }
 
-/// Guards the coordinator's side (issue 23, item 8: a stranger who evicts
-/// the measurement's connection made a truncated download count): a
-/// download that closes without the agent's end mark is a failure with the
-/// reason, and so is one from an agent predating the mark that stops far
-/// short of its window.
+/// Guards the coordinator's side (a stranger who evicted the measurement's
+/// connection made a truncated download count): a download that closes without
+/// the agent's end mark is a failure with the reason, and so is one from an
+/// agent predating the mark that stops far short of its window.
 #[tokio::test]
 async fn a_download_cut_short_is_a_failure_not_a_result() {
     let req = Request {

@@ -97,10 +97,10 @@ fn txt_of(id: &str) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Guards against issue 23's clones: two machines with one host name and
-/// no `--name` wrote one instance, and the second replaced the first.
-/// The name another node id holds is skipped; ours, an expired one and a
-/// free one are taken, each on its own condition.
+/// Guards against clones sharing one instance name: two machines with one host
+/// name and no `--name` wrote one instance, and the second replaced the first.
+/// The name another node id holds is skipped; ours, an expired one and a free
+/// one are taken, each on its own condition.
 #[test]
 fn an_instance_name_another_machine_holds_is_not_taken() {
     let svc = service_name(&parse_domain("lab.test").unwrap());

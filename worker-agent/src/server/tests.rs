@@ -282,9 +282,9 @@ async fn at_the_limit_the_oldest_connection_makes_room() {
     );
 }
 
-/// Guards against issue 23's eviction: a flood of idle connections from
-/// one address closed a coordinator's keyed check under way (oldest
-/// out). Now the flooder's own connections make the room.
+/// Guards against evicting a keyed check: a flood of idle connections from one
+/// address closed a coordinator's keyed check under way (oldest out). Now the
+/// flooder's own connections make the room.
 #[tokio::test]
 async fn a_flood_from_one_address_closes_only_its_own_connections() {
     let limits = Limits {

@@ -33,7 +33,7 @@ const PORT: u16 = 9177;
 /// before announcing, and a loaded 2-core CI box builds and starts the child.
 const SEEN_WITHIN: Duration = Duration::from_secs(10);
 
-/// The bound: after SIGTERM, the service disappears from a
+/// The agent's bound: after SIGTERM, the service disappears from a
 /// third-party browser within 2 s.
 const GONE_WITHIN: Duration = Duration::from_secs(2);
 

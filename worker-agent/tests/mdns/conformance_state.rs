@@ -1,8 +1,8 @@
-//! **A TXT update never silences the agent** (issue 17 item 3; RFC 6762
-//! §8.4): while the announcer changes its TXT record every 1.5 s, a one-shot
-//! querier asking for the SRV and TXT records every 100 ms gets an answer to
-//! every round, never a gap longer than a normal answer time allows, and
-//! sees the new TXT values.
+//! **A TXT update never silences the agent** (RFC 6762 §8.4): while the
+//! announcer changes its TXT record every 1.5 s, a one-shot querier asking
+//! for the SRV and TXT records every 100 ms gets an answer to every round,
+//! never a gap longer than a normal answer time allows, and sees the new
+//! TXT values.
 //!
 //! The announcer is this test binary re-run inside a loopback lab with
 //! `RLX_STATE_HELPER=1` ([`helper_updating_announcer`]); the querier is
@@ -83,8 +83,8 @@ fn helper_updating_announcer() {
 }
 
 /// Guards against a TXT update re-probing the service, which left PTR, SRV,
-/// TXT and A unanswered for about a second after every update (issue 17
-/// item 3): no reply gap over [`MAX_GAP_S`] while the TXT changes.
+/// TXT and A unanswered for about a second after every update: no reply
+/// gap over [`MAX_GAP_S`] while the TXT changes.
 #[test]
 fn a_txt_update_during_a_browse_leaves_no_gap_in_the_answers() {
     if !peer::require(

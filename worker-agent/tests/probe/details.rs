@@ -1,6 +1,7 @@
 //! Every accelerator's details and every announced link's facts, probed
-//! from the fixture trees `nvidia-hgx-8`, `nvidia-mig` and `amd-mi210`
-//! (issue 14): what a placement planner reads from the handshake's caps.
+//! from the fixture trees `nvidia-hgx-8`, `nvidia-mig` and `amd-mi210`:
+//! what a placement planner reads from the handshake's caps (docs/json.md,
+//! "Capabilities").
 
 use crate::probe_fixture;
 use rlx_proto::caps::{DeviceInfo, LinkInfo, NodeCaps, PcieLink, PeerLink};
