@@ -51,7 +51,7 @@ pub(crate) const WINDOW: Duration = Duration::from_secs(150);
 /// bounds (1 s join, 2 s goodbye, 5 s crash) is that long.
 const QUIET: Duration = Duration::from_secs(6);
 
-/// Each action's bound (issue 15), ms: join and restart at the p95, a
+/// Each action's bound (README, `watch`), ms: join and restart at the p95, a
 /// goodbye and a crash for every action. The report judges the goals on
 /// them, the plots draw them.
 pub(crate) const BOUND_MS: [(&str, f64); 4] = [

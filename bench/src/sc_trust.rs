@@ -1,4 +1,4 @@
-//! **Scenario 5: trust figures (issue 5)** — impostors tried and admitted,
+//! **Scenario 5: trust figures** — impostors tried and admitted,
 //! malformed inputs tried and crashes, and a flood held with the
 //! coordinator's memory.
 //!
@@ -12,15 +12,15 @@
 //! - Flood: a hostile announcer sends thousands of bogus instances while
 //!   real agents run; `rlx-discover browse` must still find every real agent
 //!   and keep its memory bounded (peak RSS from `wait4`). Needs `browse`.
-//! - Relay ([`relay`], issue 16 item 1): a stranger relaying its worker
+//! - Relay ([`relay`]): a stranger relaying its worker
 //!   port to a real keyed agent and announcing its TXT; no relay may be
 //!   admitted, and a port-forward declared with `rlx-agent --advertise` is.
-//! - `watch` under a flood ([`watch_flood`], issue 16 item 3): real agents
+//! - `watch` under a flood ([`watch_flood`]): real agents
 //!   started after 10,000 bogus instances still join, none of the bogus
 //!   ones does, watch's memory stays bounded.
-//! - Node keys ([`identity`], issue 23): the handshake timed with and
+//! - Node keys ([`identity`]): the handshake timed with and
 //!   without the per-node signature, with and without a cluster key.
-//! - Forged goodbyes ([`goodbyes`], issue 23): `watch`'s CPU while a
+//! - Forged goodbyes ([`goodbyes`]): `watch`'s CPU while a
 //!   stranger sends 1,000 forged goodbyes a second for its members, against
 //!   the same watch at rest; no member may leave.
 //! - Fuzzing and property-test counts belong to the trust work (`fuzz/`);
@@ -88,7 +88,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     }
     ctx.not_measured(
         "trust: fuzzing / property-test execution counts",
-        "recorded by the trust work (issue 5) with its fuzz targets, not re-run by this suite",
+        "recorded by the trust work with its fuzz targets, not re-run by this suite",
     );
     Ok(())
 }
