@@ -3,7 +3,8 @@
 # scenario inside private network namespaces with the peers side by side,
 # tears everything down, and writes results, BENCHMARKS.md and plots.
 #
-#   sudo bench/run.sh            full mode (about an hour): bench/results/full.json
+#   sudo bench/run.sh            full mode (about 80 minutes, the half-hour soak of
+#                                `watch` included): bench/results/full.json
 #                                (+ .csv), BENCHMARKS.md, bench/plots/*.png
 #   sudo bench/run.sh --quick    under 3 minutes once built: proves the suite
 #                                works; writes to target/bench-quick/ only
@@ -24,7 +25,7 @@ args=()
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) args+=("$a") ;;
   esac
 done

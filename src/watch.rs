@@ -18,7 +18,7 @@
 //!         // Its agent is there; its RLX worker started or stopped.
 //!         Kind::Worker => println!("worker of {}: {:?}", e.instance,
 //!             e.node.as_ref().and_then(|n| n.worker_listening)),
-//!         Kind::Updated | Kind::Refused => {}
+//!         _ => {} // updated, refused, and kinds a later version adds
 //!     })
 //!     .await?;
 //! # Ok(()) }

@@ -18,8 +18,8 @@
 //!   embedded python scripts.
 //! - [`sc_mdns`], [`sc_scan`], [`sc_ssh`], [`sc_footprint`], [`sc_trust`]:
 //!   the first five scenarios; [`sc_soak`]: `watch` under churn for half
-//!   an hour (`--only soak`); [`sc_links`]: link measurement against
-//!   iperf3.
+//!   an hour (in a full run; a quick one runs it only with `--only soak`);
+//!   [`sc_links`]: link measurement against iperf3.
 //! - [`report`]: BENCHMARKS.md with every goal judged; [`plot`]: PNGs.
 //!
 //! Every scenario builds its network with [`rlx_lab`] and runs
@@ -100,7 +100,8 @@ struct RunArgs {
     #[arg(long)]
     quick: bool,
     /// Only these scenarios (comma-separated: mdns, scan, ssh, footprint,
-    /// trust, soak, links). `soak` runs only when named here: it is long.
+    /// trust, soak, links). With --quick, `soak` runs only when named here:
+    /// it is long.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Soak scenario: minutes of churn (default 30).
@@ -241,7 +242,8 @@ fn run(a: RunArgs) -> Result<()> {
             bail!("unknown scenario `{o}`: use one of {}", all.join(", "));
         }
     }
-    let wanted = |s: &str| (a.only.is_empty() && s != "soak") || a.only.iter().any(|o| o == s);
+    let wanted =
+        |s: &str| (a.only.is_empty() && (s != "soak" || !a.quick)) || a.only.iter().any(|o| o == s);
     type Scenario = fn(&mut Ctx) -> Result<()>;
     let scenarios: [(&str, Scenario); 7] = [
         ("scan", sc_scan::run),

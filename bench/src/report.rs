@@ -8,6 +8,7 @@
 
 mod cells;
 mod goals;
+mod identity_goals;
 mod watch_goals;
 
 use crate::results::{Results, Summary};
@@ -185,7 +186,9 @@ fn mdns_load_table(o: &mut String, s: &[Summary]) {
 fn mdns_profile(o: &mut String) {
     let _ = writeln!(
         o,
-        "**Why the last instances arrived late at 100-200 agents (profile).** A packet capture \
+        "*The three paragraphs below are investigations made on earlier runs, each with its \
+         own figures and commit; the tables above are this run's.*\n\n\
+         **Why the last instances arrived late at 100-200 agents (profile).** A packet capture \
          on the browser's link at 200 agents (before the fix, commit 645174c) showed: the first \
          legacy query left at 0 ms; the 200 agents, all woken by that one multicast query, \
          share the lab's two cores, so their ARP requests for the browser (needed for a unicast \
@@ -237,7 +240,8 @@ fn mdns_profile(o: &mut String) {
          caches, 20% loss): 5 of 5 runs complete; before, 1, 1, 2, 3 and 1 refused. In the \
          same re-run one IPv4 handshake of 300 at 50 agents and 20% loss failed all four \
          attempts (`browse`, load 12.5): the IPv4 nudging is unchanged, and rlx-net's \
-         neighbour module measured about one such failure in a thousand handshakes.\n"
+         neighbour module measured about one such failure in a thousand handshakes (since \
+         then five attempts, 200 ms apart, where there were four).\n"
     );
 }
 
@@ -302,7 +306,8 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         let _ = writeln!(
             o,
             "\n> **Busy machine**: the 1-minute load average reached {busy:.1} on {nproc:.0} cores during \
-             this run (other work was competing for the CPU). Absolute times are inflated; ratios \
+             this run (the lab's own agents and peers, up to 200 processes at once, share them \
+             with the tools measured, as does any other work). Absolute times are inflated; ratios \
              measured pair by pair, alternating tools, are the figures to read. Each table gives \
              the highest load seen per row.\n"
         );
@@ -314,7 +319,11 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         "| area | goal | status | measured (median) | beside | note |"
     );
     let _ = writeln!(o, "|---|---|---|---|---|---|");
-    for g in goals(&s, r).into_iter().chain(watch_goals::watch_goals(&s)) {
+    for g in goals(&s, r)
+        .into_iter()
+        .chain(identity_goals::identity_goals(&s))
+        .chain(watch_goals::watch_goals(&s))
+    {
         let _ = writeln!(
             o,
             "| {} | {} | {} | {} | {} | {} |",

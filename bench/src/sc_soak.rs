@@ -51,6 +51,15 @@ pub(crate) const WINDOW: Duration = Duration::from_secs(150);
 /// bounds (1 s join, 2 s goodbye, 5 s crash) is that long.
 const QUIET: Duration = Duration::from_secs(6);
 
+/// How much earlier than the bench's clock a `watch` event may read, and
+/// still count for the action it follows (at a latency of 0): watch's
+/// `at_ms` counts from its own start, a few milliseconds after the spawn
+/// the bench places it on, so a `left` that comes within milliseconds of a
+/// SIGTERM (the goodbye heard on watch's own socket, its check refused at
+/// once) reads as before it. The same slack as `tests/field/watch_churn.rs`;
+/// [`QUIET`] keeps it from taking a previous action's news.
+const CLOCK_SLACK: Duration = Duration::from_millis(250);
+
 /// Each action's bound (README, `watch`), ms: join and restart at the p95, a
 /// goodbye and a crash for every action. The report judges the goals on
 /// them, the plots draw them.
@@ -392,12 +401,15 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             let until = next.min(t + WINDOW.as_secs_f64() * 1000.0);
             let name = peers::node_name(i);
             let want = wants[act as usize];
+            let slack = CLOCK_SLACK.as_secs_f64() * 1000.0;
             let first = news
                 .iter()
-                .filter(|(at, who, ev)| *who == name && *at >= t && *at < until && ev != "refused")
+                .filter(|(at, who, ev)| {
+                    *who == name && *at >= t - slack && *at < until && ev != "refused"
+                })
                 .find(|(_, _, ev)| want.contains(&ev.as_str()));
             let rep = reps.entry(act.metric()).or_default();
-            let value = first.map(|(at, _, _)| at - t);
+            let value = first.map(|(at, _, _)| (at - t).max(0.0));
             ctx.record(
                 SCENARIO,
                 &case,

@@ -36,8 +36,8 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-mod goodbyes;
-mod identity;
+pub(crate) mod goodbyes;
+pub(crate) mod identity;
 mod key;
 mod relay;
 mod watch_flood;

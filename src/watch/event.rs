@@ -18,9 +18,12 @@ use tokio::time::Instant;
 /// are added without raising it (a reader ignores what it does not know).
 pub(crate) const SCHEMA_VERSION: u32 = 1;
 
-/// What happened to a member.
+/// What happened to a member. More kinds will come (the stream's schema
+/// adds kinds without a new version, docs/json.md), so a match needs a
+/// `_` arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Kind {
     /// Admitted: a new member.
     Joined,
@@ -63,8 +66,10 @@ impl fmt::Display for Kind {
 }
 
 /// One membership event; serialized, it is the `--json` line of `watch`
-/// (docs/json.md).
+/// (docs/json.md). Fields are added without a new schema version, so it
+/// is built only by the engine.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Event {
     /// The schema version of the event JSON (docs/json.md): 1 until a
     /// field changes meaning.

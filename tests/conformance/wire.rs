@@ -374,8 +374,11 @@ fn a_two_nic_agent_puts_only_each_links_own_ipv6_addresses_on_it() {
 /// Guards against a removed address staying in every cache for up to its
 /// 120 s TTL (RFC 6762 §10.1): when an address is deleted from an interface
 /// that stays up, its record must be sent again with TTL 0 on that link.
+/// And without the cache-flush bit: with it, receivers flush the host's
+/// other addresses of that family with it (§10.2; python-zeroconf and
+/// mdns-sd both did, after an IPv6 temporary address expired).
 #[test]
-fn a_removed_address_is_withdrawn_with_a_goodbye() {
+fn a_removed_address_is_withdrawn_with_a_goodbye_that_flushes_nothing_else() {
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(2);
     let o = lab.host(0).ip.octets();
@@ -423,6 +426,16 @@ fn a_removed_address_is_withdrawn_with_a_goodbye() {
                 Err(listener.stdout())
             }
         },
+    );
+    let flushing: Vec<Value> = packets(&listener)
+        .iter()
+        .filter(|p| announced(p, true))
+        .flat_map(|p| records(&p["msg"]).cloned().collect::<Vec<_>>())
+        .filter(|r| r["ttl"] == 0 && r["flush"] == true)
+        .collect();
+    assert!(
+        flushing.is_empty(),
+        "the goodbye must not carry the cache-flush bit (RFC 6762 §10.2): {flushing:?}"
     );
 }
 

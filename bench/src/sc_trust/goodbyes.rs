@@ -26,7 +26,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-const TOOL: &str = "rlx-discover watch --json";
+pub(crate) const TOOL: &str = "rlx-discover watch --json";
 /// Real agents.
 const REAL: usize = 3;
 /// Forged goodbyes a second (one every millisecond).
@@ -76,13 +76,20 @@ struct Case {
     keyed: bool,
 }
 
+/// The case without a cluster key.
+pub(crate) const CASE_OPEN: &str =
+    "watch: 1,000 forged goodbyes a second for one of 3 members, no key";
+/// The case with one.
+pub(crate) const CASE_KEYED: &str =
+    "watch: 1,000 forged goodbyes a second for one of 3 members, cluster key";
+
 const CASES: [Case; 2] = [
     Case {
-        name: "watch: 1,000 forged goodbyes a second for one of 3 members, no key",
+        name: CASE_OPEN,
         keyed: false,
     },
     Case {
-        name: "watch: 1,000 forged goodbyes a second for one of 3 members, cluster key",
+        name: CASE_KEYED,
         keyed: true,
     },
 ];

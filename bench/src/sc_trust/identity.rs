@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-const TOOL: &str = "rlx_proto::handshake::query (the coordinator's handshake)";
+pub(crate) const TOOL: &str = "rlx_proto::handshake::query (the coordinator's handshake)";
 
 /// Handshakes timed per repetition and agent, after [`WARM_UP`] untimed ones.
 const TIMED: usize = 300;
@@ -34,7 +34,7 @@ const WARM_UP: usize = 30;
 const DEADLINE: Duration = Duration::from_secs(2);
 
 /// The four agents: (case, cluster key, node key).
-const AGENTS: [(&str, bool, bool); 4] = [
+pub(crate) const AGENTS: [(&str, bool, bool); 4] = [
     ("no cluster key, no node key", false, false),
     ("no cluster key, node key", false, true),
     ("cluster key, no node key", true, false),

@@ -1451,7 +1451,7 @@ impl Zeroconf {
         let service_name_len_max = SERVICE_NAME_LEN_MAX_DEFAULT;
         let ip_check_interval = IP_CHECK_INTERVAL_IN_SECS_DEFAULT as u64 * 1000;
 
-        let timers = Timers::new(Instant::now());
+        let timers = Timers::new(Instant::now()); // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)
 
         // Enable everything, including loopback interfaces.
         let if_selections = vec![];
@@ -2003,7 +2003,7 @@ impl Zeroconf {
     // rlx patch: the timers are a bounded, coalesced set (`timers.rs`); the
     // call sites that pushed `Reverse(t)` into the heap call `add(t)`.
     fn add_timer(&mut self, next_time: Instant) {
-        self.timers.add(next_time);
+        self.timers.add(next_time); // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)
     }
 
     fn peek_earliest_timer(&self) -> Option<Instant> {
@@ -2268,10 +2268,15 @@ impl Zeroconf {
         };
         let mut out = DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA);
         for hostname in &hostnames {
+            // rlx patch: RFC 6762 §10.2 no cache-flush bit on the goodbye.
+            // A receiver flushes every record of the name and type that a
+            // cache-flush record does not list (§10.2), so with the bit the
+            // goodbye for one address withdrew the host's other addresses
+            // of that family too (python-zeroconf and mdns-sd both do).
             out.add_answer_record(DnsAddress::new(
                 hostname,
                 ip_address_rr_type(&ip),
-                CLASS_IN | CLASS_CACHE_FLUSH,
+                CLASS_IN,
                 0,
                 ip,
                 intf.into(),
@@ -2487,7 +2492,7 @@ impl Zeroconf {
                     announced_now.push(service_info.get_fullname().to_string());
                 } else {
                     for timer in dns_registry.new_timers.drain(..) {
-                        self.timers.add(timer);
+                        self.timers.add(timer); // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)
                     }
                     service_info.set_status(if_index, ServiceStatus::Probing);
                 }
@@ -2629,7 +2634,7 @@ impl Zeroconf {
                 info.set_status(intf.index, ServiceStatus::Announced);
             } else {
                 for timer in dns_registry.new_timers.drain(..) {
-                    self.timers.add(timer);
+                    self.timers.add(timer); // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)
                 }
                 info.set_status(*if_index, ServiceStatus::Probing);
             }
@@ -2743,7 +2748,7 @@ impl Zeroconf {
                         let command =
                             Command::RegisterResend(info.get_fullname().to_string(), *if_index);
                         self.retransmissions.push(ReRun { next_time, command });
-                        self.timers.add(next_time);
+                        self.timers.add(next_time); // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)
 
                         let fullname = dns_registry.resolve_name(&service_name).to_string();
 
@@ -3684,7 +3689,7 @@ impl Zeroconf {
 
             for record in new_records {
                 if dns_registry.update_hostname(name, record.get_name(), create_time) {
-                    self.timers.add(create_time);
+                    self.timers.add(create_time); // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)
                 }
 
                 // remember the name changes (note: `name` might not be the original, it could be already changed once.)
@@ -3703,7 +3708,7 @@ impl Zeroconf {
                                 debug!("conflict handler: new probe of {}", record.get_name());
                                 Probe::new(create_time)
                             });
-                        self.timers.add(new_probe.next_send);
+                        self.timers.add(new_probe.next_send); // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)
                         new_probe
                     }
                 };
@@ -4797,7 +4802,7 @@ fn add_answer_of_service(
                 service.get_priority(),
                 service.get_weight(),
                 service.get_port(),
-                hostname.to_string(),
+                hostname.to_string(), // rlx patch: RFC 6762 §9 the host name after any rename
             ),
         );
     }
@@ -4817,7 +4822,7 @@ fn add_answer_of_service(
     if qtype == RRType::SRV {
         for address in intf_addrs {
             out.add_additional_answer(DnsAddress::new(
-                hostname,
+                hostname, // rlx patch: RFC 6762 §9 the host name after any rename
                 ip_address_rr_type(&address),
                 CLASS_IN | CLASS_CACHE_FLUSH,
                 service.get_host_ttl(),
@@ -5697,7 +5702,7 @@ fn hostname_change(original: &str) -> String {
 /// that are finished.
 fn check_probing(
     dns_registry: &mut DnsRegistry,
-    timers: &mut Timers,
+    timers: &mut Timers, // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)
     now: Instant,
 ) -> (DnsOutgoing, Vec<String>) {
     let mut expired_probes = Vec::new();
@@ -5727,7 +5732,7 @@ fn check_probing(
                 probe.update_next_send(now);
 
                 // add timer
-                timers.add(probe.next_send);
+                timers.add(probe.next_send); // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)
             }
         }
     }
@@ -5847,12 +5852,34 @@ mod rfc6762_tests;
 #[cfg(test)]
 mod tests {
     use super::{
-        _new_socket_bind, check_domain_suffix, check_service_name_length, hostname_change,
-        my_ip_interfaces, name_change, resolve_max_packet_size, send_dns_outgoing_impl,
-        valid_instance_name, valid_ip_on_intf, DaemonEvent, HostnameResolutionEvent, IfKind,
-        MaxPacketSizeSelection, MyIntf, SendConfig, ServiceDaemon, ServiceEvent, ServiceInfo,
-        GROUP_ADDR_V4, INITIAL_QUERY_DELAY_MAX_MILLIS, INITIAL_QUERY_DELAY_MIN_MILLIS,
-        MAX_PKT_ABSOLUTE_IPV6, MAX_PKT_DEFAULT, MDNS_PORT, MIN_MAX_PACKET_SIZE, RESOLVE_MAX_TRY,
+        _new_socket_bind,
+        check_domain_suffix,
+        check_service_name_length,
+        hostname_change,
+        my_ip_interfaces,
+        name_change,
+        resolve_max_packet_size,
+        send_dns_outgoing_impl,
+        valid_instance_name,
+        valid_ip_on_intf,
+        DaemonEvent,
+        HostnameResolutionEvent,
+        IfKind,
+        MaxPacketSizeSelection,
+        MyIntf,
+        SendConfig,
+        ServiceDaemon,
+        ServiceEvent,
+        ServiceInfo,
+        GROUP_ADDR_V4,
+        INITIAL_QUERY_DELAY_MAX_MILLIS,
+        INITIAL_QUERY_DELAY_MIN_MILLIS,
+        MAX_PKT_ABSOLUTE_IPV6,
+        MAX_PKT_DEFAULT,
+        MDNS_PORT,
+        MIN_MAX_PACKET_SIZE,
+        RESOLVE_MAX_TRY,
+        // rlx patch: RFC 6762 §6 the shared-response delay's constants went with its change (§22)
     };
     use crate::{
         dns_parser::{
@@ -7386,7 +7413,7 @@ mod tests {
             &incoming,
             instance,
             &my_service,
-            my_service.get_hostname(),
+            my_service.get_hostname(), // rlx patch: RFC 6762 §9 the host name after any rename
             RRType::TXT,
             if_addrs,
         );

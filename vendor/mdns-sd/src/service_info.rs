@@ -10,7 +10,7 @@ use if_addrs::{IfAddr, Interface};
 use std::net::Ipv6Addr;
 use std::{
     cmp,
-    collections::{HashMap, HashSet, VecDeque},
+    collections::{HashMap, HashSet, VecDeque}, // rlx patch: RFC 6762 §8.1 (conflict times)
     fmt,
     net::{IpAddr, Ipv4Addr},
     str::FromStr,

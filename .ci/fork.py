@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Keeps the vendored mdns-sd honest: every change from the pristine crate is
+a marked patch.
+
+The pristine source is taken from the registry the way cargo takes it: a
+throwaway package depending on `mdns-sd = "=VERSION"` is fetched with
+`cargo fetch` (into $CARGO_HOME), and vendor/mdns-sd is compared with the
+unpacked crate file by file. Each hunk of the diff (3 lines of context) must
+carry the marker `rlx patch` in its own lines, added or context, or be part
+of a file that is ours alone (a new file must carry the marker near its top).
+PATCHES.md, the list of the patches, is exempt.
+
+usage: .ci/fork.py [--pristine DIR]   (DIR: an unpacked mdns-sd crate, to skip
+the fetch). Exit 0 when every hunk is marked; 1 with each unmarked hunk
+printed; 2 when the pristine source cannot be had.
+"""
+import difflib
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+VENDOR = ROOT / "vendor" / "mdns-sd"
+MARKER = "rlx patch"
+# Files cargo adds when it unpacks or packages a crate, and ours that list
+# the patches: not code.
+IGNORED = {".cargo-ok", ".cargo_vcs_info.json", "Cargo.lock", "Cargo.toml.orig", "PATCHES.md"}
+IGNORED_DIRS = {".github", "target"}
+# How far from its top a new file must name the marker.
+NEW_FILE_HEAD = 40
+
+
+def version():
+    text = (VENDOR / "Cargo.toml").read_text()
+    m = re.search(r'^version\s*=\s*"([^"]+)"', text, re.M)
+    if not m:
+        sys.exit("fork.py: no version in vendor/mdns-sd/Cargo.toml")
+    return m.group(1)
+
+
+def fetch_pristine(ver):
+    """Unpacks mdns-sd VER from the registry as cargo does; its directory."""
+    home = pathlib.Path(os.environ.get("CARGO_HOME", pathlib.Path.home() / ".cargo"))
+    with tempfile.TemporaryDirectory() as d:
+        p = pathlib.Path(d)
+        (p / "src").mkdir()
+        (p / "src" / "lib.rs").write_text("")
+        (p / "Cargo.toml").write_text(
+            '[package]\nname = "pristine-mdns-sd"\nversion = "0.0.0"\nedition = "2021"\n\n'
+            f'[dependencies]\nmdns-sd = "={ver}"\n'
+        )
+        r = subprocess.run(["cargo", "fetch", "--manifest-path", str(p / "Cargo.toml")],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"fork.py: cargo fetch of mdns-sd {ver} failed:\n{r.stderr}", file=sys.stderr)
+            sys.exit(2)
+    found = sorted((home / "registry" / "src").glob(f"*/mdns-sd-{ver}"))
+    if not found:
+        print(f"fork.py: mdns-sd-{ver} not unpacked under {home}/registry/src", file=sys.stderr)
+        sys.exit(2)
+    return found[0]
+
+
+def files(base):
+    out = set()
+    for path in base.rglob("*"):
+        rel = path.relative_to(base)
+        if path.is_dir() or rel.name in IGNORED or rel.parts[0] in IGNORED_DIRS:
+            continue
+        out.add(rel)
+    return out
+
+
+def read(path):
+    return path.read_text(errors="replace").splitlines()
+
+
+def unmarked_hunks(rel, old, new):
+    """The hunks of old -> new whose lines never name the marker."""
+    bad = []
+    hunk = []
+    for line in difflib.unified_diff(old, new, f"pristine/{rel}", f"vendor/{rel}", n=3, lineterm=""):
+        if line.startswith("@@"):
+            if hunk and not any(MARKER in h for h in hunk[1:]):
+                bad.append(hunk)
+            hunk = [line]
+        elif hunk:
+            hunk.append(line)
+    if hunk and not any(MARKER in h for h in hunk[1:]):
+        bad.append(hunk)
+    return bad
+
+
+def main():
+    args = sys.argv[1:]
+    if args[:1] == ["--pristine"] and len(args) == 2:
+        pristine = pathlib.Path(args[1])
+    elif not args:
+        pristine = fetch_pristine(version())
+    else:
+        sys.exit(__doc__)
+    ours, theirs = files(VENDOR), files(pristine)
+    problems = []
+    for rel in sorted(ours - theirs):
+        head = read(VENDOR / rel)[:NEW_FILE_HEAD]
+        if not any(MARKER in line for line in head):
+            problems.append(f"vendor/mdns-sd/{rel}: a file of ours with no `{MARKER}` marker in its first {NEW_FILE_HEAD} lines")
+    for rel in sorted(theirs - ours):
+        problems.append(f"vendor/mdns-sd/{rel}: deleted from the pristine crate without a word (PATCHES.md must say why, and the check list it)")
+    hunks = 0
+    for rel in sorted(ours & theirs):
+        old, new = read(pristine / rel), read(VENDOR / rel)
+        if old == new:
+            continue
+        for h in unmarked_hunks(rel, old, new):
+            hunks += 1
+            shown = "\n".join(h[:12] + (["..."] if len(h) > 12 else []))
+            problems.append(f"vendor/mdns-sd/{rel}: a hunk with no `{MARKER}` marker:\n{shown}")
+    if problems:
+        print(f"fork.py: the vendored mdns-sd differs from the pristine {pristine.name} without a marker "
+              f"({len(problems)} place(s)); mark each change `// rlx patch: <what> (RFC section)` "
+              "and list it in vendor/mdns-sd/PATCHES.md:\n", file=sys.stderr)
+        for p in problems:
+            print(p + "\n", file=sys.stderr)
+        sys.exit(1)
+    print(f"fork.py: every change from {pristine.name} is a marked patch")
+
+
+if __name__ == "__main__":
+    main()
