@@ -88,6 +88,44 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
+/// The summary of one (scenario, case, tool, metric): what the report's
+/// tables and the plots look up.
+pub(crate) fn find<'a>(
+    s: &'a [Summary],
+    scenario: &str,
+    case: &str,
+    tool: &str,
+    metric: &str,
+) -> Option<&'a Summary> {
+    s.iter()
+        .find(|x| x.scenario == scenario && x.case == case && x.tool == tool && x.metric == metric)
+}
+
+#[cfg(test)]
+impl Sample {
+    /// A measured sample with nothing else set, for tests of what reads
+    /// samples.
+    pub(crate) fn measured(
+        (scenario, case, tool, metric): (&str, &str, &str, &str),
+        rep: u32,
+        value: Option<f64>,
+    ) -> Sample {
+        Sample {
+            scenario: scenario.into(),
+            case: case.into(),
+            tool: tool.into(),
+            metric: metric.into(),
+            rep,
+            value,
+            found: None,
+            expected: None,
+            computed: false,
+            load1: 0.0,
+            note: String::new(),
+        }
+    }
+}
+
 /// Median of `values`, where `None` sorts after every `Some` (an unfinished
 /// run is slower than all finished ones). `None` when the median itself is
 /// an unfinished run, or there are no values. For an even count the two

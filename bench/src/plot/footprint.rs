@@ -135,19 +135,7 @@ mod tests {
     use crate::results::{summarise, Sample};
 
     fn sample(case: &str, tool: &str, metric: &str, value: f64) -> Sample {
-        Sample {
-            scenario: "footprint".into(),
-            case: case.into(),
-            tool: tool.into(),
-            metric: metric.into(),
-            rep: 0,
-            value: Some(value),
-            found: None,
-            expected: None,
-            computed: false,
-            load1: 0.0,
-            note: String::new(),
-        }
+        Sample::measured(("footprint", case, tool, metric), 0, Some(value))
     }
 
     #[test]

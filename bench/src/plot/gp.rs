@@ -2,21 +2,11 @@
 //! summary row a plot looks up, and the line that says whose machine the
 //! times are from.
 
-use crate::results::{Results, Summary};
+use crate::results::Results;
 use anyhow::{ensure, Context, Result};
 use std::process::Command;
 
-/// The summary of one (scenario, case, tool, metric).
-pub(super) fn find<'a>(
-    s: &'a [Summary],
-    scenario: &str,
-    case: &str,
-    tool: &str,
-    metric: &str,
-) -> Option<&'a Summary> {
-    s.iter()
-        .find(|x| x.scenario == scenario && x.case == case && x.tool == tool && x.metric == metric)
-}
+pub(super) use crate::results::find;
 
 /// Runs gnuplot on `script`; its error output is the error.
 pub(super) fn gnuplot(script: &str) -> Result<()> {

@@ -177,19 +177,7 @@ mod tests {
     use super::*;
 
     fn sample(tool: &str, metric: &str, rep: u32, value: Option<f64>) -> Sample {
-        Sample {
-            scenario: "links".into(),
-            case: SHAPES[0].0.into(),
-            tool: tool.into(),
-            metric: metric.into(),
-            rep,
-            value,
-            found: None,
-            expected: None,
-            computed: false,
-            load1: 0.0,
-            note: String::new(),
-        }
+        Sample::measured(("links", SHAPES[0].0, tool, metric), rep, value)
     }
 
     #[test]

@@ -313,19 +313,7 @@ mod tests {
     use crate::results::summarise;
 
     fn sample(tool: &str, metric: &str, rep: u32, value: Option<f64>) -> Sample {
-        Sample {
-            scenario: "soak".into(),
-            case: "c".into(),
-            tool: tool.into(),
-            metric: metric.into(),
-            rep,
-            value,
-            found: None,
-            expected: None,
-            computed: false,
-            load1: 0.0,
-            note: String::new(),
-        }
+        Sample::measured(("soak", "c", tool, metric), rep, value)
     }
 
     #[test]

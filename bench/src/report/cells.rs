@@ -3,16 +3,7 @@
 
 use crate::results::Summary;
 
-pub(super) fn find<'a>(
-    s: &'a [Summary],
-    scenario: &str,
-    case: &str,
-    tool: &str,
-    metric: &str,
-) -> Option<&'a Summary> {
-    s.iter()
-        .find(|x| x.scenario == scenario && x.case == case && x.tool == tool && x.metric == metric)
-}
+pub(super) use crate::results::find;
 
 pub(super) fn fmt_ms(v: f64) -> String {
     if v >= 10_000.0 {

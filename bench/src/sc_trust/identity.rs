@@ -178,28 +178,23 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             );
             let n = r.micros.len() as u64;
             let want = Some(timed as u64);
-            ctx.record(
-                "trust",
-                case,
-                TOOL,
-                "median_us",
-                rep,
-                median(&r.micros),
-                Some(n),
-                want,
-                &note,
-            );
-            ctx.record(
-                "trust",
-                case,
-                TOOL,
-                "p95_us",
-                rep,
-                quantile(&r.micros, 0.95),
-                Some(n),
-                want,
-                &note,
-            );
+            let figures = [
+                ("median_us", median(&r.micros)),
+                ("p95_us", quantile(&r.micros, 0.95)),
+            ];
+            for (metric, value) in figures {
+                ctx.record(
+                    "trust",
+                    case,
+                    TOOL,
+                    metric,
+                    rep,
+                    value,
+                    Some(n),
+                    want,
+                    &note,
+                );
+            }
             ctx.record(
                 "trust",
                 case,
