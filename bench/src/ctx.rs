@@ -85,17 +85,11 @@ impl Ctx {
         note: impl Into<String>,
     ) {
         let s = Sample {
-            scenario: scenario.into(),
-            case: case.into(),
-            tool: tool.into(),
-            metric: metric.into(),
-            rep,
-            value,
             found,
             expected,
-            computed: false,
             load1: machine::load1(),
             note: note.into(),
+            ..Sample::measured((scenario, case, tool, metric), rep, value)
         };
         eprintln!(
             "  {scenario} | {case} | {tool} | {metric} #{rep}: {}{}{}",

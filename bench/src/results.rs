@@ -101,10 +101,9 @@ pub(crate) fn find<'a>(
         .find(|x| x.scenario == scenario && x.case == case && x.tool == tool && x.metric == metric)
 }
 
-#[cfg(test)]
 impl Sample {
-    /// A measured sample with nothing else set, for tests of what reads
-    /// samples.
+    /// A measured sample with nothing else set: what `Ctx::record` fills
+    /// in, and what tests of the readers of samples start from.
     pub(crate) fn measured(
         (scenario, case, tool, metric): (&str, &str, &str, &str),
         rep: u32,
@@ -271,18 +270,8 @@ mod tests {
 
     #[test]
     fn a_figure_of_ours_that_no_run_produced_is_named_and_a_peers_is_not() {
-        let s = |tool: &str, case: &str, value: Option<f64>| Sample {
-            scenario: "links".into(),
-            case: case.into(),
-            tool: tool.into(),
-            metric: "up_mbps".into(),
-            rep: 0,
-            value,
-            found: None,
-            expected: None,
-            computed: false,
-            load1: 0.0,
-            note: String::new(),
+        let s = |tool: &str, case: &str, value: Option<f64>| {
+            Sample::measured(("links", case, tool, "up_mbps"), 0, value)
         };
         let ours = "rlx-discover browse --links";
         assert_eq!(
