@@ -52,20 +52,32 @@ fn shape(lab: &Lab, i: usize, rate: &str, burst: &str) {
 }
 
 /// iperf3's receiver-side rate from host 0 to host `i` (`reverse`: from
-/// host `i` to host 0), Mbit/s.
+/// host `i` to host 0), Mbit/s. An iperf3 server listens anew after each
+/// test, so a client started in that gap is refused: it is started again.
 fn iperf3(lab: &Lab, i: usize, reverse: bool) -> f64 {
+    kit::eventually(
+        Duration::from_secs(10),
+        "iperf3's server listening again",
+        || iperf3_once(lab, i, reverse),
+    )
+}
+
+/// One iperf3 run: its rate, or what it printed instead.
+fn iperf3_once(lab: &Lab, i: usize, reverse: bool) -> Result<f64, String> {
     let ip = lab.host(i).ip.to_string();
     let mut cmd = lab.command(0, "iperf3");
     cmd.args(["-c", &ip, "-t", "2", "-J"]);
     if reverse {
         cmd.arg("-R");
     }
-    let out = kit::run_ok(&mut cmd);
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run iperf3: {e}"))?;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J prints JSON");
     v["end"]["sum_received"]["bits_per_second"]
         .as_f64()
-        .unwrap_or_else(|| panic!("no end.sum_received in {v}"))
-        / 1e6
+        .map(|b| b / 1e6)
+        .ok_or_else(|| format!("no end.sum_received in {v}"))
 }
 
 /// One `browse --links --json` from host 0: (up, down) Mbit/s by host.
