@@ -37,12 +37,12 @@ use crate::config::DiscoverSection;
 use crate::pipeline::NodeDefaults;
 use crate::sources::dns::DnsSdOptions;
 use crate::sources::mdns::{BrowseOptions, ContinuousBrowse, DialPolicy, MdnsError};
-use crate::watch::{DnsZone, Event, Watch, WatchError};
+use crate::watch::{DnsZone, Event, Streams, Watch, WatchError, WatchTuning, SUSPECT_TIMEOUT};
 use std::future::Future;
 use std::time::Instant;
 
 /// What an embedding may change of [`LiveWatch::start`]'s defaults.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WatchOptions {
     /// With a cluster key, also dial announced addresses off the browsed
@@ -50,12 +50,47 @@ pub struct WatchOptions {
     /// network between coordinator and agents). Off by default: see the
     /// module doc.
     pub dial_off_link: bool,
+    /// How long a member may stay `suspect` (its host answering, its agent
+    /// silent: loading a checkpoint, swapping, stopped) before it is
+    /// reported `left`: [`LiveWatch::SUSPECT_TIMEOUT`] (two minutes) by
+    /// default. A runtime that would rather re-plan sooner than wait for a
+    /// busy box sets a shorter one; a confirmed death (a refused port, a
+    /// reset stream, a vanished host) is `left` at once whatever this is.
+    pub suspect_timeout: std::time::Duration,
+    /// How many nodes the cluster has, usually its file's `[[node]]`
+    /// count: when more than half of the larger of this and the members
+    /// seen go dark together, `watch` reports one `partitioned` event and
+    /// holds them instead of a `left` for each. 0 (the default) counts the
+    /// members seen only.
+    pub cluster_size: usize,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        WatchOptions {
+            dial_off_link: false,
+            suspect_timeout: SUSPECT_TIMEOUT,
+            cluster_size: 0,
+        }
+    }
 }
 
 impl WatchOptions {
     /// The defaults with [`WatchOptions::dial_off_link`] set to `yes`.
     pub fn dial_off_link(mut self, yes: bool) -> Self {
         self.dial_off_link = yes;
+        self
+    }
+
+    /// These options with [`WatchOptions::suspect_timeout`] set.
+    pub fn suspect_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.suspect_timeout = timeout;
+        self
+    }
+
+    /// These options with [`WatchOptions::cluster_size`] set.
+    pub fn cluster_size(mut self, nodes: usize) -> Self {
+        self.cluster_size = nodes;
         self
     }
 }
@@ -78,7 +113,7 @@ pub enum StartError {
 
 /// A watch ready to run: its inputs built from `[discover]`.
 pub struct LiveWatch {
-    engine: Watch<Rules>,
+    engine: Watch<Rules, Streams>,
     browse: Option<ContinuousBrowse>,
     zone: Option<DnsZone>,
 }
@@ -91,6 +126,9 @@ impl LiveWatch {
 
     /// How often a DNS-SD zone is browsed again.
     pub const DNS_POLL_INTERVAL: std::time::Duration = crate::watch::DNS_POLL_INTERVAL;
+
+    /// The default suspicion timeout ([`WatchOptions::suspect_timeout`]).
+    pub const SUSPECT_TIMEOUT: std::time::Duration = SUSPECT_TIMEOUT;
 
     /// Builds the watch `d` asks for, starting its browse now (so call it
     /// inside a tokio runtime); events begin when [`LiveWatch::run`] does.
@@ -118,7 +156,15 @@ impl LiveWatch {
             None => None,
         };
         Ok(LiveWatch {
-            engine: Watch::new(rules, NodeDefaults::from(d), started.into()),
+            engine: Watch::new(
+                (rules.clone(), Streams { rules }),
+                NodeDefaults::from(d),
+                WatchTuning {
+                    suspect_timeout: opts.suspect_timeout,
+                    cluster_size: opts.cluster_size,
+                },
+                started.into(),
+            ),
             browse,
             zone,
         })

@@ -131,7 +131,7 @@ pub use sighting::{Evidence, PinClash, Pinning, Problem, Sighting, Source};
 
 // Watch.
 pub use follow::{LiveWatch, StartError, WatchOptions};
-pub use watch::{Event, Kind, WatchError};
+pub use watch::{Event, Kind, WatchError, PARTITION_INSTANCE};
 
 // Print.
 pub use escape::{escape_line, untrusted};

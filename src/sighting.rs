@@ -71,6 +71,14 @@ pub enum Evidence {
 }
 
 impl Evidence {
+    /// Whether the caps came from the machine's own answer to a handshake
+    /// (authenticated or not).
+    pub fn answered(self) -> bool {
+        matches!(self, Evidence::Handshake | Evidence::Authenticated)
+    }
+}
+
+impl Evidence {
     /// True when the caps were read from the machine just now (not a cache).
     pub fn is_fresh(self) -> bool {
         self >= Evidence::Handshake

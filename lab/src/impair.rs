@@ -11,7 +11,8 @@ use std::net::Ipv4Addr;
 impl Lab {
     /// Drop `pct` percent of the packets on host `i`'s link, each direction,
     /// at random (nftables `netdev` table on its `eth0`, ingress and egress).
-    /// `0` removes the loss. ARP is dropped too, as on a lossy real link.
+    /// `0` removes the loss; `100` cuts the link (everything dropped, the
+    /// interface still up). ARP is dropped too, as on a lossy real link.
     pub fn set_loss(&self, i: usize, pct: u8) -> Result<()> {
         if pct > 100 {
             return Err(LabError::Invalid(format!(
@@ -20,11 +21,18 @@ impl Lab {
         }
         let dev = &self.host(i).iface;
         let mut script = "table netdev rlx_loss\ndelete table netdev rlx_loss\n".to_string();
+        // `numgen ... < 100` is out of nft's range: all of it is a plain drop
+        // (a cut cable that the kernel still calls up).
+        let rule = if pct == 100 {
+            "drop".to_string()
+        } else {
+            format!("numgen random mod 100 < {pct} drop")
+        };
         if pct > 0 {
             script.push_str(&format!(
                 "table netdev rlx_loss {{\n\
-                 \tchain ingress {{ type filter hook ingress device \"{dev}\" priority 0; policy accept; numgen random mod 100 < {pct} drop; }}\n\
-                 \tchain egress {{ type filter hook egress device \"{dev}\" priority 0; policy accept; numgen random mod 100 < {pct} drop; }}\n\
+                 \tchain ingress {{ type filter hook ingress device \"{dev}\" priority 0; policy accept; {rule}; }}\n\
+                 \tchain egress {{ type filter hook egress device \"{dev}\" priority 0; policy accept; {rule}; }}\n\
                  }}\n"
             ));
         }

@@ -67,6 +67,8 @@
 //!   message type: RTT, upload, download; [`measure_link`]).
 //! - `measure_sense`: the limits measured figures must fall within to
 //!   count (a rate's shortest window, 1 Tbit/s, a round trip's bounds).
+//! - `follow`: the liveness stream on the same port (the hello with
+//!   `"follow":true`, then the agent's pulses; [`follow_in_cluster`]).
 //! - `clock`: the agent's clock offset, read off a reply's `"time_ms"`
 //!   ([`ClockOffset`]; `rlx-discover doctor` shows it).
 //! - `client`: the coordinator's side ([`query`], [`check_reply`]) and why a
@@ -77,6 +79,7 @@ mod answer;
 mod binding_tests;
 mod client;
 mod clock;
+pub mod follow;
 pub mod measure;
 mod measure_client;
 pub mod measure_sense;
@@ -96,10 +99,14 @@ pub use client::{
     RelayedPath,
 };
 pub use clock::ClockOffset;
+pub use follow::{
+    bye_line, follow_in_cluster, is_ping, ping_line, pulse_line, Follower, Heard, FOLLOWER_IDLE,
+    MAX_FOLLOWERS, MAX_FOLLOW_LINE, PING_INTERVAL, PULSE_INTERVAL,
+};
 pub use measure_client::{measure_link, rate_text, LinkMeasurement, MeasureError, DRAIN_GRACE};
 pub use messages::{
-    endpoint_text, hello_line, hello_line_for, parse_hello, reply_line, reply_line_signed,
-    reply_line_v1, reply_line_v1_signed, Binding, Hello, HelloError,
+    endpoint_text, follow_hello_line, hello_line, hello_line_for, parse_hello, reply_line,
+    reply_line_signed, reply_line_v1, reply_line_v1_signed, Binding, Hello, HelloError,
 };
 pub use proof::{node_message, node_sign, node_verify, prove, verify, verify_any, BoundTo, Nonce};
 pub use wire::{

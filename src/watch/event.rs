@@ -1,6 +1,10 @@
 //! **The events of `watch`** — what a member's stream is made of, and the
 //! grammar every stream obeys: per instance, `joined`, then (`updated` |
-//! `restarted` | `worker`)*, then `left`, and so on. [`Out`] is the one way events
+//! `restarted` | `worker` | `suspect` `up`?)*, then `left`, and so on: a
+//! `suspect` member is `up` again or `left`, never suspect twice, and `up`
+//! only follows a suspicion. `partitioned` names many members at once and
+//! makes each it names unreachable a suspect (an `up` or a `left` ends it).
+//! [`Out`] is the one way events
 //! leave the engine, and it holds that grammar as an invariant: an event
 //! that would break it is a bug of the engine, which panics in debug builds
 //! (every test) and is logged as an error and dropped in release builds, so
@@ -38,6 +42,18 @@ pub enum Kind {
     Worker,
     /// A member gone: goodbye, failed health check, or DNS registration gone.
     Left,
+    /// A member that stopped answering while its host still does (a stalled
+    /// or busy agent), or that went dark in a partition: not gone, and
+    /// possibly back at any moment (`up`), or `left` once its death is
+    /// confirmed or its suspicion times out (docs/membership.md).
+    Suspect,
+    /// A suspect member answering again.
+    Up,
+    /// More than half of the cluster went dark at once: one event naming
+    /// what the coordinator can and cannot reach (`reachable`,
+    /// `unreachable`) instead of a `left` for each; `instance` is
+    /// [`PARTITION_INSTANCE`].
+    Partitioned,
     /// A candidate refused (malformed, unreachable, untrusted), once per
     /// host and reason.
     Refused,
@@ -45,7 +61,7 @@ pub enum Kind {
 
 impl Kind {
     /// The word printed for it: `joined`, `updated`, `restarted`, `worker`,
-    /// `left`, `refused`.
+    /// `left`, `suspect`, `up`, `partitioned`, `refused`.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Joined => "joined",
@@ -53,6 +69,9 @@ impl Kind {
             Kind::Restarted => "restarted",
             Kind::Worker => "worker",
             Kind::Left => "left",
+            Kind::Suspect => "suspect",
+            Kind::Up => "up",
+            Kind::Partitioned => "partitioned",
             Kind::Refused => "refused",
         }
     }
@@ -74,7 +93,8 @@ pub struct Event {
     /// The schema version of the event JSON (docs/json.md): 1 until a
     /// field changes meaning.
     pub v: u32,
-    /// `joined`, `updated`, `restarted`, `worker`, `left` or `refused`.
+    /// `joined`, `updated`, `restarted`, `worker`, `left`, `suspect`,
+    /// `up`, `partitioned` or `refused`.
     pub event: Kind,
     /// Milliseconds since the watch started.
     pub at_ms: u64,
@@ -87,10 +107,22 @@ pub struct Event {
     /// `refused` and for agents that predate it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<String>,
-    /// Why (for `left`, `updated`, `restarted`, `worker` and `refused`).
+    /// Why (for `left`, `updated`, `restarted`, `worker`, `suspect`, `up`,
+    /// `partitioned` and `refused`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For `partitioned`: the members still reachable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reachable: Option<Vec<String>>,
+    /// For `partitioned`: the members that went dark, each now a suspect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<Vec<String>>,
 }
+
+/// The `instance` of a `partitioned` event, which is about the cluster,
+/// not one member. A member could carry the same name (an instance name is
+/// free text), so a reader tells the two apart by `event`, never by name.
+pub const PARTITION_INSTANCE: &str = "(partition)";
 
 /// Where events go, stamped with the time since the start, through the
 /// stream grammar (see the module doc).
@@ -100,6 +132,9 @@ pub(super) struct Out<E> {
     /// The instances reported joined and not yet left: as many as the
     /// engine's members, so bounded as they are.
     joined: BTreeSet<String>,
+    /// Of those, the ones suspect now (`suspect`, or unreachable in a
+    /// `partitioned`), until `up` or `left`.
+    suspect: BTreeSet<String>,
 }
 
 impl<E: FnMut(Event)> Out<E> {
@@ -108,7 +143,55 @@ impl<E: FnMut(Event)> Out<E> {
             started,
             emit,
             joined: BTreeSet::new(),
+            suspect: BTreeSet::new(),
         }
+    }
+
+    /// Reports a partition: the `unreachable` members (each joined, and a
+    /// suspect from now on, if not one already) and the `reachable` ones.
+    pub(super) fn partitioned(
+        &mut self,
+        reachable: Vec<String>,
+        unreachable: Vec<String>,
+        reason: String,
+    ) {
+        let strays: Vec<&String> = unreachable
+            .iter()
+            .filter(|u| !self.joined.contains(*u))
+            .collect();
+        if !strays.is_empty() {
+            self.broken(
+                Kind::Partitioned,
+                &format!("{strays:?}"),
+                "naming members that have not joined",
+            );
+            return;
+        }
+        self.suspect.extend(unreachable.iter().cloned());
+        let at_ms = self.started.elapsed().as_millis() as u64;
+        (self.emit)(Event {
+            v: SCHEMA_VERSION,
+            event: Kind::Partitioned,
+            at_ms,
+            instance: PARTITION_INSTANCE.to_string(),
+            node: None,
+            incarnation: None,
+            reason: Some(reason),
+            reachable: Some(reachable),
+            unreachable: Some(unreachable),
+        });
+    }
+
+    /// A bug of the engine: panics in debug builds, logged and dropped in
+    /// release builds (see the module doc).
+    fn broken(&self, event: Kind, instance: &str, what: &str) {
+        if cfg!(debug_assertions) {
+            panic!("watch stream grammar broken: `{event} {instance}` is {what}");
+        }
+        tracing::error!(
+            "watch bug: dropped `{event} {instance}`, {what} (please report it with the \
+             --json output around it)"
+        );
     }
 
     /// Emits one event, unless it would break the stream's grammar.
@@ -120,26 +203,41 @@ impl<E: FnMut(Event)> Out<E> {
         incarnation: Option<&str>,
         reason: Option<String>,
     ) {
+        let joined = self.joined.contains(instance);
         let fits = match event {
-            Kind::Joined => self.joined.insert(instance.to_string()),
-            Kind::Left => self.joined.remove(instance),
-            Kind::Updated | Kind::Restarted | Kind::Worker => self.joined.contains(instance),
+            Kind::Joined => !joined,
+            Kind::Left | Kind::Updated | Kind::Restarted | Kind::Worker => joined,
+            Kind::Suspect => joined && !self.suspect.contains(instance),
+            Kind::Up => self.suspect.contains(instance),
             Kind::Refused => true,
+            // Only through `partitioned`, which names its members.
+            Kind::Partitioned => false,
         };
         if !fits {
-            let what = if event == Kind::Joined {
-                "a second join without a left"
-            } else {
-                "an event of an instance that has not joined"
+            let what = match event {
+                Kind::Joined => "a second join without a left",
+                Kind::Suspect if joined => "a second suspicion without an up",
+                Kind::Up => "an up of an instance that is not suspect",
+                _ => "an event of an instance that has not joined",
             };
-            if cfg!(debug_assertions) {
-                panic!("watch stream grammar broken: `{event} {instance}` is {what}");
-            }
-            tracing::error!(
-                "watch bug: dropped `{event} {instance}`, {what} (please report it with the \
-                 --json output around it)"
-            );
+            self.broken(event, instance, what);
             return;
+        }
+        match event {
+            Kind::Joined => {
+                self.joined.insert(instance.to_string());
+            }
+            Kind::Left => {
+                self.joined.remove(instance);
+                self.suspect.remove(instance);
+            }
+            Kind::Suspect => {
+                self.suspect.insert(instance.to_string());
+            }
+            Kind::Up => {
+                self.suspect.remove(instance);
+            }
+            _ => {}
         }
         let at_ms = self.started.elapsed().as_millis() as u64;
         (self.emit)(Event {
@@ -150,6 +248,8 @@ impl<E: FnMut(Event)> Out<E> {
             node: node.cloned(),
             incarnation: incarnation.map(str::to_string),
             reason,
+            reachable: None,
+            unreachable: None,
         });
     }
 }

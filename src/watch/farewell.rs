@@ -27,6 +27,7 @@
 //!   checked within one spacing.
 
 use super::inputs::Check;
+use super::liveness::{Liveness, Reach};
 use super::node::{incarnation_of, one};
 use crate::sighting::{Discovery, Problem, Sighting};
 use std::time::Duration;
@@ -54,6 +55,15 @@ pub(crate) const GOODBYE_RECHECK: Duration = Duration::from_millis(250);
 /// of forged ones within the 2 s bound (it waits at most this long, and
 /// the check then fails at once).
 pub(crate) const GOODBYE_SPACING: Duration = Duration::from_secs(1);
+
+/// How the reason of a goodbye check that timed out begins: the engine
+/// dials such a member instead of taking the silence for a leave.
+pub(super) const NO_ANSWER: &str = "no answer within";
+
+/// How the reason of such a check ends when its host accepted connections
+/// meanwhile: a stalled agent, which is dialled again and made a suspect,
+/// never left on a goodbye that anyone could have sent.
+pub(super) const HOST_UP: &str = ", while its host accepts connections";
 
 /// One member's goodbye checks: the one waiting, the one under way, and
 /// when the last started.
@@ -147,8 +157,8 @@ impl GoodbyeCounts {
 /// [`GOODBYE_RECHECK`] apart, or another one answering once), or a problem
 /// with the reason it is gone (refused, or no answer within
 /// [`GOODBYE_DEADLINE`]).
-pub(super) async fn check_after_goodbye<C: Check>(
-    check: C,
+pub(super) async fn check_after_goodbye<C: Check, L: Liveness>(
+    (check, live): (C, L),
     s: Sighting,
     was: Option<String>,
 ) -> Discovery {
@@ -156,10 +166,23 @@ pub(super) async fn check_after_goodbye<C: Check>(
     let mut asked = 0;
     loop {
         asked += 1;
+        // Its port dialled beside the handshake, for the same time: if the
+        // handshake goes unanswered, whether the host accepted connections
+        // tells a stalled agent (suspect) from a vanished host (gone).
+        let dial = tokio::spawn({
+            let (live, s) = (live.clone(), s.clone());
+            async move { live.reach(s, GOODBYE_DEADLINE).await }
+        });
+        let _dial_guard = super::liveness::Abort(dial.abort_handle());
         let Ok(mut checked) =
             tokio::time::timeout(GOODBYE_DEADLINE, check.check(one(s.clone()))).await
         else {
-            let why = format!("no answer within {} ms", GOODBYE_DEADLINE.as_millis());
+            let up = matches!(dial.await, Ok(Reach::Accepted));
+            let why = format!(
+                "{NO_ANSWER} {} ms{}",
+                GOODBYE_DEADLINE.as_millis(),
+                if up { HOST_UP } else { "" }
+            );
             return Discovery {
                 problems: vec![Problem::stranger(s.source, label, why)],
                 ..Default::default()

@@ -35,6 +35,8 @@ pub(super) enum Job {
     },
     Confirm {
         label: String,
+        /// Its revisit, rescheduled when nobody answers.
+        revisit: Box<super::engine::Revisit>,
     },
 }
 

@@ -3,6 +3,7 @@
 
 use super::event::{Event, Kind, Out};
 use super::farewell::Farewell;
+use super::liveness::Abort;
 use super::node::material;
 use crate::pipeline::report::AddedNode;
 use crate::sighting::Sighting;
@@ -31,9 +32,91 @@ pub(super) struct Member {
     /// announcement: held until the member's own check tells whether the
     /// member is still there ([`Member::answers_as`]). Only the latest.
     pub(super) contender: Option<(Sighting, Option<String>)>,
+    /// Its liveness stream ([`super::liveness`]).
+    pub(super) live: Live,
+    /// Since when it is suspect (reported `suspect`, or unreachable in a
+    /// `partitioned`), and when it is dialled next.
+    pub(super) suspicion: Option<Suspicion>,
+    /// A dial of its port is under way.
+    pub(super) probing: bool,
+    /// When a dial found nothing answering at its address: the member is
+    /// dark, and vanished unless a partition holds it.
+    pub(super) dark: Option<Instant>,
+    /// Dark in a reported partition: held, not left, until it answers.
+    pub(super) held: bool,
+}
+
+/// A member's liveness stream.
+#[derive(Debug)]
+pub(super) enum Live {
+    /// Not followed now: a stream is opened at `retry`.
+    Off { retry: Instant },
+    /// Opening (`open` false) or open: `heard` is its last pulse (or the
+    /// opening), `id` tells its messages from a replaced stream's.
+    Following {
+        _task: Abort,
+        id: u64,
+        heard: Instant,
+        open: bool,
+    },
+    /// The agent predates the stream: handshakes only.
+    Unsupported,
+}
+
+/// A member's suspicion.
+#[derive(Debug, Clone)]
+pub(super) struct Suspicion {
+    pub(super) since: Instant,
+    pub(super) next_probe: Instant,
 }
 
 impl Member {
+    /// A new member: checked first at `next_check`, its stream opened at
+    /// once.
+    pub(super) fn new(
+        sighting: Sighting,
+        node: AddedNode,
+        (announced, incarnation): (Option<String>, Option<String>),
+        generation: u64,
+        next_check: Instant,
+    ) -> Member {
+        Member {
+            sighting,
+            node,
+            announced,
+            incarnation,
+            generation,
+            next_check: Some(next_check),
+            failed_once: false,
+            farewell: Default::default(),
+            contender: None,
+            live: Live::Off {
+                retry: Instant::now(),
+            },
+            suspicion: None,
+            probing: false,
+            dark: None,
+            held: false,
+        }
+    }
+
+    /// When its stream last told anything, if one is open: its pulses
+    /// vouch for it.
+    pub(super) fn heard(&self) -> Option<Instant> {
+        match &self.live {
+            Live::Following {
+                heard, open: true, ..
+            } => Some(*heard),
+            _ => None,
+        }
+    }
+
+    /// Whether its stream pulsed within `within` of `now`.
+    pub(super) fn pulsing(&self, now: Instant, within: std::time::Duration) -> bool {
+        self.heard()
+            .is_some_and(|h| now.saturating_duration_since(h) < within)
+    }
+
     /// Whether `s` is this member where it is: the same node id at the same
     /// address. Anything else under its name (a forged SRV/A/TXT pointing
     /// at another agent, a machine that took its name, or its own move to
@@ -41,6 +124,16 @@ impl Member {
     /// update of the member on its own.
     pub(super) fn is_here(&self, s: &Sighting) -> bool {
         self.sighting.addr == s.addr && self.answers_as(s)
+    }
+
+    /// Whether `s`, what a check of this member returned, is an answer of
+    /// its agent. Admission without a key passes a port that accepts TCP
+    /// but never answers the handshake on what it announced (a bare
+    /// listener keeps its TXT caps), and that is exactly what a stalled
+    /// agent looks like: for a member whose agent once answered its
+    /// handshake, only another handshake is an answer.
+    pub(super) fn answered_by(&self, s: &Sighting) -> bool {
+        s.evidence.answered() || !self.sighting.evidence.answered()
     }
 
     /// Whether the machine that answered `s` is this member's machine (the

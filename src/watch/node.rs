@@ -36,6 +36,18 @@ pub(super) fn one(s: Sighting) -> Discovery {
     }
 }
 
+/// Member sighting `s` as a claim to check: its evidence back to what was
+/// announced, so that what the check returns says whether the machine
+/// answered (admission without a key passes a port that accepts TCP but
+/// never answers on the evidence it was given: a stalled agent).
+pub(super) fn claim(s: &Sighting) -> Sighting {
+    let mut s = s.clone();
+    if s.evidence.answered() {
+        s.evidence = crate::sighting::Evidence::Txt;
+    }
+    s
+}
+
 /// The incarnation a sighting's caps carry.
 pub(super) fn incarnation_of(s: &Sighting) -> Option<String> {
     s.caps.as_ref().and_then(|c| c.incarnation.clone())

@@ -182,6 +182,19 @@ pub fn plan(
             || !exp.report.duplicates.is_empty()
             || !exp.report.moved.is_empty();
         let mut prune_refused = false;
+        // More than half of the file unseen at once (and at least two) is
+        // a minority view: a partition, or this machine's own link, far
+        // more often than half a cluster retired in one go. Pruning from it
+        // would shrink the file to the side this run could see.
+        // Counted over the nodes discovery found before (hand-written ones
+        // may be nothing it can see).
+        let found_before = file.iter().filter(|n| n.is_discovered()).count();
+        let unseen = file
+            .iter()
+            .filter(|n| n.is_discovered() && !seen(&n.addr))
+            .count();
+        let minority = saw_anything && unseen >= 2 && unseen * 2 > found_before;
+        let mut minority_refused = false;
         for n in file.iter().filter(|n| !seen(&n.addr)) {
             let host = NodeAddr::split(&n.addr).0;
             let failure = exp
@@ -217,6 +230,17 @@ pub fn plan(
                         )),
                     )
                 }
+                (Ok(_), _, true) if minority => {
+                    minority_refused = true;
+                    (
+                        Action::Kept,
+                        Some(format!(
+                            "{unseen} of the {found_before} nodes discovery wrote were not \
+                             seen, more than half: a partition, not a retirement, so nothing \
+                             was pruned"
+                        )),
+                    )
+                }
                 (Ok(_), _, true) if saw_anything => (Action::Removed, None),
                 (Ok(_), _, true) => {
                     prune_refused = true;
@@ -237,6 +261,15 @@ pub fn plan(
                 action,
                 kept_because,
             });
+        }
+        if minority_refused {
+            notes.push(format!(
+                "--prune removed nothing: {unseen} of the {found_before} nodes discovery wrote \
+                 were not seen this run, more than half of them, which is what a network \
+                 partition (or this machine's own link) looks like; a pruned file would keep \
+                 only the side this run could reach. Check the network, or remove the nodes \
+                 by hand if they are really gone"
+            ));
         }
         if prune_refused {
             notes.push(
@@ -429,10 +462,12 @@ mod tests {
         let pinned = p.missing.iter().find(|m| m.addr == "pinned:9100").unwrap();
         assert_eq!(pinned.action, Action::Kept);
         assert!(!p.has_vanished_nodes());
-        // Pruning everything discovered gives back the original bytes.
-        let p2 = run(&first.text, &["x"], &[], true);
+        // Pruning everything discovered gives back the original bytes
+        // (one node: two or more unseen at once would be a partition).
+        let one = run(BASE, &["a"], &[], false);
+        let p2 = run(&one.text, &["x"], &[], true);
         assert!(p2.text.starts_with(BASE));
-        assert_eq!(p2.removed, vec!["a:9100", "b:9100"]);
+        assert_eq!(p2.removed, vec!["a:9100"]);
     }
 
     /// Guards against a prune from forged replies: a stranger's forged reply
@@ -470,6 +505,24 @@ mod tests {
         assert!(p.removed.is_empty());
         assert!(!p.changes(&first.text));
         assert!(p.notes[0].contains("removed nothing"), "{:?}", p.notes);
+    }
+
+    /// Guards against a partition shrinking the file: three of five nodes
+    /// out of sight at once is a minority view, not three retirements.
+    #[test]
+    fn prune_does_nothing_when_more_than_half_of_the_file_was_not_seen() {
+        let first = run(BASE, &["a", "b", "c", "d", "e"], &[], false);
+        let p = run(&first.text, &["a", "b"], &[], true);
+        assert!(p.removed.is_empty(), "{:?}", p.removed);
+        assert!(!p.changes(&first.text));
+        assert!(
+            p.notes.iter().any(|n| n.contains("partition")),
+            "{:?}",
+            p.notes
+        );
+        // Two of five is no majority: those two are pruned.
+        let p = run(&first.text, &["a", "b", "c"], &[], true);
+        assert_eq!(p.removed.len(), 2, "{:?}", p.removed);
     }
 
     #[test]

@@ -8,9 +8,12 @@
 //! - `moves`: a changed address, a machine on two networks.
 //! - `watch_churn`: `watch` under random stops, crashes and restarts.
 //! - `embed`: `examples/runtime.rs` follows a join, a restart and a leave.
+//! - `liveness`: a stalled agent suspect then up, crashes and cut links
+//!   left in time, a paused coordinator accusing nobody, a partition.
 
 mod clones;
 mod embed;
 mod exit;
+mod liveness;
 mod moves;
 mod watch_churn;

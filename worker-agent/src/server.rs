@@ -31,6 +31,10 @@
 //! [`crate::measure::MAX_HOLD`] in all), one runs at a time, each source
 //! gets a few a minute, and the one running is not evicted.
 //!
+//! A hello with `"follow":true`, once answered, keeps its connection as a
+//! liveness stream ([`follow`]): pulses every 300 ms until the agent stops
+//! (then a `bye`), with their own bound of [`Limits::max_followers`].
+//!
 //! Shutdown is an argument ([`serve`] returns when the future completes), as
 //! in mini-redis: `main` passes the signal handler, tests pass a oneshot.
 
@@ -101,6 +105,12 @@ pub struct Limits {
     /// Who may measure links, how often, and for how long at most
     /// (`--measure`, `--measure-per-minute`).
     pub measure: crate::measure::Rules,
+    /// Most liveness streams held at once
+    /// ([`rlx_proto::handshake::MAX_FOLLOWERS`]).
+    pub max_followers: usize,
+    /// How long a liveness stream may bring nothing from its coordinator
+    /// ([`rlx_proto::handshake::FOLLOWER_IDLE`]).
+    pub follow_idle: Duration,
 }
 
 impl Default for Limits {
@@ -109,6 +119,8 @@ impl Default for Limits {
             max_connections: MAX_CONNECTIONS,
             timeout: CONNECTION_TIMEOUT,
             measure: crate::measure::Rules::default(),
+            max_followers: follow::DEFAULT_MAX,
+            follow_idle: follow::DEFAULT_IDLE,
         }
     }
 }
@@ -170,6 +182,9 @@ pub async fn serve_signed(
     let mut live: VecDeque<Live> = VecDeque::new();
     let mut backoff = Duration::from_millis(10);
     let gate = Arc::new(crate::measure::Gate::new(limits.measure));
+    // The liveness streams, and what tells them the agent stops.
+    let followers = follow::Followers::new(limits.max_followers);
+    let (stopping, stop) = watch::channel(false);
     // Every handshake tells whether the worker listens now (at most
     // `worker::MAX_AGE` old), not as of the last re-probe.
     let worker = caps
@@ -215,7 +230,7 @@ pub async fn serve_signed(
                 .iter()
                 .map(|&i| (live[i].ip, live[i].spoke.load(Ordering::Relaxed)))
                 .collect();
-            let Some(gone) = victim(&seen).and_then(|k| live.remove(open[k])) else {
+            let Some(gone) = evict::victim(&seen).and_then(|k| live.remove(open[k])) else {
                 break;
             };
             tracing::debug!(%peer, from = %gone.ip, "connection limit ({max}) reached: closing a connection of the busiest source");
@@ -235,6 +250,7 @@ pub async fn serve_signed(
             Arc::clone(&advertised),
             limits.timeout,
             (Arc::clone(&gate), Arc::clone(&held), Arc::clone(&spoke)),
+            (Arc::clone(&followers), stop.clone(), limits.follow_idle),
         ));
         live.push_back(Live {
             handle,
@@ -244,6 +260,12 @@ pub async fn serve_signed(
         });
     }
     tracing::debug!(in_flight = live.len(), "handshake server stopping");
+    // Each liveness stream says bye before the rest is aborted.
+    let _ = stopping.send(true);
+    let _ = tokio::time::timeout(Duration::from_millis(150), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
     tasks.shutdown().await;
 }
 
@@ -257,31 +279,17 @@ struct Live {
     held: Arc<AtomicBool>,
 }
 
-/// Which of the live connections (oldest first: each one's source address,
-/// and whether it has sent its first line) to close for a newcomer at the
-/// limit: among the source addresses holding the most connections, the
-/// oldest connection that has not spoken yet, else the oldest. A real
-/// coordinator holds one connection per agent and speaks at once, so it is
-/// never the one closed while any address holds two, and a flood from a few
-/// addresses costs only those addresses' own connections. `None` for none.
-fn victim(live: &[(IpAddr, bool)]) -> Option<usize> {
-    let mut counts: std::collections::HashMap<IpAddr, usize> = Default::default();
-    for (ip, _) in live {
-        *counts.entry(*ip).or_default() += 1;
-    }
-    let most = counts.values().copied().max()?;
-    let busiest = |i: &usize| counts[&live[*i].0] == most;
-    let mut candidates = (0..live.len()).filter(busiest);
-    let first = candidates.clone().next();
-    candidates.find(|&i| !live[i].1).or(first)
-}
-
 /// What an agent answers with: the cluster key it proves, and its own node
 /// key it signs with.
 type Credentials = (Option<Key>, Option<Arc<NodeKey>>);
 
+/// Where a liveness stream goes: the streams held, the agent's stop, the
+/// idle limit.
+type FollowWith = (Arc<follow::Followers>, watch::Receiver<bool>, Duration);
+
 /// One connection, bounded in time; its outcome goes to the debug log only,
 /// since a flood of hostile connections must not become a flood of log lines.
+#[allow(clippy::too_many_arguments)]
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
@@ -290,6 +298,7 @@ async fn connection(
     advertised: Arc<[SocketAddr]>,
     timeout: Duration,
     (gate, held, spoke): (Arc<crate::measure::Gate>, Arc<AtomicBool>, Arc<AtomicBool>),
+    (followers, stop, idle): FollowWith,
 ) {
     // What the proof binds: the endpoint this connection was accepted on
     // and the peer it came from, so that the proof is worth nothing to a
@@ -319,7 +328,13 @@ async fn connection(
         }
         Ok(Err(why)) => tracing::debug!(%peer, "handshake: {why}"),
         Ok(Ok(None)) => tracing::debug!(%peer, "handshake: answered"),
-        Ok(Ok(Some((conn, line)))) => {
+        Ok(Ok(Some(Handoff::Follow(conn)))) => {
+            // Out of the connection limit's reach: the streams have their own.
+            held.store(true, Ordering::Relaxed);
+            let why = follow::serve(conn, peer.ip(), followers, stop, idle).await;
+            tracing::debug!(%peer, "{why}");
+        }
+        Ok(Ok(Some(Handoff::Measure(conn, line)))) => {
             let on_hold = || held.store(true, Ordering::Relaxed);
             let served =
                 crate::measure::serve(conn, &line, key.as_ref(), &gate, &on, timeout, on_hold);
@@ -331,14 +346,19 @@ async fn connection(
     }
 }
 
-/// A measurement request, handed back with its connection to run outside
-/// the handshake's time bound.
-type MeasureRequest = (BufReader<TcpStream>, Vec<u8>);
+/// A connection handed back to run outside the handshake's time bound: a
+/// measurement request (with its first line), or a liveness stream whose
+/// follow hello was answered.
+enum Handoff {
+    Measure(BufReader<TcpStream>, Vec<u8>),
+    Follow(BufReader<TcpStream>),
+}
 
 /// Reads one hello line (at most [`MAX_HELLO_BYTES`]) and writes the reply,
 /// or an error line for a malformed hello. Longer input is dropped without a
 /// word: whoever sends it is not a coordinator. A measurement request is
-/// returned, unanswered, with its connection.
+/// returned, unanswered, with its connection; so is a follow hello, once
+/// answered.
 async fn exchange(
     stream: TcpStream,
     caps: &NodeCaps,
@@ -346,7 +366,7 @@ async fn exchange(
     node_key: Option<&NodeKey>,
     on: &handshake::Binding,
     spoke: &AtomicBool,
-) -> Result<Option<MeasureRequest>, String> {
+) -> Result<Option<Handoff>, String> {
     let _ = stream.set_nodelay(true);
     let mut conn = BufReader::with_capacity(512, stream);
     let mut line = Vec::new();
@@ -365,8 +385,9 @@ async fn exchange(
         ));
     }
     if handshake::measure::is_request(&line) {
-        return Ok(Some((conn, line)));
+        return Ok(Some(Handoff::Measure(conn, line)));
     }
+    let follow = handshake::parse_hello(&line).is_ok_and(|h| h.follow);
     let (out, refused) = match handshake::answer_signed(&line, caps, key, node_key, on) {
         Ok(reply) => (reply, None),
         Err(e) => (e.to_line(), Some(e)),
@@ -375,6 +396,9 @@ async fn exchange(
     wr.write_all(out.as_bytes())
         .await
         .map_err(|e| format!("write failed: {e}"))?;
+    if follow && refused.is_none() {
+        return Ok(Some(Handoff::Follow(conn)));
+    }
     let _ = wr.shutdown().await;
     match refused {
         Some(e) => Err(format!("refused hello: {e}")),
@@ -382,5 +406,7 @@ async fn exchange(
     }
 }
 
+mod evict;
+mod follow;
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 #[command(after_help = "Examples:\n  \
     rlx-discover watch                       # joined / updated / left, as lines\n  \
     rlx-discover watch --json                # one JSON object per event\n  \
+    rlx-discover watch --suspect-timeout-ms 30000   # re-plan a silent box sooner\n  \
     rlx-discover watch --config cluster.toml --interface eth1\n  \
     rlx-discover watch --domain rlx.example.org --dns-server 10.0.0.53\n")]
 pub struct WatchArgs {
@@ -30,6 +31,12 @@ pub struct WatchArgs {
     /// Stop after this many milliseconds (default: until interrupted).
     #[arg(long, value_name = "MS")]
     pub for_ms: Option<u64>,
+    /// How long a member may stay `suspect` (its host answers, its agent
+    /// does not: loading a checkpoint, swapping, stopped) before it is
+    /// reported `left`. A refused port, a reset liveness connection or a
+    /// vanished host is `left` at once whatever this is.
+    #[arg(long, value_name = "MS", default_value_t = LiveWatch::SUSPECT_TIMEOUT.as_millis() as u64)]
+    pub suspect_timeout_ms: u64,
 }
 
 mod roster;
@@ -68,6 +75,21 @@ fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
             .reason
             .as_ref()
             .map_or_else(String::new, |r| format!(" ({r})"));
+        // A partition names both sides (each name a stranger's choice).
+        let sides = match (&e.unreachable, &e.reachable) {
+            (Some(u), Some(r)) => {
+                let names = |v: &Vec<String>| {
+                    let v: Vec<String> = v.iter().map(|n| untrusted(n).to_string()).collect();
+                    if v.is_empty() {
+                        "none".to_string()
+                    } else {
+                        v.join(", ")
+                    }
+                };
+                format!(" unreachable: {}; reachable: {}", names(u), names(r))
+            }
+            _ => String::new(),
+        };
         let listed = match file {
             Some((name, Some(f))) => {
                 let state = if f.up { "up" } else { "down" };
@@ -78,7 +100,7 @@ fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
         };
         // The instance label is a stranger's choice: one escaped line.
         let line = format!(
-            "{:>8.3}s {:<9} {}{what}{why}{listed}",
+            "{:>8.3}s {:<9} {}{what}{sides}{why}{listed}",
             e.at_ms as f64 / 1000.0,
             e.event.as_str(),
             untrusted(&e.instance)
@@ -94,7 +116,22 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
     let rt = crate::cli::runtime::runtime()?;
     rt.block_on(async {
         let started = Instant::now();
-        let live = LiveWatch::start(&d, WatchOptions::default())?;
+        // The file's nodes, down until a member matches one.
+        let mut roster = match &a.lan.config {
+            Some(p) => Some((
+                p.file_name().map_or_else(
+                    || p.display().to_string(),
+                    |f| f.to_string_lossy().into_owned(),
+                ),
+                Roster::load(p)?,
+            )),
+            None => None,
+        };
+        // What "more than half of the cluster went dark" is a half of.
+        let opts = WatchOptions::default()
+            .suspect_timeout(Duration::from_millis(a.suspect_timeout_ms))
+            .cluster_size(roster.as_ref().map_or(0, |(_, r)| r.len()));
+        let live = LiveWatch::start(&d, opts)?;
         if !a.json {
             let mut on = Vec::new();
             let ifaces = live.interfaces();
@@ -108,10 +145,13 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
                 ));
             }
             eprintln!(
-                "watching {}: {} (health check of each member every {:.1} s at most; Ctrl-C to stop)",
+                "watching {}: {} (each member followed over a liveness connection, and its \
+                 handshake checked every {:.1} s at most; suspect members left after {:.1} s; \
+                 Ctrl-C to stop)",
                 rlx_proto::service::SERVICE,
                 on.join("; "),
-                LiveWatch::HEALTH_INTERVAL.as_secs_f64()
+                LiveWatch::HEALTH_INTERVAL.as_secs_f64(),
+                a.suspect_timeout_ms as f64 / 1000.0
             );
         }
         let stop_at = a.for_ms.map(|ms| started + Duration::from_millis(ms));
@@ -124,24 +164,20 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
             }
         };
         let json = a.json;
-        // The file's nodes, down until a member matches one.
-        let mut roster = match &a.lan.config {
-            Some(p) => Some((
-                p.file_name().map_or_else(
-                    || p.display().to_string(),
-                    |f| f.to_string_lossy().into_owned(),
-                ),
-                Roster::load(p)?,
-            )),
-            None => None,
-        };
         if let (Some((name, r)), false) = (&roster, json) {
             for (addr, line) in r.listed() {
-                eprintln!("{:>8.3}s {:<9} {} [{name} line {line}: not seen yet]", 0.0, "down", untrusted(addr));
+                eprintln!(
+                    "{:>8.3}s {:<9} {} [{name} line {line}: not seen yet]",
+                    0.0,
+                    "down",
+                    untrusted(addr)
+                );
             }
         }
         live.run(stop, |e| {
-            let file = roster.as_mut().map(|(name, r)| (name.as_str(), r.apply(&e)));
+            let file = roster
+                .as_mut()
+                .map(|(name, r)| (name.as_str(), r.apply(&e)));
             print(json, &e, file)
         })
         .await?;

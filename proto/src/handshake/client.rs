@@ -13,6 +13,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
@@ -258,6 +259,28 @@ pub async fn query_in_cluster(
     cluster: Option<&str>,
 ) -> Result<HandshakeReply, HandshakeError> {
     let deadline = Instant::now() + timeout;
+    let hello = |n: &Nonce| hello_line_for(n, cluster);
+    exchange(addr, (deadline, timeout), hello, keys, expect_id)
+        .await
+        .map(|(reply, _)| reply)
+}
+
+/// The connection a handshake was made on, after its reply: what was
+/// read past the reply line stays in the reader.
+pub(super) type Connection = (BufReader<OwnedReadHalf>, OwnedWriteHalf);
+
+/// One handshake on a new connection to `addr`, all of it before
+/// `deadline` (`timeout` is that deadline as the caller gave it, for the
+/// messages): the hello `hello` makes for a fresh nonce out, one bounded
+/// reply line in, checked with [`check_reply`]. Returns the connection
+/// too, for a caller that keeps it (the liveness stream, [`super::follow`]).
+pub(super) async fn exchange(
+    addr: SocketAddr,
+    (deadline, timeout): (Instant, Duration),
+    hello: impl FnOnce(&Nonce) -> String,
+    keys: Option<&KeyRing>,
+    expect_id: Option<&str>,
+) -> Result<(HandshakeReply, Connection), HandshakeError> {
     let nonce = Nonce::random().map_err(|why| HandshakeError::Local { addr, why })?;
     let not_rlx = |why: String| HandshakeError::NotRlx { addr, why };
 
@@ -291,7 +314,7 @@ pub async fn query_in_cluster(
     })?;
     let (rd, mut wr) = stream.into_split();
 
-    let hello = hello_line_for(&nonce, cluster);
+    let hello = hello(&nonce);
     let sent_ms = unix_ms_now();
     match timeout_at(deadline, wr.write_all(hello.as_bytes())).await {
         Err(_) => {
@@ -344,7 +367,7 @@ pub async fn query_in_cluster(
     reply.clock = reply
         .agent_time_ms
         .and_then(|t| ClockOffset::from_exchange(sent_ms, t, got_ms));
-    Ok(reply)
+    Ok((reply, (reader.into_inner(), wr)))
 }
 
 /// Checks one reply line against the nonce we sent, on the connection we

@@ -20,6 +20,11 @@ struct HelloWire {
     /// that predate it (and from scripts) are still answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cluster: Option<String>,
+    /// Asks the agent to keep the connection as a liveness stream after
+    /// its reply ([`super::follow`]). Left out when false, so a plain
+    /// hello is byte for byte what it always was; older agents ignore it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    follow: bool,
 }
 
 /// A parsed hello (agent side).
@@ -31,6 +36,8 @@ pub struct Hello {
     pub nonce: Nonce,
     /// The cluster the coordinator looks for, if it said.
     pub cluster: Option<String>,
+    /// The coordinator asks for a liveness stream after the reply.
+    pub follow: bool,
 }
 
 /// The coordinator's hello line, newline included.
@@ -40,11 +47,22 @@ pub fn hello_line(nonce: &Nonce) -> String {
 
 /// The hello line of a coordinator looking for `cluster` (none: any).
 pub fn hello_line_for(nonce: &Nonce, cluster: Option<&str>) -> String {
+    hello_wire(nonce, cluster, false)
+}
+
+/// The hello of a coordinator that asks to follow the agent: the same
+/// hello with `"follow":true` ([`super::follow`]).
+pub fn follow_hello_line(nonce: &Nonce, cluster: Option<&str>) -> String {
+    hello_wire(nonce, cluster, true)
+}
+
+fn hello_wire(nonce: &Nonce, cluster: Option<&str>, follow: bool) -> String {
     let msg = HelloWire {
         rlx: "hello".into(),
         v: VERSION,
         nonce: nonce.to_hex(),
         cluster: cluster.map(str::to_string),
+        follow,
     };
     // Strings and an integer always serialize.
     format!(
@@ -80,6 +98,7 @@ pub fn parse_hello(line: &[u8]) -> Result<Hello, HelloError> {
         v: msg.v,
         nonce,
         cluster: msg.cluster,
+        follow: msg.follow,
     })
 }
 

@@ -669,3 +669,5 @@ fn a_coordinator_without_the_incarnation_reads_and_proves_a_new_reply() {
         &msg.proof
     ));
 }
+
+mod follow;

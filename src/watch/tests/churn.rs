@@ -207,15 +207,21 @@ enum Act {
 }
 
 /// Checks one instance's events against the grammar: joined, then
-/// (updated | restarted | worker)*, then left, and so on.
+/// (updated | restarted | worker | suspect up?)*, then left, and so on.
 fn grammar_holds(instance: &str, events: &[Event], seed: u64) {
-    let mut member = false;
+    let (mut member, mut suspect) = (false, false);
     for e in events.iter().filter(|e| e.instance == instance) {
         let ok = match e.event {
             Kind::Joined => !std::mem::replace(&mut member, true),
-            Kind::Left => std::mem::replace(&mut member, false),
+            Kind::Left => {
+                suspect = false;
+                std::mem::replace(&mut member, false)
+            }
             Kind::Updated | Kind::Restarted | Kind::Worker => member,
+            Kind::Suspect => member && !std::mem::replace(&mut suspect, true),
+            Kind::Up => std::mem::replace(&mut suspect, false),
             Kind::Refused => true,
+            _ => false,
         };
         assert!(ok, "seed {seed}: {instance}: {:?} out of order", what(e));
     }

@@ -1,5 +1,6 @@
 //! Unit tests of the handshake server: limits, eviction, proofs, hostile clients.
 
+use super::evict::victim;
 use super::*;
 use rlx_proto::caps::DeviceInfo;
 use rlx_proto::handshake::{query, HandshakeError, Nonce};
@@ -492,3 +493,5 @@ async fn connect_many(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
     }
     v
 }
+
+mod follow;

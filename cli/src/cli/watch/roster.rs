@@ -55,6 +55,11 @@ impl Roster {
         Ok(Roster { nodes })
     }
 
+    /// How many nodes the file lists.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// The file's nodes as (addr, line), for the first lines of `watch`.
     pub fn listed(&self) -> impl Iterator<Item = (&str, usize)> {
         self.nodes.iter().map(|n| (n.addr.as_str(), n.line))

@@ -1,0 +1,252 @@
+//! **The liveness stream** — one long-lived connection from a coordinator
+//! to each agent it watches, so that a crashed agent is seen in a round
+//! trip and a silent one within about a second (docs/protocol.md, "The
+//! liveness stream"; docs/membership.md for what the coordinator makes of
+//! it).
+//!
+//! ```text
+//! coordinator -> agent   {"rlx":"hello","v":2,"nonce":"<64 hex>","follow":true}\n
+//! agent -> coordinator   {"rlx":"caps","v":2,...}\n            the handshake's reply, proof and all
+//! agent -> coordinator   {"rlx":"pulse","seq":0,"every_ms":300}\n   at once, then every 300 ms
+//! coordinator -> agent   {"rlx":"ping"}\n                       every 5 s
+//! agent -> coordinator   {"rlx":"bye"}\n                        when the agent stops
+//! ```
+//!
+//! The hello is the handshake's with `"follow":true`, so an agent that
+//! predates the stream ignores the field, answers and closes: the
+//! coordinator, seeing the connection end where a pulse should be, checks
+//! that agent by handshakes only. The reply is exactly the handshake's (its
+//! proof binds this connection), so the stream is as authenticated as a
+//! handshake: its later lines carry no MAC, and forging one takes an
+//! on-path attacker, who could drop the packets anyway.
+//!
+//! Why each side writes: the agent's pulses tell the coordinator that its
+//! process runs (a crash closes the socket at once: its kernel sends a FIN
+//! or a reset; a stalled process or a vanished host sends nothing); the
+//! coordinator's pings tell the agent that someone still reads, so a
+//! coordinator that vanished does not leave the agent queueing pulses into
+//! a dead connection for the quarter of an hour TCP takes to give up
+//! ([`FOLLOWER_IDLE`]).
+
+use super::client::{exchange, Connection, HandshakeError, HandshakeReply};
+use super::messages::follow_hello_line;
+use super::proof::Nonce;
+use crate::keys::KeyRing;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::{timeout, timeout_at, Instant};
+
+/// How often an agent pulses. Three pulses fit in the second after which a
+/// coordinator dials a silent member, so one pulse lost and retransmitted
+/// by TCP (its minimum RTO is 200 ms) never looks like silence; and at 200
+/// members the coordinator reads 667 small packets a second, about 30 KB/s.
+pub const PULSE_INTERVAL: Duration = Duration::from_millis(300);
+
+/// How often the coordinator pings each stream.
+pub const PING_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long an agent keeps a stream from which it has read nothing: four
+/// pings. A coordinator paused or starved for seconds keeps its streams; one
+/// that vanished frees its slot well before TCP would give up.
+pub const FOLLOWER_IDLE: Duration = Duration::from_secs(20);
+
+/// The longest line either side accepts on a stream: the lines are a few
+/// dozen bytes, and anything longer is garbage, dropped with the stream.
+pub const MAX_FOLLOW_LINE: usize = 256;
+
+/// Most streams an agent holds at once. A cluster has a handful of
+/// coordinators, each holding one; 16 idle streams cost nothing. At the
+/// limit a new one closes the oldest stream of the source address that
+/// holds the most, so a stranger opening streams from one address only
+/// ever closes its own.
+pub const MAX_FOLLOWERS: usize = 16;
+
+/// How long one write on a stream may take before the stream is given up:
+/// a peer that does not read is as good as gone.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The lines of a stream, each side's.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "rlx", rename_all = "lowercase")]
+enum Line {
+    Pulse { seq: u64, every_ms: u64 },
+    Bye,
+    Ping,
+}
+
+fn line(l: &Line) -> String {
+    // Tags and integers always serialize.
+    format!(
+        "{}\n",
+        serde_json::to_string(l).expect("a stream line serializes")
+    )
+}
+
+/// The agent's pulse number `seq`.
+pub fn pulse_line(seq: u64) -> String {
+    line(&Line::Pulse {
+        seq,
+        every_ms: PULSE_INTERVAL.as_millis() as u64,
+    })
+}
+
+/// The agent's last line on a stream, as it stops.
+pub fn bye_line() -> String {
+    line(&Line::Bye)
+}
+
+/// The coordinator's ping.
+pub fn ping_line() -> String {
+    line(&Line::Ping)
+}
+
+/// Whether a line from the coordinator is its ping (agent side): anything
+/// else is garbage.
+pub fn is_ping(l: &[u8]) -> bool {
+    matches!(serde_json::from_slice(l.trim_ascii_end()), Ok(Line::Ping))
+}
+
+/// What a stream told the coordinator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Heard {
+    /// A pulse: the agent's process runs.
+    Pulse {
+        /// Its number, from 0.
+        seq: u64,
+    },
+    /// The agent is stopping.
+    Bye,
+    /// The connection ended cleanly (a FIN: the agent's process exited or
+    /// closed it).
+    Closed,
+    /// The connection failed, and how (a reset, a write that timed out).
+    Reset(String),
+    /// A line that is no pulse nor bye, or longer than [`MAX_FOLLOW_LINE`].
+    Garbage(String),
+}
+
+/// The coordinator's end of a stream: reads the agent's lines and pings it
+/// meanwhile.
+#[derive(Debug)]
+pub struct Follower {
+    conn: Connection,
+    pub(super) buf: Vec<u8>,
+    every: Duration,
+    ping_every: Duration,
+    next_ping: Instant,
+}
+
+impl Follower {
+    fn new(conn: Connection, ping_every: Duration) -> Self {
+        Follower {
+            conn,
+            buf: Vec::with_capacity(MAX_FOLLOW_LINE),
+            every: PULSE_INTERVAL,
+            ping_every,
+            next_ping: Instant::now() + ping_every,
+        }
+    }
+
+    /// How often the agent said it pulses (`every_ms` of its last pulse,
+    /// within 50 ms..=10 s).
+    pub fn every(&self) -> Duration {
+        self.every
+    }
+
+    /// The agent's next line, writing the ping every [`PING_INTERVAL`] while
+    /// it waits. Cancel-safe: bytes read stay in the follower's buffer.
+    pub async fn next(&mut self) -> Heard {
+        loop {
+            if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+                let l: Vec<u8> = self.buf.drain(..=end).collect();
+                return self.judge(&l);
+            }
+            if self.buf.len() > MAX_FOLLOW_LINE {
+                return Heard::Garbage(format!("a line longer than {MAX_FOLLOW_LINE} bytes"));
+            }
+            let want = MAX_FOLLOW_LINE + 1 - self.buf.len();
+            let mut limited = (&mut self.conn.0).take(want as u64);
+            let ping_due = tokio::select! {
+                biased;
+                r = limited.read_buf(&mut self.buf) => match r {
+                    Ok(0) => return Heard::Closed,
+                    Ok(_) => false,
+                    Err(e) => return Heard::Reset(e.to_string()),
+                },
+                () = tokio::time::sleep_until(self.next_ping) => true,
+            };
+            if ping_due {
+                self.next_ping += self.ping_every;
+                let ping = ping_line();
+                match timeout(WRITE_TIMEOUT, self.conn.1.write_all(ping.as_bytes())).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Heard::Reset(e.to_string()),
+                    Err(_) => {
+                        return Heard::Reset(format!(
+                            "a ping not taken within {} ms",
+                            WRITE_TIMEOUT.as_millis()
+                        ))
+                    }
+                }
+            }
+        }
+    }
+
+    fn judge(&mut self, l: &[u8]) -> Heard {
+        match serde_json::from_slice::<Line>(l.trim_ascii_end()) {
+            Ok(Line::Pulse { seq, every_ms }) => {
+                self.every = Duration::from_millis(every_ms.clamp(50, 10_000));
+                Heard::Pulse { seq }
+            }
+            Ok(Line::Bye) => Heard::Bye,
+            Ok(Line::Ping) => Heard::Garbage("a ping from the agent".into()),
+            Err(e) => Heard::Garbage(format!("not a pulse or a bye: {e}")),
+        }
+    }
+}
+
+/// Opens a liveness stream to the agent at `addr`: the handshake of
+/// [`super::query_in_cluster`] (the same checks of the reply, under the
+/// same `timeout`) with `"follow":true`, then the agent's first line.
+/// `None` beside the reply when the agent does not pulse: it closed after
+/// its reply (it predates the stream), or sent something else, or nothing
+/// within what is left of `timeout` (at least 500 ms); the caller then
+/// checks it by handshakes only.
+pub async fn follow_in_cluster(
+    addr: SocketAddr,
+    timeout: Duration,
+    keys: Option<&KeyRing>,
+    expect_id: Option<&str>,
+    cluster: Option<&str>,
+) -> Result<(HandshakeReply, Option<Follower>), HandshakeError> {
+    follow_pinging(addr, timeout, (keys, expect_id, cluster), PING_INTERVAL).await
+}
+
+/// [`follow_in_cluster`] with the ping interval given (tests shorten it).
+pub(crate) async fn follow_pinging(
+    addr: SocketAddr,
+    timeout: Duration,
+    (keys, expect_id, cluster): (Option<&KeyRing>, Option<&str>, Option<&str>),
+    ping_every: Duration,
+) -> Result<(HandshakeReply, Option<Follower>), HandshakeError> {
+    let deadline = Instant::now() + timeout;
+    let hello = |n: &Nonce| follow_hello_line(n, cluster);
+    let (reply, conn) = exchange(addr, (deadline, timeout), hello, keys, expect_id).await?;
+    let mut f = Follower::new(conn, ping_every);
+    let first = deadline.max(Instant::now() + Duration::from_millis(500));
+    match timeout_at(first, f.next()).await {
+        Ok(Heard::Pulse { .. }) => Ok((reply, Some(f))),
+        Ok(Heard::Closed) => Ok((reply, None)),
+        Ok(other) => {
+            tracing::debug!(%addr, "answered a follow hello, then {other:?}: no liveness stream");
+            Ok((reply, None))
+        }
+        Err(_) => {
+            tracing::debug!(%addr, "answered a follow hello, then no pulse in time: no liveness stream");
+            Ok((reply, None))
+        }
+    }
+}

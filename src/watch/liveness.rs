@@ -1,0 +1,304 @@
+//! **How `watch` knows a member is alive between its checks** — one
+//! long-lived connection to each member's agent (the liveness stream of
+//! docs/protocol.md: a follow hello, then a pulse every
+//! [`rlx_proto::handshake::PULSE_INTERVAL`]), and a dial that tells a stalled agent from a
+//! vanished host.
+//!
+//! Why a stream and not faster health checks: a crashed agent's kernel
+//! closes its end of the stream at once (a FIN, or a reset), so the engine
+//! hears of the crash in about a round trip, where a check every 3 s would
+//! wait for its next turn; and silence on a stream that pulses every 300
+//! ms is noticed within [`SILENT_AFTER`], for one small packet per pulse
+//! instead of a whole handshake.
+//!
+//! Silence alone is not a death. A box loading a 100 GB checkpoint, or
+//! SIGSTOPped, or swapping, sends no pulse either, but its kernel still
+//! completes a TCP connection to its agent's port (the connection waits in
+//! the listen backlog). So a silent member is dialled ([`Liveness::reach`]):
+//!
+//! - **accepted**: its host is up and its agent silent: `suspect`, never
+//!   `left` until its suspicion times out (the runtime's choice,
+//!   [`crate::follow::WatchOptions::suspect_timeout`]);
+//! - **refused**: its host is up and nothing listens: the agent is gone,
+//!   `left` (a confirmed death);
+//! - **silent**: nothing answers within [`REACH_WINDOW`] (power off, link
+//!   down, or a partition): the host vanished, `left` unless more than half
+//!   of the cluster went dark with it ([`super::suspicion`]).
+//!
+//! A stream's end (EOF or a reset) is dialled at once the same way: a
+//! refusal then is the crash, seen within milliseconds.
+
+use crate::admit::Rules;
+use crate::sighting::Sighting;
+use rlx_proto::handshake::HandshakeError;
+use rlx_proto::handshake::{follow_in_cluster, Heard};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// How long a followed member may send nothing before it is dialled:
+/// three pulses and a bit. A pulse lost on a lossy link is retransmitted by
+/// TCP within its 200 ms minimum RTO, so one loss delays a pulse, and three
+/// in a row are needed to look silent; the dial then settles it, so a false
+/// alarm costs one connection, never a `left`.
+pub(crate) const SILENT_AFTER: Duration = Duration::from_millis(1000);
+
+/// How long a dial of a silent member's port waits for any answer. Its
+/// attempts start [`REACH_STAGGER`] apart (six SYNs: at 10% loss each way
+/// all six fail about once in 20,000 dials), and a vanished host is
+/// declared one window after its silence: [`SILENT_AFTER`] + this +
+/// [`super::suspicion::PARTITION_HOLD`] + the pulse phase stays under the
+/// 2.5 s the runtime is promised.
+pub(crate) const REACH_WINDOW: Duration = Duration::from_millis(900);
+
+/// Delay between the dial's connection attempts (see [`REACH_WINDOW`]).
+pub(crate) const REACH_STAGGER: Duration = Duration::from_millis(150);
+
+/// How long after a stream could not be opened (or was dropped as not the
+/// member's) it is tried again. Health checks cover the member meanwhile.
+pub(crate) const FOLLOW_RETRY: Duration = Duration::from_secs(5);
+
+/// What a dial of a member's agent port found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// A TCP connection completed: the host is up.
+    Accepted,
+    /// The connection was refused: the host is up, its agent is not.
+    Refused,
+    /// Nothing answered within the window.
+    Silent,
+}
+
+/// What a member's stream told, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Told {
+    /// The stream is open: the machine that answered its follow hello (its
+    /// node id, incarnation and, when its signature verified, node key).
+    Opened {
+        id: Option<String>,
+        incarnation: Option<String>,
+        node_key: Option<String>,
+    },
+    /// A pulse.
+    Pulse,
+    /// The agent said goodbye on the stream: it is stopping.
+    Bye,
+    /// The stream ended (EOF, a reset, or garbage), with why.
+    Ended { why: String },
+    /// The agent answered the follow hello and closed: an agent that
+    /// predates the stream, checked by handshakes only.
+    Unsupported,
+    /// The stream could not be opened, and why; `refused` when the port
+    /// refused the connection.
+    Failed { why: String, refused: bool },
+}
+
+/// One thing a stream told, with whose stream it was.
+#[derive(Debug)]
+pub(crate) struct Tagged {
+    pub(crate) label: String,
+    /// The membership the stream was opened for: one of an earlier
+    /// membership of the label says nothing of this one.
+    pub(crate) generation: u64,
+    /// Which stream of the membership (a stream replaced since says
+    /// nothing either).
+    pub(crate) stream: u64,
+    pub(crate) told: Told,
+}
+
+/// Where one member's stream sends what it hears.
+#[derive(Debug, Clone)]
+pub(crate) struct MemberPulses {
+    pub(crate) label: String,
+    pub(crate) generation: u64,
+    pub(crate) stream: u64,
+    pub(crate) tx: mpsc::UnboundedSender<Tagged>,
+}
+
+impl MemberPulses {
+    /// Passes `told` on; false once the engine stopped listening.
+    pub(crate) fn tell(&self, told: Told) -> bool {
+        let t = Tagged {
+            label: self.label.clone(),
+            generation: self.generation,
+            stream: self.stream,
+            told,
+        };
+        self.tx.send(t).is_ok()
+    }
+}
+
+/// How members' liveness is followed and dialled: [`Streams`] in
+/// production, a fake in tests.
+pub(crate) trait Liveness: Clone + Send + Sync + 'static {
+    /// Opens member `s`'s stream and passes on what it tells until it ends
+    /// (its last word is [`Told::Ended`], [`Told::Bye`],
+    /// [`Told::Unsupported`] or [`Told::Failed`]). Dropped (aborted) when
+    /// the engine no longer wants it.
+    fn follow(&self, s: Sighting, to: MemberPulses) -> impl Future<Output = ()> + Send;
+
+    /// Dials `s`'s agent port for up to `window`.
+    fn reach(&self, s: Sighting, window: Duration) -> impl Future<Output = Reach> + Send;
+}
+
+/// The production liveness: streams opened and dialled under the watch's
+/// admission [`Rules`] (the key the follow hello's reply must prove, the
+/// cluster, the handshake timeout).
+#[derive(Debug, Clone)]
+pub(crate) struct Streams {
+    pub(crate) rules: Rules,
+}
+
+impl Liveness for Streams {
+    async fn follow(&self, s: Sighting, to: MemberPulses) {
+        let Some(addr) = s.agent_endpoint() else {
+            let why = "no agent endpoint to follow".to_string();
+            to.tell(Told::Failed {
+                why,
+                refused: false,
+            });
+            return;
+        };
+        let opened = follow_in_cluster(
+            addr,
+            self.rules.timeout,
+            self.rules.keys.as_ref(),
+            s.id(),
+            self.rules.cluster.as_deref(),
+        )
+        .await;
+        let (reply, follower) = match opened {
+            Ok(x) => x,
+            Err(e) => {
+                let refused = matches!(
+                    &e,
+                    HandshakeError::Unreachable {
+                        why: rlx_proto::handshake::ConnectFailure::Refused,
+                        ..
+                    }
+                );
+                to.tell(Told::Failed {
+                    why: e.to_string(),
+                    refused,
+                });
+                return;
+            }
+        };
+        let node_key = reply
+            .node_key
+            .is_some()
+            .then(|| reply.caps.node_key.clone())
+            .flatten();
+        let opened = Told::Opened {
+            id: Some(reply.caps.id.clone()).filter(|i| !i.is_empty()),
+            incarnation: reply.caps.incarnation.clone(),
+            node_key,
+        };
+        if !to.tell(opened) {
+            return;
+        }
+        let Some(mut follower) = follower else {
+            to.tell(Told::Unsupported);
+            return;
+        };
+        loop {
+            let told = match follower.next().await {
+                Heard::Pulse { .. } => Told::Pulse,
+                Heard::Bye => Told::Bye,
+                Heard::Closed => Told::Ended {
+                    why: "its liveness connection closed".into(),
+                },
+                Heard::Reset(why) => Told::Ended {
+                    why: format!("its liveness connection failed ({why})"),
+                },
+                Heard::Garbage(why) => Told::Ended {
+                    why: format!("its liveness connection sent garbage ({why}); dropped"),
+                },
+                #[allow(unreachable_patterns)]
+                _ => continue,
+            };
+            let last = !matches!(told, Told::Pulse);
+            if !to.tell(told) || last {
+                return;
+            }
+        }
+    }
+
+    async fn reach(&self, s: Sighting, window: Duration) -> Reach {
+        match s.agent_endpoint() {
+            Some(addr) => dial(addr, window).await,
+            None => Reach::Silent,
+        }
+    }
+}
+
+/// Dials `addr` with connection attempts [`REACH_STAGGER`] apart until one
+/// settles it or `window` runs out. A refusal settles it (a reset is the
+/// kernel's own answer: nothing listens); an unreachable network or host
+/// does not (a router's ICMP, or a neighbour entry gone stale, can be
+/// transient), so the other attempts go on.
+async fn dial(addr: SocketAddr, window: Duration) -> Reach {
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let deadline = Instant::now() + window;
+    let attempts = (window.as_millis() / REACH_STAGGER.as_millis().max(1)).max(1) as u32;
+    let mut running = FuturesUnordered::new();
+    for k in 0..attempts {
+        running.push(async move {
+            tokio::time::sleep(REACH_STAGGER * k).await;
+            tokio::net::TcpStream::connect(addr).await
+        });
+    }
+    let settled = async {
+        while let Some(r) = running.next().await {
+            match r {
+                Ok(_) => return Reach::Accepted,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    return Reach::Refused
+                }
+                Err(_) => {}
+            }
+        }
+        // Every attempt failed before the window ended: wait it out, so a
+        // silent member is judged on the same clock however it failed.
+        tokio::time::sleep_until(deadline).await;
+        Reach::Silent
+    };
+    tokio::time::timeout_at(deadline, settled)
+        .await
+        .unwrap_or(Reach::Silent)
+}
+
+/// Why a member is dialled, for the reason its event gives.
+pub(super) fn dial_cause(why: ProbeFor, silent_for: Duration) -> String {
+    match why {
+        ProbeFor::Silence => format!("no pulse for {} ms", silent_for.as_millis()),
+        ProbeFor::Ended => "its liveness connection ended".to_string(),
+        ProbeFor::Check => "its handshake went unanswered".to_string(),
+        ProbeFor::Suspect => format!("silent for {} ms", silent_for.as_millis()),
+    }
+}
+
+/// A task aborted when dropped: a member's stream ends with its member.
+#[derive(Debug)]
+pub(crate) struct Abort(pub(crate) tokio::task::AbortHandle);
+
+impl Drop for Abort {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Why a member's port is dialled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProbeFor {
+    /// Its stream went silent.
+    Silence,
+    /// Its stream ended (EOF or reset): the crash test.
+    Ended,
+    /// A health or goodbye check went unanswered.
+    Check,
+    /// It is suspect or dark: is it back?
+    Suspect,
+}

@@ -1,0 +1,368 @@
+//! Liveness streams, suspicion, partitions and the engine's own health, on
+//! the fake machines in paused time.
+
+use super::*;
+use crate::watch::liveness::{REACH_WINDOW, SILENT_AFTER};
+use crate::watch::suspicion::{PARTITION_HOLD, SUSPECT_PROBE};
+
+/// A mDNS sighting of machine `i` (`m<i>` at 10.0.1.`i`).
+fn machine(i: usize) -> Sighting {
+    let host = format!("m{i}");
+    seen(
+        Source::Mdns,
+        &host,
+        &format!("10.0.1.{i}"),
+        caps(&host, 8, 24 << 30),
+    )
+}
+
+/// A watch of `n` machines, each holding a stream, all joined and opened.
+async fn cluster(n: usize, tuning: WatchTuning) -> Running {
+    let mut w = Running::tuned(false, tuning);
+    for i in 0..n {
+        w.streaming(&format!("m{i}"));
+    }
+    w.announce((0..n).map(machine).collect(), vec![]);
+    for _ in 0..n {
+        assert_eq!(w.next().await.event, Kind::Joined);
+    }
+    // The streams open and pulse.
+    assert_eq!(w.during(Duration::from_secs(2)).await, vec![]);
+    w
+}
+
+fn at(w: &Running) -> u64 {
+    ms(Instant::now() - w.t0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_member_whose_agent_crashes_is_left_within_milliseconds() {
+    let mut w = cluster(1, WatchTuning::default()).await;
+    let t = at(&w);
+    w.kill("m0", Death::Reset);
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Left, "{e:?}");
+    assert!(
+        e.at_ms - t <= 20,
+        "the stream's end is heard at once: {} ms",
+        e.at_ms - t
+    );
+    assert_eq!(
+        e.reason.as_deref(),
+        Some("its liveness connection ended, and its port refuses connections: its agent is gone")
+    );
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_goodbye_on_the_stream_is_left_at_once() {
+    let mut w = cluster(1, WatchTuning::default()).await;
+    let t = at(&w);
+    w.stop_agent("m0");
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Left);
+    assert!(e.at_ms - t <= 20, "{} ms", e.at_ms - t);
+    assert!(e
+        .reason
+        .unwrap()
+        .starts_with("goodbye on its liveness connection"));
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_member_is_suspect_within_1_5_s_up_within_half_a_second_of_resuming_and_never_left(
+) {
+    let mut w = cluster(2, WatchTuning::default()).await;
+    let t = at(&w);
+    w.kill("m0", Death::Stalled);
+    let e = w.next().await;
+    assert_eq!(
+        (e.event, e.instance.as_str()),
+        (Kind::Suspect, "m0"),
+        "{e:?}"
+    );
+    assert!(e.at_ms - t <= 1500, "suspect after {} ms", e.at_ms - t);
+    assert!(
+        e.reason
+            .as_deref()
+            .unwrap()
+            .contains("while its host accepts connections"),
+        "{e:?}"
+    );
+    // Twenty seconds stopped, as a box loading a checkpoint: its health
+    // checks go unanswered, its dials are accepted: no left.
+    assert_eq!(w.during(Duration::from_secs(20)).await, vec![]);
+    let resumed = at(&w);
+    w.revive("m0");
+    let e = w.next().await;
+    assert_eq!((e.event, e.instance.as_str()), (Kind::Up, "m0"), "{e:?}");
+    assert!(
+        e.at_ms - resumed <= 500,
+        "up {} ms after resuming",
+        e.at_ms - resumed
+    );
+    assert_eq!(w.during(Duration::from_secs(10)).await, vec![]);
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_suspect_past_the_suspicion_timeout_is_left() {
+    let tuning = WatchTuning {
+        suspect_timeout: Duration::from_secs(10),
+        ..Default::default()
+    };
+    let mut w = cluster(1, tuning).await;
+    w.kill("m0", Death::Stalled);
+    let s = w.next().await;
+    assert_eq!(s.event, Kind::Suspect);
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Left);
+    let after = e.at_ms - s.at_ms;
+    assert!(
+        (10_000..=10_100).contains(&after),
+        "left {after} ms after the suspicion"
+    );
+    assert!(e.reason.unwrap().contains("the suspicion timeout"));
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_member_whose_host_vanished_is_left_within_2_5_s() {
+    let mut w = cluster(3, WatchTuning::default()).await;
+    let t = at(&w);
+    w.kill("m1", Death::Vanished);
+    let e = w.next().await;
+    assert_eq!((e.event, e.instance.as_str()), (Kind::Left, "m1"), "{e:?}");
+    let took = e.at_ms - t;
+    assert!(
+        took <= ms(SILENT_AFTER + REACH_WINDOW + PARTITION_HOLD) + 150 && took <= 2500,
+        "vanished host left after {took} ms"
+    );
+    assert!(e.reason.unwrap().starts_with("vanished: no pulse for"));
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_handshakes_go_unanswered_while_it_pulses_stays_up() {
+    let mut w = cluster(1, WatchTuning::default()).await;
+    w.unanswered("m0");
+    assert_eq!(w.during(Duration::from_secs(30)).await, vec![]);
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forged_goodbye_for_a_stalled_member_makes_it_suspect_not_left() {
+    let mut w = cluster(1, WatchTuning::default()).await;
+    w.kill("m0", Death::Stalled);
+    w.goodbye("m0");
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Suspect, "{e:?}");
+    assert_eq!(w.during(Duration::from_secs(15)).await, vec![]);
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_that_vanished_joins_again_when_it_comes_back() {
+    let mut w = cluster(1, WatchTuning::default()).await;
+    w.kill("m0", Death::Vanished);
+    assert_eq!(w.next().await.event, Kind::Left);
+    // Its link is down for 20 s; its cached records are no news.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let back = at(&w);
+    w.revive("m0");
+    let e = w.next().await;
+    assert_eq!(
+        (e.event, e.instance.as_str()),
+        (Kind::Joined, "m0"),
+        "{e:?}"
+    );
+    assert!(
+        e.at_ms - back <= ms(REVISIT_CAP + whole_round()),
+        "joined {} ms after its link came back",
+        e.at_ms - back
+    );
+    w.stop().await.unwrap();
+}
+
+/// Every instance named as unreachable by the partition events in `got`.
+fn unreachable(got: &[Event]) -> Vec<String> {
+    got.iter()
+        .filter(|e| e.event == Kind::Partitioned)
+        .flat_map(|e| e.unreachable.clone().unwrap())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partition_of_three_of_five_is_one_partitioned_event_and_heals_without_a_join() {
+    let tuning = WatchTuning {
+        cluster_size: 5,
+        ..Default::default()
+    };
+    let mut w = cluster(5, tuning).await;
+    let cut = ["m0", "m2", "m4"];
+    for h in cut {
+        w.kill(h, Death::Vanished);
+    }
+    let got = w.during(Duration::from_secs(30)).await;
+    let kinds: Vec<Kind> = got.iter().map(|e| e.event).collect();
+    assert_eq!(kinds, vec![Kind::Partitioned], "{got:?}");
+    let p = &got[0];
+    assert_eq!(p.instance, PARTITION_INSTANCE);
+    assert_eq!(p.unreachable.as_deref().unwrap(), ["m0", "m2", "m4"]);
+    assert_eq!(p.reachable.as_deref().unwrap(), ["m1", "m3"]);
+    // Then the rest are cut off too: the coordinator's own link.
+    for h in ["m1", "m3"] {
+        w.kill(h, Death::Vanished);
+    }
+    let got = w.during(Duration::from_secs(30)).await;
+    assert!(got.iter().all(|e| e.event == Kind::Partitioned), "{got:?}");
+    assert_eq!(unreachable(&got), ["m0", "m1", "m2", "m3", "m4"]);
+    // It heals: every member up within a dial and a stream's opening.
+    let healed = at(&w);
+    for i in 0..5 {
+        w.revive(&format!("m{i}"));
+    }
+    let got = w.during(Duration::from_secs(10)).await;
+    let ups: BTreeSet<&str> = got
+        .iter()
+        .filter(|e| e.event == Kind::Up)
+        .map(|e| e.instance.as_str())
+        .collect();
+    assert_eq!(ups.len(), 5, "{got:?}");
+    assert!(
+        got.iter().all(|e| e.event == Kind::Up),
+        "no join, no left: {got:?}"
+    );
+    let last = got.iter().map(|e| e.at_ms).max().unwrap();
+    assert!(
+        last - healed <= ms(SUSPECT_PROBE + PULSE) + 100,
+        "every member up within one check: {} ms",
+        last - healed
+    );
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_of_five_going_dark_is_no_partition_and_both_are_left() {
+    let tuning = WatchTuning {
+        cluster_size: 5,
+        ..Default::default()
+    };
+    let mut w = cluster(5, tuning).await;
+    w.kill("m1", Death::Vanished);
+    w.kill("m3", Death::Vanished);
+    let got = w.during(Duration::from_secs(5)).await;
+    let left: Vec<(Kind, &str)> = got.iter().map(|e| (e.event, e.instance.as_str())).collect();
+    assert_eq!(
+        left,
+        vec![(Kind::Left, "m1"), (Kind::Left, "m3")],
+        "{got:?}"
+    );
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_was_itself_stalled_accuses_nobody() {
+    let mut w = cluster(4, WatchTuning::default()).await;
+    // The coordinator SIGSTOPped for 3 s: its clock jumps, every stream's
+    // last pulse looks 3 s old when it runs again.
+    tokio::time::advance(Duration::from_secs(3)).await;
+    assert_eq!(w.during(Duration::from_secs(10)).await, vec![]);
+    // And a real stall of a member after it is still seen.
+    w.kill("m2", Death::Stalled);
+    let e = w.next().await;
+    assert_eq!((e.event, e.instance.as_str()), (Kind::Suspect, "m2"));
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_agent_predates_the_stream_is_still_suspect_not_left_when_stalled() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(w.next().await.event, Kind::Joined);
+    w.kill("box1", Death::Stalled);
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Suspect, "{e:?}");
+    assert_eq!(w.during(Duration::from_secs(20)).await, vec![]);
+    w.revive("box1");
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Up, "{e:?}");
+    assert!(e.reason.unwrap().starts_with("its handshake answers again"));
+    w.stop().await.unwrap();
+}
+
+/// An engine with one member, `m0`, whose open stream last pulsed at
+/// `heard`: for looking at one decision of the engine at a time.
+fn engine_with_a_member(heard: Instant) -> Watch<FakeCheck, FakeCheck> {
+    use crate::watch::liveness::Abort;
+    use crate::watch::member::Live;
+    let f = FakeCheck::default();
+    let mut w = Watch::new(
+        (f.clone(), f),
+        NodeDefaults::default(),
+        WatchTuning::default(),
+        heard,
+    );
+    let s = machine(0);
+    let node = crate::pipeline::node::node_of(&s, &w.defaults);
+    let mut m = Member::new(s, node, (None, None), 1, heard + Duration::from_secs(60));
+    m.live = Live::Following {
+        _task: Abort(tokio::spawn(async {}).abort_handle()),
+        id: 1,
+        heard,
+        open: true,
+    };
+    w.members.insert("m0".into(), m);
+    w
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silence_is_dialled_when_the_watch_ran_on_time_throughout() {
+    let t0 = Instant::now();
+    let mut w = engine_with_a_member(t0);
+    let mut t = t0;
+    while t < t0 + SILENT_AFTER {
+        t += crate::watch::local::TICK;
+        assert_eq!(w.health.observe(t), None);
+        w.health.ticked(t);
+        let due = w.due_probes(t);
+        if t - t0 < SILENT_AFTER {
+            assert!(due.is_empty(), "dialled after {:?} of silence", t - t0);
+        } else {
+            assert_eq!(due.len(), 1);
+            assert_eq!(due[0].why, crate::watch::liveness::ProbeFor::Silence);
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silence_that_spans_the_watchs_own_stall_counts_only_from_its_end() {
+    let t0 = Instant::now();
+    let mut w = engine_with_a_member(t0);
+    // Three seconds without a turn of the loop (SIGSTOP, saturated cores).
+    let resumed = t0 + Duration::from_secs(3);
+    assert!(w.health.observe(resumed).is_some(), "the stall is noticed");
+    assert!(w.due_probes(resumed).is_empty(), "no member accused for it");
+    w.health.ticked(resumed);
+    assert!(
+        !w.health.trusts(t0 + Duration::from_secs(1)),
+        "a dial from before it is not believed"
+    );
+    assert!(w.health.trusts(resumed + Duration::from_millis(1)));
+    // Then a real silence, counted from the stall's end, is dialled.
+    let mut t = resumed;
+    while t < resumed + SILENT_AFTER {
+        t += crate::watch::local::TICK;
+        assert_eq!(w.health.observe(t), None);
+        w.health.ticked(t);
+        let due = w.due_probes(t);
+        assert_eq!(
+            due.len(),
+            usize::from(t - resumed >= SILENT_AFTER),
+            "at {:?}",
+            t - t0
+        );
+    }
+}

@@ -1,0 +1,177 @@
+//! **The agent's end of the liveness stream**
+//! ([`rlx_proto::handshake::follow`]): after the reply to a follow hello,
+//! a pulse at once and every [`PULSE_INTERVAL`], the coordinator's pings
+//! read, and a `bye` when the agent stops.
+//!
+//! Bounded like everything else on the port: at most [`MAX_FOLLOWERS`]
+//! streams (a newcomer at the limit closes the oldest of the source
+//! address holding the most, the rule of `evict::victim`), each closed
+//! when its coordinator has sent nothing for [`FOLLOWER_IDLE`], sent a
+//! line that is not a ping or longer than [`MAX_FOLLOW_LINE`], or stopped
+//! reading (a write not taken within [`WRITE_TIMEOUT`]). Streams are not
+//! counted against the connection limit: a flood of handshakes must not
+//! close a coordinator's stream (a false death), and they have their own.
+
+use rlx_proto::handshake::follow::WRITE_TIMEOUT;
+use rlx_proto::handshake::{
+    bye_line, is_ping, pulse_line, FOLLOWER_IDLE, MAX_FOLLOWERS, MAX_FOLLOW_LINE, PULSE_INTERVAL,
+};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Notify};
+use tokio::time::{timeout, Instant};
+
+/// The streams held, oldest first: each one's source and how to close it.
+#[derive(Debug)]
+pub(crate) struct Followers {
+    max: usize,
+    held: Mutex<Vec<(u64, IpAddr, Arc<Notify>)>>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl Followers {
+    pub(crate) fn new(max: usize) -> Arc<Followers> {
+        Arc::new(Followers {
+            max: max.max(1),
+            held: Mutex::new(Vec::new()),
+            next_id: Default::default(),
+        })
+    }
+
+    /// A new stream from `ip`: its id and what closes it. At the limit,
+    /// the oldest stream of the busiest source is told to close.
+    fn enter(&self, ip: IpAddr) -> (u64, Arc<Notify>) {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let close = Arc::new(Notify::new());
+        let mut held = self.held.lock().expect("followers lock");
+        while held.len() >= self.max {
+            let seen: Vec<(IpAddr, bool)> = held.iter().map(|(_, ip, _)| (*ip, true)).collect();
+            let Some(k) = super::evict::victim(&seen) else {
+                break;
+            };
+            let (_, from, gone) = held.remove(k);
+            tracing::debug!(%ip, %from, "liveness stream limit ({}) reached: closing a stream of the busiest source", self.max);
+            gone.notify_one();
+        }
+        held.push((id, ip, Arc::clone(&close)));
+        (id, close)
+    }
+
+    fn leave(&self, id: u64) {
+        self.held
+            .lock()
+            .expect("followers lock")
+            .retain(|(i, _, _)| *i != id);
+    }
+}
+
+/// Serves one stream until it ends, and says why (for the debug log).
+pub(crate) async fn serve(
+    mut conn: BufReader<TcpStream>,
+    peer: IpAddr,
+    followers: Arc<Followers>,
+    mut stop: watch::Receiver<bool>,
+    idle: Duration,
+) -> String {
+    let (id, close) = followers.enter(peer);
+    let why = pulse(&mut conn, &close, &mut stop, idle).await;
+    followers.leave(id);
+    why
+}
+
+async fn pulse(
+    conn: &mut BufReader<TcpStream>,
+    close: &Notify,
+    stop: &mut watch::Receiver<bool>,
+    idle: Duration,
+) -> String {
+    let mut tick = tokio::time::interval(PULSE_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seq = 0u64;
+    let mut buf: Vec<u8> = Vec::with_capacity(MAX_FOLLOW_LINE + 1);
+    let mut quiet_until = Instant::now() + idle;
+    loop {
+        // Biased, reads first: an agent resumed after a long SIGSTOP reads
+        // the pings that waited in its socket before it looks at its idle
+        // clock, and keeps the stream.
+        let want = (MAX_FOLLOW_LINE + 1).saturating_sub(buf.len()) as u64;
+        let mut limited = (&mut *conn).take(want);
+        let next = tokio::select! {
+            biased;
+            r = limited.read_buf(&mut buf) => match r {
+                Ok(0) => return "liveness stream closed by the coordinator".into(),
+                Ok(_) => Step::Read,
+                Err(e) => return format!("liveness stream failed: {e}"),
+            },
+            _ = stop.changed() => Step::Stop,
+            () = close.notified() => return "liveness stream closed for a newer one".into(),
+            _ = tick.tick() => Step::Pulse,
+            () = tokio::time::sleep_until(quiet_until) => {
+                return format!(
+                    "liveness stream closed: nothing from the coordinator for {} s",
+                    idle.as_secs()
+                )
+            }
+        };
+        match next {
+            Step::Read => {
+                quiet_until = Instant::now() + idle;
+                while let Some(end) = buf.iter().position(|&b| b == b'\n') {
+                    let l: Vec<u8> = buf.drain(..=end).collect();
+                    if !is_ping(&l) {
+                        return "liveness stream closed: the coordinator sent a line that is no ping"
+                            .into();
+                    }
+                }
+                if buf.len() > MAX_FOLLOW_LINE {
+                    return format!(
+                        "liveness stream closed: a line longer than {MAX_FOLLOW_LINE} bytes"
+                    );
+                }
+            }
+            Step::Pulse => {
+                if let Err(why) = write(conn, &pulse_line(seq)).await {
+                    return why;
+                }
+                seq += 1;
+            }
+            Step::Stop => {
+                let _ = timeout(
+                    Duration::from_millis(100),
+                    conn.get_mut().write_all(bye_line().as_bytes()),
+                )
+                .await;
+                let _ = conn.get_mut().shutdown().await;
+                return "liveness stream: said bye (stopping)".into();
+            }
+        }
+    }
+}
+
+enum Step {
+    Read,
+    Pulse,
+    Stop,
+}
+
+async fn write(conn: &mut BufReader<TcpStream>, line: &str) -> Result<(), String> {
+    match timeout(WRITE_TIMEOUT, conn.get_mut().write_all(line.as_bytes())).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("liveness stream failed: {e}")),
+        Err(_) => Err(format!(
+            "liveness stream closed: the coordinator took no pulse for {} ms",
+            WRITE_TIMEOUT.as_millis()
+        )),
+    }
+}
+
+/// The default idle limit, for [`super::Limits`].
+pub(crate) const DEFAULT_IDLE: Duration = FOLLOWER_IDLE;
+
+/// The default stream limit, for [`super::Limits`].
+pub(crate) const DEFAULT_MAX: usize = MAX_FOLLOWERS;

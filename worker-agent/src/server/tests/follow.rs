@@ -1,0 +1,173 @@
+//! The liveness stream on a real loopback port: pulses, bye, bounds.
+
+use super::*;
+use rlx_proto::handshake::{follow_hello_line, follow_in_cluster, Heard, PULSE_INTERVAL};
+use tokio::io::AsyncBufReadExt;
+use tokio::net::TcpSocket;
+
+/// A follow hello sent by hand from `from` (a loopback address of its
+/// own): the connection, once the reply line is read.
+async fn raw_follower(agent: SocketAddr, from: &str) -> BufReader<TcpStream> {
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let mut s = sock.connect(agent).await.unwrap();
+    let hello = follow_hello_line(&Nonce::random().unwrap(), None);
+    s.write_all(hello.as_bytes()).await.unwrap();
+    let mut r = BufReader::new(s);
+    let mut reply = String::new();
+    r.read_line(&mut reply).await.unwrap();
+    assert!(reply.contains("\"caps\""), "{reply}");
+    r
+}
+
+/// The next line on a hand-made follower, or `None` at its end.
+async fn line_of(r: &mut BufReader<TcpStream>) -> Option<String> {
+    let mut l = String::new();
+    match tokio::time::timeout(Duration::from_secs(3), r.read_line(&mut l)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => None,
+        Ok(Ok(_)) => Some(l),
+        Err(_) => panic!("neither a line nor the end within 3 s"),
+    }
+}
+
+#[tokio::test]
+async fn a_follower_gets_the_reply_then_a_pulse_about_every_300_ms() {
+    let agent = start(None, Limits::default()).await;
+    let (reply, f) = follow_in_cluster(agent.addr, GOOD, None, Some("0123456789abcdef"), None)
+        .await
+        .unwrap();
+    assert_eq!(reply.caps.cores, 8);
+    let mut f = f.expect("a stream");
+    assert_eq!(f.every(), PULSE_INTERVAL);
+    let t = Instant::now();
+    for want in 1..=4 {
+        assert_eq!(f.next().await, Heard::Pulse { seq: want });
+    }
+    let took = t.elapsed();
+    assert!(
+        took >= PULSE_INTERVAL * 3 && took < PULSE_INTERVAL * 6,
+        "four pulses after the first took {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_agent_says_bye_on_its_streams_when_it_stops() {
+    let mut agent = start(None, Limits::default()).await;
+    let (_, f) = follow_in_cluster(agent.addr, GOOD, None, None, None)
+        .await
+        .unwrap();
+    let mut f = f.unwrap();
+    let _ = agent.stop.take().unwrap().send(());
+    let got = loop {
+        match f.next().await {
+            Heard::Pulse { .. } => continue,
+            other => break other,
+        }
+    };
+    assert_eq!(got, Heard::Bye);
+    agent.task.await.unwrap();
+}
+
+#[tokio::test]
+async fn the_streams_of_the_busiest_address_are_closed_at_the_limit_and_a_coordinators_survives() {
+    let limits = Limits {
+        max_followers: 4,
+        ..Limits::default()
+    };
+    let agent = start(None, limits).await;
+    let (_, f) = follow_in_cluster(agent.addr, GOOD, None, None, None)
+        .await
+        .unwrap();
+    let mut coordinator = f.unwrap();
+    let mut flood = Vec::new();
+    for _ in 0..4 {
+        flood.push(raw_follower(agent.addr, "127.0.0.2").await);
+    }
+    // The fourth from 127.0.0.2 made five: the oldest of 127.0.0.2's went.
+    let mut first = flood.remove(0);
+    let mut ended = false;
+    for _ in 0..20 {
+        if line_of(&mut first).await.is_none() {
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended, "the busiest address's oldest stream is closed");
+    for _ in 0..3 {
+        assert!(matches!(coordinator.next().await, Heard::Pulse { .. }));
+    }
+    for f in &mut flood {
+        assert!(line_of(f).await.unwrap().contains("pulse"));
+    }
+}
+
+#[tokio::test]
+async fn a_stream_whose_coordinator_sends_nothing_is_closed_after_the_idle_limit() {
+    let limits = Limits {
+        follow_idle: Duration::from_millis(700),
+        ..Limits::default()
+    };
+    let agent = start(None, limits).await;
+    let mut quiet = raw_follower(agent.addr, "127.0.0.3").await;
+    let mut pinging = raw_follower(agent.addr, "127.0.0.4").await;
+    let t = Instant::now();
+    let mut quiet_open = true;
+    while t.elapsed() < Duration::from_millis(1500) {
+        pinging
+            .get_mut()
+            .write_all(rlx_proto::handshake::ping_line().as_bytes())
+            .await
+            .unwrap();
+        assert!(
+            line_of(&mut pinging).await.is_some(),
+            "a pinging stream stays"
+        );
+        if quiet_open && line_of(&mut quiet).await.is_none() {
+            quiet_open = false;
+            let at = t.elapsed();
+            assert!(at >= Duration::from_millis(600), "closed early, at {at:?}");
+        }
+    }
+    assert!(!quiet_open, "a stream that sends nothing is closed");
+}
+
+#[tokio::test]
+async fn a_coordinator_line_that_is_no_ping_closes_the_stream() {
+    let agent = start(None, Limits::default()).await;
+    let mut f = raw_follower(agent.addr, "127.0.0.5").await;
+    f.get_mut()
+        .write_all(b"{\"rlx\":\"what\"}\n")
+        .await
+        .unwrap();
+    let mut lines = 0;
+    while line_of(&mut f).await.is_some() {
+        lines += 1;
+        assert!(lines < 5, "still open after garbage");
+    }
+}
+
+#[tokio::test]
+async fn handshakes_and_a_flood_of_connections_leave_the_streams_alone() {
+    let limits = Limits {
+        max_connections: 8,
+        ..Limits::default()
+    };
+    let agent = start(None, limits).await;
+    let (_, f) = follow_in_cluster(agent.addr, GOOD, None, None, None)
+        .await
+        .unwrap();
+    let mut f = f.unwrap();
+    // Twenty idle connections from another address: the limit evicts
+    // among them, never the stream.
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        let sock = TcpSocket::new_v4().unwrap();
+        sock.bind("127.0.0.6:0".parse().unwrap()).unwrap();
+        idle.push(sock.connect(agent.addr).await.unwrap());
+    }
+    let r = query(agent.addr, GOOD, None, None).await.unwrap();
+    assert_eq!(r.caps.cores, 8);
+    for _ in 0..3 {
+        assert!(matches!(f.next().await, Heard::Pulse { .. }));
+    }
+}
