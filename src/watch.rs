@@ -1,5 +1,5 @@
-//! **Live membership of the cluster** — who joined, restarted, changed or
-//! left, as a stream of typed [`Event`]s: the feed `rlx-discover watch`
+//! **Live membership of the cluster** — who joined, restarted, changed,
+//! went suspect or left, as a stream of typed [`Event`]s: the feed `rlx-discover watch`
 //! prints, and that a runtime embeds to know which workers are up.
 //!
 //! A runtime starts one with [`crate::follow::LiveWatch::start`] from its
@@ -15,6 +15,10 @@
 //!         // A worker that restarted lost its state: reschedule its stage.
 //!         Kind::Joined | Kind::Restarted => println!("up: {}", e.instance),
 //!         Kind::Left => println!("down: {}", e.instance),
+//!         // Busy or stalled, not dead: keep its stage unless it stays so.
+//!         Kind::Suspect => println!("suspect: {}", e.instance),
+//!         Kind::Up => println!("back: {}", e.instance),
+//!         Kind::Partitioned => println!("cut off from {:?}", e.unreachable),
 //!         // Its agent is there; its RLX worker started or stopped.
 //!         Kind::Worker => println!("worker of {}: {:?}", e.instance,
 //!             e.node.as_ref().and_then(|n| n.worker_listening)),
@@ -31,14 +35,15 @@
 //! # The stream
 //!
 //! Per instance the events follow one grammar ([`event`]): `joined`, then
-//! (`updated` | `restarted` | `worker`)*, then `left`, and so on.
-//! `refused` stands outside it.
+//! (`updated` | `restarted` | `worker` | `suspect` `up`?)*, then `left`, and
+//! so on. `refused` and `partitioned` stand outside it.
 //!
-//! Joins come from the mDNS browse ([`Announcements`], in production
-//! [`ContinuousBrowse`]) and, with a DNS-SD zone ([`Zone`], in production
-//! [`DnsZone`]: `--domain` or `[discover] dns_sd`), from the zone, browsed
-//! every [`DNS_POLL_INTERVAL`]. Each candidate passes the same admission
-//! ([`crate::admit`], behind [`Check`]) and device selection (the one
+//! Joins come from the mDNS browse ([`inputs::Announcements`], in
+//! production [`ContinuousBrowse`]) and, with a DNS-SD zone
+//! ([`inputs::Zone`], in production [`DnsZone`]: `--domain` or `[discover]
+//! dns_sd`), from the zone, browsed every [`DNS_POLL_INTERVAL`]. Each
+//! candidate passes the same admission ([`crate::admit`], behind
+//! [`inputs::Check`]) and device selection (the one
 //! pipeline) as in `expand`: a live agent is confirmed by its handshake
 //! before it is reported, and a cached record of a dead one is refused
 //! there. An agent's incarnation (64 random bits chosen at each start, in
@@ -51,10 +56,14 @@
 //! - **goodbye**: a goodbye, or mdns-sd's expiry of a record, is a claim
 //!   anyone can make: the member is checked ([`farewell`]), and `left`
 //!   follows only when the check fails (at once for a stopped agent, whose
-//!   port is closed: within 2 s of its SIGTERM). An instance that left is
-//!   dialled once more [`CONFIRM_AFTER_GOODBYE`] later.
+//!   port is closed: within 2 s of its SIGTERM); a check unanswered by a
+//!   host that accepts connections makes it a suspect instead. An instance
+//!   that left is dialled again [`engine::CONFIRM_AFTER_GOODBYE`] later,
+//!   then less and less often for ten minutes ([`engine::REVISIT_FOR`]), so
+//!   a box that comes back joins again.
 //! - **identity**: a confirmed sighting under a member's name at another
-//!   address or with another node id is a claim too ([`Member::is_here`]):
+//!   address or with another node id is a claim too
+//!   ([`member::Member::is_here`]):
 //!   the member is checked where it is, and the sighting is taken only if
 //!   the member is gone (a move with the same id is `updated` in place); a
 //!   member's address that answers as another machine is the member gone.
@@ -62,12 +71,22 @@
 //!   phantom instance at a member's address) is one member, by
 //!   [`crate::pipeline::same_machine`], and a goodbye for any of its names
 //!   checks it.
-//! - **health check**: a crashed agent sends nothing; each member is
-//!   checked over the handshake on its own jittered schedule ([`health`]):
-//!   a crashed process is reported left within about 3.8 s, a vanished
-//!   host within about 7.8 s.
+//! - **liveness** ([`liveness`], [`suspicion`], docs/membership.md): each
+//!   member is followed over one long-lived connection to its agent, which
+//!   pulses every 300 ms. Its end with a refused dial is a crash (`left`
+//!   within a round trip); silence with nothing answering is a vanished
+//!   host (`left` within about 2.3 s); silence from a host that accepts
+//!   connections is a stalled agent (`suspect`, `up` at its next pulse,
+//!   `left` only after the suspicion timeout). More than half of the
+//!   cluster dark at once is one `partitioned` event, and the engine's own
+//!   stalls ([`local`]) accuse nobody.
+//! - **health check**: each member is also checked over the handshake on
+//!   its own jittered schedule ([`health`]), which refreshes its caps and
+//!   its worker's state, and is all an agent that predates the liveness
+//!   stream gets: refused twice is a crash (about 3.8 s), unanswered is
+//!   dialled as above.
 //! - **DNS-SD**: a registration gone from the zone is reported left.
-//!   Members are keyed by source and instance ([`member_name`]): no
+//!   Members are keyed by source and instance ([`inputs::member_name`]): no
 //!   announcement of one source speaks for a member of another.
 //!
 //! Under a flood, admission is rate-limited, queued and backed off per
@@ -76,9 +95,20 @@
 //! A member whose caps change materially (the device chosen, its memory, the
 //! core count, or its address) is reported `updated`.
 //!
-//! Every input is an argument of [`Watch::run`] (the announcements, the
-//! zone, the check, the clock's origin and the shutdown), so the engine runs
-//! in tests on synthetic sightings, a fake check and paused time.
+//! Every input is an argument of [`Watch::new`] or [`Watch::run`] (the
+//! announcements, the zone, the check, the liveness, the clock's origin and
+//! the shutdown), so the engine runs in tests on synthetic sightings, fake
+//! machines and paused time.
+//!
+//! # Layout
+//! - `engine`: the engine's state ([`Watch`]) and the runtime's knobs.
+//! - `run`: the loop. `joins`, `checks`, `goodbyes`: who joins, health
+//!   checks, goodbyes and departures. `suspicion`: suspect, partitions.
+//! - `liveness`: the stream and the dial. `local`: the engine's own health.
+//! - `event`, `admission`, `farewell`, `health`, `inputs`, `job`, `member`,
+//!   `node`: the events and their grammar, the admission's bounds, the
+//!   goodbye checks, the health schedule, the inputs as traits, the checks'
+//!   jobs, a member and its news, what a node is made of.
 
 mod admission;
 mod checks;

@@ -78,6 +78,9 @@ struct Machines {
     dials: Vec<(String, Instant)>,
     /// Where each host was dialled (`IP:port`), in the same order.
     dialled_at: Vec<(String, String)>,
+    /// How often each host's agent was restarted in place (a supervisor's
+    /// restart in milliseconds): its stream ends, its port still accepts.
+    restarts: BTreeMap<String, u32>,
     /// Hosts whose agents say goodbye on their stream as they stop.
     byes: BTreeSet<String>,
     /// Hosts whose handshakes go unanswered while their agents run (a
@@ -165,6 +168,7 @@ impl Liveness for FakeCheck {
             };
             (opened, m.streaming.contains(&s.host))
         };
+        let process = self.0.lock().unwrap().restarts.get(&s.host).copied();
         if !to.tell(opened) {
             return;
         }
@@ -176,10 +180,16 @@ impl Liveness for FakeCheck {
         // as a real kernel would close the stream.
         let mut next_pulse = Instant::now();
         loop {
-            let (death, bye) = {
+            let (death, bye, restarted) = {
                 let m = self.0.lock().unwrap();
-                (m.death(&s), m.byes.contains(&s.host))
+                let restarted = m.restarts.get(&s.host).copied() != process;
+                (m.death(&s), m.byes.contains(&s.host), restarted)
             };
+            if restarted {
+                let why = "its liveness connection closed".to_string();
+                to.tell(Told::Ended { why });
+                return;
+            }
             match death {
                 Some(Death::Reset) => {
                     let told = if bye {
@@ -397,6 +407,13 @@ impl Running {
     fn unanswered(&self, host: &str) {
         let mut m = self.machines.0.lock().unwrap();
         m.unanswered.insert(host.into());
+    }
+
+    /// `host`'s agent restarted in place as incarnation `inc`.
+    fn restart(&self, host: &str, caps: NodeCaps) {
+        let mut m = self.machines.0.lock().unwrap();
+        m.fresh.insert(host.into(), caps);
+        *m.restarts.entry(host.into()).or_default() += 1;
     }
 
     /// `host` is alive again (resumed, or its link back).

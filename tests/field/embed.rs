@@ -1,5 +1,5 @@
 //! A runtime that embeds the library (`examples/runtime.rs`: `expand` at
-//! start-up, then `LiveWatch`) follows a join, a restart and a leave, as
+//! start-up, then `LiveWatch`) follows a join, a crash and restart, and a leave, as
 //! `rlx-discover watch` does, with the same defaults and nothing of the CLI.
 
 use rlx_lab::kit::{self};
@@ -52,22 +52,42 @@ fn an_embedding_runtime_follows_a_join_a_restart_and_a_leave() {
     let first = agent(&lab, dir.path());
     let at = format!("{}:9100", lab.host(1).ip);
     runtime.expect_output(&format!("joined box1 {at}"), UP);
-    // A crash and an immediate restart: same records, new incarnation.
+    // A crash and an immediate restart: same records, new incarnation. The
+    // crash is seen as it happens (the liveness connection ends, the port
+    // refuses), so the new process, up most of a second later, joins again;
+    // one that answers before the crash is confirmed is `restarted`.
     first.kill();
     drop(first);
     let second = agent(&lab, dir.path());
-    runtime.expect_output(&format!("restarted box1 {at}"), UP);
+    kit::eventually(UP, "box1 back as a new incarnation", || {
+        let ev = events(&runtime);
+        let back = ev.iter().any(|l| l.starts_with("restarted box1"))
+            || ev.iter().filter(|l| l.starts_with("joined box1")).count() == 2;
+        if back {
+            Ok(())
+        } else {
+            Err(format!("{ev:?}"))
+        }
+    });
     second.signal(nix::sys::signal::Signal::SIGTERM);
-    runtime.expect_output("left box1", UP);
+    kit::eventually(UP, "box1 left for good", || {
+        let ev = events(&runtime);
+        let lefts = ev.iter().filter(|l| l.starts_with("left box1")).count();
+        let joins = ev.iter().filter(|l| l.starts_with("joined box1")).count();
+        if lefts == joins {
+            Ok(())
+        } else {
+            Err(format!("{ev:?}"))
+        }
+    });
     let seen = events(&runtime);
     let kinds: Vec<&str> = seen
         .iter()
         .filter(|l| l.ends_with(&at) || l.starts_with("left box1"))
         .map(|l| l.split(' ').next().unwrap())
         .collect();
-    assert_eq!(
-        kinds,
-        ["joined", "restarted", "left"],
+    assert!(
+        kinds == ["joined", "restarted", "left"] || kinds == ["joined", "left", "joined", "left"],
         "one event each, in order: {seen:?}"
     );
 }

@@ -106,6 +106,21 @@ async fn a_stalled_member_is_suspect_within_1_5_s_up_within_half_a_second_of_res
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_agent_restarted_faster_than_its_crash_is_confirmed_is_restarted_at_once() {
+    let mut w = cluster(1, WatchTuning::default()).await;
+    let t = at(&w);
+    let mut c = caps("m0", 8, 24 << 30);
+    c.incarnation = Some("00000000000000b2".into());
+    w.restart("m0", c);
+    let e = w.next().await;
+    assert_eq!(e.event, Kind::Restarted, "{e:?}");
+    assert!(e.at_ms - t <= 100, "restarted {} ms after", e.at_ms - t);
+    assert_eq!(e.incarnation.as_deref(), Some("00000000000000b2"));
+    assert_eq!(w.during(Duration::from_secs(10)).await, vec![]);
+    w.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_member_suspect_past_the_suspicion_timeout_is_left() {
     let tuning = WatchTuning {
         suspect_timeout: Duration::from_secs(10),
