@@ -335,11 +335,24 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         let partition = dark.len() >= 2 && dark.len() * 2 > cluster;
         let held = self.members.values().filter(|m| m.held).count();
         if !partition && held > 0 {
-            // The dark ones are a minority again: each one still dark is
-            // judged on its own.
-            for m in self.members.values_mut().filter(|m| m.held) {
-                m.held = false;
-                m.dark = Some(now);
+            // The dark ones are a minority again: each one still held is
+            // dialled afresh and judged on its own (dark again: vanished;
+            // back: a new stream, then `up`).
+            let released: Vec<String> = self
+                .members
+                .iter_mut()
+                .filter(|(_, m)| m.held)
+                .map(|(l, m)| {
+                    m.held = false;
+                    // Its old stream may sit in TCP's back-off for seconds.
+                    if !matches!(m.live, Live::Unsupported) {
+                        m.live = Live::Off { retry: now };
+                    }
+                    l.clone()
+                })
+                .collect();
+            for label in released {
+                self.probe_soon(&label, ProbeFor::Suspect);
             }
         }
         let due: Vec<String> = self

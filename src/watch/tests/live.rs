@@ -381,3 +381,31 @@ async fn a_silence_that_spans_the_watchs_own_stall_counts_only_from_its_end() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn when_a_partition_heals_but_one_member_stays_dark_it_alone_is_left() {
+    let tuning = WatchTuning {
+        cluster_size: 5,
+        ..Default::default()
+    };
+    let mut w = cluster(5, tuning).await;
+    for h in ["m0", "m2", "m4"] {
+        w.kill(h, Death::Vanished);
+    }
+    let got = w.during(Duration::from_secs(5)).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].event, Kind::Partitioned);
+    w.revive("m0");
+    w.revive("m2");
+    let got = w.during(Duration::from_secs(10)).await;
+    let seen: BTreeSet<(&str, &str)> = got
+        .iter()
+        .map(|e| (e.event.as_str(), e.instance.as_str()))
+        .collect();
+    let want: BTreeSet<(&str, &str)> = [("up", "m0"), ("up", "m2"), ("left", "m4")]
+        .into_iter()
+        .collect();
+    assert_eq!(seen, want, "{got:?}");
+    assert_eq!(got.len(), 3, "{got:?}");
+    w.stop().await.unwrap();
+}
