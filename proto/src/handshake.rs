@@ -10,11 +10,13 @@
 //!                         "node_sig":"<base64>","time_ms":1796130990123}\n
 //! ```
 //!
-//! One line each way, then the agent closes. The hello may also carry the
-//! coordinator's `"cluster"` name: an agent started with another `--cluster`
-//! then answers with an error line naming its own cluster instead of its caps
-//! (a filter against mix-ups between neighbouring clusters, not security:
-//! anyone can claim any name). `local` is where the agent accepted the
+//! One line each way, then the agent closes (unless the hello says
+//! `"follow":true`: the connection then stays open as a liveness stream,
+//! [`follow`]). The hello may also carry the coordinator's `"cluster"`
+//! name: an agent started with another `--cluster` then answers with an
+//! error line naming its own cluster instead of its caps (a filter against
+//! mix-ups between neighbouring clusters, not security: anyone can claim
+//! any name). `local` is where the agent accepted the
 //! connection, `peer` where it came from, `advertised` the endpoints its
 //! operator declared with `--advertise` (absent when none). `proof` is
 //! present only when the agent has a cluster key:

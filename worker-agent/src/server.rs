@@ -32,8 +32,9 @@
 //! gets a few a minute, and the one running is not evicted.
 //!
 //! A hello with `"follow":true`, once answered, keeps its connection as a
-//! liveness stream ([`follow`]): pulses every 300 ms until the agent stops
-//! (then a `bye`), with their own bound of [`Limits::max_followers`].
+//! liveness stream ([`rlx_proto::handshake::follow`], served by `follow`):
+//! pulses every 300 ms until the agent stops (then a `bye`), with their own
+//! bound of [`Limits::max_followers`], out of the connection limit's reach.
 //!
 //! Shutdown is an argument ([`serve`] returns when the future completes), as
 //! in mini-redis: `main` passes the signal handler, tests pass a oneshot.
@@ -148,9 +149,10 @@ pub async fn serve(
 
 /// [`serve`] with explicit limits.
 ///
-/// On shutdown it stops accepting and aborts the exchanges in flight (each
-/// is at most [`Limits::timeout`] from done and carries no state worth
-/// finishing), then returns.
+/// On shutdown it stops accepting, tells each liveness stream to write its
+/// `bye` (they get `follow::BYE_GRACE`, 100 ms, for it), aborts what is
+/// still running (an exchange is at most [`Limits::timeout`] from done and
+/// carries no state worth finishing), then returns.
 pub async fn serve_with(
     listener: TcpListener,
     caps: Arc<watch::Sender<Arc<NodeCaps>>>,
@@ -262,7 +264,7 @@ pub async fn serve_signed(
     tracing::debug!(in_flight = live.len(), "handshake server stopping");
     // Each liveness stream says bye before the rest is aborted.
     let _ = stopping.send(true);
-    let _ = tokio::time::timeout(Duration::from_millis(150), async {
+    let _ = tokio::time::timeout(follow::BYE_GRACE, async {
         while tasks.join_next().await.is_some() {}
     })
     .await;
@@ -270,8 +272,9 @@ pub async fn serve_signed(
 }
 
 /// A connection being served: its task, its source address, whether its
-/// client has sent a first line yet, and whether it holds the measurement
-/// lock.
+/// client has sent a first line yet, and whether it is out of the
+/// connection limit's reach (it holds the measurement lock, or is a
+/// liveness stream: both have bounds of their own).
 struct Live {
     handle: AbortHandle,
     ip: IpAddr,

@@ -675,7 +675,7 @@ fn relayed_reason(addr: &SocketAddr, path: &RelayedPath) -> String {
 
 /// The start of what a peer sent, quoted and cut, so a report can say what
 /// answered instead ("SSH-2.0-OpenSSH_9.2", "HTTP/1.1 400").
-fn preview(b: &[u8]) -> String {
+pub(super) fn preview(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(&b[..b.len().min(60)]);
     let s = s.trim_end_matches(['\r', '\n']);
     if b.len() > 60 {

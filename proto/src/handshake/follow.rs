@@ -28,7 +28,7 @@
 //! a dead connection for the quarter of an hour TCP takes to give up
 //! ([`FOLLOWER_IDLE`]).
 
-use super::client::{exchange, Connection, HandshakeError, HandshakeReply};
+use super::client::{exchange, preview, Connection, HandshakeError, HandshakeReply};
 use super::messages::follow_hello_line;
 use super::proof::Nonce;
 use crate::keys::KeyRing;
@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::time::{timeout, timeout_at, Instant};
+use tokio::time::{timeout_at, Instant};
 
 /// How often an agent pulses. Three pulses fit in the second after which a
 /// coordinator dials a silent member, so one pulse lost and retransmitted
@@ -44,7 +44,11 @@ use tokio::time::{timeout, timeout_at, Instant};
 /// members the coordinator reads 667 small packets a second, about 30 KB/s.
 pub const PULSE_INTERVAL: Duration = Duration::from_millis(300);
 
-/// How often the coordinator pings each stream.
+/// How often the coordinator pings each stream: all the agent needs is to
+/// hear something well within [`FOLLOWER_IDLE`] (four pings fit in it, so
+/// one delayed by a busy coordinator or a retransmission never closes a
+/// stream), and at 200 agents it costs the coordinator 40 small writes a
+/// second.
 pub const PING_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How long an agent keeps a stream from which it has read nothing: four
@@ -63,8 +67,10 @@ pub const MAX_FOLLOW_LINE: usize = 256;
 /// ever closes its own.
 pub const MAX_FOLLOWERS: usize = 16;
 
-/// How long one write on a stream may take before the stream is given up:
-/// a peer that does not read is as good as gone.
+/// How long one write on a stream may take before the stream is given up.
+/// Its lines are a few dozen bytes: a socket that has not taken one in 2 s
+/// has a full send buffer, so the other end stopped reading and is as good
+/// as gone (and, for the agent, holding its slot).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The lines of a stream, each side's.
@@ -130,10 +136,18 @@ pub enum Heard {
 
 /// The coordinator's end of a stream: reads the agent's lines and pings it
 /// meanwhile.
+///
+/// It keeps what it has read of a line, and what it has not yet written of
+/// a ping, in its own buffers, so dropping a [`Follower::next`] future (a
+/// `select!` that took another branch) loses nothing and never leaves half
+/// a ping on the wire, which the agent would take for garbage.
 #[derive(Debug)]
 pub struct Follower {
-    conn: Connection,
+    pub(super) conn: Connection,
     pub(super) buf: Vec<u8>,
+    /// Ping bytes not yet taken by the socket, and since when.
+    unsent: Vec<u8>,
+    unsent_since: Option<Instant>,
     every: Duration,
     ping_every: Duration,
     next_ping: Instant,
@@ -143,7 +157,9 @@ impl Follower {
     fn new(conn: Connection, ping_every: Duration) -> Self {
         Follower {
             conn,
-            buf: Vec::with_capacity(MAX_FOLLOW_LINE),
+            buf: Vec::with_capacity(MAX_FOLLOW_LINE + 1),
+            unsent: Vec::new(),
+            unsent_since: None,
             every: PULSE_INTERVAL,
             ping_every,
             next_ping: Instant::now() + ping_every,
@@ -151,13 +167,15 @@ impl Follower {
     }
 
     /// How often the agent said it pulses (`every_ms` of its last pulse,
-    /// within 50 ms..=10 s).
+    /// within 50 ms..=10 s, so that a confused or hostile agent can make a
+    /// caller neither spin nor wait minutes before calling it silent).
     pub fn every(&self) -> Duration {
         self.every
     }
 
     /// The agent's next line, writing the ping every [`PING_INTERVAL`] while
-    /// it waits. Cancel-safe: bytes read stay in the follower's buffer.
+    /// it waits. Cancel-safe: bytes read stay in the follower's buffer, and
+    /// a ping is written in pieces the socket takes, never twice.
     pub async fn next(&mut self) -> Heard {
         loop {
             if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
@@ -165,31 +183,55 @@ impl Follower {
                 return self.judge(&l);
             }
             if self.buf.len() > MAX_FOLLOW_LINE {
-                return Heard::Garbage(format!("a line longer than {MAX_FOLLOW_LINE} bytes"));
+                return Heard::Garbage(format!(
+                    "a line longer than {MAX_FOLLOW_LINE} bytes (starts {})",
+                    preview(&self.buf)
+                ));
             }
-            let want = MAX_FOLLOW_LINE + 1 - self.buf.len();
-            let mut limited = (&mut self.conn.0).take(want as u64);
-            let ping_due = tokio::select! {
+            let Follower {
+                conn: (rd, wr),
+                buf,
+                unsent,
+                unsent_since,
+                ping_every,
+                next_ping,
+                ..
+            } = self;
+            // Never more than one line's worth: a stream of garbage costs
+            // this buffer, not memory without end.
+            let want = (MAX_FOLLOW_LINE + 1 - buf.len()) as u64;
+            let mut limited = rd.take(want);
+            let writing = !unsent.is_empty();
+            let give_up = unsent_since.map_or(*next_ping, |t| t + WRITE_TIMEOUT);
+            tokio::select! {
                 biased;
-                r = limited.read_buf(&mut self.buf) => match r {
+                r = limited.read_buf(buf) => match r {
                     Ok(0) => return Heard::Closed,
-                    Ok(_) => false,
+                    Ok(_) => {}
                     Err(e) => return Heard::Reset(e.to_string()),
                 },
-                () = tokio::time::sleep_until(self.next_ping) => true,
-            };
-            if ping_due {
-                self.next_ping += self.ping_every;
-                let ping = ping_line();
-                match timeout(WRITE_TIMEOUT, self.conn.1.write_all(ping.as_bytes())).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => return Heard::Reset(e.to_string()),
-                    Err(_) => {
-                        return Heard::Reset(format!(
-                            "a ping not taken within {} ms",
-                            WRITE_TIMEOUT.as_millis()
-                        ))
+                r = wr.write(unsent), if writing => match r {
+                    Ok(0) => return Heard::Reset("the connection takes no more bytes".into()),
+                    Ok(n) => {
+                        unsent.drain(..n);
+                        if unsent.is_empty() {
+                            *unsent_since = None;
+                        }
                     }
+                    Err(e) => return Heard::Reset(e.to_string()),
+                },
+                () = tokio::time::sleep_until(give_up), if writing => {
+                    return Heard::Reset(format!(
+                        "the agent took no ping for {} ms",
+                        WRITE_TIMEOUT.as_millis()
+                    ))
+                }
+                () = tokio::time::sleep_until(*next_ping), if !writing => {
+                    // From now, not from when it was due: a caller that did
+                    // not call for a while gets one ping, not a burst.
+                    *next_ping = Instant::now() + *ping_every;
+                    unsent.extend_from_slice(ping_line().as_bytes());
+                    *unsent_since = Some(Instant::now());
                 }
             }
         }
@@ -203,7 +245,7 @@ impl Follower {
             }
             Ok(Line::Bye) => Heard::Bye,
             Ok(Line::Ping) => Heard::Garbage("a ping from the agent".into()),
-            Err(e) => Heard::Garbage(format!("not a pulse or a bye: {e}")),
+            Err(e) => Heard::Garbage(format!("{} is not a pulse or a bye: {e}", preview(l))),
         }
     }
 }

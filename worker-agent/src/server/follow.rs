@@ -96,25 +96,27 @@ async fn pulse(
     let mut buf: Vec<u8> = Vec::with_capacity(MAX_FOLLOW_LINE + 1);
     let mut quiet_until = Instant::now() + idle;
     loop {
-        // Biased, reads first: an agent resumed after a long SIGSTOP reads
-        // the pings that waited in its socket before it looks at its idle
+        // Biased: the agent's stop and a newer stream's eviction first, so a
+        // coordinator that floods pings cannot keep its bye away; then reads
+        // before the idle clock, so an agent resumed after a long SIGSTOP
+        // reads the pings that waited in its socket before it looks at the
         // clock, and keeps the stream.
         let want = (MAX_FOLLOW_LINE + 1).saturating_sub(buf.len()) as u64;
         let mut limited = (&mut *conn).take(want);
         let next = tokio::select! {
             biased;
+            _ = stop.changed() => Step::Stop,
+            () = close.notified() => return "liveness stream closed for a newer one".into(),
             r = limited.read_buf(&mut buf) => match r {
                 Ok(0) => return "liveness stream closed by the coordinator".into(),
                 Ok(_) => Step::Read,
                 Err(e) => return format!("liveness stream failed: {e}"),
             },
-            _ = stop.changed() => Step::Stop,
-            () = close.notified() => return "liveness stream closed for a newer one".into(),
             _ = tick.tick() => Step::Pulse,
             () = tokio::time::sleep_until(quiet_until) => {
                 return format!(
-                    "liveness stream closed: nothing from the coordinator for {} s",
-                    idle.as_secs()
+                    "liveness stream closed: nothing from the coordinator for {} ms",
+                    idle.as_millis()
                 )
             }
         };
@@ -141,11 +143,7 @@ async fn pulse(
                 seq += 1;
             }
             Step::Stop => {
-                let _ = timeout(
-                    Duration::from_millis(100),
-                    conn.get_mut().write_all(bye_line().as_bytes()),
-                )
-                .await;
+                let _ = timeout(BYE_GRACE, conn.get_mut().write_all(bye_line().as_bytes())).await;
                 let _ = conn.get_mut().shutdown().await;
                 return "liveness stream: said bye (stopping)".into();
             }
@@ -169,6 +167,13 @@ async fn write(conn: &mut BufReader<TcpStream>, line: &str) -> Result<(), String
         )),
     }
 }
+
+/// How long the streams get to write their `bye` when the agent stops,
+/// before the server aborts what is left: a bye is one small write into a
+/// socket with room for it, done in microseconds, and a coordinator that
+/// does not take it in 100 ms sees the connection close instead (which it
+/// checks with a dial). The agent's exit must not wait on its followers.
+pub(crate) const BYE_GRACE: Duration = Duration::from_millis(100);
 
 /// The default idle limit, for [`super::Limits`].
 pub(crate) const DEFAULT_IDLE: Duration = FOLLOWER_IDLE;

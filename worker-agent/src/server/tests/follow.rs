@@ -1,7 +1,9 @@
 //! The liveness stream on a real loopback port: pulses, bye, bounds.
 
 use super::*;
-use rlx_proto::handshake::{follow_hello_line, follow_in_cluster, Heard, PULSE_INTERVAL};
+use rlx_proto::handshake::{
+    follow_hello_line, follow_in_cluster, Heard, MAX_FOLLOWERS, MAX_FOLLOW_LINE, PULSE_INTERVAL,
+};
 use tokio::io::AsyncBufReadExt;
 use tokio::net::TcpSocket;
 
@@ -68,22 +70,22 @@ async fn the_agent_says_bye_on_its_streams_when_it_stops() {
     agent.task.await.unwrap();
 }
 
+/// A stranger opening streams from one address must only ever close its
+/// own: the 17th stream (the limit is 16) closes the oldest of the address
+/// holding the most, not a coordinator's.
 #[tokio::test]
-async fn the_streams_of_the_busiest_address_are_closed_at_the_limit_and_a_coordinators_survives() {
-    let limits = Limits {
-        max_followers: 4,
-        ..Limits::default()
-    };
-    let agent = start(None, limits).await;
+async fn the_17th_stream_closes_the_busiest_addresss_oldest_and_a_coordinators_survives() {
+    let agent = start(None, Limits::default()).await;
     let (_, f) = follow_in_cluster(agent.addr, GOOD, None, None, None)
         .await
         .unwrap();
     let mut coordinator = f.unwrap();
     let mut flood = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..MAX_FOLLOWERS {
         flood.push(raw_follower(agent.addr, "127.0.0.2").await);
     }
-    // The fourth from 127.0.0.2 made five: the oldest of 127.0.0.2's went.
+    // The coordinator's and 16 from 127.0.0.2 made 17: the oldest of
+    // 127.0.0.2's went.
     let mut first = flood.remove(0);
     let mut ended = false;
     for _ in 0..20 {
@@ -94,10 +96,40 @@ async fn the_streams_of_the_busiest_address_are_closed_at_the_limit_and_a_coordi
     }
     assert!(ended, "the busiest address's oldest stream is closed");
     for _ in 0..3 {
-        assert!(matches!(coordinator.next().await, Heard::Pulse { .. }));
+        assert!(
+            matches!(coordinator.next().await, Heard::Pulse { .. }),
+            "the coordinator's stream, from another address, keeps pulsing"
+        );
     }
-    for f in &mut flood {
-        assert!(line_of(f).await.unwrap().contains("pulse"));
+    for (i, f) in flood.iter_mut().enumerate() {
+        let l = line_of(f).await;
+        assert!(
+            l.as_deref().is_some_and(|l| l.contains("pulse")),
+            "the flood's stream {} is still served: {l:?}",
+            i + 1
+        );
+    }
+}
+
+#[tokio::test]
+async fn ordinary_handshakes_are_answered_while_16_streams_are_held() {
+    let agent = start(None, Limits::default()).await;
+    let mut held = Vec::new();
+    for _ in 0..MAX_FOLLOWERS {
+        let (_, f) = follow_in_cluster(agent.addr, GOOD, None, None, None)
+            .await
+            .unwrap();
+        held.push(f.expect("a stream"));
+    }
+    for _ in 0..5 {
+        let r = query(agent.addr, GOOD, None, None).await.unwrap();
+        assert_eq!(r.caps.cores, 8);
+    }
+    for f in &mut held {
+        assert!(
+            matches!(f.next().await, Heard::Pulse { .. }),
+            "every stream held is still served"
+        );
     }
 }
 
@@ -146,6 +178,48 @@ async fn a_coordinator_line_that_is_no_ping_closes_the_stream() {
     }
 }
 
+#[tokio::test]
+async fn a_coordinator_line_longer_than_the_limit_closes_the_stream() {
+    let agent = start(None, Limits::default()).await;
+    let mut f = raw_follower(agent.addr, "127.0.0.7").await;
+    // No newline: the agent must not wait for one.
+    let long = vec![b'x'; MAX_FOLLOW_LINE + 10];
+    f.get_mut().write_all(&long).await.unwrap();
+    let mut lines = 0;
+    while line_of(&mut f).await.is_some() {
+        lines += 1;
+        assert!(lines < 5, "still open after an endless line");
+    }
+}
+
+#[tokio::test]
+async fn a_refused_follow_hello_is_closed_after_the_refusal_without_pulses() {
+    let agent = start(None, Limits::default()).await;
+    agent.caps.send_replace(Arc::new(NodeCaps {
+        cluster: Some("lab".into()),
+        ..caps(8)
+    }));
+    let hello = follow_hello_line(&Nonce::random().unwrap(), Some("prod"));
+    let out = raw_exchange(agent.addr, hello.as_bytes()).await;
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.starts_with("{\"rlx\":\"error\""), "{out}");
+    assert_eq!(
+        out.lines().count(),
+        1,
+        "the refusal only, then the end: {out}"
+    );
+    let err = follow_in_cluster(agent.addr, GOOD, None, None, Some("prod"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, HandshakeError::OtherCluster { theirs, .. } if theirs == "lab"),
+        "{err}"
+    );
+}
+
+/// A flood of handshake connections evicts among its own: a stream is out
+/// of the connection limit's reach, or any flood would make its
+/// coordinator report a live member dead.
 #[tokio::test]
 async fn handshakes_and_a_flood_of_connections_leave_the_streams_alone() {
     let limits = Limits {
