@@ -6,7 +6,7 @@
 #   sudo bench/run.sh            full mode (about 80 minutes, the half-hour soak of
 #                                `watch` included): bench/results/full.json
 #                                (+ .csv), BENCHMARKS.md, bench/plots/*.png
-#   sudo bench/run.sh --quick    under 3 minutes once built: proves the suite
+#   sudo bench/run.sh --quick    about 5 minutes once built: proves the suite
 #                                works; writes to target/bench-quick/ only
 #
 # Any other argument goes to `rlx-bench run` (e.g. --only mdns,scan --reps 3).
@@ -46,7 +46,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "bench/run.sh: missing: ${missing[*]}" >&2
   echo "  install (no daemon may start in the root namespace):" >&2
   echo "  printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d" >&2
-  echo "  apt-get install avahi-daemon avahi-utils dbus-daemon python3-zeroconf nmap nftables openssh-server openssh-client gnuplot-nox iperf3" >&2
+  echo "  apt-get install avahi-daemon avahi-utils dbus-daemon python3-zeroconf nmap nftables openssh-server openssh-client gnuplot-nox iperf3 serf" >&2
   exit 2
 fi
 

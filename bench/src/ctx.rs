@@ -67,6 +67,8 @@ pub struct Ctx {
     /// Soak scenario: record a second watch's heap with heaptrack and keep
     /// its data here.
     pub soak_heap: Option<std::path::PathBuf>,
+    /// Faults scenario: minutes of injected faults.
+    pub faults_minutes: f64,
 }
 
 impl Ctx {

@@ -122,6 +122,7 @@ impl Machine {
         versions.insert("nmap".into(), first_line("nmap", &["--version"]));
         versions.insert("ssh".into(), first_line("ssh", &["-V"]));
         versions.insert("gnuplot".into(), first_line("gnuplot", &["--version"]));
+        versions.insert("serf".into(), first_line("serf", &["version"]));
         // Which source was measured: set by bench/run.sh from git.
         if let Ok(src) = std::env::var("RLX_BENCH_SOURCE") {
             versions.insert("source measured".into(), src);

@@ -2,7 +2,7 @@
 //! would use instead, on the same private network, in the same run.**
 //!
 //! ```text
-//! bench/run.sh --quick          # < 3 min: proves the suite works (CI)
+//! bench/run.sh --quick          # ~5 min: proves the suite works (CI)
 //! bench/run.sh                  # full: bench/results/full.json, BENCHMARKS.md, bench/plots/
 //! rlx-bench report --results bench/results/full.json   # re-render without re-running
 //! ```
@@ -19,7 +19,10 @@
 //! - [`sc_mdns`], [`sc_scan`], [`sc_ssh`], [`sc_footprint`], [`sc_trust`]:
 //!   the first five scenarios; [`sc_soak`]: `watch` under churn for half
 //!   an hour (in a full run; a quick one runs it only with `--only soak`);
-//!   [`sc_links`]: link measurement against iperf3.
+//!   [`sc_links`]: link measurement against iperf3; [`sc_faults`]: `watch`
+//!   under injected faults (crashes, pauses, cut links, loss, a CPU hog, the
+//!   coordinator stopped) beside python-zeroconf and serf, every `left`
+//!   judged against the injection log (30 min in a full run, 2 in quick).
 //! - [`report`]: BENCHMARKS.md with every goal judged; [`plot`]: PNGs.
 //!
 //! Every scenario builds its network with [`rlx_lab`] and runs
@@ -43,6 +46,8 @@ mod proc;
 mod report;
 #[cfg(target_os = "linux")]
 mod results;
+#[cfg(target_os = "linux")]
+mod sc_faults;
 #[cfg(target_os = "linux")]
 mod sc_footprint;
 #[cfg(target_os = "linux")]
@@ -95,13 +100,14 @@ enum Cmd {
 #[cfg(target_os = "linux")]
 #[derive(Debug, clap::Args)]
 struct RunArgs {
-    /// Small sizes, one repetition, short windows: under 3 minutes, proves
-    /// the suite works (not figures to quote).
+    /// Small sizes, one repetition, short windows: about 5 minutes (the
+    /// faults scenario's 2 minutes of faults included), proves the suite
+    /// works (not figures to quote).
     #[arg(long)]
     quick: bool,
     /// Only these scenarios (comma-separated: mdns, scan, ssh, footprint,
-    /// trust, soak, links). With --quick, `soak` runs only when named here:
-    /// it is long.
+    /// trust, soak, links, faults). With --quick, `soak` runs only when
+    /// named here: it is long.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Soak scenario: minutes of churn (default 30).
@@ -112,6 +118,10 @@ struct RunArgs {
     /// heaptrack installed).
     #[arg(long, value_name = "DIR")]
     soak_heap: Option<PathBuf>,
+    /// Faults scenario: minutes of injected faults (default: 30; 2 with
+    /// --quick, with 10 agents instead of 50).
+    #[arg(long, value_name = "MIN")]
+    faults_minutes: Option<f64>,
     /// Repetitions per case (default: 1 quick, 5 full).
     #[arg(long)]
     reps: Option<u32>,
@@ -235,8 +245,18 @@ fn run(a: RunArgs) -> Result<()> {
         mdns_ipv6_n: a.mdns_ipv6_n.clone(),
         soak_minutes: a.soak_minutes,
         soak_heap: a.soak_heap.clone(),
+        faults_minutes: a.faults_minutes.unwrap_or(if a.quick { 2.0 } else { 30.0 }),
     };
-    let all = ["mdns", "scan", "ssh", "footprint", "trust", "soak", "links"];
+    let all = [
+        "mdns",
+        "scan",
+        "ssh",
+        "footprint",
+        "trust",
+        "soak",
+        "links",
+        "faults",
+    ];
     for o in &a.only {
         if !all.contains(&o.as_str()) {
             bail!("unknown scenario `{o}`: use one of {}", all.join(", "));
@@ -245,7 +265,7 @@ fn run(a: RunArgs) -> Result<()> {
     let wanted =
         |s: &str| (a.only.is_empty() && (s != "soak" || !a.quick)) || a.only.iter().any(|o| o == s);
     type Scenario = fn(&mut Ctx) -> Result<()>;
-    let scenarios: [(&str, Scenario); 7] = [
+    let scenarios: [(&str, Scenario); 8] = [
         ("scan", sc_scan::run),
         ("ssh", sc_ssh::run),
         ("footprint", sc_footprint::run),
@@ -253,6 +273,7 @@ fn run(a: RunArgs) -> Result<()> {
         ("mdns", sc_mdns::run),
         ("soak", sc_soak::run),
         ("links", sc_links::run),
+        ("faults", sc_faults::run),
     ];
     for (name, f) in scenarios {
         if !wanted(name) {

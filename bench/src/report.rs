@@ -7,6 +7,7 @@
 //! out the page.
 
 mod cells;
+mod faults_goals;
 mod goals;
 mod identity_goals;
 mod watch_goals;
@@ -323,6 +324,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         .into_iter()
         .chain(identity_goals::identity_goals(&s))
         .chain(watch_goals::watch_goals(&s))
+        .chain(faults_goals::faults_goals(r))
     {
         let _ = writeln!(
             o,
@@ -356,6 +358,10 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
             "links",
             "7. Link measurement: accuracy against iperf3, cost",
         ),
+        (
+            "faults",
+            "8. Faults: false deaths and detection under injected faults",
+        ),
     ];
     for (sc, title) in titles {
         let rows: Vec<&Summary> = s.iter().filter(|x| x.scenario == sc).collect();
@@ -371,6 +377,8 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
             mdns_tables(&mut o, &s);
             mdns_load_table(&mut o, &s);
             mdns_profile(&mut o);
+        } else if sc == "faults" {
+            faults_goals::section(&mut o, r);
         } else {
             let _ = writeln!(o, "| case | tool | metric | median | min - max | found | runs complete | vs ours | max load |");
             let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
