@@ -108,10 +108,11 @@ pub(crate) async fn run_sources(
         rlx_net::netguard::ensure_private_netns(what)?;
     }
     let early = admission.early();
+    let talk = sources::Crosstalk::new();
     let found = join_all(
         sources
             .iter()
-            .map(|s| s.discover(started, progress, &early)),
+            .map(|s| s.discover(started, progress, &early, &talk)),
     )
     .await;
     let mut all = Discovery {

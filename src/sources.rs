@@ -34,6 +34,22 @@ use crate::progress::Progress;
 use crate::sighting::{Discovery, OnSighting, Problem, Source};
 use std::time::Instant;
 
+/// What the sources tell each other while they run: `dns_sd` answering
+/// lets an mDNS browse that hears nothing at all stop at its early point
+/// instead of listening its whole window (a cluster on a routed subnet,
+/// found only through DNS, no longer waits for mDNS).
+pub(crate) struct Crosstalk {
+    dns: tokio::sync::watch::Sender<Option<(Instant, usize)>>,
+}
+
+impl Crosstalk {
+    pub(crate) fn new() -> Self {
+        Crosstalk {
+            dns: tokio::sync::watch::Sender::new(None),
+        }
+    }
+}
+
 /// A source `[discover]` asks for, with its options.
 #[derive(Debug, Clone)]
 pub(crate) enum Configured {
@@ -87,6 +103,7 @@ impl Configured {
         started: Instant,
         progress: &dyn Progress,
         on_resolved: &OnSighting,
+        talk: &Crosstalk,
     ) -> Discovery {
         match self {
             Configured::Ssh(o) => ssh::discover(o, started, progress).await,
@@ -94,11 +111,19 @@ impl Configured {
             Configured::Mdns(o) => {
                 let o = mdns::BrowseOptions {
                     on_resolved: Some(on_resolved.clone()),
+                    elsewhere: Some(talk.dns.subscribe()),
                     ..o.clone()
                 };
                 mdns::discover(&o, started).await
             }
-            Configured::Dns(o) => dns::discover(o, started).await,
+            Configured::Dns(o) => {
+                let d = dns::discover(o, started).await;
+                if !d.sightings.is_empty() {
+                    talk.dns
+                        .send_replace(Some((Instant::now(), d.sightings.len())));
+                }
+                d
+            }
         }
     }
 }

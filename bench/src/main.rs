@@ -16,7 +16,8 @@
 //!   inside a namespace.
 //! - [`peers`]: simulated agents, avahi-daemon with a private D-Bus, the
 //!   embedded python scripts.
-//! - [`sc_mdns`], [`sc_scan`], [`sc_ssh`], [`sc_footprint`], [`sc_trust`]:
+//! - [`sc_mdns`], [`sc_scan`], [`sc_ssh`], [`sc_footprint`] (and
+//!   [`sc_floods`]: its RSS under a stranger's floods), [`sc_trust`]:
 //!   the first five scenarios; [`sc_soak`]: `watch` under churn for half
 //!   an hour (in a full run; a quick one runs it only with `--only soak`);
 //!   [`sc_links`]: link measurement against iperf3; [`sc_faults`]: `watch`
@@ -48,6 +49,8 @@ mod report;
 mod results;
 #[cfg(target_os = "linux")]
 mod sc_faults;
+#[cfg(target_os = "linux")]
+mod sc_floods;
 #[cfg(target_os = "linux")]
 mod sc_footprint;
 #[cfg(target_os = "linux")]
@@ -265,10 +268,12 @@ fn run(a: RunArgs) -> Result<()> {
     let wanted =
         |s: &str| (a.only.is_empty() && (s != "soak" || !a.quick)) || a.only.iter().any(|o| o == s);
     type Scenario = fn(&mut Ctx) -> Result<()>;
-    let scenarios: [(&str, Scenario); 8] = [
+    let scenarios: [(&str, Scenario); 9] = [
         ("scan", sc_scan::run),
         ("ssh", sc_ssh::run),
         ("footprint", sc_footprint::run),
+        // The footprint under a stranger's floods.
+        ("footprint", sc_floods::run),
         ("trust", sc_trust::run),
         ("mdns", sc_mdns::run),
         ("soak", sc_soak::run),

@@ -232,3 +232,26 @@ pub fn wait_publishers_on(
     }
     Ok(())
 }
+
+/// avahi-daemon in lab host `i`, publishing node `node`'s service (its
+/// caps in TXT) from one static `.service` file, under its own host name.
+pub fn start_avahi(lab: &Lab, i: usize, node: usize) -> Result<rlx_lab::kit::avahi::Avahi> {
+    use rlx_lab::kit::avahi::{Avahi, AvahiOptions, StaticService};
+    let caps = sim_caps(node);
+    let txt: Vec<String> = rlx_proto::txt::to_strings(
+        &rlx_proto::txt::encode(&caps).map_err(|e| anyhow::anyhow!("{e}"))?,
+    );
+    Avahi::start(
+        lab,
+        i,
+        &AvahiOptions {
+            services: vec![StaticService {
+                name: node_name(node),
+                port: PORT,
+                txt,
+            }],
+            host_name: Some(avahi_host_name(node)),
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("starting avahi-daemon in h{i}: {e}"))
+}

@@ -8,6 +8,7 @@
 
 mod cells;
 mod faults_goals;
+mod flood_goals;
 mod goals;
 mod identity_goals;
 mod watch_goals;
@@ -325,6 +326,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         .chain(identity_goals::identity_goals(&s))
         .chain(watch_goals::watch_goals(&s))
         .chain(faults_goals::faults_goals(r))
+        .chain(flood_goals::flood_goals(&s))
     {
         let _ = writeln!(
             o,

@@ -185,6 +185,41 @@ impl Procs<'_> {
     }
 }
 
+/// The kernel's neighbour-table limits (`net.ipv4.neigh.default.gc_thresh1-3`),
+/// raised to at least a number of entries and put back when dropped.
+struct NeighbourLimits(Vec<(String, String)>);
+
+impl NeighbourLimits {
+    const KEYS: [&'static str; 3] = ["gc_thresh1", "gc_thresh2", "gc_thresh3"];
+
+    fn raise(entries: usize) -> Result<NeighbourLimits> {
+        let mut saved = Vec::new();
+        for (k, key) in Self::KEYS.iter().enumerate() {
+            let path = format!("/proc/sys/net/ipv4/neigh/default/{key}");
+            let old = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {path}"))?
+                .trim()
+                .to_string();
+            // thresh1 below which nothing is collected, thresh3 the hard cap.
+            let want = entries * (k + 1);
+            if old.parse::<usize>().unwrap_or(0) < want {
+                std::fs::write(&path, want.to_string())
+                    .with_context(|| format!("raising {path} to {want}"))?;
+                saved.push((path, old));
+            }
+        }
+        Ok(NeighbourLimits(saved))
+    }
+}
+
+impl Drop for NeighbourLimits {
+    fn drop(&mut self) {
+        for (path, old) in &self.0 {
+            let _ = std::fs::write(path, old);
+        }
+    }
+}
+
 /// watch's news: its `at_ms` placed on the wall clock by its stamped lines.
 fn watch_news(lines: &[(f64, String)], spawned: f64, agents: usize) -> (Vec<Item>, f64) {
     let events: Vec<(f64, Value)> = lines
@@ -284,6 +319,13 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let case = case_name(agents, minutes);
     let dir = ctx.work.path().join("faults");
     std::fs::create_dir_all(&dir)?;
+    // Every lab host shares the kernel's one neighbour table, whose limits
+    // (gc_thresh3, 1024 by default) count the entries of all namespaces:
+    // serf's full mesh of 51 hosts needs 2,550, and past the limit no new
+    // ARP entry is made, so every TCP handshake and unicast reply fails
+    // while multicast goes on ("neighbor table overflow!" in dmesg). On a
+    // real LAN each host has its own table. Raised for the run, restored.
+    let _neigh = NeighbourLimits::raise((agents + 1) * (agents + 1) * 2)?;
     let lab = Lab::new(LabOptions {
         hosts: agents + 1,
         ipv6: false,
@@ -415,6 +457,34 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         std::thread::sleep(Duration::from_millis(200));
     }
     let before = seen(&serf_lines);
+    if before[0] != all {
+        // Why watch has not seen everyone: its events so far by kind, and
+        // the last lines it logged.
+        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        for (_, l) in watch_lines.lines() {
+            if let Ok(e) = serde_json::from_str::<Value>(&l) {
+                *kinds
+                    .entry(e["event"].as_str().unwrap_or("?").to_string())
+                    .or_default() += 1;
+            }
+        }
+        let err = w.stderr();
+        let tail: Vec<&str> = err.lines().rev().take(6).collect();
+        let state = std::fs::read_to_string(format!("/proc/{}/stat", w.pid()))
+            .ok()
+            .and_then(|s| {
+                s.rsplit(") ")
+                    .next()
+                    .map(|r| r.chars().next().unwrap_or('?'))
+            })
+            .unwrap_or('-');
+        let out_len = std::fs::metadata(w.stdout_path()).map_or(0, |m| m.len());
+        ctx.notes.push(format!(
+            "faults: before the first fault watch (state {state}, {out_len} bytes of output) had \
+             printed {kinds:?}; its last log lines: {}",
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        ));
+    }
     let ready_in = (SETTLE_IN - deadline.saturating_duration_since(Instant::now())).as_secs_f64();
     std::thread::sleep(Duration::from_secs(3));
 

@@ -5,10 +5,10 @@
 //! `rlx-agent --probe` with and without the GFLOP/s measurement.
 
 use crate::ctx::{Bins, Ctx};
-use crate::peers::{self, Publisher, AGENT_PORT, PORT};
+use crate::peers::{self, Publisher, AGENT_PORT};
 use crate::proc::{cpu_ns, iface_packets, rss_kb, run_timed};
 use anyhow::Result;
-use rlx_lab::kit::avahi::{Avahi, AvahiOptions, StaticService};
+use rlx_lab::kit::avahi::Avahi;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use std::path::Path;
 use std::process::Command;
@@ -146,22 +146,7 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
     }
     {
         let lab = new_lab()?;
-        let caps = peers::sim_caps(0);
-        let txt: Vec<String> = rlx_proto::txt::to_strings(
-            &rlx_proto::txt::encode(&caps).map_err(|e| anyhow::anyhow!("{e}"))?,
-        );
-        let avahi = Avahi::start(
-            &lab,
-            0,
-            &AvahiOptions {
-                services: vec![StaticService {
-                    name: peers::node_name(0),
-                    port: PORT,
-                    txt,
-                }],
-                host_name: Some(peers::avahi_host_name(0)),
-            },
-        )?;
+        let avahi = peers::start_avahi(&lab, 0, 0)?;
         let pids = vec![avahi.daemon_pid().unwrap_or(0), avahi.dbus_pid()];
         watched.push(Watched {
             tool: AVAHI,

@@ -23,6 +23,12 @@ JSON on stdout:
       sends a truncated PTR question, then its known-answer packet (the PTR
       of NAME with --known, else empty), and prints when the agent's PTR
       answers came: {"answers_ms": [...]}.
+  ask --src IP --name NAME [--qtype PTR|ANY|SRV|TXT|A|AAAA] [--id N] [--qu] [--legacy] [--seconds S]
+      one question for NAME, from IP:5353 to the group (with --legacy from
+      an ephemeral port, so the answers come by unicast), with query id N;
+      prints {"replies": [{"ms", "src", "ttl", "unicast", "msg"}]}: every
+      response read in S seconds, with its IP TTL and whether it came by
+      unicast.
   goodbye --src IP --instance NAME [--to IP] [--sport P] --count N --gap-ms G
       a stranger's forged goodbye: N responses carrying only the PTR
       _rlx._tcp.local. -> NAME._rlx._tcp.local. with TTL 0 (RFC 6762 §10.1),
@@ -62,9 +68,9 @@ def encode_name(name):
     return out + b"\0"
 
 
-def query(name, qtype, qu):
+def query(name, qtype, qu, ident=0):
     """A query with one question; qu sets the unicast-response bit."""
-    header = struct.pack("!HHHHHH", 0, 0, 1, 0, 0, 0)
+    header = struct.pack("!HHHHHH", ident, 0, 1, 0, 0, 0)
     qclass = 1 | (0x8000 if qu else 0)
     return header + encode_name(name) + struct.pack("!HH", qtype, qclass)
 
@@ -327,6 +333,54 @@ def goodbye(args):
     print(json.dumps({"sent": args.count}), flush=True)
 
 
+# Linux's socket options for the IP TTL and destination of what is read.
+IP_TTL, IP_PKTINFO, IP_RECVTTL = 2, 8, 12
+
+
+def ask(args):
+    """One question, as a multicast querier (from port 5353, listening to
+    the group) or a legacy one (--legacy: from an ephemeral port), with the
+    query id --id; every reply with its IP TTL and whether it came by
+    unicast."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    if args.legacy:
+        s.bind((args.src, 0))
+    else:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, args.iface.encode())
+        s.bind(("", PORT))
+        mreq = socket.inet_aton(GROUP4) + socket.inet_aton(args.src)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(args.src))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+    s.setsockopt(socket.IPPROTO_IP, IP_RECVTTL, 1)
+    s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+    qtype = {v: k for k, v in TYPES.items()}[args.qtype]
+    s.sendto(query(args.name, qtype, args.qu, args.id), (GROUP4, PORT))
+    sent = time.monotonic()
+    end, replies = sent + args.seconds, []
+    while time.monotonic() < end:
+        s.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            data, anc, _, src = s.recvmsg(9000, 256)
+        except socket.timeout:
+            break
+        ttl, dst = None, None
+        for level, kind, value in anc:
+            if level == socket.IPPROTO_IP and kind == IP_TTL:
+                ttl = struct.unpack("@i", value[:4])[0]
+            if level == socket.IPPROTO_IP and kind == IP_PKTINFO:
+                dst = socket.inet_ntoa(value[8:12])
+        msg = parse(data)
+        if not msg["response"]:
+            continue
+        replies.append({"ms": (time.monotonic() - sent) * 1000, "src": src[0], "ttl": ttl,
+                        "unicast": dst != GROUP4, "msg": msg})
+    print(json.dumps({"replies": replies}), flush=True)
+
+
 def legacy_ask(src, name, qtype, seconds=2.0):
     """Asks the group for name/qtype from an ephemeral port (a legacy
     query, RFC 6762 §6.7): responders answer by unicast, to this socket.
@@ -415,6 +469,15 @@ def main():
     a.add_argument("--agent", required=True)
     a.add_argument("--instance", required=True)
     a.add_argument("--known", action="store_true")
+    a = sub.add_parser("ask")
+    a.add_argument("--src", required=True)
+    a.add_argument("--iface", default="eth0")
+    a.add_argument("--name", required=True)
+    a.add_argument("--qtype", default="PTR")
+    a.add_argument("--id", type=int, default=0)
+    a.add_argument("--qu", action="store_true")
+    a.add_argument("--legacy", action="store_true")
+    a.add_argument("--seconds", type=float, default=1.5)
     a = sub.add_parser("goodbye")
     a.add_argument("--src", required=True)
     a.add_argument("--instance", required=True)
@@ -431,7 +494,7 @@ def main():
     a.add_argument("--count", type=int, default=2)
     a.add_argument("--gap-ms", type=int, default=250)
     args = p.parse_args()
-    modes = {"listen": listen, "qu": qu, "delay": delay, "tc": tc, "goodbye": goodbye, "records": records}
+    modes = {"listen": listen, "qu": qu, "ask": ask, "delay": delay, "tc": tc, "goodbye": goodbye, "records": records}
     return modes[args.mode](args)
 
 

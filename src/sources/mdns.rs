@@ -87,9 +87,9 @@
 //! early stop: an agent that was never heard must have missed every query
 //! so far that reached the network. A query lost on our own link is lost
 //! for every responder at once, so only queries that some agent answered
-//! count as chances; after the early rounds, `SENTINELS` resolved agents
-//! are left out of each query's known-answer list in rotation so that they
-//! answer and show it went out. The chance that one agent's answer gets
+//! count as chances; legacy queries carry no known answers (RFC 6762 §6.7;
+//! avahi-daemon refuses those that do), so every responder answers each
+//! one, by unicast to this host only, and any answer shows it went out. The chance that one agent's answer gets
 //! through is measured on the early queries that went out, taken
 //! `RATE_MARGIN` standard deviations low (a Wilson lower bound, so that
 //! three agents with lucky answers do not look like a clean network). With
@@ -103,10 +103,19 @@
 //! (heard only by multicast) count as answering none, which keeps the
 //! estimate from stopping.
 //!
+//! One more rule stops a browse that heard nothing: when unicast DNS-SD
+//! (`dns_sd`) has answered with at least one agent, no mDNS responder has
+//! answered anything at all, conditions 1 and 4 hold and `QUIET` has passed
+//! since the DNS answer, the cluster is taken to be beyond this link (a
+//! routed subnet found through DNS) and the browse stops, about 0.5 s in,
+//! instead of listening its whole window. What it risks is the same as
+//! every early stop's: an agent on this link that answers later than
+//! `LATE_ANSWER` would be missed, and the report says so.
+//!
 //! The [`Attempt`](crate::sighting::Attempt) always says how long it listened, whether and why it
 //! stopped early, and how many instances answered *late*: after the point
-//! where a clean network would have let it stop. An empty result never
-//! stops early.
+//! where a clean network would have let it stop. An empty result stops
+//! early only by that rule, when DNS answered.
 //!
 //! # Bounds
 //!

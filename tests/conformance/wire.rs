@@ -15,11 +15,11 @@ use std::time::Duration;
 
 /// How long an agent may take to announce (it probes for about 0.75 s
 /// first; a loaded CI box is slower).
-const UP: Duration = Duration::from_secs(20);
+pub(crate) const UP: Duration = Duration::from_secs(20);
 
 /// Starts an agent named `name` in host `host`, announcing on `ifaces`
 /// (its default choice when empty).
-fn start_agent(lab: &Lab, host: usize, name: &str, dir: &Path, ifaces: &[&str]) -> Proc {
+pub(crate) fn start_agent(lab: &Lab, host: usize, name: &str, dir: &Path, ifaces: &[&str]) -> Proc {
     let caps = dir.join(format!("{name}.json"));
     std::fs::write(
         &caps,
@@ -52,7 +52,7 @@ fn start_listener(lab: &Lab, host: usize, args: &[&str]) -> Proc {
 }
 
 /// Runs `mdns_wire.py ARGS` in host `host` to completion: its JSON.
-fn run_wire(lab: &Lab, host: usize, args: &[&str]) -> Value {
+pub(crate) fn run_wire(lab: &Lab, host: usize, args: &[&str]) -> Value {
     let out = lab
         .command(host, PYTHON)
         .arg(script("mdns_wire.py"))
@@ -78,7 +78,7 @@ fn packets(p: &Proc) -> Vec<Value> {
 }
 
 /// The records of the answer and additional sections of `msg`.
-fn records(msg: &Value) -> impl Iterator<Item = &Value> {
+pub(crate) fn records(msg: &Value) -> impl Iterator<Item = &Value> {
     ["an", "ar"]
         .into_iter()
         .flat_map(move |s| msg[s].as_array().into_iter().flatten())

@@ -11,9 +11,12 @@
 //! - `links_measure`: measured links against iperf3 at 100 Mbit/s and
 //!   1 Gbit/s.
 //! - `watch_flood`: `watch` under a flood of bogus instances.
+//! - `responder_floods`: an agent and `watch` under floods of truncated
+//!   queries and unsolicited records stay within a few MB.
 
 mod ipv6_loss;
 mod links_measure;
+mod responder_floods;
 mod watch_flood;
 
 use std::sync::{Mutex, MutexGuard};

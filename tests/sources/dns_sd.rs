@@ -403,3 +403,60 @@ fn watch_with_a_domain_reports_a_registered_agent_joining_and_leaving() {
         "{left}"
     );
 }
+
+/// The `elapsed_ms` of the report's attempt of `source`.
+fn attempt_ms(v: &Value, source: &str) -> (u64, String) {
+    let t = v["report"]["tried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["source"] == source)
+        .unwrap_or_else(|| panic!("no {source} attempt in {v:#}"));
+    (
+        t["elapsed_ms"].as_u64().unwrap(),
+        t["what"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Guards against a DNS-SD-only cluster waiting for mDNS (issue: `expand`
+/// took 3.0 s with agents on a routed subnet, the mDNS browse hearing
+/// nothing and listening its whole window): once `dns_sd` has answered and
+/// no mDNS responder has, the browse stops within 0.5 s of the DNS answer,
+/// and says why.
+#[test]
+fn a_cluster_found_only_through_dns_sd_is_not_held_by_an_mdns_browse_that_hears_nothing() {
+    if !peer::require(
+        "a_cluster_found_only_through_dns_sd_is_not_held_by_an_mdns_browse_that_hears_nothing",
+        &[Peer::Bind],
+    ) {
+        return;
+    }
+    let Some(labs) = require_lab() else { return };
+    // Subnet 0: h0 named, h1 box1, h2 box2. Subnet 1: h3 the coordinator,
+    // alone: its mDNS browse hears nobody.
+    let lab = labs.routed(RoutedOptions {
+        subnets: vec![3, 1],
+    });
+    let named = start_named(&lab, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let agents: Vec<Proc> = (1..=2)
+        .map(|h| start_agent(&lab, h, h, &named, &named.key, dir.path()))
+        .collect();
+    for a in &agents {
+        a.expect_output("registered in DNS", UP);
+    }
+    let v = browse(&lab, 3, &named, true);
+    let hosts: Vec<String> = nodes(&v).into_iter().map(|n| n.0).collect();
+    assert_eq!(hosts, ["box1", "box2"], "{v:#}");
+    let (dns_ms, _) = attempt_ms(&v, "dns");
+    let (mdns_ms, what) = attempt_ms(&v, "mdns");
+    eprintln!("dns_sd answered at {dns_ms} ms; the mDNS browse ended at {mdns_ms} ms: {what}");
+    assert!(
+        what.contains("no mDNS responder answered, and dns_sd did"),
+        "the browse says why it stopped: {what}"
+    );
+    assert!(
+        mdns_ms <= dns_ms.max(500) + 500,
+        "the mDNS browse ended {mdns_ms} ms in, the DNS answer came at {dns_ms} ms: {what}"
+    );
+}

@@ -5,11 +5,10 @@
 //! the next thing is due or a datagram or multicast event arrives.
 
 use super::browser::{BrowserEvent, MdnsBrowser};
-use super::options::{BrowseOptions, MdnsError};
+use super::options::{AnsweredElsewhere, BrowseOptions, MdnsError};
 use super::schedule::{
     legacy_offset, legacy_round_wanted, matured, ms, ARP_ANNOUNCE_MS, EARLY_FLOOR_WITHOUT_ARP,
-    EARLY_FLOOR_WITH_ARP, EARLY_ROUNDS, EXTRA_QM_MS, LEGACY_BURST_MS, QUIET, ROUND_WAIT, SENTINELS,
-    STOP_RISK,
+    EARLY_FLOOR_WITH_ARP, EARLY_ROUNDS, EXTRA_QM_MS, LEGACY_BURST_MS, QUIET, ROUND_WAIT, STOP_RISK,
 };
 use super::sockets::{
     open_sockets, read_loop, send_standard_query, Datagram, LegacySocket, READ_QUEUE,
@@ -90,13 +89,35 @@ struct Run {
     last_change: Instant,
     /// Early stop needs legacy queries; without sockets it cannot be judged.
     early_possible: bool,
+    /// Told when `dns_sd` answers; `None` once it can tell nothing more.
+    elsewhere: Option<AnsweredElsewhere>,
+    /// When `dns_sd` answered, and with how many sightings.
+    answered_elsewhere: Option<(Instant, usize)>,
 }
+
+/// RFC 4861 §7.2.6's MAX_NEIGHBOR_ADVERTISEMENT: unsolicited Neighbor
+/// Advertisements of one address, at most (the first of the ARP schedule's
+/// times; the ARP announcements go on).
+const MAX_UNSOLICITED_NA: usize = 3;
 
 /// What woke the loop.
 enum Wake {
     Timer,
     Datagram(Option<Datagram>),
     Event(Option<BrowserEvent>),
+    /// What `dns_sd` said; `None` when it can say nothing more.
+    Elsewhere(Option<Option<(Instant, usize)>>),
+}
+
+/// The next word from `dns_sd`, or never when there is none to hear.
+async fn answered(rx: &mut Option<AnsweredElsewhere>) -> Option<Option<(Instant, usize)>> {
+    match rx {
+        Some(rx) => match rx.changed().await {
+            Ok(()) => Some(*rx.borrow_and_update()),
+            Err(_) => None,
+        },
+        None => std::future::pending().await,
+    }
 }
 
 impl Run {
@@ -177,6 +198,8 @@ impl Run {
             early_point,
             last_change: t0,
             early_possible,
+            elsewhere: opts.elsewhere.clone(),
+            answered_elsewhere: None,
         })
     }
 
@@ -196,9 +219,12 @@ impl Run {
                 _ = tokio::time::sleep_until(wake.into()) => Wake::Timer,
                 d = self.rx.recv() => Wake::Datagram(d),
                 ev = next_event(&mut self.browser) => Wake::Event(ev),
+                more = answered(&mut self.elsewhere) => Wake::Elsewhere(more),
             };
             match woke {
                 Wake::Timer | Wake::Datagram(None) => {}
+                Wake::Elsewhere(Some(a)) => self.answered_elsewhere = a,
+                Wake::Elsewhere(None) => self.elsewhere = None,
                 Wake::Datagram(Some(d)) => self.on_datagram(d),
                 Wake::Event(ev) => self.on_event(ev),
             }
@@ -234,6 +260,16 @@ impl Run {
             self.stats.expected_missing = Some(0.0);
             return true;
         }
+        // Nothing heard on any link, and a DNS server answered for the
+        // cluster: it is not on this link. Given the same floor as every
+        // early stop, so an agent answering up to LATE_ANSWER late is heard.
+        if let Some((at, n)) = self.answered_elsewhere {
+            if n > 0 && self.table.heard_nothing() && now >= at + QUIET {
+                self.stats.stopped_early = true;
+                self.stats.stop_rule = Some(StopRule::DnsSdAnswered);
+                return true;
+            }
+        }
         let (k, _) = matured(now - self.t0, self.round);
         if let Some(e) = self.table.expected_missing(k).filter(|&e| e < STOP_RISK) {
             self.stats.stopped_early = true;
@@ -255,11 +291,11 @@ impl Run {
             }
             let id = self.base_id.wrapping_add(round as u16);
             self.rounds.insert(id, round);
-            let known = if round < EARLY_ROUNDS {
-                Vec::new()
-            } else {
-                self.table.known_answers(round, SENTINELS)
-            };
+            // No known answers, ever: a legacy querier sends none (RFC 6762
+            // §6.7), and avahi-daemon refuses a legacy query that carries
+            // them ("Invalid legacy unicast query packet", logged for every
+            // one). Every responder answers each round, by unicast to us
+            // only, and any answer shows that the round went out.
             // One family, when the other reaches every instance: decided
             // once round 0's answers are in, so an agent slow to answer
             // is heard first. IPv6 goes first; IPv4 only when IPv6 alone
@@ -269,7 +305,7 @@ impl Run {
                 && self.socks.iter().any(|s| s.dest.is_ipv6());
             let skip_v6 = judged && dual && self.table.family_adds_nothing(true);
             let skip_v4 = judged && dual && !skip_v6 && self.table.family_adds_nothing(false);
-            match legacy_query(id, &known) {
+            match legacy_query(id, &[]) {
                 Ok(bytes) => {
                     for s in &self.socks {
                         if (s.dest.is_ipv6() && skip_v6) || (s.dest.is_ipv4() && skip_v4) {
@@ -292,8 +328,9 @@ impl Run {
         }
     }
 
-    /// The extra standard queries that are due, each sent twice (a lost
-    /// query would waste the responders' one multicast answer per second).
+    /// The extra standard queries that are due, each sent once (a second
+    /// copy doubled every bystander's share of the browse and broke RFC
+    /// 6762 §5.2's pacing; the legacy rounds cover a lost one).
     fn send_standard_queries(&mut self, now: Instant) {
         while self.next_qm < EXTRA_QM_MS.len()
             && self.t0 + Duration::from_millis(EXTRA_QM_MS[self.next_qm]) <= now
@@ -303,10 +340,8 @@ impl Run {
             match standard_queries(&self.table.known_answers(self.next_qm, 0)) {
                 Ok(packets) => {
                     for s in &self.socks {
-                        for _ in 0..2 {
-                            let sent = packets.iter().all(|p| send_standard_query(s, p));
-                            self.stats.standard_queries += usize::from(sent);
-                        }
+                        let sent = packets.iter().all(|p| send_standard_query(s, p));
+                        self.stats.standard_queries += usize::from(sent);
                     }
                 }
                 Err(e) => tracing::warn!("cannot build a standard mDNS query: {e}"),
@@ -321,10 +356,14 @@ impl Run {
             && self.t0 + Duration::from_millis(ARP_ANNOUNCE_MS[self.next_kick]) <= now
         {
             for k in &self.kickers {
-                let sent = usize::from(k.announce());
                 match k {
-                    Kicker::Arp(_) => self.stats.arp_announcements += sent,
-                    Kicker::Ndp(_) => self.stats.na_announcements += sent,
+                    Kicker::Arp(_) => self.stats.arp_announcements += usize::from(k.announce()),
+                    // RFC 4861 §7.2.6: at most MAX_NEIGHBOR_ADVERTISEMENT
+                    // (3) unsolicited advertisements per address.
+                    Kicker::Ndp(_) if self.next_kick < MAX_UNSOLICITED_NA => {
+                        self.stats.na_announcements += usize::from(k.announce())
+                    }
+                    Kicker::Ndp(_) => {}
                 }
             }
             self.next_kick += 1;
@@ -344,6 +383,9 @@ impl Run {
         }
         if let (false, Some(&at)) = (self.kickers.is_empty(), ARP_ANNOUNCE_MS.get(self.next_kick)) {
             wake = wake.min(t0 + Duration::from_millis(at));
+        }
+        if let (true, Some((at, _))) = (self.early_possible, self.answered_elsewhere) {
+            wake = wake.min(self.early_point.max(at + QUIET).max(now));
         }
         if self.early_possible {
             wake = wake.min(self.early_point.max(self.last_change + QUIET).max(now));

@@ -6,7 +6,13 @@ use crate::config::DiscoverSection;
 use crate::sighting::OnSighting;
 use rlx_net::iface::IfaceError;
 use rlx_net::netguard::GuardError;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// When another source (unicast DNS-SD) has answered, and with how many
+/// sightings: a browse that hears nothing at all may then stop at its
+/// early point instead of listening its whole window (see "When it stops
+/// early" in [`super`]'s docs). `None` until it answers.
+pub(crate) type AnsweredElsewhere = tokio::sync::watch::Receiver<Option<(Instant, usize)>>;
 
 /// Which addresses a continuous browse lets through to admission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -37,6 +43,8 @@ pub struct BrowseOptions {
     /// Which announced addresses become sightings; the others are refused
     /// with the reason (`[discover] dial_off_link`).
     pub(crate) dial: DialPolicy,
+    /// Told when `dns_sd` has answered: see [`AnsweredElsewhere`].
+    pub(crate) elsewhere: Option<AnsweredElsewhere>,
 }
 
 impl Default for BrowseOptions {
@@ -47,6 +55,7 @@ impl Default for BrowseOptions {
             early_stop: true,
             on_resolved: None,
             dial: DialPolicy::Any,
+            elsewhere: None,
         }
     }
 }
@@ -66,6 +75,7 @@ impl BrowseOptions {
             } else {
                 DialPolicy::Any
             },
+            elsewhere: None,
         }
     }
 }

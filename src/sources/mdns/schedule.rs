@@ -17,8 +17,7 @@ pub(crate) const LEGACY_BURST_MS: [u64; 10] = [0, 50, 100, 200, 300, 400, 500, 6
 pub(crate) const LEGACY_BACKOFF_START: Duration = Duration::from_secs(1);
 
 /// When the extra standard queries go out, ms after the start, each sent
-/// twice (a lost query would waste a responder's one multicast answer per
-/// second). mdns-sd's browse queries once at about 30 ms, then at 1030 ms
+/// once (a lost one is covered by the legacy rounds). mdns-sd's browse queries once at about 30 ms, then at 1030 ms
 /// and 3030 ms; a responder multicasts a record at most once a second,
 /// counted from its previous answer (sent 10 to 50 ms after a query), so
 /// about half the responders refuse the 1030 ms query (measured: 28 of 50
@@ -107,13 +106,6 @@ pub(crate) const STOP_RISK: f64 = 0.01;
 /// estimate assumes (a Wilson lower bound): with few agents the measured
 /// rate is uncertain, and a browse must not stop on a lucky guess.
 pub(crate) const RATE_MARGIN: f64 = 2.0;
-
-/// Resolved instances left out of each later legacy query's known-answer
-/// list, in rotation, so that they answer it: their answers show which
-/// queries reached the network (on a lossy link a multicast query is lost
-/// for every responder at once, so a query nobody answered is no chance at
-/// all). Two: both replies are lost only one time in 25 at 20% loss.
-pub(crate) const SENTINELS: usize = 2;
 
 /// How long after a query went out it counts as a chance every responder
 /// had to answer: ten times the slowest reply latency measured, and after

@@ -82,6 +82,10 @@ pub enum StopRule {
     /// be still unheard.
     #[serde(rename = "loss estimate")]
     LossEstimate,
+    /// mDNS heard nothing at all, and unicast DNS-SD (`dns_sd`) answered:
+    /// a cluster reached through DNS, not on this link.
+    #[serde(rename = "dns-sd answered")]
+    DnsSdAnswered,
 }
 
 /// A browse: what it found and how it went.
@@ -122,6 +126,12 @@ pub(super) fn describe_attempt(s: &BrowseStats) -> String {
         let _ = write!(
             w,
             " (stopped early: every agent heard answered every early query; {})",
+            late_caveat()
+        );
+    } else if s.stop_rule == Some(StopRule::DnsSdAnswered) {
+        let _ = write!(
+            w,
+            " (stopped early: no mDNS responder answered, and dns_sd did; {})",
             late_caveat()
         );
     } else if s.stop_rule == Some(StopRule::LossEstimate) {

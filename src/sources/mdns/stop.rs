@@ -52,6 +52,11 @@ impl Table {
             && live.all(|i| i.families & other != 0)
     }
 
+    /// Whether no responder has answered at all: no instance, live or gone.
+    pub(super) fn heard_nothing(&self) -> bool {
+        self.instances.is_empty()
+    }
+
     /// The early-stop test (see the [`mdns`](super) docs): at least one instance, and
     /// every instance answered every early round and is resolved.
     pub(super) fn clean(&self) -> bool {
@@ -132,7 +137,6 @@ mod tests {
     use super::*;
     use crate::sources::mdns::browser::BrowserEvent;
     use crate::sources::mdns::fixtures::{eth0, reply, GOOD};
-    use crate::sources::mdns::schedule::SENTINELS;
     use std::time::Instant;
 
     /// Builds a table of `n` resolved agents that answered the early rounds
@@ -248,6 +252,7 @@ mod tests {
 
     #[test]
     fn later_queries_leave_sentinels_out_of_their_known_answers() {
+        const SENTINELS: usize = 2;
         let t = table_of(5, &[0b111], 0b111);
         assert_eq!(t.known_answers(4, 0).len(), 5);
         assert_eq!(t.known_answers(4, SENTINELS).len(), 5 - SENTINELS);

@@ -3,9 +3,9 @@
 //! This is an internal implementation, not visible to the public API.
 
 #[cfg(feature = "logging")]
-use crate::log::{debug, trace};
+use crate::log::{debug, trace, warn}; // rlx patch: PATCHES.md §28 (warn)
 use crate::{
-    dns_parser::{DnsAddress, DnsPointer, DnsRecordBox, DnsSrv, InterfaceId, RRType},
+    dns_parser::{DnsAddress, DnsPointer, DnsRecordBox, DnsRecordExt, DnsSrv, InterfaceId, RRType},
     service_info::{split_sub_domain, MyIntf},
     ScopedIp,
 };
@@ -50,6 +50,95 @@ pub(crate) struct DnsRecordIntf {
     pub(crate) src_intf: InterfaceId,
 }
 
+/// The cache holds at most this many records in all. A response past it
+/// refreshes the records it already has but adds none (logged), so a flood
+/// of forged records cannot grow memory without bound. A 200-agent
+/// cluster seen on two interfaces is about 2,400 records (PTR, SRV, TXT
+/// and three addresses each, twice); at 200-600 bytes a record, the cap is
+/// under 5 MB.
+// rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28)
+pub(crate) const CACHE_RECORDS_MAX: usize = 8192;
+
+/// One name and type holds at most this many records (a host's addresses,
+/// on every interface, are the most a real name has: a few); a new one past
+/// it replaces the oldest, so the linear scan of each insert stays short.
+// rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28)
+pub(crate) const CACHE_RECORDS_PER_NAME_MAX: usize = 32;
+
+/// Which records of a response are worth caching: those that serve a
+/// browse or a host lookup of ours. Upstream cached every record of a
+/// response that carried no PTR, so any host could fill the cache of a
+/// daemon that browses nothing (the agent) with SRV, TXT and address
+/// records nobody asked for.
+// rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28)
+pub(crate) struct CacheWanted {
+    /// The browsed service types (lowercase), a subtype's as its type.
+    types: Vec<String>,
+    /// The browsed types as asked, PTR names (lowercase).
+    ptr_names: Vec<String>,
+    /// Host names (lowercase) looked up, or pointed at by a wanted SRV.
+    hosts: HashSet<String>,
+}
+
+// rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28)
+impl CacheWanted {
+    /// What `browsed` (the service queriers' types) and `resolved` (the
+    /// host names looked up) want of `records` (one response's), given
+    /// what `cache` already holds.
+    pub(crate) fn new<'a>(
+        browsed: impl Iterator<Item = &'a String>,
+        resolved: impl Iterator<Item = &'a String>,
+        cache: &DnsCache,
+        records: impl Iterator<Item = &'a DnsRecordBox>,
+    ) -> Self {
+        let ptr_names: Vec<String> = browsed.map(|t| t.to_lowercase()).collect();
+        let types = ptr_names
+            .iter()
+            .map(|t| match t.split_once("._sub.") {
+                Some((_, ty)) => ty.to_string(),
+                None => t.clone(),
+            })
+            .collect();
+        let mut wanted = Self {
+            types,
+            ptr_names,
+            hosts: resolved.map(|h| h.to_lowercase()).collect(),
+        };
+        let mut hosts = cache.srv_targets();
+        for r in records {
+            if let Some(srv) = r.any().downcast_ref::<DnsSrv>() {
+                if wanted.is_instance(r.get_name()) {
+                    hosts.insert(srv.host().to_lowercase());
+                }
+            }
+        }
+        wanted.hosts.extend(hosts);
+        wanted
+    }
+
+    /// Whether `name` is an instance of a browsed type.
+    fn is_instance(&self, name: &str) -> bool {
+        let name = name.to_lowercase();
+        self.types.iter().any(|ty| {
+            name.len() > ty.len() + 1
+                && name.ends_with(ty.as_str())
+                && name.as_bytes()[name.len() - ty.len() - 1] == b'.'
+        })
+    }
+
+    /// Whether `record` is worth caching.
+    pub(crate) fn wants(&self, record: &DnsRecordBox) -> bool {
+        let name = record.get_name();
+        match record.get_type() {
+            RRType::PTR => self.ptr_names.iter().any(|p| p.eq_ignore_ascii_case(name)),
+            RRType::SRV | RRType::TXT => self.is_instance(name),
+            RRType::A | RRType::AAAA => self.hosts.contains(&name.to_lowercase()),
+            RRType::NSEC => self.is_instance(name) || self.hosts.contains(&name.to_lowercase()),
+            _ => false,
+        }
+    }
+}
+
 /// A cache for all types of DNS records.
 pub(crate) struct DnsCache {
     /// DnsPointer records indexed by ty_domain
@@ -70,6 +159,16 @@ pub(crate) struct DnsCache {
     /// Negative responses:
     /// A map from "instance fullname" to DnsNSec.
     nsec: HashMap<String, Vec<DnsRecordIntf>>,
+
+    /// At least the number of records held: counted up on each insert and
+    /// recounted exactly only when it reaches [`CACHE_RECORDS_MAX`], so the
+    /// many places that remove records need not count down.
+    // rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28)
+    held_at_most: usize,
+    /// New records refused for the cap since the last warning, and when
+    /// that was: one line a minute, not one per packet.
+    // rlx patch: PATCHES.md §28
+    refused: (u64, Option<Instant>),
 }
 
 impl DnsCache {
@@ -81,7 +180,72 @@ impl DnsCache {
             addr: HashMap::new(),
             subtype: HashMap::new(),
             nsec: HashMap::new(),
+            held_at_most: 0,    // rlx patch: PATCHES.md §28
+            refused: (0, None), // rlx patch: PATCHES.md §28
         }
+    }
+
+    /// The records held, exactly.
+    // rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28)
+    pub(crate) fn record_count(&self) -> usize {
+        self.ptr_count()
+            + self.srv_count()
+            + self.txt_count()
+            + self.addr_count()
+            + self.nsec_count()
+    }
+
+    /// Whether one more record fits under [`CACHE_RECORDS_MAX`]; counts it
+    /// when it does, and warns (once a minute) when it does not.
+    // rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28)
+    fn room_for_one(&mut self, name: &str) -> bool {
+        if self.held_at_most >= CACHE_RECORDS_MAX {
+            self.held_at_most = self.record_count();
+        }
+        if self.held_at_most < CACHE_RECORDS_MAX {
+            self.held_at_most += 1;
+            return true;
+        }
+        self.refused.0 += 1;
+        let now = Instant::now();
+        if self
+            .refused
+            .1
+            .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(60))
+        {
+            warn!(
+                "mDNS cache full ({CACHE_RECORDS_MAX} records): {} new records not cached in the last minute, the latest {name}; records already held are still refreshed (a flood of forged responses?)",
+                self.refused.0
+            );
+            self.refused = (0, Some(now));
+        }
+        false
+    }
+
+    /// The list that holds records of `record`'s name and type.
+    // rlx patch: PATCHES.md §28
+    fn records_mut(&mut self, record: &dyn DnsRecordExt) -> Option<&mut Vec<DnsRecordIntf>> {
+        let name = record.get_name().to_string();
+        Some(match record.get_type() {
+            RRType::PTR => self.ptr.entry(name).or_default(),
+            RRType::SRV => self.srv.entry(name).or_default(),
+            RRType::TXT => self.txt.entry(name).or_default(),
+            RRType::A | RRType::AAAA => self.addr.entry(name.to_lowercase()).or_default(),
+            RRType::NSEC => self.nsec.entry(name).or_default(),
+            _ => return None,
+        })
+    }
+
+    /// The host names (lowercase) that the cached SRV records point at: an
+    /// address record is worth caching only for one of them.
+    // rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28)
+    pub(crate) fn srv_targets(&self) -> HashSet<String> {
+        self.srv
+            .values()
+            .flatten()
+            .filter_map(|r| r.record.any().downcast_ref::<DnsSrv>())
+            .map(|srv| srv.host().to_lowercase())
+            .collect()
     }
 
     pub(crate) fn all_ptr(&self) -> &HashMap<String, Vec<DnsRecordIntf>> {
@@ -287,7 +451,11 @@ impl DnsCache {
         }
 
         // update TTL for existing record or create a new record.
-        let (idx, updated) = match record_vec
+        // rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28):
+        // the oldest of a full name gives way to a new record; past the
+        // cache's cap a new record is not kept. The list is looked up again
+        // below so that the cap's count can borrow the whole cache.
+        let (found, name_full) = match record_vec
             .iter_mut()
             .enumerate()
             .find(|(_idx, r)| r.record.matches(incoming.as_ref()))
@@ -296,19 +464,33 @@ impl DnsCache {
                 // It is possible that this record was just updated in cache_flush
                 // processing. That's okay. We can still reset here.
                 r.record.reset_ttl(incoming.as_ref());
-                (i, false)
+                (Some(i), false) // rlx patch: PATCHES.md §28
             }
             None => {
-                let new_record = DnsRecordIntf {
-                    record: incoming,
-                    src_intf: intf.into(),
-                };
-                record_vec.insert(0, new_record); // A new record.
-                (0, true)
+                // rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28)
+                let full = record_vec.len() >= CACHE_RECORDS_PER_NAME_MAX;
+                if full {
+                    record_vec.pop();
+                }
+                (None, full)
             }
         };
-
-        Some((record_vec.get(idx).unwrap(), updated))
+        if let Some(idx) = found {
+            return self
+                .records_mut(incoming.as_ref())?
+                .get(idx)
+                .map(|r| (&*r, false));
+        }
+        if !name_full && !self.room_for_one(incoming.get_name()) {
+            return None;
+        }
+        let record_vec = self.records_mut(incoming.as_ref())?;
+        let new_record = DnsRecordIntf {
+            record: incoming,
+            src_intf: intf.into(),
+        };
+        record_vec.insert(0, new_record); // A new record.
+        record_vec.first().map(|r| (r, true))
     }
 
     /// Remove a record from the cache if exists, otherwise no-op

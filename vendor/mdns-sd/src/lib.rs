@@ -187,6 +187,14 @@ mod log {
             }
         };
     }
+    // rlx patch: PATCHES.md §28: a full cache is warned of.
+    macro_rules! warn {
+        ($($tt:tt)*) => {
+            if false {
+                let _ = ::std::format_args!($($tt)*);
+            }
+        };
+    }
 }
 
 mod dns_cache;

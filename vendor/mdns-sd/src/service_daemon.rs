@@ -970,6 +970,25 @@ fn new_socket(addr: SocketAddr, non_block: bool) -> Result<PktInfoUdpSocket> {
     fd.bind(&addr.into())
         .map_err(|e| e_fmt!("socket bind to {} failed: {}", &addr, e))?;
 
+    // rlx patch: RFC 6762 §11: "All Multicast DNS responses (including
+    // responses sent via unicast) SHOULD be sent with IP TTL set to 255": the
+    // unicast TTL too, for the QU (§5.4) and legacy (§6.7) replies, which
+    // upstream sent with the OS default (64), so a receiver checking the TTL
+    // as §11 suggests dropped them. A clone shares the socket's options.
+    match fd.try_clone_std() {
+        Ok(shared) => {
+            let s = socket2::SockRef::from(&shared);
+            let set = match addr {
+                SocketAddr::V4(_) => s.set_ttl_v4(255),
+                SocketAddr::V6(_) => s.set_unicast_hops_v6(255),
+            };
+            if let Err(e) = set {
+                debug!("failed to set the unicast TTL on {addr}: {e}"); // rlx patch: RFC 6762 §11
+            }
+        }
+        Err(e) => debug!("failed to set the unicast TTL on {addr}: {e}"), // rlx patch: RFC 6762 §11
+    }
+
     trace!("new socket bind to {}", addr);
     Ok(fd)
 }
@@ -988,9 +1007,25 @@ const TRUNCATED_QUERY_WAIT_MILLIS: std::ops::RangeInclusive<u64> = 400..=500;
 
 /// At most this many truncated queries wait at once; past it a query is
 /// answered with the known answers it has, so a flood of TC queries cannot
-/// grow memory without bound.
-// rlx patch: RFC 6762 §7.2
-const TRUNCATED_QUERIES_MAX: usize = 64;
+/// grow memory without bound. 16 is more than a LAN of 200 hosts has in
+/// one half second: each host sends a TC query only when its known answers
+/// overflow one packet, and then once per query interval.
+// rlx patch: RFC 6762 §7.2, §7.2 bounded under a flood (PATCHES.md §28)
+const TRUNCATED_QUERIES_MAX: usize = 16;
+
+/// A held query keeps at most this many known answers; the follow-up
+/// packets' answers past it are dropped, which only means answering a
+/// little more than needed. 256 covers a querier that knows every service
+/// of a 200-agent cluster; each record costs about 200 bytes, so 16 held
+/// queries stay under 1 MB.
+// rlx patch: RFC 6762 §7.2 bounded under a flood (PATCHES.md §28)
+const TRUNCATED_KNOWN_ANSWERS_MAX: usize = 256;
+
+/// A held query is answered at the latest this long after it came, however
+/// many truncated follow-ups extend its wait: a querier that never stops
+/// sending them cannot hold it (and its memory) for ever.
+// rlx patch: RFC 6762 §7.2 bounded under a flood (PATCHES.md §28)
+const TRUNCATED_HOLD_MAX: Duration = Duration::from_millis(1500);
 
 /// A query with the TC bit, waiting for its following known-answer packets
 /// (RFC 6762 §7.2) before it is answered.
@@ -998,10 +1033,43 @@ const TRUNCATED_QUERIES_MAX: usize = 64;
 struct TruncatedQuery {
     /// When to answer it.
     deadline: Instant,
+    /// When it came: its wait never ends later than [`TRUNCATED_HOLD_MAX`]
+    /// after it.
+    // rlx patch: RFC 6762 §7.2 bounded under a flood (PATCHES.md §28)
+    arrived: Instant,
     /// The query, with the known answers of the following packets added.
     msg: DnsIncoming,
     if_index: u32,
     querier_addr: SocketAddr,
+}
+
+// rlx patch: RFC 6762 §7.2 bounded under a flood (PATCHES.md §28)
+impl TruncatedQuery {
+    /// Adds the known answers of `msg`, a follow-up packet that came at
+    /// `now`, up to [`TRUNCATED_KNOWN_ANSWERS_MAX`] in all; when it is
+    /// truncated again, the wait starts anew, but ends at the latest
+    /// [`TRUNCATED_HOLD_MAX`] after the query came. Returns the new deadline
+    /// when it moved.
+    fn follow_up(&mut self, msg: &mut DnsIncoming, now: Instant) -> Option<Instant> {
+        let room = TRUNCATED_KNOWN_ANSWERS_MAX.saturating_sub(self.msg.answers().len());
+        let dropped = msg.answers().len().saturating_sub(room);
+        msg.answers_mut().truncate(room);
+        self.msg.answers_mut().append(msg.answers_mut());
+        if dropped > 0 {
+            debug!(
+                "truncated query from {}: {dropped} known answers past {} dropped (RFC 6762 §7.2)",
+                self.querier_addr, TRUNCATED_KNOWN_ANSWERS_MAX
+            );
+        }
+        if !msg.is_truncated() {
+            return None;
+        }
+        let latest = self.arrived + TRUNCATED_HOLD_MAX;
+        self.deadline = (now + truncated_query_wait())
+            .min(latest)
+            .max(self.deadline);
+        Some(self.deadline)
+    }
 }
 
 /// The wait after a truncated query (RFC 6762 §7.2: "a random amount of time
@@ -1217,6 +1285,8 @@ struct Zeroconf {
 
     // rlx patch: RFC 6762 §6.7 legacy unicast replies, limited per source.
     legacy_reply_limit: crate::source_check::LegacyReplyLimit,
+    /// rlx patch: RFC 6762 §5.4 QU replies limited per source (PATCHES.md §29).
+    qu_reply_limit: crate::source_check::LegacyReplyLimit,
 
     counters: Metrics,
 
@@ -1472,6 +1542,7 @@ impl Zeroconf {
             delayed_responses: Vec::new(),
             truncated_queries: Vec::new(), // rlx patch: RFC 6762 §7.2
             legacy_reply_limit: Default::default(), // rlx patch: RFC 6762 §6.7
+            qu_reply_limit: crate::source_check::LegacyReplyLimit::qu(), // rlx patch: RFC 6762 §5.4 (PATCHES.md §29)
             counters: HashMap::new(),
             poller,
             monitors,
@@ -3107,11 +3178,8 @@ impl Zeroconf {
                 .iter_mut()
                 .find(|q| q.if_index == if_index && q.querier_addr == querier_addr);
             if let Some(held) = held {
-                let truncated = msg.is_truncated();
-                held.msg.answers_mut().append(msg.answers_mut());
-                if truncated {
-                    held.deadline = Instant::now() + truncated_query_wait();
-                    let deadline = held.deadline;
+                // rlx patch: RFC 6762 §7.2 bounded under a flood (PATCHES.md §28)
+                if let Some(deadline) = held.follow_up(&mut msg, Instant::now()) {
                     self.add_timer(deadline);
                 }
                 return None;
@@ -3128,10 +3196,13 @@ impl Zeroconf {
             );
             return Some(msg);
         }
-        let deadline = Instant::now() + truncated_query_wait();
+        let arrived = Instant::now();
+        let deadline = arrived + truncated_query_wait();
         debug!("holding truncated query from {querier_addr} for its known answers (RFC 6762 §7.2)");
+        msg.answers_mut().truncate(TRUNCATED_KNOWN_ANSWERS_MAX); // rlx patch: PATCHES.md §28
         self.truncated_queries.push(TruncatedQuery {
             deadline,
+            arrived, // rlx patch: RFC 6762 §7.2 bounded under a flood (PATCHES.md §28)
             msg,
             if_index,
             querier_addr,
@@ -3509,7 +3580,22 @@ impl Zeroconf {
         let Some(my_intf) = self.my_intfs.get(&if_index) else {
             return;
         };
+        // rlx patch: RFC 6762 §5 bounded cache under a flood (PATCHES.md §28):
+        // each record is cached only when it serves a browse or a host
+        // lookup of ours, not every record of a response without a PTR.
+        let wanted = (!self.accept_unsolicited).then(|| {
+            crate::dns_cache::CacheWanted::new(
+                self.service_queriers.keys(),
+                self.hostname_resolvers.keys(),
+                &self.cache,
+                msg.answers()
+                    .iter()
+                    .chain(msg.authorities())
+                    .chain(msg.additionals()),
+            )
+        });
         for record in msg.all_records() {
+            let is_for_us = is_for_us && wanted.as_ref().map_or(true, |w| w.wants(&record)); // rlx patch: PATCHES.md §28
             match self
                 .cache
                 .add_or_update(my_intf, record, &mut timers, is_for_us)
@@ -3856,12 +3942,23 @@ impl Zeroconf {
             let qtype = question.entry_type();
             let q_name = question.entry_name();
 
-            if qtype == RRType::PTR {
+            // rlx patch: RFC 6762 §6 / RFC 1035: an ANY question for a service
+            // type (what `dns-sd -Q _rlx._tcp.local. ANY` asks) is answered
+            // with its PTR records, as a PTR question is; upstream answered
+            // ANY only for host and instance names.
+            if qtype == RRType::PTR || qtype == RRType::ANY {
                 // PTR answers are shared records: defer the response unless this
                 // is a legacy-unicast (source port differs from ours) or probe-defense
                 // (records in the Authority Section) query.
-                if !legacy_querier && msg.num_authorities() == 0 {
-                    delayed = true;
+                let matched = self.my_services.values().any(|service| {
+                    service.matches_type_or_subtype(q_name)
+                        || q_name.eq_ignore_ascii_case(META_QUERY)
+                }); // rlx patch: RFC 6762 §6 (ANY)
+                if !legacy_querier
+                    && msg.num_authorities() == 0
+                    && (qtype == RRType::PTR || matched)
+                {
+                    delayed = true; // rlx patch: RFC 6762 §6 (ANY)
                 }
                 for service in self.my_services.values() {
                     if service.get_status(if_index) != ServiceStatus::Announced {
@@ -3870,7 +3967,8 @@ impl Zeroconf {
 
                     if service.matches_type_or_subtype(q_name) {
                         out.add_answer_with_additionals(&msg, service, intf, dns_registry, is_ipv4);
-                    } else if q_name == META_QUERY {
+                    } else if q_name.eq_ignore_ascii_case(META_QUERY) {
+                        // rlx patch: RFC 6762 §16: the meta-query in any letter case.
                         let ttl = service.get_other_ttl();
                         let alias = service.get_type().to_string();
                         let ptr = DnsPointer::new(q_name, RRType::PTR, CLASS_IN, ttl, alias);
@@ -3879,10 +3977,19 @@ impl Zeroconf {
                         }
                     }
                 }
-            } else {
+            }
+            if qtype != RRType::PTR {
+                // rlx patch: RFC 6762 §6 (ANY): an ANY question goes on to the
+                // host and instance answers below.
                 // Simultaneous Probe Tiebreaking (RFC 6762 section 8.2)
                 if qtype == RRType::ANY && msg.num_authorities() > 0 {
-                    if let Some(probe) = dns_registry.probing.get_mut(q_name) {
+                    // rlx patch: RFC 6762 §16: a probe's name in any letter case.
+                    let key = dns_registry
+                        .probing
+                        .keys()
+                        .find(|k| k.eq_ignore_ascii_case(q_name))
+                        .cloned();
+                    if let Some(probe) = key.and_then(|k| dns_registry.probing.get_mut(&k)) {
                         probe.tiebreaking(&msg, q_name);
                     }
                 }
@@ -3955,20 +4062,33 @@ impl Zeroconf {
         // the rate limit when the records had gone out within the last second.
         if qu_query && out.answers_count() > 0 {
             let now = Instant::now();
-            let mut unicast = match self.dns_registry_map.get(&if_index) {
-                Some(registry) => {
-                    out.split_answers(|record| registry.multicast_recently(record, now, is_ipv4))
+            // rlx patch: RFC 6762 §5.4 QU replies limited per source
+            // (PATCHES.md §29): past the limit every answer stays in the
+            // multicast reply below, under the §6 rate limit, so a forged
+            // stream of QU queries naming a victim's address cannot make
+            // every responder on the link unicast at it.
+            if self.qu_reply_limit.allow(querier_addr.ip(), now) {
+                let mut unicast = match self.dns_registry_map.get(&if_index) {
+                    Some(registry) => out
+                        .split_answers(|record| registry.multicast_recently(record, now, is_ipv4)),
+                    None => DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA),
+                };
+                if unicast.answers_count() > 0 {
+                    self.send_qu_response(&mut unicast, if_index, querier_addr);
                 }
-                None => DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA),
-            };
-            if unicast.answers_count() > 0 {
-                self.send_qu_response(&mut unicast, if_index, querier_addr);
+            } else {
+                debug!(
+                    "handle_query: QU query from {querier_addr} answered by multicast only: over {} unicast replies/s (burst {})",
+                    crate::source_check::QU_REPLY_RATE,
+                    crate::source_check::QU_REPLY_BURST
+                );
             }
         }
 
         // Defer PTR responses (RFC 6762 §6).
         if delayed && out.answers_count() > 0 {
-            out.set_id(msg.id());
+            // rlx patch: RFC 6762 §18.1: a delayed reply is multicast: its
+            // id stays zero (upstream echoed the query's).
             self.increase_counter(Counter::KnownAnswerSuppression, out.known_answer_count());
             let next_time = Instant::now() + shared_response_delay(); // rlx patch: RFC 6762 §6
             self.delayed_responses.push(DelayedResponse {
@@ -4030,7 +4150,12 @@ impl Zeroconf {
             return;
         };
 
-        out.set_id(msg.id());
+        // rlx patch: RFC 6762 §18.1: "In multicast responses, including
+        // unsolicited multicast responses, the Query Identifier MUST be set to
+        // zero on transmission"; only a legacy unicast reply (§6.7) echoes it.
+        if self.is_legacy_querier(querier_addr) {
+            out.set_id(msg.id()); // rlx patch: RFC 6762 §18.1
+        }
 
         // Pick a source IfAddr on `intf` whose subnet contains the querier's IP.
         // It's OK if it's None, `send_dns_outgoing` will then pick one address.
@@ -4069,6 +4194,10 @@ impl Zeroconf {
             if let Some(dns_registry) = self.dns_registry_map.get_mut(&if_index) {
                 dns_registry.apply_multicast_rate_limit(out, Instant::now(), is_ipv4);
             }
+        } else if let Some(dns_registry) = self.dns_registry_map.get_mut(&if_index) {
+            // rlx patch: RFC 6762 §6: a probe is answered at once, but a
+            // record at most once per 250 ms (PATCHES.md §29).
+            dns_registry.apply_probe_defense_rate_limit(out, Instant::now(), is_ipv4);
         }
 
         if out.answers_count() > 0 {
@@ -5846,8 +5975,10 @@ fn resolve_addr_to_index(if_kind: IfKind, interfaces: &[Interface]) -> IfKind {
 
 // rlx patch: tests of the RFC 6762 answering patches (PATCHES.md §20-26).
 #[cfg(test)]
+mod flood_tests;
+#[cfg(test)]
 #[path = "service_daemon/rfc6762_tests.rs"]
-mod rfc6762_tests;
+mod rfc6762_tests; // rlx patch: PATCHES.md §28
 
 #[cfg(test)]
 mod tests {

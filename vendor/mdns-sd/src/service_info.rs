@@ -312,7 +312,13 @@ impl ServiceInfo {
 
     /// Returns whether the service type or subtype matches the given name.
     pub(crate) fn matches_type_or_subtype(&self, name: &str) -> bool {
-        name == self.get_type() || self.get_subtype().as_ref().is_some_and(|v| v == name)
+        // rlx patch: RFC 6762 §16: names compare case-insensitively (a PTR
+        // question for `_RLX._TCP.local.` is one for `_rlx._tcp.local.`).
+        name.eq_ignore_ascii_case(self.get_type())
+            || self
+                .get_subtype()
+                .as_ref()
+                .is_some_and(|v| v.eq_ignore_ascii_case(name)) // rlx patch: RFC 6762 §16
     }
 
     /// Returns a reference of the service fullname.
@@ -1308,6 +1314,36 @@ impl DnsRegistry {
         now: Instant,
         is_ipv4: bool,
     ) {
+        let window = Duration::from_millis(MULTICAST_RATE_LIMIT_MILLIS); // rlx patch: RFC 6762 §6 (PATCHES.md §29)
+        self.apply_rate_limit_within(out, now, is_ipv4, window); // rlx patch: RFC 6762 §6 (PATCHES.md §29)
+    }
+
+    /// rlx patch: RFC 6762 §6 (PATCHES.md §29): the answer to a probe is sent
+    /// at once, outside the one-second limit, but "a responder MUST NOT
+    /// multicast a record on a given interface until at least 250 ms have
+    /// passed since the last time that record was multicast": upstream
+    /// defended against every probe, so a stream of forged probes drew one
+    /// multicast answer each.
+    pub(crate) fn apply_probe_defense_rate_limit(
+        &mut self,
+        out: &mut DnsOutgoing,
+        now: Instant,
+        is_ipv4: bool,
+    ) {
+        let window = Duration::from_millis(PROBE_DEFENSE_RATE_LIMIT_MILLIS);
+        self.apply_rate_limit_within(out, now, is_ipv4, window);
+    }
+
+    /// Drops from `out` what was multicast within `window`, and records
+    /// `now` for what is kept.
+    // rlx patch: RFC 6762 §6 (PATCHES.md §29)
+    fn apply_rate_limit_within(
+        &mut self,
+        out: &mut DnsOutgoing,
+        now: Instant,
+        is_ipv4: bool,
+        window: Duration,
+    ) {
         let last_multicast = if is_ipv4 {
             &mut self.last_multicast_v4
         } else {
@@ -1321,11 +1357,13 @@ impl DnsRegistry {
                 < Duration::from_millis(MULTICAST_RATE_LIMIT_MILLIS)
         });
 
-        out.retain_answers(|record| keep_after_rate_limit(last_multicast, record, now));
+        out.retain_answers(|record| keep_after_rate_limit(last_multicast, record, now, window)); // rlx patch: PATCHES.md §29
 
         // Only touch additionals if an answer survived.
         if out.answers_count() > 0 {
-            out.retain_additionals(|record| keep_after_rate_limit(last_multicast, record, now));
+            out.retain_additionals(|record| {
+                keep_after_rate_limit(last_multicast, record, now, window)
+            }); // rlx patch: PATCHES.md §29
             self.note_multicast(out, now, is_ipv4); // rlx patch: RFC 6762 §5.4
         }
     }
@@ -1476,6 +1514,10 @@ impl DnsRegistry {
 /// elapsed since it was last multicast on that interface.
 pub(crate) const MULTICAST_RATE_LIMIT_MILLIS: u64 = 1000;
 
+/// rlx patch: RFC 6762 §6: a record answering a probe is multicast at most
+/// once per 250 ms on an interface (PATCHES.md §29).
+pub(crate) const PROBE_DEFENSE_RATE_LIMIT_MILLIS: u64 = 250;
+
 /// RFC 6762 §8.2.1 simultaneous-probe tie-break: compares our proposed
 /// records with the other host's, each side sorted first (class, then type,
 /// then rdata, "lexicographically later" as in §8.2), record by record; when
@@ -1516,13 +1558,12 @@ fn keep_after_rate_limit(
     last_multicast: &mut HashMap<String, Instant>,
     record: &DnsRecordBox,
     now: Instant,
+    window: Duration, // rlx patch: RFC 6762 §6: 1 s, or 250 ms for a probe's answer (PATCHES.md §29)
 ) -> bool {
     let key = rate_limit_key(record);
     match last_multicast.get(&key) {
-        Some(last)
-            if now.saturating_duration_since(*last)
-                < Duration::from_millis(MULTICAST_RATE_LIMIT_MILLIS) =>
-        {
+        Some(last) if now.saturating_duration_since(*last) < window => {
+            // rlx patch: PATCHES.md §29 (the window is a parameter)
             false
         }
         _ => {

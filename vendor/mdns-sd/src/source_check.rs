@@ -67,6 +67,15 @@ pub(crate) const LEGACY_REPLY_BURST: f64 = 32.0;
 /// rlx patch: legacy unicast replies per second a source may draw, sustained.
 pub(crate) const LEGACY_REPLY_RATE: f64 = 16.0;
 
+/// rlx patch: RFC 6762 §5.4 QU unicast replies a source may draw at once
+/// (PATCHES.md §29). A querier sets the QU bit only on its first queries
+/// after starting or joining a link, a few in its first second.
+pub(crate) const QU_REPLY_BURST: f64 = 8.0;
+
+/// rlx patch: QU unicast replies per second a source may draw, sustained
+/// (PATCHES.md §29): past it the answers are multicast, under the §6 limit.
+pub(crate) const QU_REPLY_RATE: f64 = 2.0;
+
 /// rlx patch: how many sources are tracked at once. At the cap, sources idle
 /// long enough to be back at a full burst are forgotten; if none is, new
 /// sources share one bucket, so memory stays bounded under a flood of forged
@@ -78,10 +87,22 @@ pub(crate) const LEGACY_REPLY_SOURCES: usize = 4096;
 /// nothing else bounds them). On-link only by then (see
 /// [`off_link_drop_reason`]), but an on-link host can still forge another
 /// on-link host's address.
-#[derive(Debug, Default)]
+///
+/// The same limit, with its own figures ([`LegacyReplyLimit::qu`]), bounds
+/// the QU unicast replies of RFC 6762 §5.4 (PATCHES.md §29).
+#[derive(Debug)]
 pub(crate) struct LegacyReplyLimit {
     buckets: HashMap<IpAddr, Bucket>,
     overflow: Bucket,
+    /// rlx patch: PATCHES.md §29: the burst and the rate, per limit.
+    burst: f64,
+    rate: f64,
+}
+
+impl Default for LegacyReplyLimit {
+    fn default() -> Self {
+        Self::with(LEGACY_REPLY_BURST, LEGACY_REPLY_RATE)
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -90,21 +111,19 @@ struct Bucket {
     at: Option<Instant>,
 }
 
-impl Default for Bucket {
-    fn default() -> Self {
+impl Bucket {
+    fn full(burst: f64) -> Self {
         Bucket {
-            tokens: LEGACY_REPLY_BURST,
+            tokens: burst,
             at: None,
         }
     }
-}
 
-impl Bucket {
     /// Refills for the time since the last use, then takes a token if any.
-    fn take(&mut self, now: Instant) -> bool {
+    fn take(&mut self, now: Instant, burst: f64, rate: f64) -> bool {
         if let Some(at) = self.at {
             let secs = now.saturating_duration_since(at).as_secs_f64();
-            self.tokens = (self.tokens + secs * LEGACY_REPLY_RATE).min(LEGACY_REPLY_BURST);
+            self.tokens = (self.tokens + secs * rate).min(burst);
         }
         self.at = Some(now);
         if self.tokens >= 1.0 {
@@ -116,30 +135,50 @@ impl Bucket {
     }
 
     /// Back at a full burst by `now`: forgetting it changes nothing.
-    fn is_full(&self, now: Instant) -> bool {
+    fn is_full(&self, now: Instant, burst: f64, rate: f64) -> bool {
         match self.at {
             None => true,
             Some(at) => {
                 let secs = now.saturating_duration_since(at).as_secs_f64();
-                self.tokens + secs * LEGACY_REPLY_RATE >= LEGACY_REPLY_BURST
+                self.tokens + secs * rate >= burst
             }
         }
     }
 }
 
 impl LegacyReplyLimit {
-    /// May `src` be sent one more legacy unicast reply at `now`?
+    /// A limit of `burst` replies at once and `rate` a second per source.
+    fn with(burst: f64, rate: f64) -> Self {
+        LegacyReplyLimit {
+            buckets: HashMap::new(),
+            overflow: Bucket::full(burst),
+            burst,
+            rate,
+        }
+    }
+
+    /// rlx patch: RFC 6762 §5.4: the limit of QU unicast replies
+    /// ([`QU_REPLY_BURST`], [`QU_REPLY_RATE`]; PATCHES.md §29).
+    pub(crate) fn qu() -> Self {
+        Self::with(QU_REPLY_BURST, QU_REPLY_RATE)
+    }
+
+    /// May `src` be sent one more unicast reply at `now`?
     pub(crate) fn allow(&mut self, src: IpAddr, now: Instant) -> bool {
+        let (burst, rate) = (self.burst, self.rate);
         if !self.buckets.contains_key(&src) && self.buckets.len() >= LEGACY_REPLY_SOURCES {
-            self.buckets.retain(|_, b| !b.is_full(now));
+            self.buckets.retain(|_, b| !b.is_full(now, burst, rate));
         }
         if let Some(b) = self.buckets.get_mut(&src) {
-            return b.take(now);
+            return b.take(now, burst, rate);
         }
         if self.buckets.len() >= LEGACY_REPLY_SOURCES {
-            return self.overflow.take(now);
+            return self.overflow.take(now, burst, rate);
         }
-        self.buckets.entry(src).or_default().take(now)
+        self.buckets
+            .entry(src)
+            .or_insert(Bucket::full(burst))
+            .take(now, burst, rate)
     }
 }
 
@@ -220,6 +259,27 @@ mod tests {
         assert_eq!(more, LEGACY_REPLY_RATE as usize);
         // Another source is not affected.
         assert!(l.allow(Ipv4Addr::new(10, 0, 1, 10).into(), t1));
+    }
+
+    /// rlx patch: PATCHES.md §29. Guards against QU replies with no limit:
+    /// 247 forged QU queries in 5 s drew 247 unicast replies from each agent.
+    #[test]
+    fn qu_replies_to_one_source_get_a_small_burst_then_two_a_second() {
+        let mut l = LegacyReplyLimit::qu();
+        let victim: IpAddr = Ipv4Addr::new(10, 0, 1, 9).into();
+        let t0 = Instant::now();
+        let replies: usize = (0..50)
+            .map(|k| {
+                let at = t0 + Duration::from_millis(100 * k);
+                (0..5).filter(|_| l.allow(victim, at)).count()
+            })
+            .sum();
+        // 250 queries over 5 s: the burst and about 5 s of the rate.
+        assert!(
+            replies <= QU_REPLY_BURST as usize + 5 * QU_REPLY_RATE as usize,
+            "{replies}"
+        );
+        assert!(replies >= QU_REPLY_BURST as usize, "{replies}");
     }
 
     #[test]

@@ -1,0 +1,181 @@
+//! **What `dns-sd -Q` or a conformance test asks, answered**: raw
+//! questions from `lab/py/mdns_wire.py ask` (multicast from port 5353, and
+//! legacy from an ephemeral port) against a running `rlx-agent`: ANY for the
+//! service type, names in other letter cases, the DNS-SD meta-query, query
+//! ids and IP TTLs, both address families in an answer, and QU replies
+//! bounded per source. The patches they check are vendor/mdns-sd/PATCHES.md
+//! §29 and §30.
+
+use super::wire::{records, run_wire, start_agent, UP};
+use rlx_lab::kit::require_lab;
+use rlx_lab::LabOptions;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Between two multicast questions for one record: past the 1 s in which
+/// the agent multicasts a record at most once (RFC 6762 §6).
+const RATE_GAP: Duration = Duration::from_millis(1100);
+
+/// After an agent says it announced: its second announcement (1 s after
+/// the first) is over, so the first question is not rate-limited.
+const ANNOUNCED: Duration = Duration::from_secs(3);
+
+/// The replies of one `ask` from host 1, as JSON.
+fn ask(lab: &rlx_lab::Lab, name: &str, qtype: &str, extra: &[&str]) -> Vec<Value> {
+    let src = lab.host(1).ip.to_string();
+    let mut args = vec!["ask", "--src", &src, "--name", name, "--qtype", qtype];
+    args.extend_from_slice(extra);
+    let v = run_wire(lab, 1, &args);
+    v["replies"].as_array().cloned().unwrap_or_default()
+}
+
+/// Whether a reply from `agent` carries a PTR record naming `target`.
+fn has_ptr_to(replies: &[Value], agent: &str, target: &str) -> bool {
+    replies.iter().any(|r| {
+        r["src"] == agent
+            && records(&r["msg"]).any(|rr| {
+                rr["type"] == "PTR"
+                    && rr["target"]
+                        .as_str()
+                        .is_some_and(|t| t.eq_ignore_ascii_case(target))
+            })
+    })
+}
+
+/// Guards against PATCHES.md §30: an ANY question for `_rlx._tcp.local.`
+/// got nothing, and so did a PTR question for `_RLX._TCP.local.` and the
+/// meta-query in capitals; multicast and legacy alike.
+#[test]
+fn any_queries_meta_queries_and_names_in_other_letter_cases_are_answered_multicast_and_legacy() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(2);
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&lab, 0, "case0", dir.path(), &[]);
+    agent.expect_output("mDNS: announced on", UP);
+    std::thread::sleep(ANNOUNCED);
+    let me = lab.host(0).ip.to_string();
+    let instance = "case0._rlx._tcp.local.";
+    let cases = [
+        ("_rlx._tcp.local.", "ANY", instance),
+        ("_RLX._TCP.local.", "PTR", instance),
+        ("_Rlx._Tcp.Local.", "ANY", instance),
+        ("_services._dns-sd._udp.local.", "PTR", "_rlx._tcp.local."),
+        ("_SERVICES._DNS-SD._UDP.LOCAL.", "PTR", "_rlx._tcp.local."),
+    ];
+    let mut missed = Vec::new();
+    for (name, qtype, target) in cases {
+        for legacy in [false, true] {
+            std::thread::sleep(RATE_GAP);
+            let extra: &[&str] = if legacy { &["--legacy"] } else { &[] };
+            let replies = ask(&lab, name, qtype, extra);
+            if !has_ptr_to(&replies, &me, target) {
+                missed.push(format!(
+                    "{qtype} {name} ({}): {replies:?}",
+                    if legacy { "legacy" } else { "multicast" }
+                ));
+            }
+        }
+    }
+    assert!(missed.is_empty(), "unanswered: {missed:#?}");
+}
+
+/// Guards against PATCHES.md §29 and §30: multicast replies echoed the
+/// query id (RFC 6762 §18.1 wants zero), and unicast replies left with IP
+/// TTL 64 (§11 wants 255). A legacy reply echoes the id, as §6.7 asks.
+#[test]
+fn multicast_replies_carry_id_zero_legacy_ones_the_querys_and_every_reply_ip_ttl_255() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(2);
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&lab, 0, "ids0", dir.path(), &[]);
+    agent.expect_output("mDNS: announced on", UP);
+    std::thread::sleep(ANNOUNCED);
+    let me = lab.host(0).ip.to_string();
+    std::thread::sleep(RATE_GAP);
+    for (extra, want_id, want_unicast) in [
+        (&["--id", "4242"][..], 0, false),
+        (&["--id", "4242", "--legacy"][..], 4242, true),
+        (&["--id", "4242", "--qu"][..], 0, true),
+    ] {
+        let replies = ask(&lab, "_rlx._tcp.local.", "PTR", extra);
+        let ours: Vec<&Value> = replies.iter().filter(|r| r["src"] == me.as_str()).collect();
+        assert!(!ours.is_empty(), "{extra:?}: no reply: {replies:?}");
+        for r in &ours {
+            assert_eq!(r["msg"]["id"], want_id, "{extra:?}: {r}");
+            assert_eq!(r["ttl"], 255, "{extra:?}: IP TTL of {r}");
+        }
+        assert!(
+            ours.iter().any(|r| r["unicast"] == want_unicast),
+            "{extra:?}: wanted unicast {want_unicast}: {ours:?}"
+        );
+        std::thread::sleep(RATE_GAP);
+    }
+}
+
+/// Guards against PATCHES.md §30 (RFC 6762 §6.2): an answer over IPv4 held
+/// only A records, so an IPv4 querier never learnt the agent's IPv6
+/// addresses from it.
+#[test]
+fn an_answer_over_ipv4_carries_the_agents_ipv6_addresses_too() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.with(LabOptions {
+        hosts: 2,
+        ipv6: true,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&lab, 0, "fam0", dir.path(), &[]);
+    agent.expect_output("mDNS: announced on", UP);
+    std::thread::sleep(ANNOUNCED);
+    let me = lab.host(0).ip.to_string();
+    std::thread::sleep(RATE_GAP);
+    let replies = ask(&lab, "_rlx._tcp.local.", "PTR", &["--legacy"]);
+    let families: Vec<&str> = replies
+        .iter()
+        .filter(|r| r["src"] == me.as_str())
+        .flat_map(|r| records(&r["msg"]))
+        .filter_map(|rr| rr["type"].as_str())
+        .filter(|t| *t == "A" || *t == "AAAA")
+        .collect();
+    assert!(families.contains(&"A"), "no A record: {replies:?}");
+    assert!(
+        families.contains(&"AAAA"),
+        "no AAAA record in the IPv4 answer: {replies:?}"
+    );
+}
+
+/// Guards against PATCHES.md §29: QU questions were answered by unicast to
+/// any source with no limit, so forged ones naming a victim's address made
+/// every agent unicast at it. 40 QU questions in 2 s from one address draw
+/// at most the burst (8) and the rate (2 a second) in unicast replies.
+#[test]
+fn forty_qu_questions_from_one_address_draw_at_most_a_small_burst_of_unicast_replies() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(2);
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&lab, 0, "qul0", dir.path(), &[]);
+    agent.expect_output("mDNS: announced on", UP);
+    std::thread::sleep(ANNOUNCED);
+    let src = lab.host(1).ip.to_string();
+    let v = run_wire(
+        &lab,
+        1,
+        &["qu", "--src", &src, "--count", "40", "--gap-ms", "50"],
+    );
+    let me = lab.host(0).ip.to_string();
+    let unicast = v["replies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["src"] == me.as_str())
+        .count();
+    eprintln!("40 QU questions in 2 s: {unicast} unicast replies");
+    assert!(
+        unicast >= 1,
+        "the first QU question gets a unicast reply: {v}"
+    );
+    // The burst, 2 s of the rate, and one of slack for the timing.
+    assert!(
+        unicast <= 8 + 4 + 1,
+        "{unicast} unicast replies to one source"
+    );
+}
