@@ -3,7 +3,7 @@
 //! few milliseconds. For serf, whose log has second-resolution times, the
 //! stamp is the time of its news; for `watch`, whose `at_ms` counts from
 //! its own start (some tens of ms after the spawn in a debug build), the
-//! stamps place that start on the bench's clock ([`Stamped::offset`]).
+//! stamps place that start on the bench's clock ([`offset`]).
 
 use std::io::Read;
 use std::path::PathBuf;
