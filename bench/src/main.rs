@@ -65,6 +65,8 @@ mod sc_soak;
 mod sc_ssh;
 #[cfg(target_os = "linux")]
 mod sc_trust;
+#[cfg(target_os = "linux")]
+mod stamp;
 
 #[cfg(target_os = "linux")]
 use anyhow::{bail, Context, Result};

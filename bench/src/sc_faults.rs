@@ -30,11 +30,11 @@
 mod judge;
 mod plan;
 mod serf;
-mod stamp;
 
 use crate::ctx::Ctx;
 use crate::peers::{self, Publisher};
 use crate::proc::{cpu_ns, rss_kb};
+use crate::stamp::{self, wall_ms, Stamped};
 use anyhow::{Context, Result};
 use judge::{Fault, Item, News, Speaks, Verdict};
 use nix::sys::signal::Signal;
@@ -42,7 +42,6 @@ use plan::Kind;
 use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use serde_json::Value;
-use stamp::{wall_ms, Stamped};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

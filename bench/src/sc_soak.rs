@@ -32,6 +32,7 @@
 use crate::ctx::Ctx;
 use crate::peers;
 use crate::proc::{cpu_ns, rss_kb, status_kb};
+use crate::stamp::{self, Stamped};
 use anyhow::{Context, Result};
 use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions, LabProcess};
@@ -58,11 +59,12 @@ const QUIET: Duration = Duration::from_secs(6);
 
 /// How much earlier than the bench's clock a `watch` event may read, and
 /// still count for the action it follows (at a latency of 0): watch's
-/// `at_ms` counts from its own start, a few milliseconds after the spawn
-/// the bench places it on, so a `left` that comes within milliseconds of a
-/// SIGTERM (the goodbye heard on watch's own socket, its check refused at
-/// once) reads as before it. The same slack as `tests/field/watch_churn.rs`;
-/// [`QUIET`] keeps it from taking a previous action's news.
+/// start is placed on the wall clock within one poll of the truth
+/// ([`stamp::offset`]), and the bench takes an action's time just before
+/// the signal, so a `left` within milliseconds of a SIGTERM (the goodbye
+/// heard on watch's own socket) can read a little before it. The same
+/// slack as `tests/field/watch_churn.rs`; [`QUIET`] keeps it from taking a
+/// previous action's news.
 const CLOCK_SLACK: Duration = Duration::from_millis(250);
 
 /// Each action's bound (README, `watch`), ms: join and restart at the p95, a
@@ -143,15 +145,25 @@ fn wall_ms() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
-/// (wall ms, instance, event) of each line, watch's `at_ms` set on the
-/// wall clock from when it was started.
-fn watch_news(w: &LabProcess, started_wall: f64) -> Vec<(f64, String, String)> {
-    w.stdout()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|e| {
+/// (wall ms, instance, event) of each line, watch's `at_ms` placed on the
+/// wall clock by when its lines were seen ([`stamp::offset`]): its own
+/// start comes some tens of ms after the spawn (`spawned`).
+fn watch_news(lines: &[(f64, String)], spawned: f64) -> Vec<(f64, String, String)> {
+    let events: Vec<(f64, Value)> = lines
+        .iter()
+        .filter_map(|(seen, l)| Some((*seen, serde_json::from_str::<Value>(l).ok()?)))
+        .collect();
+    let start = stamp::offset(
+        events
+            .iter()
+            .filter_map(|(seen, e)| Some((*seen, e["at_ms"].as_f64()?))),
+        spawned,
+    );
+    events
+        .into_iter()
+        .filter_map(|(_, e)| {
             Some((
-                started_wall + e["at_ms"].as_f64()?,
+                start + e["at_ms"].as_f64()?,
                 e["instance"].as_str()?.to_string(),
                 e["event"].as_str()?.to_string(),
             ))
@@ -247,6 +259,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     c.args(["watch", "--json", "--interface", &h0.iface]);
     let watch_wall = wall_ms();
     let w = lab.spawn(0, c)?;
+    let mut w_lines = Stamped::follow(w.stdout_path().to_path_buf());
     // heaptrack, and where its data is kept.
     let heaptrack = match (&ctx.soak_heap, crate::heap::Heaptrack::find()) {
         (None, _) => None,
@@ -362,7 +375,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         }
         _ => None,
     };
-    let watch = watch_news(&w, watch_wall);
+    let watch = watch_news(&w_lines.finish(), watch_wall);
     let zc = zc_news(&z);
     let mut members = std::collections::BTreeSet::new();
     for (_, who, ev) in &watch {
@@ -466,7 +479,9 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             if let Some(metric) = act.announced_metric() {
                 let announced = began[k].and_then(|p| announced_wall(&procs[p]));
                 let rep = reps.entry(metric).or_default();
-                let value = first.zip(announced).map(|((at, _, _), a)| (at - a).max(0.0));
+                let value = first
+                    .zip(announced)
+                    .map(|((at, _, _), a)| (at - a).max(0.0));
                 ctx.record(
                     SCENARIO,
                     &case,

@@ -292,8 +292,16 @@ mod tests {
         ]);
         let g = &watch_goals(&s)[0];
         assert_eq!(g.status, Status::Met, "{}", g.measured);
-        assert!(g.measured.contains("join_after_announce_ms"), "{}", g.measured);
-        assert!(g.comment.contains("join_ms: 10/10 reported"), "{}", g.comment);
+        assert!(
+            g.measured.contains("join_after_announce_ms"),
+            "{}",
+            g.measured
+        );
+        assert!(
+            g.comment.contains("join_ms: 10/10 reported"),
+            "{}",
+            g.comment
+        );
         s[11] = summary(WATCH, "join_after_announce_ms p95", 1, 1, 1001.0);
         assert_eq!(watch_goals(&s)[0].status, Status::NotMet);
     }
