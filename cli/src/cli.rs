@@ -12,6 +12,7 @@ pub mod command;
 pub mod completions;
 pub mod demo;
 pub mod doctor;
+pub mod duration;
 pub mod expand;
 pub mod keygen;
 pub mod lan;

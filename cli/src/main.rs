@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         );
     }
     let cli = Cli::parse();
-    init_logging(cli.quiet, cli.verbose);
+    init_logging(cli.quiet, cli.verbose, cli.color);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

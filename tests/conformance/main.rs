@@ -10,9 +10,11 @@
 //! - `reflector`: only on-link queriers are answered, at a bounded rate.
 //! - `answers`: ANY, letter cases, the meta-query, ids and IP TTLs, QU
 //!   replies bounded per source.
+//! - `two_nics`: a box with two NICs on one LAN never conflicts with itself.
 
 mod addr;
 mod answers;
 mod reflector;
 mod state;
+mod two_nics;
 mod wire;

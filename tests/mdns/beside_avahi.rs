@@ -1,6 +1,8 @@
 //! The agent beside another mDNS responder on the same machine: the Linux
 //! analogue of rlx-agent beside mDNSResponder on a Mac (README, "On a Mac").
-//! Both bind UDP 5353 with `SO_REUSEPORT`; both must keep working.
+//! Both bind UDP 5353 with `SO_REUSEPORT`; both must keep working. And
+//! avahi-daemon on a browsing coordinator's machine, or on the LAN, must take
+//! nothing the coordinator sends for a bad packet.
 
 use rlx_lab::kit::avahi::{Avahi, AvahiOptions};
 use rlx_lab::kit::discover;
@@ -8,6 +10,25 @@ use rlx_lab::kit::peer::{self, Peer};
 use rlx_lab::kit::{agent_bin, eventually, require_lab, run_ok, Proc};
 use std::process::Command;
 use std::time::Duration;
+
+/// What avahi-daemon logs when it takes a packet for a bad one ("Invalid
+/// legacy unicast query packet.", "Received invalid packet.", "... with
+/// invalid source port ...", "Packet too short or invalid ...") or refuses
+/// one; matched without regard to case.
+const AVAHI_COMPLAINTS: [&str; 6] = ["invalid", "warn", "fail", "refus", "too short", "ignor"];
+
+/// The lines of `log` with any of [`AVAHI_COMPLAINTS`], from its startup on
+/// (before it, avahi warns about its own set-up: no nss-mdns, and the like).
+fn complaints(log: &str) -> Vec<String> {
+    log.lines()
+        .skip_while(|l| !l.contains("Server startup complete"))
+        .filter(|l| {
+            let l = l.to_lowercase();
+            AVAHI_COMPLAINTS.iter().any(|w| l.contains(w))
+        })
+        .map(str::to_string)
+        .collect()
+}
 
 /// How long a responder may take to come up on a loaded 2-core box.
 const READY: Duration = Duration::from_secs(20);
@@ -67,4 +88,67 @@ fn an_agent_beside_avahi_daemon_is_found_and_avahi_keeps_working_on_the_same_mac
 
     drop(publish);
     drop(agent);
+}
+
+/// Guards against the browser's packets being bad ones to avahi (every avahi
+/// host logged "Invalid legacy unicast query packet" when the legacy
+/// queries carried known answers): avahi-daemon on the coordinator's own
+/// machine and on another host of the LAN hear browses and an `expand` of
+/// two agents, and log no complaint, while the agents are all found.
+#[test]
+fn avahi_daemon_beside_a_browsing_coordinator_and_on_the_lan_logs_no_complaint() {
+    let test = "avahi_daemon_beside_a_browsing_coordinator_and_on_the_lan_logs_no_complaint";
+    if !peer::require(test, &[Peer::Avahi]) {
+        return;
+    }
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(4);
+    let beside = Avahi::start(&lab, 0, &AvahiOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let on_lan = Avahi::start(&lab, 3, &AvahiOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let agents: Vec<Proc> = [1, 2]
+        .iter()
+        .map(|&i| {
+            let mut c = Command::new(agent_bin());
+            c.args(["--no-bench", "--name", &format!("box{i}")])
+                .env("RUST_LOG", "info");
+            let p = Proc::spawn(&lab, i, c);
+            p.expect_output("mDNS: announced on", READY);
+            p
+        })
+        .collect();
+    for _ in 0..3 {
+        let v = discover::browse_once(&lab, 0, &["--browse-ms", "1500"]);
+        let found = discover::sightings_by_host(&v);
+        assert!(
+            found.contains_key("box1") && found.contains_key("box2"),
+            "{v:#}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(&cfg, "[discover]\n").unwrap();
+    let e = discover::expand(&lab, &cfg, &[]);
+    assert_eq!(e.code, Some(0), "{}", e.stderr);
+    // avahi logs a bad packet as it reads it; give it a moment.
+    std::thread::sleep(Duration::from_millis(500));
+    for (where_, avahi) in [("beside the coordinator", &beside), ("on the LAN", &on_lan)] {
+        let log = avahi.log();
+        assert!(log.contains("Server startup complete"), "{log}");
+        let bad = complaints(&log);
+        assert!(
+            bad.is_empty(),
+            "avahi-daemon {where_} complained: {bad:#?}\n{log}"
+        );
+    }
+    drop(agents);
+}
+
+#[test]
+fn avahis_complaints_are_told_from_its_ordinary_lines() {
+    let log = "WARNING: No NSS support for mDNS detected, consider installing nss-mdns!\n\
+               Server startup complete. Host name is h0.local. Local service cookie is 1.\n\
+               Joining mDNS multicast group on interface eth0.IPv4 with address 10.1.0.1.\n\
+               Invalid legacy unicast query packet.\n\
+               Received response from host 10.1.0.9 with invalid source port 40000 on interface 'eth0.0'";
+    assert_eq!(complaints(log).len(), 2);
 }

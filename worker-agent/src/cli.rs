@@ -36,6 +36,14 @@ pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
                   rlx-agent --register dns://10.0.0.53/rlx.example.org --tsig-key /etc/rlx/update.key"
 )]
 pub struct AgentArgs {
+    /// Read settings from this TOML file: every flag below as a key
+    /// (`--worker-port` is `worker_port`; repeatable ones take a list under
+    /// their plural, `interfaces = ["eth0"]`). Flags and their RLX_AGENT_*
+    /// environment variables override it [default: /etc/rlx/agent.toml,
+    /// when it exists].
+    #[arg(long, value_name = "FILE", env = "RLX_AGENT_CONFIG")]
+    pub config: Option<PathBuf>,
+
     /// Print this machine's capabilities as one line of JSON on stdout and
     /// exit. This is what a coordinator runs over SSH; nothing is announced
     /// and no port is opened.
@@ -46,18 +54,18 @@ pub struct AgentArgs {
     /// nodes, or overriding what detection gets wrong). The file is validated
     /// first; errors name the file and the field. --node-id, --cluster and
     /// --ckpt-dir, when given, replace the file's values.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "RLX_AGENT_CAPS_FILE")]
     pub caps_file: Option<PathBuf>,
 
     /// mDNS instance name to announce [default: the host name]. If another
     /// agent already uses it, a suffix is added and the rename is logged.
-    #[arg(long)]
+    #[arg(long, env = "RLX_AGENT_NAME")]
     pub name: Option<String>,
 
     /// This agent's own TCP port: the coordinator's handshake, link
     /// measurement and watch's health checks. Announced in TXT (`agent`);
     /// 0 picks a free port. Must differ from --worker-port.
-    #[arg(long, default_value_t = DEFAULT_AGENT_PORT)]
+    #[arg(long, default_value_t = DEFAULT_AGENT_PORT, env = "RLX_AGENT_PORT")]
     pub port: u16,
 
     /// The port of this box's RLX worker, the one the runtime dials: the
@@ -66,24 +74,24 @@ pub struct AgentArgs {
     /// re-probe and each handshake). A worker that is not running is
     /// reported, not an error. Coordinators: `[discover] port`.
     #[arg(long, default_value_t = DEFAULT_WORKER_PORT, value_name = "PORT",
-          value_parser = clap::value_parser!(u16).range(1..))]
+          value_parser = clap::value_parser!(u16).range(1..), env = "RLX_AGENT_WORKER_PORT")]
     pub worker_port: u16,
 
     /// Checkpoint directory on this machine: reported to the coordinator,
     /// and its free space and read speed are measured.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "RLX_AGENT_CKPT_DIR")]
     pub ckpt_dir: Option<PathBuf>,
 
     /// Cluster name to announce. Coordinators with `cluster = "..."` admit
     /// only agents announcing the same name. A filter against mix-ups, not
     /// security: use --key-file for that.
-    #[arg(long)]
+    #[arg(long, env = "RLX_AGENT_CLUSTER")]
     pub cluster: Option<String>,
 
     /// Shared cluster key (32 random bytes in hex, from `rlx-discover
     /// keygen`). The agent then proves it knows the key in every handshake.
     /// The file must not be readable by group or others.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "RLX_AGENT_KEY_FILE")]
     pub key_file: Option<PathBuf>,
 
     /// An endpoint that reaches this agent through a port-forward or NAT
@@ -92,7 +100,7 @@ pub struct AgentArgs {
     /// coordinator that dialled another one refuses it as relayed; a
     /// declared endpoint is bound too, and admitted. Declare only forwards
     /// you control: whoever holds that address can then pass the proof on.
-    #[arg(long = "advertise", value_name = "ADDR:PORT", value_parser = parse_advertise)]
+    #[arg(long = "advertise", value_name = "ADDR:PORT", value_parser = parse_advertise, env = "RLX_AGENT_ADVERTISE", value_delimiter = ',')]
     pub advertise: Vec<std::net::SocketAddr>,
 
     /// Who may make this agent measure its link (`rlx-discover browse
@@ -102,69 +110,79 @@ pub struct AgentArgs {
     /// a key (up to 64 MiB each way, a few times a minute); `off` nobody.
     /// A refusal goes back with its reason, and the coordinator reports it
     /// for that link.
-    #[arg(long, value_enum, value_name = "WHO", default_value_t = Policy::Keyed)]
+    #[arg(long, value_enum, value_name = "WHO", default_value_t = Policy::Keyed, env = "RLX_AGENT_MEASURE")]
     pub measure: Policy,
 
     /// Link measurements each coordinator address may start a minute (in a
     /// burst, then evenly); all addresses together get 8 times as many.
     /// Raise it for a coordinator that measures in a loop.
     #[arg(long, value_name = "N", default_value_t = crate::measure::limit::DEFAULT_PER_MINUTE,
-          value_parser = clap::value_parser!(u32).range(1..=600))]
+          value_parser = clap::value_parser!(u32).range(1..=600), env = "RLX_AGENT_MEASURE_PER_MINUTE")]
     pub measure_per_minute: u32,
 
     /// Device kinds this node's rlx build can target, comma-separated
     /// (cpu, cuda, rocm, vulkan, metal, ane). Devices of other kinds are
     /// still reported, marked unavailable, so the coordinator does not plan
     /// on them.
-    #[arg(long, value_delimiter = ',', value_name = "KINDS", default_values_t = Device::ALL.to_vec())]
+    #[arg(long, value_delimiter = ',', value_name = "KINDS", default_values_t = Device::ALL.to_vec(), env = "RLX_AGENT_TARGETS")]
     pub targets: Vec<Device>,
 
     /// Network interface to announce on; repeat for several [default: every
     /// up, multicast-capable interface except virtual ones such as docker0,
     /// veth*, br-*, virbr*].
-    #[arg(long = "interface", value_name = "IFACE")]
+    #[arg(
+        long = "interface",
+        value_name = "IFACE",
+        env = "RLX_AGENT_INTERFACES",
+        value_delimiter = ','
+    )]
     pub interfaces: Vec<String>,
 
     /// Skip the measurements: CPU GFLOP/s and checkpoint read MB/s are then
     /// reported as 0 (unknown). The GFLOP/s measurement takes about 0.12 s
     /// once per CPU (the result is cached in the state directory); the read
     /// test up to 0.2 s on every probe.
-    #[arg(long)]
+    #[arg(long, env = "RLX_AGENT_NO_BENCH")]
     pub no_bench: bool,
 
     /// Use this node id (16 lowercase hex characters) instead of the one
     /// derived from machine-id, the board's UUID and the network cards' MACs.
-    #[arg(long, value_name = "HEX16", value_parser = parse_node_id)]
+    #[arg(long, value_name = "HEX16", value_parser = parse_node_id, env = "RLX_AGENT_NODE_ID")]
     pub node_id: Option<String>,
 
     /// Directory for state kept across restarts: the random node id of a
     /// machine without hardware ids, and the cached GFLOP/s [default:
     /// $STATE_DIRECTORY (systemd), /var/lib/rlx-agent as root, else
     /// $XDG_STATE_HOME/rlx-agent or ~/.local/state/rlx-agent].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "RLX_AGENT_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
 
     /// Also register this node in a unicast DNS zone, for coordinators beyond
     /// the LAN (`[discover] dns_sd`): DNS UPDATE to SERVER (HOST, HOST:PORT or
     /// [IPv6]:PORT) for ZONE, signed with --tsig-key; refreshed every third
     /// of --lease-secs, deleted on SIGINT/SIGTERM.
-    #[arg(long, value_name = "dns://SERVER/ZONE", requires = "tsig_key")]
+    #[arg(long, value_name = "dns://SERVER/ZONE", env = "RLX_AGENT_REGISTER")]
     pub register: Option<crate::register::RegisterTarget>,
 
     /// TSIG key for --register, in BIND's format (`tsig-keygen -a hmac-sha256
     /// NAME > FILE`). Must not be readable by group or others.
-    #[arg(long, value_name = "FILE", requires = "register")]
+    #[arg(long, value_name = "FILE", env = "RLX_AGENT_TSIG_KEY")]
     pub tsig_key: Option<PathBuf>,
 
     /// Lease of the DNS registration, seconds: how long after a crash its
     /// records count as gone.
     #[arg(long, value_name = "SECS", default_value_t = crate::register::DEFAULT_LEASE.as_secs(),
-          value_parser = clap::value_parser!(u64).range(crate::register::MIN_LEASE.as_secs()..=86_400))]
+          value_parser = clap::value_parser!(u64).range(crate::register::MIN_LEASE.as_secs()..=86_400), env = "RLX_AGENT_LEASE_SECS")]
     pub lease_secs: u64,
 
     /// Address to publish in the DNS registration (repeatable) [default: the
     /// address this host reaches the DNS server from].
-    #[arg(long = "register-addr", value_name = "IP", requires = "register")]
+    #[arg(
+        long = "register-addr",
+        value_name = "IP",
+        env = "RLX_AGENT_REGISTER_ADDRS",
+        value_delimiter = ','
+    )]
     pub register_addrs: Vec<std::net::IpAddr>,
 
     /// Probe a fixture tree standing for / instead of this machine (tests).
@@ -174,7 +192,7 @@ pub struct AgentArgs {
     pub root: PathBuf,
 }
 
-fn parse_node_id(s: &str) -> Result<String, String> {
+pub(crate) fn parse_node_id(s: &str) -> Result<String, String> {
     if is_valid_id(s) {
         Ok(s.to_string())
     } else {
@@ -184,7 +202,7 @@ fn parse_node_id(s: &str) -> Result<String, String> {
     }
 }
 
-fn parse_advertise(s: &str) -> Result<std::net::SocketAddr, String> {
+pub(crate) fn parse_advertise(s: &str) -> Result<std::net::SocketAddr, String> {
     let a: std::net::SocketAddr = s.parse().map_err(|_| {
         format!("`{s}` is not an endpoint: expected IP:PORT, e.g. 203.0.113.7:9100 or [2001:db8::7]:9100")
     })?;
@@ -240,6 +258,40 @@ impl AgentArgs {
             per_minute: self.measure_per_minute,
             ..Rules::default()
         }
+    }
+
+    /// Checks the settings that need each other or a range, once the
+    /// flags, the environment and the config file are merged (clap checks
+    /// only what came on the command line).
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.register.is_some() == self.tsig_key.is_some(),
+            "--register (register) and --tsig-key (tsig_key) go together: a DNS registration \
+             is signed with the TSIG key; set both, or neither"
+        );
+        anyhow::ensure!(
+            self.register_addrs.is_empty() || self.register.is_some(),
+            "--register-addr (register_addrs) names addresses for --register (register), which \
+             is not set"
+        );
+        anyhow::ensure!(
+            (1..=600).contains(&self.measure_per_minute),
+            "--measure-per-minute (measure_per_minute) is {}: give 1 to 600",
+            self.measure_per_minute
+        );
+        let lease = crate::register::MIN_LEASE.as_secs()..=86_400;
+        anyhow::ensure!(
+            lease.contains(&self.lease_secs),
+            "--lease-secs (lease_secs) is {}: give {} to {} seconds",
+            self.lease_secs,
+            lease.start(),
+            lease.end()
+        );
+        anyhow::ensure!(
+            self.worker_port != 0,
+            "--worker-port (worker_port) is 0: give the port the RLX worker listens on"
+        );
+        Ok(())
     }
 
     /// Refuses an agent port that is the worker's: one of the two could

@@ -12,6 +12,7 @@
 //!
 //! # Layout
 //! - [`cli`]: the command line ([`cli::AgentArgs`]), shared by `main` and run mode.
+//! - [`config`]: `/etc/rlx/agent.toml`, every flag as a key, merged under the flags and `RLX_AGENT_*`.
 //! - [`probe`]: what this machine has (cores, RAM, disk, every accelerator, node id).
 //! - [`run`]: run mode, which starts the parts below and hands each the [`shutdown`].
 //! - [`shutdown`]: the process-wide stop (SIGINT, SIGTERM), passed to every part as an argument.
@@ -27,6 +28,7 @@
 //! The modules depend one way: `run` on everything; `announce` and
 //! `register` on `change`, `naming` and `shutdown`; `cli` on `probe`,
 //! `worker`, the lease settings of `register` and the rules of `measure`;
+//! `config` on `cli`, `measure` and `register`;
 //! `server` on `worker` and `measure`; nothing back.
 
 // Every public item is documented, and nothing is `pub` that the crate
@@ -36,6 +38,7 @@
 pub mod announce;
 pub mod change;
 pub mod cli;
+pub mod config;
 pub mod links;
 pub mod measure;
 pub mod naming;

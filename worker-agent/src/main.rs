@@ -1,14 +1,27 @@
 //! `rlx-agent`: runs on every box of an RLX cluster. This file only parses
 //! flags, starts logging and calls the library; see `rlx_agent` for the rest.
 
-use clap::Parser;
+use clap::CommandFactory;
 use rlx_agent::cli::AgentArgs;
 use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args = AgentArgs::parse();
+    let matches = AgentArgs::command().get_matches();
+    let (args, config) = match rlx_agent::config::resolve(&matches) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("rlx-agent: error: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
     init_logging(if args.probe { "warn" } else { "info" });
+    if let Some(path) = &config {
+        tracing::info!(
+            "settings from {} (flags and RLX_AGENT_* override it)",
+            path.display()
+        );
+    }
     match run(&args) {
         Ok(code) => code,
         Err(e) => {

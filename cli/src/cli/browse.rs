@@ -18,8 +18,10 @@ pub struct BrowseArgs {
     /// Where to look and whom to admit.
     #[command(flatten)]
     pub lan: crate::cli::lan::LanArgs,
-    /// The most to listen, ms [default: 3000, or browse_ms].
-    #[arg(long, value_name = "MS")]
+    /// The most to listen (3s, 800ms; a bare number is ms) [default: 3s,
+    /// or browse_ms].
+    #[arg(long = "browse", visible_alias = "browse-ms", value_name = "DURATION",
+          value_parser = crate::cli::duration::millis)]
     pub browse_ms: Option<u64>,
     /// Print JSON: {"nodes": [...], "report": {...}}.
     #[arg(long)]
@@ -28,9 +30,11 @@ pub struct BrowseArgs {
     /// `link` in the JSON): 0.1-0.6 s per node, one at a time per interface.
     #[arg(long)]
     pub links: bool,
-    /// With --links: the most each transfer runs, each way, ms (10-1000;
-    /// default 250, or link_window_ms); a steady one ends after 40-60 ms.
-    #[arg(long, value_name = "MS")]
+    /// With --links: the most each transfer runs, each way (10ms-1s; a bare
+    /// number is ms; default 250ms, or link_window_ms); a steady one ends
+    /// after 40-60 ms.
+    #[arg(long = "link-window", visible_alias = "link-window-ms", value_name = "DURATION",
+          value_parser = crate::cli::duration::millis)]
     pub link_window_ms: Option<u64>,
     /// Exit 1 for every refused announcement, strangers' included.
     #[arg(long)]
@@ -47,7 +51,11 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     let links = d.measure_links;
     let exp = crate::cli::runtime::runtime()?.block_on(expand_section(&d, bars))?;
     if a.json {
-        let v = serde_json::json!({ "nodes": exp.added, "report": exp.report });
+        let v = serde_json::json!({
+            "v": crate::cli::runtime::JSON_VERSION,
+            "nodes": exp.added,
+            "report": exp.report,
+        });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if !exp.added.is_empty() {
         let measured_head = if links { "  MEASURED" } else { "" };

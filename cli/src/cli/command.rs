@@ -21,6 +21,10 @@ pub struct Cli {
     /// Print more (repeat for debug output); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Colour the logs: auto (on a terminal, unless NO_COLOR is set),
+    /// always or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = super::runtime::Color::Auto)]
+    pub color: super::runtime::Color,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

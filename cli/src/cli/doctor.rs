@@ -21,8 +21,10 @@ pub struct DoctorArgs {
     /// Where to look and whom to admit, as for browse.
     #[command(flatten)]
     pub lan: crate::cli::lan::LanArgs,
-    /// How long the test query listens, ms [default: 3000, or browse_ms].
-    #[arg(long, value_name = "MS")]
+    /// How long the test query listens (3s, 800ms; a bare number is ms)
+    /// [default: 3s, or browse_ms].
+    #[arg(long = "browse", visible_alias = "browse-ms", value_name = "DURATION",
+          value_parser = crate::cli::duration::millis)]
     pub browse_ms: Option<u64>,
     /// Print JSON: {"checks": [{"check", "status", "detail", "fix"}], "healthy"}.
     #[arg(long)]
@@ -34,7 +36,11 @@ pub fn run(a: DoctorArgs) -> Result<ExitCode> {
     let d = a.lan.section(a.browse_ms, "doctor")?;
     let diag = crate::cli::runtime::runtime()?.block_on(diagnose(&d));
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&diag)?);
+        let mut v = serde_json::to_value(&diag)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("v".into(), crate::cli::runtime::JSON_VERSION.into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         for c in &diag.checks {
             // Details quote what agents and strangers said (instance labels,

@@ -68,11 +68,26 @@ pub struct ExpandArgs {
     /// Use only these network interfaces for mDNS (repeatable).
     #[arg(long = "interface", value_name = "NAME")]
     pub interfaces: Vec<String>,
+    /// Admit only agents announcing this cluster name (overrides [discover]
+    /// cluster).
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Also look at _rlx._tcp.DOMAIN on a unicast DNS server, where agents
+    /// beyond the LAN register (rlx-agent --register); replaces
+    /// dns_sd.domain.
+    #[arg(long, value_name = "DOMAIN")]
+    pub domain: Option<String>,
+    /// The DNS server for --domain: HOST, HOST:PORT or [IPv6]:PORT
+    /// [default: dns_sd.server, else the first nameserver of /etc/resolv.conf].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub dns_server: Option<String>,
     /// Cluster key file (overrides [discover] key_file).
     #[arg(long, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
-    /// How long to listen for mDNS answers, ms (overrides browse_ms).
-    #[arg(long, value_name = "MS")]
+    /// The most to listen for mDNS answers (3s, 800ms; a bare number is
+    /// ms; overrides browse_ms).
+    #[arg(long = "browse", visible_alias = "browse-ms", value_name = "DURATION",
+          value_parser = crate::cli::duration::millis)]
     pub browse_ms: Option<u64>,
     /// Do not browse mDNS even when [discover] would.
     #[arg(long)]
@@ -87,9 +102,11 @@ pub struct ExpandArgs {
     /// interface; shown in the report, the JSON and the `# found by` comment.
     #[arg(long)]
     pub links: bool,
-    /// With --links: the most each transfer runs, each way, ms (10-1000;
-    /// default 250, or link_window_ms); a steady one ends after 40-60 ms.
-    #[arg(long, value_name = "MS")]
+    /// With --links: the most each transfer runs, each way (10ms-1s; a bare
+    /// number is ms; default 250ms, or link_window_ms); a steady one ends
+    /// after 40-60 ms.
+    #[arg(long = "link-window", visible_alias = "link-window-ms", value_name = "DURATION",
+          value_parser = crate::cli::duration::millis)]
     pub link_window_ms: Option<u64>,
     /// Exit 1 for every refused announcement too, strangers' included (a
     /// neighbour's broken record, another cluster's agent).
@@ -121,7 +138,16 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     }
     let path = a.config.display().to_string();
     let (text, snap) = writeback::read(&a.config)?;
-    let cfg = ClusterConfig::parse(&a.config, &text)?;
+    let mut cfg = ClusterConfig::parse(&a.config, &text)?;
+    // The same source flags as browse and watch: they change the run, never
+    // the file's own [discover] text.
+    if a.cluster.is_some() || a.domain.is_some() || a.dns_server.is_some() {
+        let d = cfg.discover.get_or_insert_with(Default::default);
+        if a.cluster.is_some() {
+            d.cluster = a.cluster.clone();
+        }
+        crate::cli::lan::apply_dns_flags(d, &a.domain, &a.dns_server)?;
+    }
     let mut overrides = Overrides::default();
     overrides.interfaces = a.interfaces;
     overrides.key_file = a.key_file;
@@ -160,6 +186,7 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             diff,
         };
         let v = serde_json::json!({
+            "v": crate::cli::runtime::JSON_VERSION,
             "nodes": plan.nodes,
             "report": exp.report,
             "missing": plan.missing,

@@ -20,9 +20,48 @@ Exit codes:
   2  error: bad config or flags, a refused operation (e.g. --write when the
      file changed during discovery), or an I/O failure";
 
+/// The `"v"` of every JSON output of `expand`, `browse`, `scan` and
+/// `doctor` (`watch`'s event lines carry the library's own, also 1): raised
+/// only when a field is renamed, removed or changes meaning; fields are
+/// added without raising it (docs/json.md).
+pub const JSON_VERSION: u32 = 1;
+
+/// When the output is coloured (`--color`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Color {
+    /// On a terminal, unless `NO_COLOR` is set (no-color.org).
+    #[default]
+    Auto,
+    /// Always, even into a pipe or a file.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl Color {
+    /// Whether to colour stderr: `no_color` is the `NO_COLOR` variable
+    /// (any value but the empty string turns colour off, as no-color.org
+    /// says), `terminal` whether stderr is one.
+    pub fn enabled(self, no_color: Option<&std::ffi::OsStr>, terminal: bool) -> bool {
+        match self {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => terminal && no_color.is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    /// [`Color::enabled`] for this process's stderr and environment.
+    pub fn for_stderr(self) -> bool {
+        self.enabled(
+            std::env::var_os("NO_COLOR").as_deref(),
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        )
+    }
+}
+
 /// Starts logging to stderr: warnings by default, `-q` errors only, `-v`
-/// info, `-vv` debug; `RUST_LOG` wins when set.
-pub fn init_logging(quiet: bool, verbose: u8) {
+/// info, `-vv` debug; `RUST_LOG` wins when set; coloured per `color`.
+pub fn init_logging(quiet: bool, verbose: u8, color: Color) {
     let default = match (quiet, verbose) {
         (true, _) => "error",
         (false, 0) => "warn",
@@ -34,7 +73,7 @@ pub fn init_logging(quiet: bool, verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(color.for_stderr())
         .with_target(false)
         .try_init();
 }
@@ -47,4 +86,20 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the async runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Color;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_follows_the_flag_then_no_color_then_the_terminal() {
+        assert!(Color::Auto.enabled(None, true));
+        assert!(!Color::Auto.enabled(None, false));
+        assert!(!Color::Auto.enabled(Some(OsStr::new("1")), true));
+        assert!(Color::Auto.enabled(Some(OsStr::new("")), true));
+        assert!(Color::Always.enabled(Some(OsStr::new("1")), false));
+        assert!(!Color::Never.enabled(None, true));
+    }
 }

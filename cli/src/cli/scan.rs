@@ -24,8 +24,9 @@ pub struct ScanArgs {
     /// rlx-agent's port, tried at the same time.
     #[arg(long, default_value_t = DEFAULT_AGENT_PORT, value_parser = clap::value_parser!(u16).range(1..))]
     pub agent_port: u16,
-    /// Per-connect timeout, ms.
-    #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS)]
+    /// Per-connect timeout (300ms, 1s; a bare number is ms).
+    #[arg(long = "timeout", visible_alias = "timeout-ms", value_name = "DURATION",
+          default_value_t = DEFAULT_TIMEOUT_MS, value_parser = crate::cli::duration::millis)]
     pub timeout_ms: u64,
     /// Most connects in flight.
     #[arg(long, default_value_t = DEFAULT_SCAN_CONCURRENCY)]
@@ -101,6 +102,7 @@ pub fn run(a: ScanArgs, bars: &Bars) -> Result<ExitCode> {
             })
             .collect();
         let v = serde_json::json!({
+            "v": crate::cli::runtime::JSON_VERSION,
             "open": r.open().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "found": found,
             "refused": r.refused,

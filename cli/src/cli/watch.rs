@@ -28,14 +28,19 @@ pub struct WatchArgs {
     /// Print one JSON object per event.
     #[arg(long)]
     pub json: bool,
-    /// Stop after this many milliseconds (default: until interrupted).
-    #[arg(long, value_name = "MS")]
+    /// Stop after this long (30s, 10m; a bare number is ms) [default: until
+    /// interrupted].
+    #[arg(long = "for", visible_alias = "for-ms", value_name = "DURATION",
+          value_parser = crate::cli::duration::millis)]
     pub for_ms: Option<u64>,
     /// How long a member may stay `suspect` (its host answers, its agent
     /// does not: loading a checkpoint, swapping, stopped) before it is
     /// reported `left`. A refused port, a reset liveness connection or a
     /// vanished host is `left` at once whatever this is.
-    #[arg(long, value_name = "MS", default_value_t = LiveWatch::SUSPECT_TIMEOUT.as_millis() as u64)]
+    /// (2m, 30s; a bare number is ms.)
+    #[arg(long = "suspect-timeout", visible_alias = "suspect-timeout-ms", value_name = "DURATION",
+          default_value_t = LiveWatch::SUSPECT_TIMEOUT.as_millis() as u64,
+          value_parser = crate::cli::duration::millis)]
     pub suspect_timeout_ms: u64,
 }
 

@@ -139,6 +139,16 @@ impl Avahi {
         Ok(p)
     }
 
+    /// What the daemon logged so far (it runs in the foreground, so its log
+    /// is its stderr and stdout), e.g. to check that it took no packet of
+    /// ours for a bad one.
+    pub fn log(&self) -> String {
+        self.daemon
+            .as_ref()
+            .map(|d| format!("{}{}", d.stderr(), d.stdout()))
+            .unwrap_or_default()
+    }
+
     /// The daemon's PID.
     pub fn daemon_pid(&self) -> Option<u32> {
         self.daemon.as_ref().map(|d| d.pid())

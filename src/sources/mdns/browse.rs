@@ -8,7 +8,8 @@ use super::browser::{BrowserEvent, MdnsBrowser};
 use super::options::{AnsweredElsewhere, BrowseOptions, MdnsError};
 use super::schedule::{
     legacy_offset, legacy_round_wanted, matured, ms, ARP_ANNOUNCE_MS, EARLY_FLOOR_WITHOUT_ARP,
-    EARLY_FLOOR_WITH_ARP, EARLY_ROUNDS, EXTRA_QM_MS, LEGACY_BURST_MS, QUIET, ROUND_WAIT, STOP_RISK,
+    EARLY_FLOOR_WITH_ARP, EARLY_ROUNDS, EXTRA_QM_MS, LEGACY_BURST_MS, MULTICAST_DECISION, QUIET,
+    ROUND_WAIT, STOP_RISK,
 };
 use super::sockets::{
     open_sockets, read_loop, send_standard_query, Datagram, LegacySocket, READ_QUEUE,
@@ -134,7 +135,14 @@ impl Run {
         let t0 = Instant::now();
         let names: Vec<String> = ifaces.iter().map(|i| i.name.clone()).collect();
         let (socks, socket_errors) = open_sockets(&ifaces);
-        let browser = match MdnsBrowser::start(&ifaces) {
+        // With legacy sockets the multicast path waits for MULTICAST_DECISION
+        // (a light browse); without them it is the only path.
+        let started = if socks.is_empty() {
+            MdnsBrowser::start(&ifaces)
+        } else {
+            MdnsBrowser::start_quiet(&ifaces)
+        };
+        let browser = match started {
             Ok(b) => Some(b),
             Err(e) => {
                 tracing::warn!("mDNS multicast path unavailable, legacy queries only: {e}");
@@ -155,6 +163,7 @@ impl Run {
                 .is_none()
                 .then(|| "mdns-sd did not start (see the log)".to_string()),
             window_ms: opts.browse.as_millis() as u64,
+            multicast_begun_ms: browser.as_ref().filter(|b| b.begun()).map(|_| 0),
             ..BrowseStats::default()
         };
 
@@ -212,6 +221,7 @@ impl Run {
                 break;
             }
             self.send_legacy_rounds(now).await;
+            self.begin_multicast(now);
             self.send_standard_queries(now);
             self.announce_arp(now);
             let wake = self.next_wake(now);
@@ -328,11 +338,40 @@ impl Run {
         }
     }
 
+    /// Whether the multicast path runs: from the start without legacy
+    /// sockets; else from [`MULTICAST_DECISION`] on, once the answers are
+    /// not clean (loss, a late or a legacy-deaf responder, nothing heard
+    /// yet) or when the browse cannot stop early anyway.
+    fn multicast_on(&self) -> bool {
+        self.stats.multicast_begun_ms.is_some() || self.socks.is_empty()
+    }
+
+    /// Begins the multicast path when the browse needs it (see
+    /// [`Run::multicast_on`] and "A light browse" in the [`mdns`](super)
+    /// docs).
+    fn begin_multicast(&mut self, now: Instant) {
+        if self.multicast_on()
+            || now < self.t0 + MULTICAST_DECISION
+            || (self.early_possible && self.table.clean())
+        {
+            return;
+        }
+        self.stats.multicast_begun_ms = Some(ms(now - self.t0));
+        if let Some(b) = self.browser.as_mut() {
+            if let Err(e) = b.begin() {
+                tracing::warn!("mDNS multicast path unavailable, legacy queries only: {e}");
+                self.stats.multicast_error = Some(e.to_string());
+                self.browser = None;
+            }
+        }
+    }
+
     /// The extra standard queries that are due, each sent once (a second
     /// copy doubled every bystander's share of the browse and broke RFC
     /// 6762 §5.2's pacing; the legacy rounds cover a lost one).
     fn send_standard_queries(&mut self, now: Instant) {
-        while self.next_qm < EXTRA_QM_MS.len()
+        while self.multicast_on()
+            && self.next_qm < EXTRA_QM_MS.len()
             && self.t0 + Duration::from_millis(EXTRA_QM_MS[self.next_qm]) <= now
         {
             // Every resolved instance as a known answer, in as many packets
@@ -377,8 +416,16 @@ impl Run {
         let mut wake = self.deadline;
         if !self.socks.is_empty() {
             wake = wake.min(t0 + legacy_offset(self.round));
-            if let Some(&at) = EXTRA_QM_MS.get(self.next_qm) {
-                wake = wake.min(t0 + Duration::from_millis(at));
+            match EXTRA_QM_MS.get(self.next_qm) {
+                Some(&at) if self.multicast_on() => {
+                    wake = wake.min(t0 + Duration::from_millis(at));
+                }
+                // The decision is taken at MULTICAST_DECISION, and again
+                // whenever the table changes (a datagram wakes the loop).
+                _ if !self.multicast_on() && now < t0 + MULTICAST_DECISION => {
+                    wake = wake.min(t0 + MULTICAST_DECISION);
+                }
+                _ => {}
             }
         }
         if let (false, Some(&at)) = (self.kickers.is_empty(), ARP_ANNOUNCE_MS.get(self.next_kick)) {

@@ -52,7 +52,8 @@ pub(crate) enum BrowserEvent {
 /// (`REBROWSE_FIRST` to `REBROWSE_MAX`), rather than going quiet.
 pub(crate) struct MdnsBrowser {
     daemon: ServiceDaemon,
-    events: mdns_sd::Receiver<ServiceEvent>,
+    /// `None` until the browse begins ([`MdnsBrowser::start_quiet`]).
+    events: Option<mdns_sd::Receiver<ServiceEvent>>,
     /// How many times the channel was closed on us.
     rebrowses: u32,
     /// The wait before the next subscription.
@@ -69,21 +70,34 @@ impl MdnsBrowser {
     /// first: the daemon joins the mDNS group on every up interface as soon
     /// as it starts, before the interface restriction applies.
     pub(crate) fn start(ifaces: &[Iface]) -> Result<Self, MdnsError> {
+        let mut b = Self::start_quiet(ifaces)?;
+        if let Err(e) = b.begin() {
+            b.shutdown();
+            return Err(e);
+        }
+        Ok(b)
+    }
+
+    /// Starts the daemon on `ifaces` without browsing yet: it sends nothing
+    /// until [`MdnsBrowser::begin`]. A one-shot browse begins only when its
+    /// legacy queries show that it needs the multicast path (see "A light
+    /// browse" in [`super`]'s docs), so that a browse of a clean LAN draws
+    /// no multicast answers, which every device on the segment receives.
+    pub(crate) fn start_quiet(ifaces: &[Iface]) -> Result<Self, MdnsError> {
         netguard::ensure_private_netns("an mDNS browse")?;
         let daemon = ServiceDaemon::new().map_err(|e| MdnsError::Daemon(e.to_string()))?;
-        let setup = || -> Result<mdns_sd::Receiver<ServiceEvent>, mdns_sd::Error> {
+        let setup = || -> Result<(), mdns_sd::Error> {
             daemon.disable_interface(IfKind::All)?;
             let names: Vec<IfKind> = ifaces
                 .iter()
                 .map(|i| IfKind::Name(i.name.clone()))
                 .collect();
-            daemon.enable_interface(names)?;
-            daemon.browse(SERVICE_TYPE)
+            daemon.enable_interface(names)
         };
         match setup() {
-            Ok(events) => Ok(MdnsBrowser {
+            Ok(()) => Ok(MdnsBrowser {
                 daemon,
-                events,
+                events: None,
                 rebrowses: 0,
                 backoff: REBROWSE_FIRST,
                 resubscribe_at: None,
@@ -96,22 +110,44 @@ impl MdnsBrowser {
         }
     }
 
-    /// The next event, or `None` when the daemon is gone for good.
-    /// Cancel-safe: a wait to subscribe again resumes where it was.
+    /// Begins browsing (mdns-sd's first query goes out); a no-op once
+    /// begun.
+    pub(crate) fn begin(&mut self) -> Result<(), MdnsError> {
+        if self.events.is_none() {
+            let rx = self
+                .daemon
+                .browse(SERVICE_TYPE)
+                .map_err(|e| MdnsError::Daemon(e.to_string()))?;
+            self.events = Some(rx);
+        }
+        Ok(())
+    }
+
+    /// Whether [`MdnsBrowser::begin`] was called.
+    pub(crate) fn begun(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// The next event, or `None` when the daemon is gone for good; never
+    /// returns before the browse has begun. Cancel-safe: a wait to
+    /// subscribe again resumes where it was.
     pub(crate) async fn next(&mut self) -> Option<BrowserEvent> {
         loop {
             if let Some(at) = self.resubscribe_at {
                 tokio::time::sleep_until(at.into()).await;
                 self.resubscribe_at = None;
                 match self.daemon.browse(SERVICE_TYPE) {
-                    Ok(rx) => self.events = rx,
+                    Ok(rx) => self.events = Some(rx),
                     Err(e) => {
                         tracing::warn!("mdns-sd browse failed: {e}");
                         return None;
                     }
                 }
             }
-            match self.events.recv_async().await {
+            let Some(events) = self.events.as_ref() else {
+                return std::future::pending().await;
+            };
+            match events.recv_async().await {
                 Ok(ServiceEvent::ServiceFound(_, fullname)) => {
                     return Some(BrowserEvent::Found(fullname))
                 }

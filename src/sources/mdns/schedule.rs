@@ -28,6 +28,17 @@ pub(crate) const LEGACY_BACKOFF_START: Duration = Duration::from_secs(1);
 /// RFC 6762 §6.7), with known answers (RFC 6762 §7.1).
 pub(crate) const EXTRA_QM_MS: [u64; 3] = [0, 1150, 2300];
 
+/// When a one-shot browse decides whether it needs its multicast path
+/// (mdns-sd's browse and the extra standard queries), counted from the
+/// start: once the early legacy rounds' answers are due. Until then it
+/// sends only legacy queries, which every responder answers by unicast to
+/// this host alone; a LAN that answered them cleanly by then never draws a
+/// multicast answer from this browse (see "A light browse" in the
+/// [`mdns`](super) docs), so the devices beside it (Wi-Fi clients,
+/// printers) receive only the three small queries.
+pub(crate) const MULTICAST_DECISION: Duration =
+    Duration::from_millis(LEGACY_BURST_MS[EARLY_ROUNDS - 1] + ROUND_WAIT.as_millis() as u64);
+
 /// When a browse that has not stopped early re-announces this host's own
 /// IPv4-to-MAC mapping (a gratuitous ARP, RFC 5227 §2.3), ms after the start.
 /// The first three fall before the earliest early stop

@@ -18,6 +18,11 @@ pub struct BrowseStats {
     pub socket_errors: Vec<String>,
     /// Why the mdns-sd multicast path did not run (or stopped), if so.
     pub multicast_error: Option<String>,
+    /// Ms after the start at which the multicast path began (mdns-sd's
+    /// browse and the extra standard queries); `None` when the legacy
+    /// queries found the LAN clean and nothing multicast-answered was sent
+    /// (see "A light browse" in the mDNS source's module docs).
+    pub multicast_begun_ms: Option<u64>,
     /// How long it listened, ms.
     pub listened_ms: u64,
     /// The most it would have listened (`browse`), ms.
@@ -115,10 +120,10 @@ pub(super) fn describe_attempt(s: &BrowseStats) -> String {
         s.service,
         s.interfaces.join(", "),
         s.legacy_queries,
-        if s.multicast_error.is_none() {
-            " + standard multicast browsing"
-        } else {
-            " (multicast path unavailable)"
+        match (&s.multicast_error, s.multicast_begun_ms) {
+            (Some(_), _) => " (multicast path unavailable)".to_string(),
+            (None, Some(at)) => format!(" + standard multicast browsing from {at} ms"),
+            (None, None) => " (no multicast-answered query: the LAN answered cleanly)".to_string(),
         },
         s.listened_ms
     );

@@ -1336,6 +1336,11 @@ struct Zeroconf {
 
     accept_unsolicited: bool,
 
+    /// rlx patch: RFC 6762 §15.1 (PATCHES.md §32): whether probes ask for
+    /// unicast answers (the QU bit): only when no other program was bound to
+    /// the mDNS port when this daemon started.
+    qu_probes: bool,
+
     include_apple_p2p: bool,
 
     cmd_sender: Sender<Command>,
@@ -1443,6 +1448,27 @@ fn add_intf_addr(
     true
 }
 
+/// rlx patch: RFC 6762 §15.1 (PATCHES.md §32): whether another program is
+/// bound to UDP `port` on this host (avahi-daemon, mDNSResponder, another
+/// mdns-sd daemon). A unicast datagram to a port that several sockets share
+/// reaches only one of them, so a QU probe's defence, sent by unicast, could
+/// go to the other program and never reach the prober. §15.1's own test:
+/// bind the port without SO_REUSEADDR/SO_REUSEPORT; if that fails, another
+/// socket has it. Done once, before this daemon binds its own sockets (after,
+/// they would answer it); the plain socket is closed at once.
+fn port_taken_by_another(port: u16) -> bool {
+    let taken = |r: std::io::Result<std::net::UdpSocket>| matches!(r, Err(e) if e.kind() == std::io::ErrorKind::AddrInUse);
+    taken(std::net::UdpSocket::bind(SocketAddrV4::new(
+        Ipv4Addr::UNSPECIFIED,
+        port,
+    ))) || taken(std::net::UdpSocket::bind(SocketAddrV6::new(
+        Ipv6Addr::UNSPECIFIED,
+        port,
+        0,
+        0,
+    )))
+}
+
 /// Creates a socket for sending and receiving multicast packets on `addr`.
 /// Works for both IPv4 and IPv6.
 ///
@@ -1477,6 +1503,13 @@ impl Zeroconf {
         // or the same interface name with different IP addrs.
         let mut my_intfs = HashMap::new();
         let mut dns_registry_map = HashMap::new();
+
+        // rlx patch: RFC 6762 §15.1 (PATCHES.md §32): before our own sockets
+        // take the port, whether another responder already has it.
+        let qu_probes = !port_taken_by_another(port);
+        if !qu_probes {
+            debug!("another program is bound to UDP port {port}: probes ask for multicast answers (RFC 6762 §15.1)");
+        }
 
         // Use the same socket for receiving and sending multicast packets.
         // Such socket has to bind to INADDR_ANY or IN6ADDR_ANY.
@@ -1558,6 +1591,7 @@ impl Zeroconf {
             multicast_loop_v4: true,
             multicast_loop_v6: true,
             accept_unsolicited: false,
+            qu_probes, // rlx patch: RFC 6762 §15.1 (PATCHES.md §32)
             include_apple_p2p: false,
             cmd_sender,
             waker,
@@ -2742,7 +2776,9 @@ impl Zeroconf {
                 continue;
             };
 
-            let (out, expired_probes) = check_probing(dns_registry, &mut self.timers, now);
+            // rlx patch: RFC 6762 §15.1 (PATCHES.md §32): QU only when ours alone.
+            let (out, expired_probes) =
+                check_probing(dns_registry, &mut self.timers, now, self.qu_probes);
 
             // send probing.
             if !out.questions().is_empty() {
@@ -3144,7 +3180,10 @@ impl Zeroconf {
                         self.handle_query(msg, pkt_if_index, querier_addr);
                     }
                 } else if msg.is_response() {
-                    self.handle_response(msg, pkt_if_index);
+                    // rlx patch: RFC 6762 §14: our own packet heard on another of
+                    // our interfaces on the same link (PATCHES.md §31).
+                    let own = self.sent_by_our_other_intf(&pktinfo.addr_src.ip(), pkt_if_index);
+                    self.handle_response_from(msg, pkt_if_index, own);
                 } else {
                     debug!("Invalid message: not query and not response");
                 }
@@ -3500,7 +3539,31 @@ impl Zeroconf {
 
     /// Deal with incoming response packets.  All answers
     /// are held in the cache, and listeners are notified.
-    fn handle_response(&mut self, mut msg: DnsIncoming, if_index: u32) {
+    #[cfg(test)] // rlx patch: RFC 6762 §14 (PATCHES.md §31): the tests' entry
+    fn handle_response(&mut self, msg: DnsIncoming, if_index: u32) {
+        // rlx patch: RFC 6762 §14 (PATCHES.md §31): no source known, not ours.
+        self.handle_response_from(msg, if_index, false)
+    }
+
+    /// rlx patch: RFC 6762 §14 (PATCHES.md §31): whether `src`, the source of
+    /// a packet received on `if_index`, is an address of another of our
+    /// interfaces. A host with two NICs on one link (a docked laptop on Wi-Fi
+    /// and Ethernet, a server with two ports on one switch) hears each NIC's
+    /// probes and announcements on the other; since each interface carries
+    /// only its own IPv6 addresses (§23), their records differ, and taking
+    /// them for another host's made the agent tie-break against, and rename
+    /// away from, itself. Such packets are still cached and answered; they are
+    /// only never conflicts. The same interface's own address is not "other":
+    /// a second responder on this host (another process on the same
+    /// interface) still conflicts, as it must.
+    fn sent_by_our_other_intf(&self, src: &IpAddr, if_index: u32) -> bool {
+        self.my_intfs
+            .iter()
+            .any(|(i, intf)| *i != if_index && intf.addrs.iter().any(|a| a.ip() == *src))
+    }
+
+    // rlx patch: RFC 6762 §14 (PATCHES.md §31): `own`, from our other interface.
+    fn handle_response_from(&mut self, mut msg: DnsIncoming, if_index: u32, own: bool) {
         let now = Instant::now();
 
         // remove records that are expired.
@@ -3528,9 +3591,12 @@ impl Zeroconf {
         }
 
         // check possible conflicts and handle them.
-        self.conflict_handler(&msg, if_index);
-        // rlx patch: RFC 6762 §9: and conflicts with records already verified.
-        self.late_conflict_handler(&msg, if_index);
+        // rlx patch: RFC 6762 §14 (PATCHES.md §31): never our own records.
+        if !own {
+            self.conflict_handler(&msg, if_index);
+            // rlx patch: RFC 6762 §9: and conflicts with records already verified.
+            self.late_conflict_handler(&msg, if_index);
+        }
 
         // check if the message is for us.
         let mut is_for_us = true; // assume it is for us.
@@ -3907,6 +3973,8 @@ impl Zeroconf {
     fn handle_query(&mut self, msg: DnsIncoming, if_index: u32, querier_addr: SocketAddr) {
         let querier_ip = querier_addr.ip();
         let is_ipv4 = querier_ip.is_ipv4();
+        // rlx patch: RFC 6762 §14 (PATCHES.md §31): our other NIC's probe.
+        let own_probe = self.sent_by_our_other_intf(&querier_ip, if_index);
 
         let mut out = DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA);
         let mut delayed = false;
@@ -3990,7 +4058,11 @@ impl Zeroconf {
                         .find(|k| k.eq_ignore_ascii_case(q_name))
                         .cloned();
                     if let Some(probe) = key.and_then(|k| dns_registry.probing.get_mut(&k)) {
-                        probe.tiebreaking(&msg, q_name);
+                        // rlx patch: RFC 6762 §14 (PATCHES.md §31): never against
+                        // ourselves, heard through our other interface.
+                        if !own_probe {
+                            probe.tiebreaking(&msg, q_name);
+                        }
                     }
                 }
 
@@ -5833,6 +5905,7 @@ fn check_probing(
     dns_registry: &mut DnsRegistry,
     timers: &mut Timers, // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)
     now: Instant,
+    qu: bool, // rlx patch: RFC 6762 §15.1 (PATCHES.md §32)
 ) -> (DnsOutgoing, Vec<String>) {
     let mut expired_probes = Vec::new();
     let mut out = DnsOutgoing::new(FLAGS_QR_QUERY);
@@ -5844,8 +5917,13 @@ fn check_probing(
                 expired_probes.push(name.clone());
             } else {
                 // rlx patch: RFC 6762 §8.1: probes ask for unicast responses
-                // (QU bit); upstream sent them as QM questions.
-                out.add_question_unicast(name, RRType::ANY);
+                // (QU bit); upstream sent them as QM questions. Not when
+                // another responder shares the port (§15.1, PATCHES.md §32).
+                if qu {
+                    out.add_question_unicast(name, RRType::ANY);
+                } else {
+                    out.add_question(name, RRType::ANY);
+                }
 
                 /*
                 RFC 6762 section 8.2: https://datatracker.ietf.org/doc/html/rfc6762#section-8.2

@@ -1,9 +1,9 @@
-//! rlx patch: unit tests of the RFC 6762 answering patches (PATCHES.md §20-26):
+//! rlx patch: unit tests of the RFC 6762 answering patches (PATCHES.md §20-26, §32):
 //! the pure parts, with no daemon and no socket.
 
 use super::{
-    check_probing, shared_response_delay, Instant, SHARED_RESPONSE_DELAY_MAX_MILLIS,
-    SHARED_RESPONSE_DELAY_MIN_MILLIS,
+    check_probing, port_taken_by_another, shared_response_delay, Instant,
+    SHARED_RESPONSE_DELAY_MAX_MILLIS, SHARED_RESPONSE_DELAY_MIN_MILLIS,
 };
 use crate::dns_parser::{
     DnsAddress, DnsIncoming, DnsOutgoing, DnsRecordBox, DnsRecordExt, InterfaceId, RRType,
@@ -15,7 +15,7 @@ use crate::ServiceInfo;
 use if_addrs::{IfAddr, Ifv6Addr};
 use std::cmp::Ordering;
 use std::collections::HashSet;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::time::Duration;
 
 fn intf_id() -> InterfaceId {
@@ -84,6 +84,7 @@ fn probes_carry_the_unicast_response_bit_on_the_wire() {
         &mut registry,
         &mut Timers::new(Instant::now()),
         Instant::now(),
+        true,
     );
     assert_eq!(out.questions().len(), 1);
     let packet = out.to_data_on_wire(1500, true).remove(0);
@@ -92,6 +93,43 @@ fn probes_carry_the_unicast_response_bit_on_the_wire() {
         msg.questions()[0].unicast_response(),
         "the probe's question has no QU bit"
     );
+}
+
+/// Guards against QU probes beside another responder on the mDNS port (RFC
+/// 6762 §15.1): a defender's unicast answer reaches only one of the sockets
+/// that share the port, maybe not ours. With the port shared, probes ask
+/// for multicast answers.
+#[test]
+fn probes_ask_for_multicast_answers_when_another_program_has_the_port() {
+    let mut registry = DnsRegistry::new();
+    let start = Instant::now() - Duration::from_millis(1);
+    let mut probe = Probe::new(start);
+    probe.insert_record(a_record("10.0.0.1", 120));
+    registry.probing.insert("host.local.".to_string(), probe);
+    let (out, _) = check_probing(
+        &mut registry,
+        &mut Timers::new(Instant::now()),
+        Instant::now(),
+        false,
+    );
+    let packet = out.to_data_on_wire(1500, true).remove(0);
+    let msg = DnsIncoming::new(packet, intf_id()).unwrap();
+    assert!(!msg.questions()[0].unicast_response());
+}
+
+/// The §15.1 test itself: a port another socket holds (with SO_REUSEADDR,
+/// as every responder binds it) is taken; a free one is not.
+#[test]
+fn a_port_another_socket_holds_is_taken_and_a_free_one_is_not() {
+    let other = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+    other.set_reuse_address(true).unwrap();
+    other
+        .bind(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0).into())
+        .unwrap();
+    let port = other.local_addr().unwrap().as_socket().unwrap().port();
+    assert!(port_taken_by_another(port));
+    drop(other);
+    assert!(!port_taken_by_another(port));
 }
 
 /// Guards against a QU bit lost between a question and its bytes.
