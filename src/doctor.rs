@@ -24,12 +24,11 @@
 //! in the machine's own namespace they are skipped with the guard's reason,
 //! and only the read-only checks run.
 
-mod check;
 mod clock;
-mod firewall;
 mod kernel;
 
-pub use check::{Check, Status};
+pub use rlx_net::check::{Check, Status};
+use rlx_net::firewall;
 
 use crate::config::DiscoverSection;
 use crate::discover::run_sources;
@@ -201,16 +200,7 @@ fn multicast_route(chosen: &[Iface]) -> Check {
 /// discovery needs it) and the workers' (the runtime needs it).
 async fn firewall_check(port: u16, worker_port: u16) -> Check {
     let rules = firewall::rulesets().await;
-    let mut f = firewall::read(&rules, firewall::Needs { agent_port: port });
-    let w = firewall::read(
-        &rules,
-        firewall::Needs {
-            agent_port: worker_port,
-        },
-    );
-    let worker_tcp = format!("tcp {worker_port}");
-    f.blockers
-        .extend(w.blockers.into_iter().filter(|b| b.what == worker_tcp));
+    let f = firewall::read_both(&rules, port, worker_port);
     let full: Vec<&firewall::Blocker> = f.blockers.iter().filter(|b| !b.partial).collect();
     let partial: Vec<&firewall::Blocker> = f.blockers.iter().filter(|b| b.partial).collect();
     let describe = |bs: &[&firewall::Blocker]| {

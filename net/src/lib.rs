@@ -17,6 +17,9 @@
 //!   changed, so the agent need not poll for them.
 //! - [`linkfacts`]: what each link is (kind, speed, MTU, RDMA), as the
 //!   system says.
+//! - [`firewall`]: the host firewall's rules (nftables, legacy iptables)
+//!   that would stop mDNS or a TCP port; [`check`]: one self-check's
+//!   outcome, for `rlx-discover doctor` and `rlx-agent check`.
 //!
 //! # Platforms
 //! Each module says what it does where:
@@ -31,11 +34,14 @@
 //! | [`links`] | netlink route socket | `PF_ROUTE` route socket |
 //! | [`listening`] | netlink `sock_diag` (listening TCP sockets) | not available (the agent connects to loopback instead) |
 //! | [`linkfacts`] | `/sys/class/net`, `/sys/class/infiniband` | `getifaddrs` `if_data` (no Wi-Fi/Thunderbolt kinds yet) |
+//! | [`firewall`] | `nft -j list ruleset`, `iptables-legacy-save` | not read (the caller says so: pf's rules are not parsed) |
 
 // Every public item is documented, and nothing is `pub` that the crate
 // root does not export: what is public is the contract.
 #![deny(missing_docs, unreachable_pub)]
 
+pub mod check;
+pub mod firewall;
 pub mod iface;
 pub mod linkfacts;
 pub mod links;

@@ -10,10 +10,10 @@
 //! cluster registers in DNS. The comparison is with this machine, which may
 //! itself be the one that is off: the fix says to check both.
 
-use super::check::{Check, Status};
 use crate::admit::Rules;
 use crate::escape::untrusted;
 use futures::stream::{self, StreamExt};
+use rlx_net::check::{Check, Status};
 use rlx_proto::handshake::{query_in_cluster, ClockOffset};
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -15,6 +15,60 @@ use rlx_proto::caps::{is_valid_id, limits, Device, NodeCaps};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// What `rlx-agent` does instead of running, when a subcommand is given.
+/// (Its man page and shell completions are files the packages install,
+/// written by `cargo run -p rlx-agent --example agent_docs -- DIR`.)
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum AgentCommand {
+    /// Check this worker and exit: what the agent would announce and on
+    /// which interfaces, the agent's and the worker's ports (free,
+    /// listening, open in the host firewall), the key file and the state
+    /// directory; each ok, warn, fail or skip with a fix. Exit 0 when no
+    /// check failed, 1 when one did.
+    Check {
+        /// Print JSON: {"v": 1, "checks": [{"check", "status", "detail", "fix"}], "healthy"}.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// When the text logs are coloured (`--color`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Color {
+    /// On a terminal, unless `NO_COLOR` is set (no-color.org).
+    #[default]
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl Color {
+    /// Whether to colour stderr now.
+    pub fn for_stderr(self) -> bool {
+        match self {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => {
+                std::io::IsTerminal::is_terminal(&std::io::stderr())
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        }
+    }
+}
+
 /// The agent's own port and the worker's, when no flag names them.
 pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
 
@@ -36,6 +90,29 @@ pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
                   rlx-agent --register dns://10.0.0.53/rlx.example.org --tsig-key /etc/rlx/update.key"
 )]
 pub struct AgentArgs {
+    /// Instead of running: check this worker.
+    #[command(subcommand)]
+    pub command: Option<AgentCommand>,
+
+    /// Print less: warnings and errors only.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Print more (repeat for trace output); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Log lines as text, or as JSON (one object per line: time, level,
+    /// fields, message) for journald's and log shippers' parsers.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text,
+          env = "RLX_AGENT_LOG_FORMAT")]
+    pub log_format: LogFormat,
+
+    /// Colour the text logs: auto (on a terminal, unless NO_COLOR is set),
+    /// always or never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = Color::Auto)]
+    pub color: Color,
+
     /// Read settings from this TOML file: every flag below as a key
     /// (`--worker-port` is `worker_port`; repeatable ones take a list under
     /// their plural, `interfaces = ["eth0"]`). Flags and their RLX_AGENT_*
@@ -192,6 +269,37 @@ pub struct AgentArgs {
     pub root: PathBuf,
 }
 
+/// systemd's directory of this service's credentials (`$CREDENTIALS_DIRECTORY`).
+fn credentials_dir() -> Option<PathBuf> {
+    std::env::var_os("CREDENTIALS_DIRECTORY")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The file a key setting `path` is read from: the copy systemd handed this
+/// service under the same file name, when `creds` (its
+/// `$CREDENTIALS_DIRECTORY`) holds a non-empty one, else `path` itself.
+///
+/// Why: the packaged unit runs the agent as a throwaway user
+/// (`DynamicUser=`), who cannot read a root-only key file; its
+/// `LoadCredential=cluster.key:/etc/rlx/cluster.key` hands the agent a
+/// private copy (mode 0400, the agent's user), so `agent.toml` can name the
+/// real path and setting a key stays editing one file. A credential of
+/// nothing but white space is the unit's fallback (`SetCredential=
+/// cluster.key:\n`) when the key file does not exist, and is never taken for
+/// the key.
+pub fn credential_or(path: &Path, creds: Option<PathBuf>) -> PathBuf {
+    let copy = creds.zip(path.file_name()).map(|(d, n)| d.join(n));
+    let holds_a_key = |c: &Path| {
+        std::fs::read(c)
+            .is_ok_and(|b| b.len() <= 64 << 10 && b.iter().any(|x| !x.is_ascii_whitespace()))
+    };
+    match copy {
+        Some(c) if holds_a_key(&c) => c,
+        _ => path.to_path_buf(),
+    }
+}
+
 pub(crate) fn parse_node_id(s: &str) -> Result<String, String> {
     if is_valid_id(s) {
         Ok(s.to_string())
@@ -258,6 +366,22 @@ impl AgentArgs {
             per_minute: self.measure_per_minute,
             ..Rules::default()
         }
+    }
+
+    /// The file the cluster key is read from, if one is set: see
+    /// [`credential_or`].
+    pub fn key_path(&self) -> Option<PathBuf> {
+        self.key_file
+            .as_deref()
+            .map(|p| credential_or(p, credentials_dir()))
+    }
+
+    /// The file the TSIG key is read from, if one is set: see
+    /// [`credential_or`].
+    pub fn tsig_path(&self) -> Option<PathBuf> {
+        self.tsig_key
+            .as_deref()
+            .map(|p| credential_or(p, credentials_dir()))
     }
 
     /// Checks the settings that need each other or a range, once the
@@ -526,6 +650,22 @@ mod tests {
         assert_eq!(
             (caps.id.as_str(), caps.cluster.as_deref(), caps.cores),
             ("00000000000000bb", Some("lab"), 4)
+        );
+    }
+
+    #[test]
+    fn a_key_is_read_from_systemds_copy_when_it_handed_one_over_else_from_its_path() {
+        let creds = tempfile::tempdir().unwrap();
+        let key = Path::new("/etc/rlx/cluster.key");
+        assert_eq!(credential_or(key, None), key);
+        assert_eq!(credential_or(key, Some(creds.path().into())), key);
+        // The unit's fallback for a missing file is a lone newline.
+        std::fs::write(creds.path().join("cluster.key"), b"\n").unwrap();
+        assert_eq!(credential_or(key, Some(creds.path().into())), key);
+        std::fs::write(creds.path().join("cluster.key"), b"ab\n").unwrap();
+        assert_eq!(
+            credential_or(key, Some(creds.path().into())),
+            creds.path().join("cluster.key")
         );
     }
 }

@@ -86,6 +86,8 @@ pub struct AgentConfig {
     pub lease_secs: Option<u64>,
     /// `--register-addr`.
     pub register_addrs: Option<Vec<IpAddr>>,
+    /// `--log-format`.
+    pub log_format: Option<crate::cli::LogFormat>,
 }
 
 fn policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Policy>, D::Error> {
@@ -181,7 +183,7 @@ impl AgentConfig {
             measure_per_minute,
             targets
         );
-        plain!(interfaces, no_bench, lease_secs, register_addrs);
+        plain!(interfaces, no_bench, lease_secs, register_addrs, log_format);
         optional!(caps_file, name, ckpt_dir, cluster, key_file, node_id, state_dir);
         optional!(register, tsig_key);
     }
@@ -228,6 +230,7 @@ pub const KEYS: &[&str] = &[
     "tsig_key",
     "lease_secs",
     "register_addrs",
+    "log_format",
 ];
 
 #[cfg(test)]

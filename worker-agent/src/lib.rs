@@ -12,6 +12,7 @@
 //!
 //! # Layout
 //! - [`cli`]: the command line ([`cli::AgentArgs`]), shared by `main` and run mode.
+//! - [`check`]: `rlx-agent check`, the worker's self-check (ports, firewall, key, state dir).
 //! - [`config`]: `/etc/rlx/agent.toml`, every flag as a key, merged under the flags and `RLX_AGENT_*`.
 //! - [`probe`]: what this machine has (cores, RAM, disk, every accelerator, node id).
 //! - [`run`]: run mode, which starts the parts below and hands each the [`shutdown`].
@@ -37,6 +38,7 @@
 
 pub mod announce;
 pub mod change;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod links;

@@ -81,10 +81,10 @@ fn incarnation() -> Result<String> {
 pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
     caps.incarnation = Some(incarnation()?);
     let shutdown = Shutdown::on_signals().context("installing the SIGINT/SIGTERM handlers")?;
-    let key = match &args.key_file {
+    let key = match args.key_path() {
         Some(p) => Some(
-            KeyRing::load(p)
-                .with_context(|| format!("--key-file {}", p.display()))?
+            KeyRing::load(&p)
+                .with_context(|| format!("--key-file (key_file) {}", p.display()))?
                 .first()
                 .clone(),
         ),
@@ -116,12 +116,12 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
     let caps_rx = caps_tx.subscribe();
     // Prepared before anything is announced: a bad key file or zone is a
     // start-up error, like a bad --key-file.
-    let registration = match (&args.register, &args.tsig_key) {
+    let registration = match (&args.register, args.tsig_path()) {
         (Some(target), Some(key_file)) => Some(
             Registration::prepare(
                 &RegisterOptions {
                     target: target.clone(),
-                    key_file: key_file.clone(),
+                    key_file,
                     name: args.name.clone(),
                     port: args.worker_port,
                     lease: Duration::from_secs(args.lease_secs),

@@ -1,5 +1,6 @@
-//! **One check's outcome**, shared by the checks of [`super`] and their
-//! own modules ([`super::clock`]).
+//! **One check's outcome**, shared by the self-checks: the coordinator's
+//! `rlx-discover doctor` and the worker's `rlx-agent check`, which print
+//! them the same way (ok, warn, fail or skip, and a fix).
 
 use serde::Serialize;
 
@@ -32,8 +33,8 @@ impl Status {
 /// One check's outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
-    /// Which check (`interfaces`, `multicast route`, `firewall`, `groups`,
-    /// `mdns query`, `handshake`, `clock`).
+    /// Which check (doctor's `interfaces`, `multicast route`, `firewall`,
+    /// `groups`, `mdns query`, `handshake`, `clock`; `rlx-agent check`'s own).
     pub check: &'static str,
     /// How it came out.
     pub status: Status,
@@ -45,7 +46,8 @@ pub struct Check {
 }
 
 impl Check {
-    pub(super) fn new(check: &'static str, status: Status, detail: impl Into<String>) -> Check {
+    /// A check's outcome, without a fix.
+    pub fn new(check: &'static str, status: Status, detail: impl Into<String>) -> Check {
         Check {
             check,
             status,
@@ -54,7 +56,8 @@ impl Check {
         }
     }
 
-    pub(super) fn fix(mut self, fix: impl Into<String>) -> Check {
+    /// The same outcome with what to do about it.
+    pub fn fix(mut self, fix: impl Into<String>) -> Check {
         self.fix = Some(fix.into());
         self
     }

@@ -27,7 +27,7 @@ use tokio::io::AsyncReadExt;
 
 /// What discovery needs through the firewall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Needs {
+pub struct Needs {
     /// A TCP port that must get through: the agents' (`[discover]
     /// agent_port`), or, read a second time, the workers' (`port`).
     pub agent_port: u16,
@@ -38,7 +38,7 @@ const MDNS_PORT: u16 = 5353;
 
 /// One rule or policy in the way.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Blocker {
+pub struct Blocker {
     /// Where: `nftables inet f input` or `iptables INPUT`.
     pub chain: String,
     /// What it stops: `udp 5353` or `tcp 9100`.
@@ -52,7 +52,7 @@ pub(super) struct Blocker {
 
 /// What [`read`] found in the rulesets.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(super) struct Findings {
+pub struct Findings {
     /// Rules and policies in the way.
     pub blockers: Vec<Blocker>,
     /// The tools that could be read (`nftables`, `iptables`).
@@ -76,7 +76,7 @@ const MAX_OUTPUT: u64 = 32 << 20;
 
 /// The rulesets as the tools printed them, read once for every need.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Rulesets {
+pub struct Rulesets {
     /// `nft -j list ruleset`, or why it could not be read.
     nft: Option<Result<String, String>>,
     /// `iptables-legacy-save`, when the legacy backend is there.
@@ -87,7 +87,7 @@ pub(super) struct Rulesets {
 
 /// Runs `nft -j list ruleset` and `iptables-legacy-save` (each when
 /// installed), bounded in time and size.
-pub(super) async fn rulesets() -> Rulesets {
+pub async fn rulesets() -> Rulesets {
     if cfg!(target_os = "macos") {
         // Not parsed here: say what to look at instead of a bare "no nft".
         return Rulesets {
@@ -112,8 +112,28 @@ pub(super) async fn rulesets() -> Rulesets {
     }
 }
 
+/// [`read`] for two TCP ports at once, the agents' and the workers': UDP
+/// 5353 and `agent_port` as `read` finds them, and the rules that stop TCP
+/// `worker_port` besides (each blocker once).
+pub fn read_both(r: &Rulesets, agent_port: u16, worker_port: u16) -> Findings {
+    let mut f = read(r, Needs { agent_port });
+    let w = read(
+        r,
+        Needs {
+            agent_port: worker_port,
+        },
+    );
+    let worker_tcp = format!("tcp {worker_port}");
+    for b in w.blockers.into_iter().filter(|b| b.what == worker_tcp) {
+        if !f.blockers.contains(&b) {
+            f.blockers.push(b);
+        }
+    }
+    f
+}
+
 /// What in `r` blocks `needs`.
-pub(super) fn read(r: &Rulesets, needs: Needs) -> Findings {
+pub fn read(r: &Rulesets, needs: Needs) -> Findings {
     let mut f = Findings::default();
     if let Some(why) = &r.elsewhere {
         f.unreadable.push(why.clone());
@@ -229,7 +249,7 @@ fn relevant_hook(hook: &str) -> bool {
 }
 
 /// The blockers in an `nft -j list ruleset` document.
-pub(super) fn nft_blockers(json: &str, needs: Needs) -> Result<Vec<Blocker>, String> {
+pub fn nft_blockers(json: &str, needs: Needs) -> Result<Vec<Blocker>, String> {
     let v: Value = serde_json::from_str(json).map_err(|e| format!("unreadable JSON ({e})"))?;
     let items = v
         .get("nftables")
@@ -493,7 +513,7 @@ fn nft_words(e: &Value) -> Option<String> {
 }
 
 /// The blockers in `iptables-save` output (legacy backend).
-pub(super) fn iptables_blockers(text: &str, needs: Needs) -> Vec<Blocker> {
+pub fn iptables_blockers(text: &str, needs: Needs) -> Vec<Blocker> {
     let mut out = Vec::new();
     let mut accepted: Vec<(String, &'static str)> = Vec::new();
     let mut policies: Vec<(String, String)> = Vec::new();
