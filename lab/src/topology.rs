@@ -9,6 +9,10 @@ use crate::process::{kill_and_reap, LabProcess};
 use crate::{HOST_IFACE, KEEP_ENV};
 use ipnet::Ipv4Net;
 use rlx_net::netguard::GUARD_ENV;
+
+/// The variable that names `rlx-agent`'s config file (its `--config`,
+/// `worker-agent/src/cli.rs`).
+const AGENT_CONFIG_ENV: &str = "RLX_AGENT_CONFIG";
 use std::ffi::OsStr;
 use std::fmt;
 use std::fs;
@@ -438,11 +442,18 @@ impl Lab {
     /// `ip netns exec <host i> <program>` with `RLX_NETNS_GUARD=1`: add
     /// arguments and run it. Not tracked: use [`Lab::spawn`] for anything
     /// that keeps running.
+    ///
+    /// Its `RLX_AGENT_CONFIG` is `/dev/null` (an empty config), so that an
+    /// `rlx-agent` in a lab never reads this machine's own
+    /// `/etc/rlx/agent.toml`: on a box where the agent is installed, its
+    /// interfaces, key or ports would otherwise change what every test
+    /// sees. A test that wants a config sets the variable itself.
     pub fn command(&self, i: usize, program: impl AsRef<OsStr>) -> Command {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.host(i).ns])
             .arg(program)
-            .env(GUARD_ENV, "1");
+            .env(GUARD_ENV, "1")
+            .env(AGENT_CONFIG_ENV, "/dev/null");
         cmd
     }
 

@@ -139,11 +139,16 @@ impl AgentConfig {
             None if Path::new(DEFAULT_CONFIG).exists() => PathBuf::from(DEFAULT_CONFIG),
             None => return Ok(None),
         };
-        let text = std::fs::read_to_string(&path).with_context(|| {
-            format!(
+        let text = std::fs::read_to_string(&path).with_context(|| match explicit {
+            Some(_) => format!(
                 "cannot read the agent config {} (given by --config or RLX_AGENT_CONFIG)",
                 path.display()
-            )
+            ),
+            None => format!(
+                "cannot read the agent config {} (read by default when it exists; \
+                 --config FILE names another)",
+                path.display()
+            ),
         })?;
         Ok(Some((path.clone(), AgentConfig::parse(&text, &path)?)))
     }
