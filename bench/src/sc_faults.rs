@@ -221,19 +221,10 @@ impl Drop for NeighbourLimits {
 
 /// watch's news: its `at_ms` placed on the wall clock by its stamped lines.
 fn watch_news(lines: &[(f64, String)], spawned: f64, agents: usize) -> (Vec<Item>, f64) {
-    let events: Vec<(f64, Value)> = lines
-        .iter()
-        .filter_map(|(seen, l)| Some((*seen, serde_json::from_str::<Value>(l).ok()?)))
-        .collect();
-    let start = stamp::offset(
-        events
-            .iter()
-            .filter_map(|(seen, e)| Some((*seen, e["at_ms"].as_f64()?))),
-        spawned,
-    );
+    let (events, start) = stamp::placed_events(lines, spawned);
     let news = events
         .iter()
-        .filter_map(|(_, e)| {
+        .filter_map(|(at, e)| {
             let what = match e["event"].as_str()? {
                 "left" => News::Left,
                 "joined" | "restarted" => News::Joined,
@@ -243,7 +234,7 @@ fn watch_news(lines: &[(f64, String)], spawned: f64, agents: usize) -> (Vec<Item
                 _ => return None,
             };
             let who = agent_of(e["instance"].as_str().unwrap_or_default(), agents);
-            Some((start + e["at_ms"].as_f64()?, who, what))
+            Some((*at, who, what))
         })
         .collect();
     (news, start - spawned)

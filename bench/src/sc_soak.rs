@@ -32,13 +32,13 @@
 use crate::ctx::Ctx;
 use crate::peers;
 use crate::proc::{cpu_ns, rss_kb, status_kb};
-use crate::stamp::{self, Stamped};
+use crate::stamp::{self, wall_ms, Stamped};
 use anyhow::{Context, Result};
 use rlx_lab::kit::PYTHON;
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 const SCENARIO: &str = "soak";
 /// The tools' names in the results (the report's goals read them too).
@@ -139,31 +139,16 @@ fn announced_in(log: &str) -> Option<f64> {
     Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs_f64() * 1000.0)
 }
 
-fn wall_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-}
-
 /// (wall ms, instance, event) of each line, watch's `at_ms` placed on the
 /// wall clock by when its lines were seen ([`stamp::offset`]): its own
 /// start comes some tens of ms after the spawn (`spawned`).
 fn watch_news(lines: &[(f64, String)], spawned: f64) -> Vec<(f64, String, String)> {
-    let events: Vec<(f64, Value)> = lines
-        .iter()
-        .filter_map(|(seen, l)| Some((*seen, serde_json::from_str::<Value>(l).ok()?)))
-        .collect();
-    let start = stamp::offset(
-        events
-            .iter()
-            .filter_map(|(seen, e)| Some((*seen, e["at_ms"].as_f64()?))),
-        spawned,
-    );
-    events
+    stamp::placed_events(lines, spawned)
+        .0
         .into_iter()
-        .filter_map(|(_, e)| {
+        .filter_map(|(at, e)| {
             Some((
-                start + e["at_ms"].as_f64()?,
+                at,
                 e["instance"].as_str()?.to_string(),
                 e["event"].as_str()?.to_string(),
             ))

@@ -5,6 +5,7 @@
 //! its own start (some tens of ms after the spawn in a debug build), the
 //! stamps place that start on the bench's clock ([`offset`]).
 
+use serde_json::Value;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,6 +94,28 @@ impl Drop for Stamped {
     }
 }
 
+/// A program's JSON lines (`watch --json`), each event with its `at_ms`
+/// placed on the wall clock ([`offset`]; `spawned`: when it was spawned),
+/// and where that clock starts. Lines that are not JSON objects with an
+/// `at_ms` are left out.
+pub(crate) fn placed_events(lines: &[(f64, String)], spawned: f64) -> (Vec<(f64, Value)>, f64) {
+    let events: Vec<(f64, Value)> = lines
+        .iter()
+        .filter_map(|(seen, l)| Some((*seen, serde_json::from_str::<Value>(l).ok()?)))
+        .collect();
+    let start = offset(
+        events
+            .iter()
+            .filter_map(|(seen, e)| Some((*seen, e["at_ms"].as_f64()?))),
+        spawned,
+    );
+    let placed = events
+        .into_iter()
+        .filter_map(|(_, e)| Some((start + e["at_ms"].as_f64()?, e)))
+        .collect();
+    (placed, start)
+}
+
 /// Where a program's own clock (`at_ms` from its start) starts on the wall
 /// clock: each line was seen at or after `start + at_ms`, so the smallest
 /// `seen - at_ms` is the latest start that fits them all, within one poll
@@ -119,6 +142,20 @@ mod tests {
         assert_eq!(offset(seen.into_iter(), 1_000_000.0), 1_000_050.0);
         assert_eq!(offset(seen.into_iter(), 1_000_070.0), 1_000_070.0);
         assert_eq!(offset(std::iter::empty(), 5.0), 5.0);
+    }
+
+    #[test]
+    fn json_events_are_placed_on_the_wall_clock_and_other_lines_left_out() {
+        let lines = [
+            (1_000_150.0, r#"{"event":"joined","at_ms":100}"#.to_string()),
+            (1_000_900.0, "not json".to_string()),
+            (1_000_530.0, r#"{"event":"left","at_ms":470}"#.to_string()),
+        ];
+        let (placed, start) = placed_events(&lines, 1_000_000.0);
+        assert_eq!(start, 1_000_050.0);
+        let at: Vec<f64> = placed.iter().map(|p| p.0).collect();
+        assert_eq!(at, [1_000_150.0, 1_000_520.0]);
+        assert_eq!(placed[1].1["event"], "left");
     }
 
     #[test]
