@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The house rules (README, "Layout"), checked: no import cycles between modules,
+"""The house rules (CONTRIBUTING.md, "Layout"), checked: no import cycles between modules,
 no source file outside tests/ over 800 lines of code (unit tests not counted:
 a `#[cfg(test)] mod x { .. }` block, or a file its parent declares with
 `#[cfg(test)] mod x;`).

@@ -67,9 +67,9 @@ const QUIET: Duration = Duration::from_secs(6);
 /// previous action's news.
 const CLOCK_SLACK: Duration = Duration::from_millis(250);
 
-/// Each action's bound (README, `watch`), ms: join and restart at the p95, a
-/// goodbye and a crash for every action. The report judges the goals on
-/// them, the plots draw them.
+/// Each action's bound (docs/guide.md, "Seeing the LAN"), ms: join and
+/// restart at the p95, a goodbye and a crash for every action. The report
+/// judges the goals on them, the plots draw them.
 pub(crate) const BOUND_MS: [(&str, f64); 4] = [
     ("join_ms", 1000.0),
     ("restart_ms", 1000.0),

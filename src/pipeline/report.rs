@@ -3,7 +3,7 @@
 //! devices were skipped. Nothing that discovery leaves out goes unsaid.
 //!
 //! The JSON field names here are a documented, stable interface for scripts
-//! (see README): add fields, never rename them.
+//! (docs/json.md): add fields, never rename them.
 
 use super::select::SkipReason;
 use crate::escape::{escape_line, untrusted};

@@ -550,7 +550,7 @@ async fn a_member_whose_host_vanished_is_reported_left_after_one_whole_handshake
     let tick = ms(TICK);
     assert!(
         (ms(first_check()) + round..=ms(HEALTH_INTERVAL) + round + tick).contains(&e.at_ms),
-        "README's bound for an agent without a liveness stream: one jittered interval, 5 \
+        "the documented bound (docs/membership.md) for an agent without a liveness stream: one jittered interval, 5 \
          attempts 200 ms apart each up to 1.5 s (no re-check: the round retried it), a 0.9 s \
          dial and a 0.4 s hold: {} ms",
         e.at_ms

@@ -140,7 +140,7 @@ pub enum RenderError {
     /// `node` exists but is not an array of `[[node]]` tables.
     #[error(
         "the file defines `node` as {0}, so [[node]] tables cannot be appended to it; \
-         write each node as its own [[node]] table (see the README), then run again"
+         write each node as its own [[node]] table (see docs/guide.md, \"Writing the file back\"), then run again"
     )]
     NodeNotTables(&'static str),
     /// A check of our own output failed; nothing is printed or written.

@@ -1,4 +1,4 @@
-//! **Strangers do not fail the run** (README.md, "Exit codes"): on a
+//! **Strangers do not fail the run** (docs/guide.md, "Exit codes"): on a
 //! shared LAN a neighbour's agent of another cluster is seen on every run.
 //! It is reported, on stderr and in the JSON (`concern: "stranger"`), but
 //! `expand` exits 0; `--strict` makes it exit 1. An announcement that claims

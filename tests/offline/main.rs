@@ -11,9 +11,11 @@
 //!   `kill -9` never leaving a half-written file.
 //! - `proptest_parsers`: no input panics the four parsers.
 //! - `fakessh`: the stand-in ssh the others run discovery through.
+//! - `docs`: every file and heading the Markdown docs point at exists.
 
 mod cli;
 mod config_errors;
+mod docs;
 mod fakessh;
 mod proptest_parsers;
 mod writeback;

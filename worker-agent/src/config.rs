@@ -319,6 +319,51 @@ mod tests {
         }
     }
 
+    /// The packages install `worker-agent/agent.toml` as
+    /// `/etc/rlx/agent.toml`: as shipped it must start an agent with the
+    /// defaults, and every example line in it, once uncommented, must be a
+    /// key the agent takes with a value it accepts, so that editing the file
+    /// as its comments say never fails at the next restart.
+    #[test]
+    fn the_packaged_config_file_is_valid_as_shipped_and_with_every_example_uncommented() {
+        let shipped = include_str!("../agent.toml");
+        let a = args_with(&[], shipped);
+        assert!(a.validate().is_ok());
+        assert_eq!(a.worker_port, 9100);
+        let examples: Vec<&str> = shipped
+            .lines()
+            .filter_map(|l| l.strip_prefix('#'))
+            .filter(|l| l.split_once(" = ").is_some_and(|(k, _)| KEYS.contains(&k)))
+            .collect();
+        assert!(examples.len() >= 12, "{examples:?}");
+        let uncommented = examples.join("\n");
+        let a = args_with(&[], &uncommented);
+        a.validate().unwrap();
+        assert_eq!(
+            a.key_file.as_deref(),
+            Some(Path::new("/etc/rlx/cluster.key"))
+        );
+        for k in KEYS {
+            let shown = examples.iter().any(|l| l.starts_with(&format!("{k} = ")));
+            // The keys a packaged box has no use for are documented in
+            // docs/reference.md only.
+            let rare = [
+                "caps_file",
+                "advertise",
+                "measure_per_minute",
+                "no_bench",
+                "node_id",
+                "state_dir",
+                "lease_secs",
+                "register_addrs",
+            ];
+            assert!(
+                shown || rare.contains(k),
+                "{k} has no example line in agent.toml"
+            );
+        }
+    }
+
     /// Guards against a key added to [`AgentConfig`] and not to [`KEYS`]
     /// (so not to docs/reference.md), or the other way round.
     #[test]

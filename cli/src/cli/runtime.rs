@@ -3,7 +3,8 @@
 
 use anyhow::{Context, Result};
 
-/// The exit codes, shown in `--help` and documented in the README.
+/// The exit codes, shown in `--help` and documented in docs/reference.md
+/// ("Exit codes").
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0  success: every configured source answered and the output is complete;
