@@ -11,6 +11,7 @@ mod faults_goals;
 mod flood_goals;
 mod goals;
 mod identity_goals;
+mod load_goals;
 mod watch_goals;
 
 use crate::results::{Results, Summary};
@@ -327,6 +328,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         .chain(watch_goals::watch_goals(&s))
         .chain(faults_goals::faults_goals(r))
         .chain(flood_goals::flood_goals(&s))
+        .chain(load_goals::load_goals(&s))
     {
         let _ = writeln!(
             o,

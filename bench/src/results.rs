@@ -101,6 +101,36 @@ pub(crate) fn find<'a>(
         .find(|x| x.scenario == scenario && x.case == case && x.tool == tool && x.metric == metric)
 }
 
+#[cfg(test)]
+impl Summary {
+    /// `runs` samples of (`scenario`, `case`, `tool`, `metric`), `complete`
+    /// of them finished, all at `value`: what the goals' tests judge.
+    pub(crate) fn of(
+        (scenario, case, tool, metric): (&str, &str, &str, &str),
+        runs: usize,
+        complete: usize,
+        value: f64,
+    ) -> Summary {
+        Summary {
+            scenario: scenario.into(),
+            case: case.into(),
+            tool: tool.into(),
+            metric: metric.into(),
+            runs,
+            complete_runs: complete,
+            median: Some(value),
+            min: Some(value),
+            max: Some(value),
+            found_median: None,
+            found_min: None,
+            expected: None,
+            computed: false,
+            load1_max: 0.0,
+            notes: Vec::new(),
+        }
+    }
+}
+
 impl Sample {
     /// A measured sample with nothing else set: what `Ctx::record` fills
     /// in, and what tests of the readers of samples start from.

@@ -69,6 +69,17 @@ pub(crate) struct SshOptions {
     pub fast_kex: bool,
 }
 
+/// Where a bare `remote_bin` is looked for after the remote PATH, in
+/// order: `cargo install`'s directory, then a hand install's.
+pub(crate) const FALLBACK_DIRS: &str = "$HOME/.cargo/bin:/usr/local/bin";
+
+/// `s` as one word for a POSIX shell.
+fn quote(s: &str) -> String {
+    shlex::try_quote(s)
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|_| format!("'{}'", s.replace('\'', "'\\''")))
+}
+
 impl SshOptions {
     /// The probes `d` configures: `None` without `ssh_hosts`.
     pub(crate) fn configured(d: &crate::config::DiscoverSection) -> Option<Self> {
@@ -94,18 +105,27 @@ impl SshOptions {
 
     /// The remote command line: the probe, with the checkpoint dir quoted
     /// for the remote shell (ssh joins its arguments into one string).
+    ///
+    /// A bare `remote_bin` (the default `rlx-agent`) is looked up on the
+    /// remote user's PATH and then in [`FALLBACK_DIRS`]: a non-interactive
+    /// `ssh host cmd` gets sshd's default PATH, not the login shell's, so
+    /// an agent from `cargo install` (`~/.cargo/bin`) or installed by hand
+    /// (`/usr/local/bin` on a Mac) would otherwise be "not installed". The
+    /// lookup runs in `sh -c '...'`, which every login shell (bash, zsh,
+    /// fish, tcsh) hands to sh unchanged. A path is run as given.
     pub(crate) fn remote_command(&self) -> String {
         // `--worker-port`: the probe checks whether the worker listens on
         // the port this node's `addr` will name.
         let mut cmd = format!("{} --probe --worker-port {}", self.remote_bin, self.port);
         if !self.ckpt_dir.is_empty() {
-            let q = shlex::try_quote(&self.ckpt_dir)
-                .map(|c| c.into_owned())
-                .unwrap_or_else(|_| format!("'{}'", self.ckpt_dir.replace('\'', "'\\''")));
             cmd.push_str(" --ckpt-dir ");
-            cmd.push_str(&q);
+            cmd.push_str(&quote(&self.ckpt_dir));
         }
-        cmd
+        if self.remote_bin.contains('/') {
+            return cmd;
+        }
+        let inner = format!("PATH=\"$PATH:{FALLBACK_DIRS}\" exec {cmd}");
+        format!("sh -c {}", quote(&inner))
     }
 
     /// The `ConnectTimeout` ssh is given, in the whole seconds ssh takes.
@@ -260,8 +280,8 @@ pub(crate) fn classify(
             }
         }
         Some(127) => Err(SshFailure::NotInstalled(format!(
-            "`{remote_bin}` was not found on {host}'s PATH; install rlx-agent there or set \
-             [discover] remote_bin to its full path ({last})"
+            "`{remote_bin}` was not found on {host}'s PATH nor in {FALLBACK_DIRS}; install \
+             rlx-agent there or set [discover] remote_bin to its full path ({last})"
         ))),
         Some(126) => Err(SshFailure::NotInstalled(format!(
             "`{remote_bin}` on {host} is not executable ({last})"
@@ -464,7 +484,8 @@ mod tests {
     }
 
     #[test]
-    fn the_checkpoint_dir_is_quoted_for_the_remote_shell() {
+    fn the_checkpoint_dir_is_quoted_for_the_remote_shell_and_a_bare_agent_is_also_looked_for_where_cargo_installs_it(
+    ) {
         let o = SshOptions {
             hosts: vec![],
             port: 9100,
@@ -476,9 +497,33 @@ mod tests {
             concurrency: 1,
             fast_kex: true,
         };
+        // What the remote login shell hands to sh, and what sh then runs.
+        let words = shlex::split(&o.remote_command()).unwrap();
+        assert_eq!(words[..2], ["sh", "-c"]);
+        assert!(
+            words[2].starts_with("PATH=\"$PATH:$HOME/.cargo/bin:/usr/local/bin\" exec "),
+            "{}",
+            words[2]
+        );
+        assert_eq!(
+            shlex::split(&words[2]).unwrap()[1..],
+            [
+                "exec",
+                "rlx-agent",
+                "--probe",
+                "--worker-port",
+                "9100",
+                "--ckpt-dir",
+                "/data/my models/$x"
+            ]
+        );
+        let o = SshOptions {
+            remote_bin: "/opt/rlx/bin/rlx-agent".into(),
+            ..o
+        };
         assert_eq!(
             o.remote_command(),
-            "rlx-agent --probe --worker-port 9100 --ckpt-dir '/data/my models/$x'"
+            "/opt/rlx/bin/rlx-agent --probe --worker-port 9100 --ckpt-dir '/data/my models/$x'"
         );
     }
 

@@ -146,3 +146,68 @@ fn forty_qu_questions_from_one_address_draw_at_most_a_small_burst_of_unicast_rep
         "{unicast} unicast replies to one source"
     );
 }
+
+/// Guards against PATCHES.md §34: every agent answered a meta-query
+/// (`_services._dns-sd._udp.local.` PTR, what `avahi-browse -a`, Bonjour
+/// browsers and `dns-sd -B` send) with the same record, so one meta-query
+/// drew one identical multicast packet per agent, 8 here and 200 on a big
+/// LAN, for every device on the segment. With RFC 6762 §7.4 duplicate
+/// answer suppression, the first answer on the link cancels the copies
+/// still waiting out their 20-120 ms delay. Two timers that fire within the
+/// few milliseconds an answer takes to arrive still both send, so the bound
+/// is three per query on average, not one.
+#[test]
+fn a_meta_query_to_eight_agents_draws_about_one_multicast_answer_not_eight() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(9);
+    let dir = tempfile::tempdir().unwrap();
+    let agents: Vec<_> = (1..9)
+        .map(|i| start_agent(&lab, i, &format!("meta{i}"), dir.path(), &[]))
+        .collect();
+    for a in &agents {
+        a.expect_output("mDNS: announced on", UP);
+    }
+    std::thread::sleep(ANNOUNCED);
+    let src = lab.host(0).ip.to_string();
+    let mut counts = Vec::new();
+    for _ in 0..3 {
+        std::thread::sleep(RATE_GAP);
+        let v = run_wire(
+            &lab,
+            0,
+            &[
+                "ask",
+                "--src",
+                &src,
+                "--name",
+                "_services._dns-sd._udp.local.",
+                "--qtype",
+                "PTR",
+            ],
+        );
+        let replies = v["replies"].as_array().cloned().unwrap_or_default();
+        let answering: Vec<&str> = replies
+            .iter()
+            .filter(|r| {
+                records(&r["msg"]).any(|rr| {
+                    rr["type"] == "PTR"
+                        && rr["target"]
+                            .as_str()
+                            .is_some_and(|t| t.eq_ignore_ascii_case("_rlx._tcp.local."))
+                })
+            })
+            .filter_map(|r| r["src"].as_str())
+            .collect();
+        counts.push(answering.len());
+    }
+    println!("MEASURED: a meta-query to 8 agents drew {counts:?} identical multicast answers");
+    assert!(
+        counts.iter().all(|&n| n >= 1),
+        "a meta-query went unanswered: {counts:?}"
+    );
+    assert!(
+        counts.iter().sum::<usize>() <= 9,
+        "duplicate answers were not suppressed: {counts:?} of 8 agents per query"
+    );
+    drop(agents);
+}

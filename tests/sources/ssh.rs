@@ -28,11 +28,12 @@ struct Sshd {
 }
 
 impl Sshd {
-    /// Starts sshd with `path` as the PATH of remote commands.
-    fn start(dir: &Path, name: &str, path: &str) -> Sshd {
+    /// Starts sshd with `set_env` (`PATH=... HOME=...`) as the
+    /// environment of remote commands.
+    fn start(dir: &Path, name: &str, set_env: &str) -> Sshd {
         let port = free_port();
-        let cfg = server_config(dir, name, "127.0.0.1", port, &format!("PATH={path}"))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let cfg =
+            server_config(dir, name, "127.0.0.1", port, set_env).unwrap_or_else(|e| panic!("{e}"));
         let log = dir.join(format!("sshd_{name}.log"));
         let child = server_command(&cfg)
             .stdin(Stdio::null())
@@ -107,11 +108,19 @@ impl World {
     /// Adds a server whose remote PATH does (or does not) hold rlx-agent.
     fn server(&mut self, alias: &str, with_agent: bool) -> &Sshd {
         let path = if with_agent {
-            format!("{}:/usr/bin:/bin", self.dir.path().join("bin").display())
+            format!(
+                "PATH={}:/usr/bin:/bin",
+                self.dir.path().join("bin").display()
+            )
         } else {
-            "/usr/bin:/bin".to_string()
+            "PATH=/usr/bin:/bin".to_string()
         };
-        let s = Sshd::start(self.dir.path(), alias, &path);
+        self.server_env(alias, &path)
+    }
+
+    /// Adds a server whose remote commands get `set_env` (sshd's `SetEnv`).
+    fn server_env(&mut self, alias: &str, set_env: &str) -> &Sshd {
+        let s = Sshd::start(self.dir.path(), alias, set_env);
         self.servers.push((alias.to_string(), s));
         &self.servers.last().unwrap().1
     }
@@ -286,4 +295,31 @@ fn a_host_that_does_not_accept_our_key_is_reported_as_auth_refused() {
         r.contains("auth refused") && r.contains("ssh-copy-id"),
         "{r}"
     );
+}
+
+/// A non-interactive `ssh host cmd` gets sshd's PATH, not the login
+/// shell's, so an agent that `cargo install` put in `~/.cargo/bin` is not on
+/// it: the coordinator also looks there (and in /usr/local/bin, which is
+/// this machine's own and not tried here), with no `remote_bin` set.
+#[test]
+fn an_agent_that_cargo_installed_in_the_remote_home_is_found_without_remote_bin() {
+    if !have_sshd() {
+        return;
+    }
+    let mut w = World::new();
+    let home = w.dir.path().join("home");
+    let bin = home.join(".cargo").join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(agent_bin(), bin.join("rlx-agent")).unwrap();
+    w.server_env(
+        "cargo-box",
+        &format!("PATH=/usr/bin:/bin HOME={}", home.display()),
+    );
+    let cfg = w.ssh_config(&[]);
+    let cluster = w.cluster(&["cargo-box"], &cfg, 10_000);
+    let (out, v) = expand_json(&cluster);
+    assert_eq!(out.status.code(), Some(0), "{v:#}");
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 1, "{v:#}");
+    assert_eq!(nodes[0]["addr"], "cargo-box:9100", "{v:#}");
 }

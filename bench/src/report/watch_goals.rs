@@ -213,23 +213,7 @@ mod tests {
     use super::*;
 
     fn summary(tool: &str, metric: &str, runs: usize, complete: usize, value: f64) -> Summary {
-        Summary {
-            scenario: "soak".into(),
-            case: "10 agents".into(),
-            tool: tool.into(),
-            metric: metric.into(),
-            runs,
-            complete_runs: complete,
-            median: Some(value),
-            min: Some(value),
-            max: Some(value),
-            found_median: None,
-            found_min: None,
-            expected: None,
-            computed: false,
-            load1_max: 0.0,
-            notes: Vec::new(),
-        }
+        Summary::of(("soak", "10 agents", tool, metric), runs, complete, value)
     }
 
     fn soak(heap_last: f64, crash_max: f64, joins_reported: usize) -> Vec<Summary> {

@@ -3183,6 +3183,8 @@ impl Zeroconf {
                     // rlx patch: RFC 6762 §14: our own packet heard on another of
                     // our interfaces on the same link (PATCHES.md §31).
                     let own = self.sent_by_our_other_intf(&pktinfo.addr_src.ip(), pkt_if_index);
+                    // rlx patch: RFC 6762 §7.4 duplicate answer suppression.
+                    self.suppress_duplicate_answers(&msg, pkt_if_index, pktinfo.addr_src.is_ipv4());
                     self.handle_response_from(msg, pkt_if_index, own);
                 } else {
                     debug!("Invalid message: not query and not response");
@@ -3767,10 +3769,28 @@ impl Zeroconf {
         for answer in msg.answers().iter() {
             let mut new_records = Vec::new();
 
-            let name = answer.get_name();
+            // rlx patch: RFC 6762 §16: names match without regard to case;
+            // upstream looked the probe up by the exact bytes, so "CLONE"
+            // never conflicted with "clone".
+            let Some(name) = dns_registry
+                .probing
+                .keys()
+                .find(|k| k.eq_ignore_ascii_case(answer.get_name()))
+                .cloned()
+            else {
+                continue;
+            };
+            let name = name.as_str();
             let Some(probe) = dns_registry.probing.get_mut(name) else {
                 continue;
             };
+            // rlx patch: RFC 6762 §8.1: "A conflicting Multicast DNS response
+            // received before the first probe packet is sent MUST be silently
+            // ignored."
+            if !probe.sent {
+                debug!("conflict handler: {name}: heard before our first probe, ignored (RFC 6762 §8.1)");
+                continue;
+            }
 
             // check against possible multicast forwarding
             if answer.get_type() == RRType::A || answer.get_type() == RRType::AAAA {
@@ -3796,10 +3816,19 @@ impl Zeroconf {
                 }
             }
 
+            // rlx patch: RFC 6762 §8.1: a probe asks for the name with type
+            // ANY, so a record of a type we do not probe for is an answer to
+            // it too: someone else holds the name, and every record of ours
+            // under it must move. Upstream only compared records of one type.
+            let other_type = !probe
+                .records
+                .iter()
+                .any(|r| r.get_type() == answer.get_type());
             probe.records.retain(|record| {
-                if record.get_type() == answer.get_type()
-                    && record.get_class() == answer.get_class()
-                    && !record.rrdata_match(answer.as_ref())
+                if other_type
+                    || record.get_type() == answer.get_type()
+                        && record.get_class() == answer.get_class()
+                        && !record.rrdata_match(answer.as_ref())
                 {
                     debug!(
                         "found conflict name: '{name}' record: {}: {} PEER: {}",
@@ -5937,6 +5966,7 @@ fn check_probing(
                 }
 
                 probe.update_next_send(now);
+                probe.sent = true; // rlx patch: RFC 6762 §8.1
 
                 // add timer
                 timers.add(probe.next_send); // rlx patch: RFC 6762 §5.2 bounded timers (PATCHES.md §27)

@@ -1050,6 +1050,12 @@ pub(crate) struct Probe {
 
     /// The time to send the next (including the first) query.
     pub(crate) next_send: Instant,
+
+    /// rlx patch: RFC 6762 §8.1: whether the first probe query has gone out.
+    /// A conflicting response heard before it is stale (an answer to
+    /// someone else's question, or to an earlier life of this host) and is
+    /// ignored: the probes themselves will draw the defender's answer.
+    pub(crate) sent: bool,
 }
 
 impl Probe {
@@ -1067,6 +1073,7 @@ impl Probe {
             waiting_services: HashSet::new(),
             start_time,
             next_send,
+            sent: false, // rlx patch: RFC 6762 §8.1
         }
     }
 

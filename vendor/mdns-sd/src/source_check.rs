@@ -277,9 +277,10 @@ mod tests {
         // 250 queries over 5 s: the burst and about 5 s of the rate.
         assert!(
             replies <= QU_REPLY_BURST as usize + 5 * QU_REPLY_RATE as usize,
-            "{replies}"
+            "{}",
+            replies
         );
-        assert!(replies >= QU_REPLY_BURST as usize, "{replies}");
+        assert!(replies >= QU_REPLY_BURST as usize, "{}", replies);
     }
 
     #[test]

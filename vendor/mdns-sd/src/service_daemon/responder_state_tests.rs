@@ -6,8 +6,8 @@
 
 use super::super::Zeroconf;
 use crate::dns_parser::{
-    DnsAddress, DnsIncoming, DnsOutgoing, DnsSrv, DnsTxt, InterfaceId, RRType, CLASS_CACHE_FLUSH,
-    CLASS_IN, FLAGS_AA, FLAGS_QR_QUERY, FLAGS_QR_RESPONSE, MAX_PKT_DEFAULT,
+    DnsAddress, DnsIncoming, DnsOutgoing, DnsPointer, DnsSrv, DnsTxt, InterfaceId, RRType,
+    CLASS_CACHE_FLUSH, CLASS_IN, FLAGS_AA, FLAGS_QR_QUERY, FLAGS_QR_RESPONSE, MAX_PKT_DEFAULT,
 };
 use crate::service_info::{DnsRegistry, ServiceStatus, CONFLICT_BACKOFF, CONFLICT_LIMIT};
 use crate::ServiceInfo;
@@ -65,6 +65,22 @@ fn finish_probes(daemon: &mut Zeroconf, index: u32) {
         }
         daemon.probing_handler();
     }
+}
+
+/// Sends the first probe query of every probe now: from then on a
+/// conflicting response counts (RFC 6762 §8.1).
+fn send_first_probes(daemon: &mut Zeroconf, index: u32) {
+    let registry = daemon.dns_registry_map.get_mut(&index).unwrap();
+    for probe in registry.probing.values_mut() {
+        probe.start_time = Instant::now();
+        probe.next_send = probe.start_time;
+    }
+    daemon.probing_handler();
+    let registry = &daemon.dns_registry_map[&index];
+    assert!(
+        registry.probing.values().all(|p| p.sent),
+        "a probe was not sent"
+    );
 }
 
 fn status(daemon: &Zeroconf, instance: &str, index: u32) -> ServiceStatus {
@@ -129,6 +145,7 @@ fn someone_else_has_host(host: &str) -> DnsOutgoing {
 fn a_direct_srv_answer_after_a_host_rename_names_the_renamed_host() {
     let (mut daemon, index) = loopback_daemon();
     daemon.register_service(service("box", "clone.local.", "1"));
+    send_first_probes(&mut daemon, index);
     daemon.conflict_handler(
         &incoming(&someone_else_has_host("clone.local."), index),
         index,
@@ -167,6 +184,7 @@ fn an_instance_with_capitals_answers_only_to_its_new_name_after_a_rename() {
         120,
         vec![5, b'o', b't', b'h', b'e', b'r'],
     ));
+    send_first_probes(&mut daemon, index);
     daemon.conflict_handler(&incoming(&theirs, index), index);
     finish_probes(&mut daemon, index);
     assert_eq!(status(&daemon, "DGX-01", index), ServiceStatus::Announced);
@@ -378,6 +396,7 @@ fn a_conflicting_srv_after_probing_puts_the_service_back_to_probing() {
     daemon.handle_response(incoming(&theirs, index), index);
     assert_eq!(status(&daemon, "box", index), ServiceStatus::Probing);
     // The other host defends its SRV in our probe: we rename the instance.
+    send_first_probes(&mut daemon, index);
     daemon.conflict_handler(&incoming(&theirs, index), index);
     finish_probes(&mut daemon, index);
     assert_eq!(status(&daemon, "box", index), ServiceStatus::Announced);
@@ -475,4 +494,140 @@ fn an_address_added_while_the_link_probes_joins_the_probe() {
     assert!(probed, "the new address is in the host name's probe");
     finish_probes(&mut daemon, index);
     assert_eq!(status(&daemon, "box", index), ServiceStatus::Announced);
+}
+
+/// The host name `host` claimed by another box with an AAAA record only.
+fn someone_else_has_host_v6(host: &str) -> DnsOutgoing {
+    let mut out = DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA);
+    out.add_answer_record(DnsAddress::new(
+        host,
+        RRType::AAAA,
+        CLASS_IN | CLASS_CACHE_FLUSH,
+        120,
+        IpAddr::V6("fd00::99".parse().unwrap()),
+        InterfaceId::default(),
+    ));
+    out
+}
+
+/// The renamed host of the registered instance `box`, once probing ends.
+fn host_after_probing(daemon: &mut Zeroconf, index: u32) -> String {
+    finish_probes(daemon, index);
+    assert_eq!(status(daemon, "box", index), ServiceStatus::Announced);
+    let reply = ask(daemon, index, &format!("box.{TY}"), RRType::SRV).expect("a reply");
+    srv_host(&reply)
+}
+
+/// Guards against a stale answer renaming a host that has not asked yet
+/// (RFC 6762 §8.1: "A conflicting Multicast DNS response received before
+/// the first probe packet is sent MUST be silently ignored"); the same
+/// answer after the first probe is a conflict.
+#[test]
+fn a_conflicting_response_before_the_first_probe_is_ignored_and_after_it_renames() {
+    let (mut daemon, index) = loopback_daemon();
+    daemon.register_service(service("box", "early.local.", "1"));
+    let theirs = incoming(&someone_else_has_host("early.local."), index);
+    daemon.conflict_handler(&theirs, index);
+    assert_eq!(host_after_probing(&mut daemon, index), "early.local.");
+
+    let (mut daemon, index) = loopback_daemon();
+    daemon.register_service(service("box", "early.local.", "1"));
+    send_first_probes(&mut daemon, index);
+    daemon.conflict_handler(&theirs, index);
+    assert_eq!(host_after_probing(&mut daemon, index), "early-2.local.");
+}
+
+/// Guards against a name held by a record of another type passing as free
+/// (RFC 6762 §8.1: the probe asks for type ANY, so any record with the
+/// name answers it): an IPv4-only box probing `dual.local.` and an
+/// IPv6-only box announcing it.
+#[test]
+fn a_record_of_another_type_under_the_probed_name_is_a_conflict() {
+    let (mut daemon, index) = loopback_daemon();
+    daemon.register_service(service("box", "dual.local.", "1"));
+    send_first_probes(&mut daemon, index);
+    daemon.conflict_handler(
+        &incoming(&someone_else_has_host_v6("dual.local."), index),
+        index,
+    );
+    assert_eq!(host_after_probing(&mut daemon, index), "dual-2.local.");
+}
+
+/// Guards against a conflict missed for its letter case (RFC 6762 §16:
+/// names compare without regard to case): `CLONE.local.` is `clone.local.`.
+#[test]
+fn a_conflict_in_other_letter_case_is_a_conflict() {
+    let (mut daemon, index) = loopback_daemon();
+    daemon.register_service(service("box", "clone.local.", "1"));
+    send_first_probes(&mut daemon, index);
+    daemon.conflict_handler(
+        &incoming(&someone_else_has_host("CLONE.local."), index),
+        index,
+    );
+    assert_eq!(host_after_probing(&mut daemon, index), "clone-2.local.");
+}
+
+const META: &str = "_services._dns-sd._udp.local.";
+
+/// A multicast meta-query (`_services._dns-sd._udp.local.` PTR) put to the
+/// daemon: its answer waits out the §6 delay. Returns that answer's TTL.
+fn pending_meta_answer(daemon: &mut Zeroconf, index: u32) -> u32 {
+    daemon.delayed_responses.clear();
+    let mut q = DnsOutgoing::new(FLAGS_QR_QUERY);
+    q.add_question(META, RRType::PTR);
+    let querier = (IpAddr::V4(Ipv4Addr::LOCALHOST), daemon.port).into();
+    daemon.handle_query(incoming(&q, index), index, querier);
+    assert_eq!(daemon.delayed_responses.len(), 1, "a shared answer waits");
+    let answers = daemon.delayed_responses[0].out._answers();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    answers[0].get_record().get_ttl()
+}
+
+/// Another host's multicast answer: `META` PTR the test's service type.
+fn meta_answer_from_another_host(ttl: u32, index: u32) -> DnsIncoming {
+    let mut theirs = DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA);
+    theirs.add_answer_record(DnsPointer::new(
+        META,
+        RRType::PTR,
+        CLASS_IN,
+        ttl,
+        TY.to_string(),
+    ));
+    incoming(&theirs, index)
+}
+
+/// Guards against a meta-query drawing one identical multicast answer from
+/// every agent on the LAN (RFC 6762 §7.4): a pending shared answer that
+/// another host has just sent, with a TTL at least ours, is treated as
+/// sent; one with a lower TTL, or heard over the other address family, is
+/// not.
+#[test]
+fn a_pending_shared_answer_another_host_just_sent_is_not_sent_again() {
+    let (mut daemon, index) = loopback_daemon();
+    daemon.register_service(service("box", "meta.local.", "1"));
+    finish_probes(&mut daemon, index);
+
+    let ttl = pending_meta_answer(&mut daemon, index);
+    daemon.suppress_duplicate_answers(&meta_answer_from_another_host(ttl, index), index, true);
+    assert_eq!(
+        daemon.delayed_responses[0].out.answers_count(),
+        0,
+        "suppressed"
+    );
+
+    pending_meta_answer(&mut daemon, index);
+    daemon.suppress_duplicate_answers(&meta_answer_from_another_host(ttl - 1, index), index, true);
+    assert_eq!(
+        daemon.delayed_responses[0].out.answers_count(),
+        1,
+        "a lower TTL does not count"
+    );
+
+    pending_meta_answer(&mut daemon, index);
+    daemon.suppress_duplicate_answers(&meta_answer_from_another_host(ttl, index), index, false);
+    assert_eq!(
+        daemon.delayed_responses[0].out.answers_count(),
+        1,
+        "IPv6 is another audience"
+    );
 }
