@@ -279,6 +279,10 @@ pub(crate) fn classify(
                 Err(SshFailure::Unreachable(format!("ssh exited 255: {last}")))
             }
         }
+        Some(127) if remote_bin.contains('/') => Err(SshFailure::NotInstalled(format!(
+            "`{remote_bin}` does not exist on {host}; install rlx-agent there or fix \
+             [discover] remote_bin ({last})"
+        ))),
         Some(127) => Err(SshFailure::NotInstalled(format!(
             "`{remote_bin}` was not found on {host}'s PATH nor in {FALLBACK_DIRS}; install \
              rlx-agent there or set [discover] remote_bin to its full path ({last})"
@@ -481,6 +485,25 @@ mod tests {
                 .to_string();
             assert!(e.contains(want), "{err:?} gave {e:?}, wanted {want:?}");
         }
+    }
+
+    #[test]
+    fn a_missing_agent_is_named_by_the_path_it_was_given_or_by_where_it_was_looked_for() {
+        let stderr = "sh: 1: exec: rlx-agent: not found";
+        let e = classify("h", "rlx-agent", SEC, Some(127), "", stderr)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("PATH nor in $HOME/.cargo/bin:/usr/local/bin"),
+            "{e}"
+        );
+        let e = classify("h", "/opt/rlx/bin/rlx-agent", SEC, Some(127), "", stderr)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`/opt/rlx/bin/rlx-agent` does not exist on h") && !e.contains("PATH"),
+            "{e}"
+        );
     }
 
     #[test]
