@@ -58,11 +58,15 @@ impl Table {
     }
 
     /// The early-stop test (see the [`mdns`](super) docs): at least one instance, and
-    /// every instance answered every early round and is resolved.
+    /// every instance answered every early round, on every interface it
+    /// answered on at all, and is resolved. An agent on two of this host's
+    /// links whose answers on the second are still on their way (a loaded
+    /// box answers one socket after the other) would otherwise be written
+    /// at the first link's address in one run and by the address rule over
+    /// both links in the next.
     pub(super) fn clean(&self) -> bool {
-        let all_rounds = (1u32 << EARLY_ROUNDS) - 1;
         let mut live = self.instances.iter().filter(|i| !i.removed).peekable();
-        live.peek().is_some() && live.all(|i| i.early == all_rounds && i.complete_at.is_some())
+        live.peek().is_some() && live.all(|i| answered_all(i) && i.complete_at.is_some())
     }
 
     /// (early queries answered, early queries asked) over the live
@@ -113,11 +117,21 @@ impl Table {
             return "nothing answered, so it listened the whole window".into();
         }
         let missed = live.iter().filter(|i| i.early != all_rounds).count();
+        let one_link = live
+            .iter()
+            .filter(|i| i.early == all_rounds && !answered_all(i))
+            .count();
         let unresolved = live.iter().filter(|i| i.complete_at.is_none()).count();
         let mut parts = Vec::new();
         if missed > 0 {
             parts.push(format!(
                 "{missed} of {} missed an early query (packet loss, or a responder that ignores legacy queries)",
+                live.len()
+            ));
+        }
+        if one_link > 0 {
+            parts.push(format!(
+                "{one_link} of {} missed an early query on one of its links",
                 live.len()
             ));
         }
@@ -130,6 +144,12 @@ impl Table {
             parts.join("; ")
         }
     }
+}
+
+/// Whether `i` answered every early round on every interface it answered on.
+fn answered_all(i: &Instance) -> bool {
+    let all_rounds = (1u32 << EARLY_ROUNDS) - 1;
+    i.early == all_rounds && i.early_on.iter().all(|&(_, mask)| mask == all_rounds)
 }
 
 #[cfg(test)]
@@ -182,6 +202,46 @@ mod tests {
             "{}",
             t.why_not_clean()
         );
+    }
+
+    #[test]
+    fn an_agent_on_two_links_must_answer_every_early_round_on_both_before_an_early_stop() {
+        let mut eth1 = eth0();
+        eth1.name = "eth1".into();
+        eth1.index = 3;
+        eth1.addrs = vec!["10.77.0.1/24".parse().unwrap()];
+        let mut t = Table::new(vec![eth0(), eth1]);
+        let t0 = Instant::now();
+        for r in 0..EARLY_ROUNDS {
+            t.apply_reply(
+                &reply(7, "a", "a.local.", 9100, GOOD, &["10.9.1.5"]),
+                0,
+                r,
+                t0,
+            );
+        }
+        // Its first answer on the second link is in, the rest still late.
+        t.apply_reply(
+            &reply(7, "a", "a.local.", 9100, GOOD, &["10.77.0.5"]),
+            1,
+            0,
+            t0,
+        );
+        assert!(!t.clean(), "the second link's answers are still due");
+        assert!(
+            t.why_not_clean().contains("on one of its links"),
+            "{}",
+            t.why_not_clean()
+        );
+        for r in 1..EARLY_ROUNDS {
+            t.apply_reply(
+                &reply(7, "a", "a.local.", 9100, GOOD, &["10.77.0.5"]),
+                1,
+                r,
+                t0,
+            );
+        }
+        assert!(t.clean());
     }
 
     #[test]

@@ -66,8 +66,13 @@ pub(super) struct Instance {
     pub(super) txt: Option<Txt>,
     /// Index of the interface it was first heard on.
     pub(super) heard_on: Option<usize>,
-    /// Bit `r` set: answered early legacy round `r`.
+    /// Bit `r` set: answered early legacy round `r` (on any interface).
     pub(super) early: u32,
+    /// The same per interface it answered on (interface index, rounds):
+    /// an agent on two of this host's links answers each round once per
+    /// link, and an early stop must not come between the two answers, or
+    /// the address rule sees one link in one run and both in the next.
+    pub(super) early_on: Vec<(usize, u32)>,
     /// When it first had SRV, TXT and a usable address.
     pub(super) complete_at: Option<Instant>,
     /// When it first had SRV, TXT and a routable address.
@@ -175,6 +180,7 @@ impl Table {
             txt: None,
             heard_on: None,
             early: 0,
+            early_on: Vec::new(),
             complete_at: None,
             routable_at: None,
             removed: false,
@@ -331,6 +337,10 @@ impl Table {
             inst.heard_on.get_or_insert(iface);
             if round < EARLY_ROUNDS {
                 inst.early |= 1 << round;
+                match inst.early_on.iter_mut().find(|(k, _)| *k == iface) {
+                    Some((_, mask)) => *mask |= 1 << round,
+                    None => inst.early_on.push((iface, 1 << round)),
+                }
             }
         }
         if !answered.is_empty() && round < 64 {
