@@ -50,6 +50,10 @@ build_deb() { # STAGE NAME ARCH DEPENDS DESCRIPTION [CONFFILE...]
     echo "Maintainer: $maintainer"
     echo "Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)"
     echo "Depends: $depends"
+    # responder = "system" (avahi-daemon through its DNS-SD library).
+    if [ "$name" = rlx-agent ]; then
+      echo "Suggests: avahi-daemon, libavahi-compat-libdnssd1"
+    fi
     echo "Section: net"
     echo "Priority: optional"
     echo "Description: $description"

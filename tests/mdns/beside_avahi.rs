@@ -1,5 +1,6 @@
 //! The agent beside another mDNS responder on the same machine: the Linux
-//! analogue of rlx-agent beside mDNSResponder on a Mac (docs/guide.md, "On a Mac").
+//! analogue of rlx-agent with `responder = "builtin"` beside mDNSResponder on a Mac
+//! (docs/protocol.md, "Responders").
 //! Both bind UDP 5353 with `SO_REUSEPORT`; both must keep working. And
 //! avahi-daemon on a browsing coordinator's machine, or on the LAN, must take
 //! nothing the coordinator sends for a bad packet.

@@ -48,6 +48,20 @@
 //! woken, and a change is acted on within about a second instead of five.
 //! Where netlink is unavailable the daemon keeps its five-second poll.
 //!
+//! # Responders
+//!
+//! Who sends the packets is chosen per platform ([`Responder`]): on Linux
+//! the built-in responder (`announce/builtin.rs`, the vendored mdns-sd), on macOS the
+//! system's mDNSResponder through the DNS-SD client API (`announce/system.rs`), so
+//! that a Mac has one responder on UDP 5353, not two. `responder =
+//! "system"` asks for the system responder elsewhere too (avahi-daemon,
+//! through avahi's `libdns_sd`), `"builtin"` for mdns-sd on a Mac. Where
+//! the system responder cannot be reached, `auto` falls back to the
+//! built-in one and says so. With the system responder, the host name, the
+//! address records and following interfaces are the system's (see
+//! `announce/system.rs`); everything else (the TXT record, the rate limit,
+//! the goodbye) is the same for both.
+//!
 //! Note that `ServiceDaemon::new` joins the mDNS group on *every* interface
 //! before any selection applies (see `../shared/NOTES-mdns-sd.md`), which is
 //! why [`Announcer::start`] consults [`rlx_net::netguard`] first.
@@ -99,23 +113,29 @@
 //!   once the start-up checks are over.
 
 use crate::change::Pacer;
-use crate::naming::{check_instance_name, unique_host_label, NameError, NodeNames};
+use crate::naming::{check_instance_name, unique_host_label, NodeNames};
 use crate::shutdown::StopSignal;
-use mdns_sd::{DaemonEvent, DaemonStatus, IfKind, IfPredicate, ServiceDaemon, ServiceInfo};
-use rlx_net::iface::{self, IfaceError};
-use rlx_net::netguard::{self, GuardError};
+use mdns_sd::ServiceDaemon;
+use rlx_net::iface;
+use rlx_net::netguard;
 use rlx_proto::caps::NodeCaps;
-use rlx_proto::txt::{self, TxtError};
+use rlx_proto::txt;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::{watch, Notify};
 use tracing::{debug, info, warn};
 
+mod builtin;
 mod ifaces;
+mod options;
+mod system;
 
-use ifaces::{follow_links, lock, subscribe_links, DefaultRule};
+use options::{mdns_err, Registration};
+pub use options::{AnnounceError, AnnounceOptions, Responder};
+
+use ifaces::lock;
 pub use ifaces::{LINK_CHECK_SECS, LINK_SETTLE};
 
 /// The DNS-SD service type every agent announces (RFC 6763 §7.2: `rlx` is
@@ -127,85 +147,12 @@ pub use rlx_proto::service::MDNS_SERVICE_TYPE as SERVICE_TYPE;
 /// [`AnnounceOptions`] defaults to [`MIN_REANNOUNCE_INTERVAL`].
 pub use crate::change::{Update, MIN_REANNOUNCE_INTERVAL};
 
-/// How long to wait for the daemon to confirm an unregister or a shutdown.
-/// It answers within milliseconds; two seconds means its thread is stuck.
-const DAEMON_REPLY_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How long to wait for mdns-sd's repeat of the goodbye packets, which it
-/// schedules 120 ms after the first ones (`exec_command_unregister`).
-const GOODBYE_REPEAT_TIMEOUT: Duration = Duration::from_millis(600);
-
-/// How often to look at the daemon's counters while waiting for the repeat.
-const GOODBYE_POLL: Duration = Duration::from_millis(20);
-
-/// mdns-sd's counter of repeated goodbye packets (`Counter::UnregisterResend`).
-const UNREGISTER_RESEND_METRIC: &str = "unregister-resend";
-
-/// How the node is announced. `Default` gives port
-/// [`rlx_proto::service::DEFAULT_WORKER_PORT`], the host name as instance
-/// name, the default interface rule and [`MIN_REANNOUNCE_INTERVAL`].
-#[derive(Debug, Clone)]
-pub struct AnnounceOptions {
-    /// Instance name; `None` = the host name's first label.
-    pub name: Option<String>,
-    /// The worker port, announced in the SRV record (RFC 6763 §5: where the
-    /// service is). The agent's own port rides in TXT
-    /// ([`rlx_proto::txt::AGENT_PORT_KEY`]), from the caps.
-    pub port: u16,
-    /// Interfaces to announce on; empty = the default rule.
-    pub interfaces: Vec<String>,
-    /// Shortest time between re-announcements of changed caps.
-    pub min_interval: Duration,
-}
-
-impl Default for AnnounceOptions {
-    fn default() -> Self {
-        AnnounceOptions {
-            name: None,
-            port: rlx_proto::service::DEFAULT_WORKER_PORT,
-            interfaces: Vec::new(),
-            min_interval: MIN_REANNOUNCE_INTERVAL,
-        }
-    }
-}
-
-/// Why announcing failed. Each message says what to do about it.
-#[derive(Debug, thiserror::Error)]
-pub enum AnnounceError {
-    /// The network-namespace guard refused (tests only, `RLX_NETNS_GUARD=1`).
-    #[error(transparent)]
-    Guard(#[from] GuardError),
-    /// A named interface does not exist or is down, or none could be listed.
-    #[error("cannot choose interfaces for mDNS: {0}")]
-    Interfaces(#[from] IfaceError),
-    /// The caps cannot be written as TXT schema v1.
-    #[error("cannot announce these caps: {0}")]
-    Txt(#[from] TxtError),
-    /// The instance name is not usable.
-    #[error(transparent)]
-    Name(#[from] NameError),
-    /// mdns-sd refused or failed an operation.
-    #[error("mDNS: cannot {what}: {source}")]
-    Mdns {
-        /// What was being done (`start the daemon`, `register ...`).
-        what: String,
-        /// mdns-sd's error.
-        source: mdns_sd::Error,
-    },
-    /// The daemon did not answer in time.
-    #[error("mDNS: the daemon did not confirm {what} within {DAEMON_REPLY_TIMEOUT:?}; goodbye packets may not have been sent")]
-    Timeout {
-        /// What was waited for.
-        what: &'static str,
-    },
-    /// [`Announcer::start`] was called outside a tokio runtime.
-    #[error("Announcer::start must be called from within a tokio runtime (it spawns the task that watches the mDNS daemon)")]
-    NoRuntime,
-}
-
-fn mdns_err(what: impl Into<String>) -> impl FnOnce(mdns_sd::Error) -> AnnounceError {
-    let what = what.into();
-    move |source| AnnounceError::Mdns { what, source }
+/// Whether the system responder's client library opens here: its name,
+/// or why not (for `rlx-agent check`).
+pub fn system_library() -> Result<&'static str, String> {
+    system::probe_library()
+        .map(|()| system::LIBRARY)
+        .map_err(|e| e.to_string())
 }
 
 /// State shared by the [`Announcer`] handle and its watcher task.
@@ -214,44 +161,34 @@ struct Shared {
     /// Wakes the watcher when a deferred deadline appears or moves.
     wake: Notify,
     /// The instance's full name and host name as announced now (after any
-    /// conflict renames).
-    names: Mutex<(String, String)>,
+    /// conflict renames), kept by the responder's event follower.
+    names: Arc<Mutex<(String, String)>>,
     base: Registration,
 }
 
-/// What stays the same across re-registrations.
-#[derive(Debug, Clone)]
-struct Registration {
-    instance: String,
-    host: String,
-    port: u16,
+/// The running responder.
+enum Backend {
+    Builtin(builtin::Builtin),
+    System(system::System),
 }
 
-impl Registration {
-    /// The announcement of `caps`. Re-registrations keep mdns-sd's probing
-    /// on (it applies the flag to the whole service, so turning it off would
-    /// leave an interface that comes up later unprobed). The vendored mdns-sd
-    /// treats a re-registration under the same name and host as an update
-    /// (RFC 6762 §8.4, `vendor/mdns-sd/PATCHES.md` section 13): the verified
-    /// records stay answered and the new TXT is announced at once, twice,
-    /// without probing; mdns-sd does not mistake its own earlier record for
-    /// a conflict (tested).
-    fn service_info(&self, caps: &NodeCaps) -> Result<ServiceInfo, AnnounceError> {
-        let pairs = txt::encode(caps)?;
-        let info = ServiceInfo::new(
-            SERVICE_TYPE,
-            &self.instance,
-            &self.host,
-            (),
-            self.port,
-            &pairs[..],
-        )
-        .map_err(mdns_err(format!(
-            "build the announcement of {:?}",
-            self.instance
-        )))?
-        .enable_addr_auto();
-        Ok(info)
+/// What the watcher re-announces through: a cheap clone of the backend's
+/// handle.
+#[derive(Clone)]
+enum Publisher {
+    Builtin(ServiceDaemon),
+    System(system::Handle),
+}
+
+impl Publisher {
+    /// Announces `caps` (checked to encode by the caller).
+    fn publish(&self, base: &Registration, caps: &NodeCaps) -> Result<(), AnnounceError> {
+        match self {
+            Publisher::Builtin(daemon) => daemon
+                .register(builtin::service_info(base, caps)?)
+                .map_err(mdns_err(format!("re-register {:?}", base.instance))),
+            Publisher::System(h) => h.update_txt(system::txt_rdata(&txt::encode(caps)?)?),
+        }
     }
 }
 
@@ -259,13 +196,11 @@ impl Registration {
 /// tokio runtime; end it with [`Announcer::shutdown`] (dropping it sends
 /// goodbyes too, but without waiting for their repeat).
 pub struct Announcer {
-    daemon: ServiceDaemon,
+    backend: Option<Backend>,
+    publisher: Publisher,
     fullname: String,
     shared: Arc<Shared>,
     watcher: tokio::task::JoinHandle<()>,
-    /// The link task; `None` when the daemon polls instead.
-    link_task: Option<tokio::task::JoinHandle<()>>,
-    shut_down: bool,
 }
 
 impl fmt::Debug for Announcer {
@@ -277,13 +212,13 @@ impl fmt::Debug for Announcer {
 }
 
 impl Announcer {
-    /// Starts the mDNS daemon on the chosen interfaces and registers
-    /// `caps`. The service becomes visible after mdns-sd's probing, about
+    /// Starts the chosen responder ([`AnnounceOptions::responder`]) and
+    /// registers `caps`. The service becomes visible after probing, about
     /// one second later.
     ///
     /// Errors: the netns guard refused; a named interface is missing or
     /// down; the caps do not encode as TXT; the instance name is unusable;
-    /// the daemon could not start; no tokio runtime.
+    /// the responder could not start; no tokio runtime.
     pub fn start(caps: &NodeCaps, opts: AnnounceOptions) -> Result<Announcer, AnnounceError> {
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| AnnounceError::NoRuntime)?;
@@ -298,40 +233,79 @@ impl Announcer {
             host: format!("{label}.local."),
             port: opts.port,
         };
-        // Validate everything before the daemon exists: a refused start must
-        // not have touched the network.
-        let info = base.service_info(caps)?;
+        // Validate everything before a responder hears of it: a refused
+        // start must not have touched the network.
+        let info = builtin::service_info(&base, caps)?;
+        let txt = system::txt_rdata(&txt::encode(caps)?)?;
         let fullname = info.get_fullname().to_string();
         let chosen = iface::select(&opts.interfaces)?;
+        // The system responder multicasts for us: the guard holds for it too.
         netguard::ensure_private_netns("mDNS announcements")?;
 
-        let daemon = ServiceDaemon::new().map_err(mdns_err("start the daemon"))?;
-        let (monitor, rule) = match configure(&daemon, &opts, &chosen, info, &base) {
-            Ok(configured) => configured,
-            Err(e) => {
-                // Do not leave the daemon's thread running behind an error.
-                let _ = daemon.shutdown();
-                return Err(e);
+        let names = Arc::new(Mutex::new((fullname.clone(), base.host.clone())));
+        let mut backend = None;
+        if opts.responder.wants_system() {
+            let spec = system::Spec {
+                instance: &base.instance,
+                service: SERVICE_TYPE.trim_end_matches(".local."),
+                port: base.port,
+                txt,
+                interfaces: if opts.interfaces.is_empty() {
+                    Vec::new()
+                } else {
+                    chosen.iter().map(|i| (i.name.clone(), i.index)).collect()
+                },
+            };
+            match system::System::start(spec, names.clone()) {
+                Ok(s) => {
+                    // The system responder names the host: say so, not ours.
+                    lock(&names).1 = String::from("(the system's host name)");
+                    backend = Some(Backend::System(s));
+                }
+                Err(e) if opts.responder == Responder::Auto => {
+                    warn!("{e}; announcing with the built-in responder instead");
+                }
+                Err(e) => return Err(e),
             }
+        }
+        let backend = match backend {
+            Some(b) => b,
+            None => Backend::Builtin(builtin::Builtin::start(
+                &runtime,
+                &opts,
+                &chosen,
+                info,
+                &base,
+                names.clone(),
+            )?),
         };
-
+        let publisher = match &backend {
+            Backend::Builtin(b) => Publisher::Builtin(b.daemon()),
+            Backend::System(s) => Publisher::System(s.handle()),
+        };
         let shared = Arc::new(Shared {
             pacer: Mutex::new(Pacer::new(caps.clone(), Instant::now(), opts.min_interval)),
             wake: Notify::new(),
-            names: Mutex::new((fullname.clone(), base.host.clone())),
+            names,
             base,
         });
-        let watcher = runtime.spawn(watch_daemon(daemon.clone(), monitor, shared.clone()));
-        let link_task = subscribe_links(&daemon, rule)
-            .map(|links| runtime.spawn(follow_links(daemon.clone(), links)));
+        let watcher = runtime.spawn(announce_deferred(publisher.clone(), shared.clone()));
         Ok(Announcer {
-            daemon,
+            backend: Some(backend),
+            publisher,
             fullname,
             shared,
             watcher,
-            link_task,
-            shut_down: false,
         })
+    }
+
+    /// Which responder is announcing: [`Responder::Builtin`] or
+    /// [`Responder::System`] (never `Auto`).
+    pub fn responder(&self) -> Responder {
+        match &self.publisher {
+            Publisher::Builtin(_) => Responder::Builtin,
+            Publisher::System(_) => Responder::System,
+        }
     }
 
     /// Offers fresh caps. Re-announces now if they differ materially from
@@ -341,18 +315,17 @@ impl Announcer {
     /// leaves the current announcement in place.
     ///
     /// The changed TXT record goes out at once (announced twice, RFC 6762
-    /// §8.4), and the service stays answered throughout: the vendored
-    /// mdns-sd does not probe an update again.
+    /// §8.4), and the service stays answered throughout: neither responder
+    /// probes an update again.
     pub fn update(&self, caps: &NodeCaps) -> Result<Update, AnnounceError> {
         // Refuse caps that cannot be announced before they can be scheduled.
-        let info = self.shared.base.service_info(caps)?;
+        system::txt_rdata(&txt::encode(caps)?)?;
+        builtin::service_info(&self.shared.base, caps)?;
         let outcome = lock(&self.shared.pacer).offer(caps, Instant::now());
         match &outcome {
             Update::Announced(reason) => {
                 info!(instance = %self.instance_name(), "mDNS: re-announcing: {reason}");
-                self.daemon
-                    .register(info)
-                    .map_err(mdns_err(format!("re-register {}", self.fullname)))?;
+                self.publisher.publish(&self.shared.base, caps)?;
             }
             Update::Deferred { reason, at } => {
                 debug!(
@@ -416,57 +389,28 @@ impl Announcer {
         lock(&self.shared.names).0.clone()
     }
 
-    /// The host name as announced now (`box.local.`, or `box-2.local.` after
-    /// a conflict).
+    /// The host name as announced now (`box-5f0c1d.local.`, or
+    /// `box-5f0c1d-2.local.` after a conflict); with the system responder,
+    /// which names the host itself, `(the system's host name)`.
     pub fn host_name(&self) -> String {
         lock(&self.shared.names).1.clone()
     }
 
-    /// Unregisters the service and stops the daemon, returning once the
-    /// goodbye packets (TTL 0) and mdns-sd's repeat of them have been sent,
-    /// so browsers drop this node within about a second.
+    /// Withdraws the service, returning once the goodbye packets (TTL 0)
+    /// are out (with the built-in responder, also mdns-sd's repeat of
+    /// them), so browsers drop this node within about a second.
     pub async fn shutdown(mut self) -> Result<(), AnnounceError> {
-        self.shut_down = true;
         // No deferred re-announcement may sneak in after the goodbye.
         self.watcher.abort();
-        if let Some(t) = &self.link_task {
-            t.abort();
-        }
         let started = Instant::now();
-        let resends_before = self.goodbye_repeats().await;
-        let status = self
-            .daemon
-            .unregister(&self.fullname)
-            .map_err(mdns_err(format!("unregister {}", self.fullname)))?;
-        match tokio::time::timeout(DAEMON_REPLY_TIMEOUT, status.recv_async()).await {
-            Ok(Ok(mdns_sd::UnregisterStatus::OK)) => {}
-            Ok(Ok(mdns_sd::UnregisterStatus::NotFound)) => {
-                warn!(instance = %self.fullname, "mDNS: nothing to unregister");
+        let repeated = match self.backend.take() {
+            Some(Backend::Builtin(b)) => b.shutdown(&self.fullname).await?,
+            Some(Backend::System(s)) => {
+                s.shutdown().await?;
+                true
             }
-            Ok(Err(_)) | Err(_) => return Err(AnnounceError::Timeout { what: "unregister" }),
-        }
-        // mdns-sd repeats the goodbye once, 120 ms later, and forgets the
-        // repeat if the daemon stops first: wait for its counter to move.
-        // (Nothing is repeated when no interface had an address; then this
-        // waits out GOODBYE_REPEAT_TIMEOUT.)
-        let deadline = Instant::now() + GOODBYE_REPEAT_TIMEOUT;
-        let mut repeated = false;
-        while Instant::now() < deadline {
-            if self.goodbye_repeats().await > resends_before {
-                repeated = true;
-                break;
-            }
-            tokio::time::sleep(GOODBYE_POLL).await;
-        }
-        let status = self
-            .daemon
-            .shutdown()
-            .map_err(mdns_err("shut the daemon down"))?;
-        match tokio::time::timeout(DAEMON_REPLY_TIMEOUT, status.recv_async()).await {
-            Ok(Ok(DaemonStatus::Shutdown)) => {}
-            Ok(Ok(other)) => debug!("mDNS: daemon status after shutdown: {other:?}"),
-            Ok(Err(_)) | Err(_) => return Err(AnnounceError::Timeout { what: "shutdown" }),
-        }
+            None => return Ok(()),
+        };
         info!(
             instance = %self.instance_name(),
             repeated,
@@ -475,100 +419,18 @@ impl Announcer {
         );
         Ok(())
     }
-
-    /// mdns-sd's count of repeated goodbye packets, 0 if unknown.
-    async fn goodbye_repeats(&self) -> i64 {
-        let Ok(rx) = self.daemon.get_metrics() else {
-            return 0;
-        };
-        match tokio::time::timeout(DAEMON_REPLY_TIMEOUT, rx.recv_async()).await {
-            Ok(Ok(m)) => m.get(UNREGISTER_RESEND_METRIC).copied().unwrap_or(0),
-            _ => 0,
-        }
-    }
 }
 
 impl Drop for Announcer {
-    /// Best effort when [`Announcer::shutdown`] was not called: stopping the
-    /// daemon still sends one goodbye per interface (mdns-sd's cleanup), but
-    /// nothing waits for it.
+    /// Best effort when [`Announcer::shutdown`] was not called: the backend
+    /// still says goodbye as it stops, but nothing waits for it.
     fn drop(&mut self) {
-        if !self.shut_down {
-            self.watcher.abort();
-            if let Some(t) = &self.link_task {
-                t.abort();
-            }
-            let _ = self.daemon.shutdown();
-        }
+        self.watcher.abort();
     }
 }
 
-/// Applies the interface selection, subscribes to the daemon's events and
-/// registers the service (the part of [`Announcer::start`] that talks to a
-/// running daemon).
-fn configure(
-    daemon: &ServiceDaemon,
-    opts: &AnnounceOptions,
-    chosen: &[iface::Iface],
-    info: ServiceInfo,
-    base: &Registration,
-) -> Result<(mdns_sd::Receiver<DaemonEvent>, Option<Arc<DefaultRule>>), AnnounceError> {
-    let fullname = info.get_fullname().to_string();
-    daemon
-        .disable_interface(IfKind::All)
-        .map_err(mdns_err("disable interfaces"))?;
-    let names: Vec<String> = chosen.iter().map(|i| i.name.clone()).collect();
-    let rule = if !opts.interfaces.is_empty() {
-        let kinds: Vec<IfKind> = names.iter().map(|n| IfKind::Name(n.clone())).collect();
-        daemon
-            .enable_interface(kinds)
-            .map_err(mdns_err(format!("enable interfaces {names:?}")))?;
-        None
-    } else {
-        let rule = Arc::new(DefaultRule::new(names.iter().cloned().collect()));
-        let asked = rule.clone();
-        daemon
-            .enable_interface(IfKind::Predicate(IfPredicate::new(move |intf| {
-                asked.allows(&intf.name)
-            })))
-            .map_err(mdns_err("enable the default interfaces"))?;
-        Some(rule)
-    };
-    if chosen.is_empty() {
-        let all = iface::all_interfaces()
-            .map(|a| iface::describe(&a))
-            .unwrap_or_default();
-        warn!(
-            "mDNS: no interface to announce on yet (none is up, multicast-capable and \
-             non-virtual; present: {all}); announcing as soon as one comes up. \
-             Use --interface NAME to choose one (--interface lo to test on one host)"
-        );
-    } else {
-        info!("mDNS: announcing on {}", iface::describe(chosen));
-    }
-    // Subscribed after the selection is applied, so that the IpDel/IpAdd
-    // churn of the selection itself is not reported as interfaces coming
-    // and going.
-    let monitor = daemon.monitor().map_err(mdns_err("monitor the daemon"))?;
-    daemon
-        .register(info)
-        .map_err(mdns_err(format!("register {fullname}")))?;
-    info!(
-        instance = %fullname,
-        host = %base.host,
-        port = opts.port,
-        "mDNS: registered; probing for conflicts, then announcing"
-    );
-    Ok((monitor, rule))
-}
-
-/// The watcher task: logs what the daemon reports (renames, socket errors,
-/// addresses coming and going) and announces deferred changes when due.
-async fn watch_daemon(
-    daemon: ServiceDaemon,
-    monitor: mdns_sd::Receiver<DaemonEvent>,
-    shared: Arc<Shared>,
-) {
+/// The watcher task: announces changes the rate limit deferred, when due.
+async fn announce_deferred(publisher: Publisher, shared: Arc<Shared>) {
     loop {
         let deadline = lock(&shared.pacer).deadline();
         let due = async {
@@ -578,63 +440,17 @@ async fn watch_daemon(
             }
         };
         tokio::select! {
-            event = monitor.recv_async() => match event {
-                Ok(event) => on_event(&shared, event),
-                Err(_) => {
-                    debug!("mDNS: daemon stopped; watcher ends");
-                    return;
-                }
-            },
             () = shared.wake.notified() => {}
             () = due => {
                 let caps = lock(&shared.pacer).due(Instant::now());
                 if let Some(caps) = caps {
-                    match shared.base.service_info(&caps) {
-                        Ok(info) => {
-                            info!("mDNS: re-announcing changed caps (deferred by the rate limit)");
-                            if let Err(e) = daemon.register(info) {
-                                warn!("mDNS: cannot re-announce: {e}");
-                            }
-                        }
-                        Err(e) => warn!("mDNS: cannot re-announce: {e}"),
+                    info!("mDNS: re-announcing changed caps (deferred by the rate limit)");
+                    if let Err(e) = publisher.publish(&shared.base, &caps) {
+                        warn!("mDNS: cannot re-announce: {e}");
                     }
                 }
             }
         }
-    }
-}
-
-fn on_event(shared: &Shared, event: DaemonEvent) {
-    match event {
-        DaemonEvent::NameChange(change) => {
-            let mut names = lock(&shared.names);
-            let (what, slot) = if change.rr_type == mdns_sd::RRType::SRV
-                || change.rr_type == mdns_sd::RRType::TXT
-            {
-                ("instance name", &mut names.0)
-            } else {
-                ("host name", &mut names.1)
-            };
-            // mdns-sd reports one event per renamed record (SRV and TXT, A
-            // and AAAA) and per interface: say it once.
-            if *slot == change.new_name {
-                debug!(interface = %change.intf_name, "mDNS: {what} rename repeated: {}", change.new_name);
-                return;
-            }
-            *slot = change.new_name.clone();
-            warn!(
-                interface = %change.intf_name,
-                "mDNS name conflict: {what} {} is already taken on the network; \
-                 announcing as {} (RFC 6762 §9). Give each agent a distinct --name to avoid this",
-                change.original,
-                change.new_name
-            );
-        }
-        DaemonEvent::Error(e) => warn!("mDNS daemon error: {e}"),
-        DaemonEvent::IpAdd(ip) => info!(%ip, "mDNS: announcing on a new address"),
-        DaemonEvent::IpDel(ip) => info!(%ip, "mDNS: address gone; no longer announced"),
-        DaemonEvent::Announce(name, on) => info!(%name, "mDNS: announced on {on}"),
-        other => debug!("mDNS: {other:?}"),
     }
 }
 

@@ -9,6 +9,7 @@
 //! `RLX_AGENT_*`, the config file), the machine, the firewall's rules, and
 //! binds the agent's TCP port for a moment to see whether it is free.
 
+use crate::announce::Responder;
 use crate::cli::AgentArgs;
 use rlx_net::check::{Check, Status};
 use rlx_net::{firewall, iface, netguard};
@@ -23,6 +24,7 @@ pub async fn run_checks(args: &AgentArgs, config: Option<&Path>) -> Vec<Check> {
         config_check(config),
         guard_check(),
         interfaces_check(args),
+        responder_check(args.responder),
         caps_check(args),
         agent_port_check(args.port),
         worker_port_check(args.worker_port),
@@ -59,6 +61,34 @@ fn guard_check() -> Check {
         Ok(()) => Check::new("guard", Status::Ok, "announcing is allowed here"),
         Err(e) => Check::new("guard", Status::Fail, e.to_string())
             .fix("unset RLX_NETNS_GUARD outside tests, or run inside a network namespace"),
+    }
+}
+
+/// Which responder will announce, and whether the system's client library
+/// is there when it is wanted (whether its daemon answers shows only when
+/// the agent registers).
+fn responder_check(choice: Responder) -> Check {
+    let library = crate::announce::system_library();
+    if !choice.wants_system() {
+        return Check::new(
+            "responder",
+            Status::Ok,
+            "the built-in responder (mdns-sd) on UDP 5353",
+        );
+    }
+    match (choice, library) {
+        (_, Ok(lib)) => Check::new(
+            "responder",
+            Status::Ok,
+            format!("the system's, through {lib}"),
+        ),
+        (Responder::Auto, Err(e)) => Check::new(
+            "responder",
+            Status::Warn,
+            format!("{e}; the built-in responder announces instead"),
+        ),
+        (_, Err(e)) => Check::new("responder", Status::Fail, e)
+            .fix("install the library, or set responder = \"builtin\" in agent.toml"),
     }
 }
 

@@ -7,6 +7,7 @@
 // and `[IPv6]:PORT` are what users type, not documentation links.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+use crate::announce::Responder;
 use crate::measure::{Policy, Rules};
 use crate::probe::{probe, ProbeOptions};
 use anyhow::Context;
@@ -214,6 +215,15 @@ pub struct AgentArgs {
         value_delimiter = ','
     )]
     pub interfaces: Vec<String>,
+
+    /// Who sends the mDNS packets: auto (the system's mDNSResponder on
+    /// macOS, falling back to the built-in responder when it cannot be
+    /// reached; the built-in one elsewhere), builtin, or system (the DNS-SD
+    /// client API: mDNSResponder on macOS, avahi-daemon through
+    /// libdns_sd on Linux; no fallback).
+    #[arg(long, value_enum, value_name = "WHO", default_value_t = Responder::Auto,
+          env = "RLX_AGENT_RESPONDER")]
+    pub responder: Responder,
 
     /// Skip the measurements: CPU GFLOP/s and checkpoint read MB/s are then
     /// reported as 0 (unknown). The GFLOP/s measurement takes about 0.12 s

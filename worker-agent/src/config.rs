@@ -70,6 +70,8 @@ pub struct AgentConfig {
     pub targets: Option<Vec<Device>>,
     /// `--interface`.
     pub interfaces: Option<Vec<String>>,
+    /// `--responder`.
+    pub responder: Option<crate::announce::Responder>,
     /// `--no-bench`.
     pub no_bench: Option<bool>,
     /// `--node-id`.
@@ -188,7 +190,14 @@ impl AgentConfig {
             measure_per_minute,
             targets
         );
-        plain!(interfaces, no_bench, lease_secs, register_addrs, log_format);
+        plain!(
+            interfaces,
+            responder,
+            no_bench,
+            lease_secs,
+            register_addrs,
+            log_format
+        );
         optional!(caps_file, name, ckpt_dir, cluster, key_file, node_id, state_dir);
         optional!(register, tsig_key);
     }
@@ -228,6 +237,7 @@ pub const KEYS: &[&str] = &[
     "measure_per_minute",
     "targets",
     "interfaces",
+    "responder",
     "no_bench",
     "node_id",
     "state_dir",

@@ -170,12 +170,14 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
             name: args.name.clone(),
             port: args.worker_port,
             interfaces: args.interfaces.clone(),
+            responder: args.responder,
             ..Default::default()
         },
     )
     .context("announcing over mDNS")?;
     tracing::info!(
         instance = %announcer.instance_name(),
+        responder = %announcer.responder(),
         port,
         worker_port = args.worker_port,
         id = %caps.id,

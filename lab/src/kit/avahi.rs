@@ -149,6 +149,13 @@ impl Avahi {
             .unwrap_or_default()
     }
 
+    /// The address of its private system bus, for a program that talks to
+    /// avahi-daemon itself (`DBUS_SYSTEM_BUS_ADDRESS`), as the agent's
+    /// system responder does through avahi's libdns_sd.
+    pub fn bus(&self) -> &str {
+        &self.bus
+    }
+
     /// The daemon's PID.
     pub fn daemon_pid(&self) -> Option<u32> {
         self.daemon.as_ref().map(|d| d.pid())

@@ -27,6 +27,9 @@ pub enum Peer {
     /// avahi-daemon with avahi-publish/avahi-browse, and the private D-Bus
     /// daemon it needs.
     Avahi,
+    /// avahi's DNS-SD compatibility library (`libdns_sd.so.1`), the
+    /// agent's system responder on Linux.
+    AvahiDnsSd,
     /// BIND's `named` and `tsig-keygen`.
     Bind,
     /// OpenSSH's `sshd`, `ssh` and `ssh-keygen`.
@@ -46,6 +49,7 @@ impl Peer {
             Peer::Python => "python3",
             Peer::PythonZeroconf => "python3-zeroconf",
             Peer::Avahi => "avahi-daemon avahi-utils dbus-daemon",
+            Peer::AvahiDnsSd => "libavahi-compat-libdnssd1",
             Peer::Bind => "bind9 bind9-utils",
             Peer::OpenSsh => "openssh-server openssh-client",
             Peer::Nftables => "nftables",
@@ -60,6 +64,7 @@ impl Peer {
             Peer::Python => "Debian's /usr/bin/python3",
             Peer::PythonZeroconf => "python-zeroconf (under /usr/bin/python3)",
             Peer::Avahi => "avahi-daemon, avahi-publish and dbus-daemon",
+            Peer::AvahiDnsSd => "avahi's libdns_sd.so.1",
             Peer::Bind => "BIND (/usr/sbin/named, tsig-keygen)",
             Peer::OpenSsh => "OpenSSH (/usr/sbin/sshd, ssh, ssh-keygen)",
             Peer::Nftables => "nftables (nft)",
@@ -87,6 +92,14 @@ impl Peer {
                     && on_path("avahi-browse")
                     && on_path("dbus-daemon")
             }
+            Peer::AvahiDnsSd => [
+                "/usr/lib",
+                "/usr/lib64",
+                "/usr/lib/x86_64-linux-gnu",
+                "/usr/lib/aarch64-linux-gnu",
+            ]
+            .iter()
+            .any(|d| Path::new(d).join("libdns_sd.so.1").exists()),
             Peer::Bind => executable(Path::new("/usr/sbin/named")) && on_path("tsig-keygen"),
             Peer::OpenSsh => {
                 executable(Path::new("/usr/sbin/sshd")) && on_path("ssh") && on_path("ssh-keygen")
@@ -145,6 +158,7 @@ mod tests {
             Peer::Python,
             Peer::PythonZeroconf,
             Peer::Avahi,
+            Peer::AvahiDnsSd,
             Peer::Bind,
             Peer::OpenSsh,
             Peer::Nftables,

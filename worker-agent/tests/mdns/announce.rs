@@ -11,7 +11,7 @@
 //! its children's output when it fails, and the measured latencies with
 //! `--nocapture`.
 
-use rlx_agent::announce::{AnnounceOptions, Announcer, SERVICE_TYPE};
+use rlx_agent::announce::{AnnounceOptions, Announcer, Responder, SERVICE_TYPE};
 use rlx_agent::shutdown::Shutdown;
 use rlx_lab::kit::peer::{self, Peer};
 use rlx_lab::kit::zeroconf::{monotonic, Browser, Event};
@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-const GIB: u64 = 1 << 30;
+pub(crate) const GIB: u64 = 1 << 30;
 
 /// The SRV port the tests announce (nothing listens on it; the browser only
 /// reads it).
@@ -31,11 +31,11 @@ const PORT: u16 = 9177;
 
 /// How long a fresh announcer may take to be seen: mdns-sd probes for 750 ms
 /// before announcing, and a loaded 2-core CI box builds and starts the child.
-const SEEN_WITHIN: Duration = Duration::from_secs(10);
+pub(crate) const SEEN_WITHIN: Duration = Duration::from_secs(10);
 
 /// The agent's bound: after SIGTERM, the service disappears from a
 /// third-party browser within 2 s.
-const GONE_WITHIN: Duration = Duration::from_secs(2);
+pub(crate) const GONE_WITHIN: Duration = Duration::from_secs(2);
 
 // ------------------------------------------------------------ the helper
 
@@ -44,7 +44,8 @@ const HELPER_ENV: &str = "RLX_ANNOUNCE_HELPER";
 const CAPS_ENV: &str = "RLX_ANNOUNCE_CAPS";
 const NAME_ENV: &str = "RLX_ANNOUNCE_NAME";
 const IFACES_ENV: &str = "RLX_ANNOUNCE_IFACES";
-const INTERVAL_ENV: &str = "RLX_ANNOUNCE_MIN_INTERVAL_MS";
+pub(crate) const INTERVAL_ENV: &str = "RLX_ANNOUNCE_MIN_INTERVAL_MS";
+pub(crate) const RESPONDER_ENV: &str = "RLX_ANNOUNCE_RESPONDER";
 
 /// Not a test on its own: does nothing unless `RLX_ANNOUNCE_HELPER=1`. Then
 /// it is the agent's announce half of run mode in miniature: announce the
@@ -80,6 +81,10 @@ fn helper_announcer_process() {
             .ok()
             .map(|ms| Duration::from_millis(ms.parse().expect("milliseconds")))
             .unwrap_or(rlx_agent::announce::MIN_REANNOUNCE_INTERVAL),
+        responder: match std::env::var(RESPONDER_ENV).as_deref() {
+            Ok("system") => Responder::System,
+            _ => Responder::Builtin,
+        },
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -116,7 +121,7 @@ fn helper_announcer_process() {
 }
 
 /// The command that runs [`helper_announcer_process`] as an announcer.
-fn announcer(caps_file: &Path, name: Option<&str>, interfaces: &[&str]) -> Command {
+pub(crate) fn announcer(caps_file: &Path, name: Option<&str>, interfaces: &[&str]) -> Command {
     let mut cmd = rerun(module_path!(), "helper_announcer_process");
     cmd.env(HELPER_ENV, "1")
         .env(CAPS_ENV, caps_file)
@@ -146,7 +151,7 @@ fn real_agent(caps_file: &Path, name: &str, interfaces: &[&str], port: u16) -> C
 
 // ------------------------------------------------------------- fixtures
 
-fn caps() -> NodeCaps {
+pub(crate) fn caps() -> NodeCaps {
     NodeCaps {
         id: "5f0c1d2e3a4b5c6d".into(),
         hostname: "itest-host".into(),
@@ -174,18 +179,67 @@ fn caps() -> NodeCaps {
     }
 }
 
-fn write_caps(lab: &Lab, file: &str, caps: &NodeCaps) -> PathBuf {
+pub(crate) fn write_caps(lab: &Lab, file: &str, caps: &NodeCaps) -> PathBuf {
     let path = lab.log_dir().join(file);
     std::fs::write(&path, caps.to_json()).expect("write caps file");
     path
 }
 
-fn fullname(instance: &str) -> String {
+pub(crate) fn fullname(instance: &str) -> String {
     format!("{instance}.{SERVICE_TYPE}")
 }
 
-fn resolved_as(name: &str) -> impl Fn(&Event) -> bool + '_ {
+pub(crate) fn resolved_as(name: &str) -> impl Fn(&Event) -> bool + '_ {
     move |e| e.name() == name && e.resolved() && matches!(e.kind(), "added" | "updated")
+}
+
+/// Gives the announcer of `name` caps with 8 GiB free and a second GPU
+/// (a material change), tells it to update (SIGUSR1), and checks that
+/// `browser` sees the new TXT record.
+pub(crate) fn update_to_a_second_gpu(lab: &Lab, agent: &Proc, browser: &Browser, name: &str) {
+    let mut changed = caps();
+    changed.ram_avail = 8 * GIB;
+    let second = changed.devices[0].clone();
+    changed.devices.push(second);
+    write_caps(lab, "caps.json", &changed);
+    let t_update = monotonic();
+    agent.signal(nix::sys::signal::Signal::SIGUSR1);
+    agent.expect_output("HELPER-UPDATE Ok(Announced", Duration::from_secs(5));
+    let updated = browser.wait_for(SEEN_WITHIN, "the re-announced TXT", |e| {
+        e.name() == name && e.txt_value("dev1").is_some()
+    });
+    println!(
+        "MEASURED: update -> new TXT at python-zeroconf: {:.0} ms",
+        (updated.t() - t_update) * 1000.0
+    );
+    assert_eq!(
+        updated.txt_value("ramfree"),
+        Some((8 * GIB).to_string()),
+        "the latest caps are announced"
+    );
+}
+
+/// Sends SIGTERM to `agent` and checks that `browser` sees `name` removed
+/// within [`GONE_WITHIN`]; returns when SIGTERM was sent.
+pub(crate) fn sigterm_and_wait_for_removal(browser: &Browser, agent: &Proc, name: &str) -> f64 {
+    let t_term = monotonic();
+    assert!(
+        agent.signal(nix::sys::signal::Signal::SIGTERM),
+        "the agent died before SIGTERM"
+    );
+    let gone = browser.wait_for(GONE_WITHIN + Duration::from_secs(3), "the removal", |e| {
+        e.kind() == "removed" && e.name() == name
+    });
+    let latency = gone.t() - t_term;
+    println!(
+        "MEASURED: SIGTERM -> removed at python-zeroconf: {:.0} ms",
+        latency * 1000.0
+    );
+    assert!(
+        latency < GONE_WITHIN.as_secs_f64(),
+        "removed {latency:.2} s after SIGTERM; the bound is {GONE_WITHIN:?}"
+    );
+    t_term
 }
 
 // ----------------------------------------------------------------- tests
@@ -276,23 +330,7 @@ fn sigterm_makes_the_service_disappear_from_python_zeroconf_within_two_seconds()
     let name = fullname("goodbye-node");
     browser.wait_for(SEEN_WITHIN, "the announced node", resolved_as(&name));
 
-    let t_term = monotonic();
-    assert!(
-        agent.signal(nix::sys::signal::Signal::SIGTERM),
-        "the agent died before SIGTERM"
-    );
-    let gone = browser.wait_for(GONE_WITHIN + Duration::from_secs(3), "the removal", |e| {
-        e.kind() == "removed" && e.name() == name
-    });
-    let latency = gone.t() - t_term;
-    println!(
-        "MEASURED: SIGTERM -> removed at python-zeroconf: {:.0} ms",
-        latency * 1000.0
-    );
-    assert!(
-        latency < GONE_WITHIN.as_secs_f64(),
-        "removed {latency:.2} s after SIGTERM; the bound is {GONE_WITHIN:?}"
-    );
+    let t_term = sigterm_and_wait_for_removal(&browser, &agent, &name);
     let status = agent
         .wait_timeout(Duration::from_secs(5))
         .expect("the agent exits after its goodbyes");
@@ -396,33 +434,7 @@ fn a_material_caps_change_is_reannounced_and_a_small_drift_is_not() {
     agent.signal(nix::sys::signal::Signal::SIGUSR1);
     agent.expect_output("HELPER-UPDATE Ok(Unchanged)", Duration::from_secs(5));
 
-    let mut changed = caps();
-    changed.ram_avail = 8 * GIB;
-    changed.devices.push(DeviceInfo {
-        device: "cuda".into(),
-        name: "NVIDIA GeForce RTX 4090".into(),
-        mem_bytes: 24 * GIB,
-        unified: false,
-        gflops: 82_600.0,
-        available: true,
-        ..Default::default()
-    });
-    write_caps(&lab, "caps.json", &changed);
-    let t_update = monotonic();
-    agent.signal(nix::sys::signal::Signal::SIGUSR1);
-    agent.expect_output("HELPER-UPDATE Ok(Announced", Duration::from_secs(5));
-    let updated = browser.wait_for(SEEN_WITHIN, "the re-announced TXT", |e| {
-        e.name() == name && e.txt_value("dev1").is_some()
-    });
-    println!(
-        "MEASURED: update -> new TXT at python-zeroconf: {:.0} ms",
-        (updated.t() - t_update) * 1000.0
-    );
-    assert_eq!(
-        updated.txt_value("ramfree"),
-        Some((8 * GIB).to_string()),
-        "the latest caps are announced"
-    );
+    update_to_a_second_gpu(&lab, &agent, &browser, &name);
     assert!(
         !browser.saw(|e| e.kind() == "removed" || (e.resolved() && e.name() != name)),
         "an update must look neither like a leave nor like a new node"

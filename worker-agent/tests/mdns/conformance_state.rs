@@ -63,6 +63,7 @@ fn helper_updating_announcer() {
             port: 9178,
             interfaces: vec!["lo".into()],
             min_interval: Duration::ZERO,
+            ..AnnounceOptions::default()
         };
         let announcer = Announcer::start(&caps(0), opts).expect("announcer");
         eprintln!("HELPER-STARTED");

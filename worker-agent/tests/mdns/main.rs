@@ -7,6 +7,9 @@
 //! - `announce`: the TXT record, goodbyes, renames, re-announcements and
 //!   interface selection as a third-party browser sees them.
 //! - `conformance_state`: a TXT update never silences the agent.
+//! - `system`: the announcement handed to the system's responder
+//!   (avahi-daemon through its libdns_sd, as mDNSResponder on a Mac).
 
 mod announce;
 mod conformance_state;
+mod system;
