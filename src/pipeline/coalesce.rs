@@ -6,7 +6,7 @@
 use super::prefer::{link_speed, preferred, AddrCandidate};
 use super::report::{Duplicate, Unheard};
 use crate::addr::NodeAddr;
-use crate::sighting::{Evidence, Sighting, Source};
+use crate::sighting::{Evidence, Pinning, Sighting, Source};
 use rlx_proto::caps::NodeCaps;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -149,6 +149,9 @@ enum Kinship {
 ///
 /// - an SSH sighting and another that report the same host name are the
 ///   same box reached two ways (an ssh alias and an IP): SSH vouches for it;
+/// - two sightings whose handshakes proved one node key with one
+///   incarnation are one running agent, under any instance names
+///   ([`one_running_agent`]);
 /// - two *announced* sightings (mDNS or DNS-SD) under different instance
 ///   names are two agents: a real agent announces one instance, under one
 ///   name, on every network it is on (its addresses there are addresses of
@@ -185,6 +188,9 @@ fn kinship(a: &Sighting, b: &Sighting) -> Kinship {
                     Kinship::Clash
                 };
             }
+            if one_running_agent(a, b) {
+                return Kinship::Same;
+            }
             let announced = |s: &Sighting| matches!(s.source, Source::Mdns | Source::Dns);
             if announced(a) && announced(b) && !a.host.eq_ignore_ascii_case(&b.host) {
                 return Kinship::Clash;
@@ -200,6 +206,31 @@ fn kinship(a: &Sighting, b: &Sighting) -> Kinship {
         }
         _ => Kinship::Unrelated,
     }
+}
+
+/// Whether both sightings are one running agent: each endpoint's handshake
+/// proved the same node key (a signature over this coordinator's fresh
+/// challenge, which only the holder of the key's private half can make)
+/// and reported the same incarnation (random at each start). That is one
+/// process answering at two of its addresses, whatever instance names
+/// point there: the agent's own IPv6 and IPv4 address (every answer
+/// carries both, RFC 6762 §6.2), one of which a stranger's phantom
+/// instance names. A clone of the agent's disk has the key but not the
+/// incarnation, and stays a clash; a stranger replaying a member's caps
+/// proves no key.
+fn one_running_agent(a: &Sighting, b: &Sighting) -> bool {
+    let proved = |s: &Sighting| {
+        s.evidence.is_fresh() && matches!(s.identity, Pinning::New | Pinning::Pinned)
+    };
+    let (Some(ca), Some(cb)) = (&a.caps, &b.caps) else {
+        return false;
+    };
+    proved(a)
+        && proved(b)
+        && ca.node_key.is_some()
+        && ca.node_key == cb.node_key
+        && ca.incarnation.is_some()
+        && ca.incarnation == cb.incarnation
 }
 
 /// The link a link-local address is on (`fe80::1%eth0`: `eth0`), from the

@@ -355,6 +355,52 @@ fn one_agent_answering_at_two_addresses_with_the_same_caps_stays_one_machine() {
     assert!(e.report.render_text().contains("also at 192.168.7.9:9100"));
 }
 
+/// Guards against a phantom instance that a stranger announced at a
+/// member's other address (its IPv6 one, which every answer carries, RFC
+/// 6762 §6.2) becoming a second node or refusing the member: both
+/// handshakes proved one node key with one incarnation, so it is one
+/// running agent, under whatever names. A clone of the agent's disk (the
+/// key, another incarnation) is still a clash, and so is a sighting that
+/// proved no key.
+#[test]
+fn one_node_key_and_incarnation_at_two_addresses_under_two_names_is_one_machine() {
+    let mut c = caps("00000000000000a6", "box6", "cuda", 8 << 30);
+    c.node_key = Some("k6".into());
+    c.incarnation = Some("1111111111111111".into());
+    let proved = |instance: &str, addr: &str, c: &NodeCaps| {
+        let mut s = keyed(Source::Mdns, instance, addr, c, 1);
+        s.identity = crate::sighting::Pinning::Pinned;
+        s
+    };
+    let found = discovery(vec![
+        proved("box6", "10.0.0.16:9100", &c),
+        proved("ghost", "[fd00::16]:9100", &c),
+    ]);
+    let e = expand(&[], &NodeDefaults::default(), found);
+    assert_eq!(e.added.len(), 1, "{:?}", e.report);
+    assert!(e.report.clashes.is_empty() && e.report.failed.is_empty());
+    assert_eq!(
+        e.added[0].addr, "10.0.0.16:9100",
+        "IPv4 by the address rule"
+    );
+    assert_eq!(e.added[0].also_at, vec!["[fd00::16]:9100"]);
+
+    let mut clone = c.clone();
+    clone.incarnation = Some("2222222222222222".into());
+    let found = discovery(vec![
+        proved("box6", "10.0.0.16:9100", &c),
+        proved("ghost", "10.0.0.17:9100", &clone),
+    ]);
+    let e = expand(&[], &NodeDefaults::default(), found);
+    assert_eq!(e.report.clashes.len(), 1, "a cloned disk: {:?}", e.report);
+
+    let mut unproved = proved("ghost", "[fd00::16]:9100", &c);
+    unproved.identity = crate::sighting::Pinning::Unpinned;
+    let found = discovery(vec![proved("box6", "10.0.0.16:9100", &c), unproved]);
+    let e = expand(&[], &NodeDefaults::default(), found);
+    assert_eq!(e.report.clashes.len(), 1, "no key proved: {:?}", e.report);
+}
+
 /// Guards against two boxes that a scan found with one id and one host
 /// name but different hardware being merged as one dual-homed agent.
 #[test]

@@ -2,11 +2,13 @@
 //! questions from `lab/py/mdns_wire.py ask` (multicast from port 5353, and
 //! legacy from an ephemeral port) against a running `rlx-agent`: ANY for the
 //! service type, names in other letter cases, the DNS-SD meta-query, query
-//! ids and IP TTLs, and QU replies bounded per source. The patches they check are vendor/mdns-sd/PATCHES.md
+//! ids and IP TTLs, both address families in an answer, and QU replies
+//! bounded per source. The patches they check are vendor/mdns-sd/PATCHES.md
 //! §29 and §30.
 
 use super::wire::{records, run_wire, start_agent, UP};
 use rlx_lab::kit::require_lab;
+use rlx_lab::LabOptions;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -108,6 +110,37 @@ fn multicast_replies_carry_id_zero_legacy_ones_the_querys_and_every_reply_ip_ttl
         );
         std::thread::sleep(RATE_GAP);
     }
+}
+
+/// Guards against PATCHES.md §30 (RFC 6762 §6.2): an answer over IPv4 held
+/// only A records, so an IPv4 querier never learnt the agent's IPv6
+/// addresses from it.
+#[test]
+fn an_answer_over_ipv4_carries_the_agents_ipv6_addresses_too() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.with(LabOptions {
+        hosts: 2,
+        ipv6: true,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&lab, 0, "fam0", dir.path(), &[]);
+    agent.expect_output("mDNS: announced on", UP);
+    std::thread::sleep(ANNOUNCED);
+    let me = lab.host(0).ip.to_string();
+    std::thread::sleep(RATE_GAP);
+    let replies = ask(&lab, "_rlx._tcp.local.", "PTR", &["--legacy"]);
+    let families: Vec<&str> = replies
+        .iter()
+        .filter(|r| r["src"] == me.as_str())
+        .flat_map(|r| records(&r["msg"]))
+        .filter_map(|rr| rr["type"].as_str())
+        .filter(|t| *t == "A" || *t == "AAAA")
+        .collect();
+    assert!(families.contains(&"A"), "no A record: {replies:?}");
+    assert!(
+        families.contains(&"AAAA"),
+        "no AAAA record in the IPv4 answer: {replies:?}"
+    );
 }
 
 /// Guards against PATCHES.md §29: QU questions were answered by unicast to

@@ -8,8 +8,8 @@
 //! - `state`: probing again, renames, link flaps.
 //! - `addr`: a new address announced without silence.
 //! - `reflector`: only on-link queriers are answered, at a bounded rate.
-//! - `answers`: ANY, letter cases, the meta-query, ids and IP TTLs, QU
-//!   replies bounded per source.
+//! - `answers`: ANY, letter cases, the meta-query, ids and IP TTLs, both
+//!   address families, QU replies bounded per source.
 //! - `two_nics`: a box with two NICs on one LAN never conflicts with itself.
 
 mod addr;

@@ -156,8 +156,13 @@ struct Scene {
 }
 
 fn scene(keyed: bool) -> Option<Scene> {
+    scene_on(keyed, false)
+}
+
+/// [`scene`] on a dual-stack LAN when `ipv6`.
+fn scene_on(keyed: bool, ipv6: bool) -> Option<Scene> {
     let labs = require_lab()?;
-    let lab = labs.hosts(4);
+    let lab = labs.with(rlx_lab::LabOptions { hosts: 4, ipv6 });
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let key = d.join("cluster.key");
@@ -317,6 +322,18 @@ fn forged_goodbyes_never_make_watch_report_a_live_member_left_with_a_key() {
 /// `ghost`, `ghost-p0` .. at box2's machine: by multicast, then by
 /// unicast to the coordinator only.
 fn forge_records(lab: &Lab, instance: &str, phantoms: usize, to: Option<&str>) -> Value {
+    forge_records_at(lab, instance, phantoms, to, 4)
+}
+
+/// [`forge_records`] at box2's address of `family` (6: its routable IPv6
+/// address, which its IPv4 answers carry, RFC 6762 §6.2).
+fn forge_records_at(
+    lab: &Lab,
+    instance: &str,
+    phantoms: usize,
+    to: Option<&str>,
+    family: u8,
+) -> Value {
     let src = lab.host(STRANGER).ip.to_string();
     let mut cmd = lab.command(STRANGER, PYTHON);
     cmd.arg(wire_script()).args([
@@ -329,6 +346,8 @@ fn forge_records(lab: &Lab, instance: &str, phantoms: usize, to: Option<&str>) -
         "box2",
         "--phantoms",
         &phantoms.to_string(),
+        "--at-family",
+        &family.to_string(),
     ]);
     if let Some(ip) = to {
         cmd.args(["--to", ip]);
@@ -403,4 +422,52 @@ fn forged_records_and_phantom_instances_never_move_or_duplicate_a_live_member_wi
 #[test]
 fn forged_records_and_phantom_instances_never_move_or_duplicate_a_live_member_with_a_key() {
     forged_records_move_and_duplicate_nothing(true);
+}
+
+/// Guards against a phantom instance at a member's IPv6 address becoming a
+/// member of its own: every answer of an agent carries both its address
+/// families (RFC 6762 §6.2), so a stranger can copy the IPv6 one and
+/// announce `ghost` there. `watch` dials it and reaches the member itself,
+/// which proves its node key with its incarnation: one running agent, so
+/// the phantom joins nothing, and the member's crash is one `left`.
+#[test]
+fn phantoms_forged_at_a_members_ipv6_address_join_nothing_and_leave_nothing() {
+    let Some(Scene {
+        lab,
+        w,
+        box1: _box1,
+        box2,
+        _dir,
+    }) = scene_on(false, true)
+    else {
+        return;
+    };
+    let coordinator = lab.host(WATCH).ip.to_string();
+    let copied = forge_records_at(&lab, "ghost", 3, None, 6);
+    forge_records_at(&lab, "ghost", 3, Some(&coordinator), 6);
+    assert!(
+        copied["copied"]["addr"]
+            .as_str()
+            .unwrap_or("")
+            .contains(':'),
+        "an IPv6 address was copied: {copied}"
+    );
+    std::thread::sleep(SETTLE);
+    let evs = events(&w);
+    let joins: Vec<&Value> = evs.iter().filter(|e| e["event"] == "joined").collect();
+    assert_eq!(
+        joins.len(),
+        2,
+        "box1 and box2 joined, no phantom: forged {copied}; events: {evs:#?}"
+    );
+    let crashed = Instant::now();
+    box2.kill();
+    let crash = left_after(&w, "box2", crashed, CRASH_BOUND);
+    std::thread::sleep(SETTLE);
+    let l = lefts(&w);
+    assert!(
+        l.len() == 1 && l[0].contains(r#""instance":"box2""#),
+        "one left, box2's, none for a phantom: {l:?}"
+    );
+    assert!(crash <= CRASH_BOUND, "crash: left after {crash:?}");
 }

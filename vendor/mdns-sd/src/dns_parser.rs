@@ -2069,7 +2069,15 @@ impl DnsOutgoing {
             service.generate_txt(),
         ));
 
-        for address in intf_addrs {
+        // rlx patch: RFC 6762 §6.2: "it MUST include all addresses that are
+        // valid on the interface on which it is sending the message", of both
+        // families: upstream put only A records in an IPv4 response and only
+        // AAAA in an IPv6 one, so a querier on one family never learnt the
+        // other's addresses from an answer.
+        let mut all_addrs = service.get_addrs_on_my_intf_v4(intf);
+        all_addrs.extend(service.get_addrs_on_my_intf_v6(intf)); // rlx patch: RFC 6762 §6.2
+        let _ = intf_addrs; // rlx patch: RFC 6762 §6.2 (only the sending family's decides whether to answer)
+        for address in all_addrs {
             self.add_additional_answer(DnsAddress::new(
                 hostname,
                 ip_address_rr_type(&address),

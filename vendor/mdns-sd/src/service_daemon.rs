@@ -4142,6 +4142,9 @@ impl Zeroconf {
                 // rlx patch: RFC 6762 §9: after a host rename, a direct SRV
                 // or ANY answer must name the renamed host, as announcements do.
                 let hostname = dns_registry.resolve_name(service.get_hostname());
+                // rlx patch: RFC 6762 §6.2: the SRV answer's address records
+                // are every address valid on the interface, of both families.
+                let intf_addrs = both_families(service, intf, intf_addrs, is_ipv4); // rlx patch: RFC 6762 §6.2
                 add_answer_of_service(
                     &mut out,
                     &msg,
@@ -5049,7 +5052,9 @@ fn add_answer_of_service(
         );
     }
 
-    if qtype == RRType::SRV {
+    // rlx patch: RFC 6763 §12.2: the address records go with an SRV answer,
+    // also when it answers an ANY question.
+    if qtype == RRType::SRV || qtype == RRType::ANY {
         for address in intf_addrs {
             out.add_additional_answer(DnsAddress::new(
                 hostname, // rlx patch: RFC 6762 §9 the host name after any rename
@@ -5126,6 +5131,25 @@ fn answer_hostname_question(
                     ),
                 );
             }
+            // rlx patch: RFC 6762 §6.2: "it SHOULD also place any records of
+            // the other address type with the same name into the additional
+            // section".
+            let other = match qtype {
+                RRType::A => service.get_addrs_on_my_intf_v6(intf), // rlx patch: RFC 6762 §6.2
+                RRType::AAAA => service.get_addrs_on_my_intf_v4(intf), // rlx patch: RFC 6762 §6.2
+                _ => Vec::new(),                                    // rlx patch: RFC 6762 §6.2
+            }; // rlx patch: RFC 6762 §6.2
+            for address in other {
+                // rlx patch: RFC 6762 §6.2
+                out.add_additional_answer(DnsAddress::new(
+                    service_hostname,
+                    ip_address_rr_type(&address),
+                    CLASS_IN | CLASS_CACHE_FLUSH,
+                    service.get_host_ttl(),
+                    address,
+                    intf.into(),
+                )); // rlx patch: RFC 6762 §6.2
+            } // rlx patch: RFC 6762 §6.2
         }
     }
     let missing = match qtype {
@@ -5825,7 +5849,48 @@ fn prepare_announce(
         return None;
     }
 
+    // rlx patch: RFC 6762 §6.2: an announcement carries every address valid
+    // on the interface, of both families, once the host name is verified
+    // (the records of this family above passed probing).
+    let other = if is_ipv4 {
+        info.get_addrs_on_my_intf_v6(intf) // rlx patch: RFC 6762 §6.2
+    } else {
+        info.get_addrs_on_my_intf_v4(intf) // rlx patch: RFC 6762 §6.2
+    }; // rlx patch: RFC 6762 §6.2
+    for address in other {
+        // rlx patch: RFC 6762 §6.2
+        let mut dns_addr = DnsAddress::new(
+            hostname,
+            ip_address_rr_type(&address),
+            CLASS_IN | CLASS_CACHE_FLUSH,
+            info.get_host_ttl(),
+            address,
+            intf.into(),
+        ); // rlx patch: RFC 6762 §6.2
+        if let Some(new_name) = dns_registry.name_changes.get(hostname) {
+            dns_addr.get_record_mut().set_new_name(new_name.to_string()); // rlx patch: RFC 6762 §6.2
+        } // rlx patch: RFC 6762 §6.2
+        out.add_answer_record(dns_addr); // rlx patch: RFC 6762 §6.2
+    } // rlx patch: RFC 6762 §6.2
+
     Some(out)
+}
+
+/// rlx patch: RFC 6762 §6.2: `sending` (the addresses of the sending
+/// socket's family on `intf`) and the other family's, in that order.
+fn both_families(
+    service: &ServiceInfo,
+    intf: &MyIntf,
+    mut sending: Vec<IpAddr>,
+    is_ipv4: bool,
+) -> Vec<IpAddr> {
+    let other = if is_ipv4 {
+        service.get_addrs_on_my_intf_v6(intf)
+    } else {
+        service.get_addrs_on_my_intf_v4(intf)
+    };
+    sending.extend(other);
+    sending
 }
 
 /// Send an unsolicited response for owned service via `intf` and `sock`.
