@@ -11,9 +11,11 @@
 //! - `answers`: ANY, letter cases, the meta-query, ids and IP TTLs, both
 //!   address families, QU replies bounded per source.
 //! - `two_nics`: a box with two NICs on one LAN never conflicts with itself.
+//! - `questions`: two browsers on one LAN ask each question once.
 
 mod addr;
 mod answers;
+mod questions;
 mod reflector;
 mod state;
 mod two_nics;

@@ -2106,6 +2106,28 @@ impl DnsOutgoing {
         self.questions.push(q);
     }
 
+    /// rlx patch: RFC 6762 §7.3 response aggregation (PATCHES.md §35): adds
+    /// `other`'s answers and additionals that this response does not hold
+    /// yet (a record in both answers two queries at once).
+    pub(crate) fn absorb(&mut self, other: DnsOutgoing) {
+        for a in other.answers {
+            if !self.answers.iter().any(|r| r.matches(a.as_ref())) {
+                self.answers.push(a);
+            }
+        }
+        for a in other.additionals {
+            let held = self
+                .answers
+                .iter()
+                .chain(self.additionals.iter())
+                .any(|r| r.matches(a.as_ref()));
+            if !held {
+                self.additionals.push(a);
+            }
+        }
+        self.known_answer_count += other.known_answer_count;
+    }
+
     /// Moves the answers for which `take` returns true into a new response
     /// with the same flags and id, and a copy of the additional records.
     /// Used to send part of an answer by unicast and the rest by multicast

@@ -199,6 +199,8 @@ mod log {
 
 mod dns_cache;
 mod dns_parser;
+// rlx patch: RFC 6762 §7.3 duplicate question suppression (PATCHES.md §35).
+mod dup_questions;
 mod error;
 mod service_daemon;
 mod service_info;

@@ -208,6 +208,9 @@ enum Counter {
     DnsRegistryTimer,
     DnsRegistryNameChange,
     Timer,
+    // rlx patch: RFC 6762 §7.3 (PATCHES.md §35)
+    DuplicateQuestionSuppressed,
+    ResponsesAggregated, // rlx patch: RFC 6762 §7.3
 }
 
 impl fmt::Display for Counter {
@@ -235,6 +238,9 @@ impl fmt::Display for Counter {
             Self::DnsRegistryTimer => write!(f, "dns-registry-timer"),
             Self::DnsRegistryNameChange => write!(f, "dns-registry-name-change"),
             Self::Timer => write!(f, "timer"),
+            // rlx patch: RFC 6762 §7.3 (PATCHES.md §35)
+            Self::DuplicateQuestionSuppressed => write!(f, "duplicate-question-suppressed"),
+            Self::ResponsesAggregated => write!(f, "responses-aggregated"), // rlx patch: RFC 6762 §7.3
         }
     }
 }
@@ -1085,6 +1091,39 @@ struct DelayedResponse {
     out: DnsOutgoing,
     if_index: u32,
     is_ipv4: bool,
+    /// rlx patch: RFC 6762 §7.3: when its query came (for aggregation).
+    queued_at: Instant,
+}
+
+/// rlx patch: RFC 6762 §7.3 response aggregation (PATCHES.md §35): takes
+/// the due response `due` out of `pending`, with every other pending one for
+/// the same interface and family whose query came at least the §6 minimum
+/// delay (20 ms) ago merged into it: one multicast packet answers the
+/// queries of a burst (several browsers starting at once, a query and its
+/// retransmission), instead of one each.
+fn take_aggregated(
+    pending: &mut Vec<DelayedResponse>,
+    due: usize,
+    now: Instant,
+) -> (DelayedResponse, usize) {
+    let mut resp = pending.remove(due);
+    let min = Duration::from_millis(SHARED_RESPONSE_DELAY_MIN_MILLIS);
+    let mut merged = 0;
+    let mut i = 0;
+    while i < pending.len() {
+        let p = &pending[i];
+        if p.if_index == resp.if_index
+            && p.is_ipv4 == resp.is_ipv4
+            && now.saturating_duration_since(p.queued_at) >= min
+        {
+            let other = pending.remove(i);
+            resp.out.absorb(other.out);
+            merged += 1;
+        } else {
+            i += 1;
+        }
+    }
+    (resp, merged)
 }
 
 /// Specify kinds of interfaces. It is used to enable or to disable interfaces in the daemon.
@@ -1276,6 +1315,10 @@ struct Zeroconf {
 
     /// All repeating transmissions.
     retransmissions: Vec<ReRun>,
+
+    // rlx patch: RFC 6762 §7.3 (PATCHES.md §35): browse questions other
+    // hosts just asked, which stand for our next one.
+    heard_questions: crate::dup_questions::HeardQuestions,
 
     /// Query responses deferred per RFC 6762 §6.
     delayed_responses: Vec<DelayedResponse>,
@@ -1572,6 +1615,7 @@ impl Zeroconf {
             hostname_resolvers: HashMap::new(),
             service_queriers: HashMap::new(),
             retransmissions: Vec::new(),
+            heard_questions: Default::default(), // rlx patch: RFC 6762 §7.3
             delayed_responses: Vec::new(),
             truncated_queries: Vec::new(), // rlx patch: RFC 6762 §7.2
             legacy_reply_limit: Default::default(), // rlx patch: RFC 6762 §6.7
@@ -1884,8 +1928,11 @@ impl Zeroconf {
             let mut i = 0;
             while i < self.delayed_responses.len() {
                 if now >= self.delayed_responses[i].next_time {
-                    let resp = self.delayed_responses.remove(i);
+                    // rlx patch: RFC 6762 §7.3 response aggregation
+                    let (resp, merged) = take_aggregated(&mut self.delayed_responses, i, now);
+                    self.increase_counter(Counter::ResponsesAggregated, merged as i64); // rlx patch: RFC 6762 §7.3
                     self.send_delayed_response(resp);
+                    i = 0; // rlx patch: RFC 6762 §7.3 (the list changed)
                 } else {
                     i += 1;
                 }
@@ -3018,6 +3065,12 @@ impl Zeroconf {
 
     /// Sends out a list of `questions` (i.e. DNS questions) via multicast.
     fn send_query_vec(&self, questions: &[(&str, RRType)]) {
+        self.send_query_vec_skipping(questions, &HashSet::new()); // rlx patch: RFC 6762 §7.3
+    }
+
+    /// rlx patch: RFC 6762 §7.3 (PATCHES.md §35): [`Self::send_query_vec`]
+    /// on every interface but those in `skip`.
+    fn send_query_vec_skipping(&self, questions: &[(&str, RRType)], skip: &HashSet<u32>) {
         let mut out = DnsOutgoing::new(FLAGS_QR_QUERY);
         let now = Instant::now();
 
@@ -3041,6 +3094,9 @@ impl Zeroconf {
 
         let mut invalid_intf_addrs = HashSet::new();
         for intf in self.my_intfs.values() {
+            if skip.contains(&intf.index) {
+                continue; // rlx patch: RFC 6762 §7.3
+            }
             if let Some(sock) = self.ipv4_sock.as_ref() {
                 if let Err(InternalError::IntfAddrInvalid(intf_addr)) =
                     send_dns_outgoing(&out, intf, &sock.pktinfo, self.port, None, None)
@@ -3558,6 +3614,47 @@ impl Zeroconf {
     /// only never conflicts. The same interface's own address is not "other":
     /// a second responder on this host (another process on the same
     /// interface) still conflicts, as it must.
+    /// rlx patch: RFC 6762 §7.3 (PATCHES.md §35): remembers the QM PTR
+    /// questions for a service type we browse that another host asked from
+    /// port 5353 without a known answer we lack: our next query for it on
+    /// that interface counts as sent. Our own looped-back queries (a
+    /// source that is one of our addresses), legacy and QU questions, whose
+    /// answers go by unicast to that host alone, and probes do not count.
+    fn note_duplicate_questions(&mut self, msg: &DnsIncoming, if_index: u32, from: SocketAddr) {
+        if from.port() != self.port
+            || msg.num_authorities() > 0
+            || self
+                .my_intfs
+                .values()
+                .any(|intf| intf.addrs.iter().any(|a| a.ip() == from.ip()))
+        {
+            return;
+        }
+        let now = Instant::now();
+        for q in msg.questions() {
+            if q.entry_type() != RRType::PTR || q.unicast_response() {
+                continue;
+            }
+            let name = q.entry_name();
+            if !self
+                .service_queriers
+                .keys()
+                .any(|ty| ty.eq_ignore_ascii_case(name))
+            {
+                continue;
+            }
+            let ours = self.cache.get_known_answers(name, RRType::PTR, now);
+            let lacking = msg.answers().iter().any(|a| {
+                a.get_type() == RRType::PTR
+                    && a.get_name().eq_ignore_ascii_case(name)
+                    && !ours.iter().any(|r| r.record.matches(a.as_ref()))
+            });
+            if !lacking {
+                self.heard_questions.heard(if_index, name, RRType::PTR, now);
+            }
+        }
+    }
+
     fn sent_by_our_other_intf(&self, src: &IpAddr, if_index: u32) -> bool {
         self.my_intfs
             .iter()
@@ -4002,7 +4099,8 @@ impl Zeroconf {
     fn handle_query(&mut self, msg: DnsIncoming, if_index: u32, querier_addr: SocketAddr) {
         let querier_ip = querier_addr.ip();
         let is_ipv4 = querier_ip.is_ipv4();
-        // rlx patch: RFC 6762 §14 (PATCHES.md §31): our other NIC's probe.
+        self.note_duplicate_questions(&msg, if_index, querier_addr); // rlx patch: RFC 6762 §7.3
+                                                                     // rlx patch: RFC 6762 §14 (PATCHES.md §31): our other NIC's probe.
         let own_probe = self.sent_by_our_other_intf(&querier_ip, if_index);
 
         let mut out = DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA);
@@ -4200,6 +4298,7 @@ impl Zeroconf {
                 out,
                 if_index,
                 is_ipv4,
+                queued_at: Instant::now(), // rlx patch: RFC 6762 §7.3
             });
             self.add_timer(next_time);
             return;
@@ -4665,7 +4764,20 @@ impl Zeroconf {
             return;
         }
 
-        self.send_query(&ty, RRType::PTR);
+        // rlx patch: RFC 6762 §7.3 (PATCHES.md §35): not on an interface
+        // where another host just asked the same question.
+        let asked_at = Instant::now();
+        let indexes: Vec<u32> = self.my_intfs.keys().copied().collect();
+        let skip: HashSet<u32> = indexes
+            .into_iter()
+            .filter(|i| self.heard_questions.take(*i, &ty, RRType::PTR, asked_at))
+            .collect(); // rlx patch: RFC 6762 §7.3
+        if !skip.is_empty() {
+            debug!("{ty}: another host just asked it on interfaces {skip:?}; not asked there (RFC 6762 §7.3)");
+            // rlx patch: RFC 6762 §7.3
+        } // rlx patch: RFC 6762 §7.3
+        self.increase_counter(Counter::DuplicateQuestionSuppressed, skip.len() as i64); // rlx patch: RFC 6762 §7.3
+        self.send_query_vec_skipping(&[(&ty, RRType::PTR)], &skip); // rlx patch: RFC 6762 §7.3
 
         self.query_unresolved_instances(&ty);
 
@@ -6832,6 +6944,77 @@ mod tests {
         assert!(valid_instance_name("my-laser._printer._tcp.local."));
         assert!(valid_instance_name("my-laser.._printer._tcp.local."));
         assert!(!valid_instance_name("_printer._tcp.local."));
+    }
+
+    // rlx patch: RFC 6762 §7.3 (PATCHES.md §35): another host's QM
+    // question for a type we browse stands for our next query; our own
+    // looped-back one, a QU or legacy question, and one whose known answers
+    // hold a record we lack do not.
+    #[test]
+    fn rfc6762_dup_question_another_hosts_qm_question_stands_for_our_next_query() {
+        let mut daemon = new_test_zeroconf();
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let index = daemon
+            .my_intfs
+            .values()
+            .find(|intf| intf.addrs.iter().any(|addr| addr.ip() == lo))
+            .unwrap()
+            .index;
+        let ty = "_rlx._tcp.local.";
+        let (tx, _rx) = flume::bounded(10);
+        daemon.service_queriers.insert(ty.to_string(), tx);
+        let interface = InterfaceId {
+            name: "test".to_string(),
+            index,
+        };
+        let ask = |qu: bool, known: Option<&str>| {
+            let mut q = DnsOutgoing::new(FLAGS_QR_QUERY);
+            if qu {
+                q.add_question_unicast(ty, RRType::PTR);
+            } else {
+                q.add_question(ty, RRType::PTR);
+            }
+            if let Some(instance) = known {
+                q.add_answer_box(crate::dns_parser::DnsRecordExt::boxed(DnsPointer::new(
+                    ty,
+                    RRType::PTR,
+                    CLASS_IN,
+                    4500,
+                    instance.to_string(),
+                )));
+            }
+            let packet = q.to_data_on_wire(MAX_PKT_DEFAULT, true).remove(0);
+            DnsIncoming::new(packet, interface.clone()).unwrap()
+        };
+        let other = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+        let mut counts = |daemon: &mut super::Zeroconf, msg, from: std::net::SocketAddr| {
+            daemon.handle_query(msg, index, from);
+            daemon
+                .heard_questions
+                .take(index, "_RLX._tcp.local.", RRType::PTR, Instant::now())
+        };
+        let port = daemon.port;
+        assert!(counts(&mut daemon, ask(false, None), (other, port).into()));
+        assert!(
+            !counts(&mut daemon, ask(false, None), (lo, port).into()),
+            "our own"
+        );
+        assert!(
+            !counts(&mut daemon, ask(true, None), (other, port).into()),
+            "QU"
+        );
+        assert!(
+            !counts(&mut daemon, ask(false, None), (other, 40000).into()),
+            "legacy"
+        );
+        assert!(
+            !counts(
+                &mut daemon,
+                ask(false, Some("a._rlx._tcp.local.")),
+                (other, port).into()
+            ),
+            "a known answer we lack: our query would draw that answer"
+        );
     }
 
     #[test]

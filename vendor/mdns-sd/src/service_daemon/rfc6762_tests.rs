@@ -2,12 +2,12 @@
 //! the pure parts, with no daemon and no socket.
 
 use super::{
-    check_probing, port_taken_by_another, shared_response_delay, Instant,
-    SHARED_RESPONSE_DELAY_MAX_MILLIS, SHARED_RESPONSE_DELAY_MIN_MILLIS,
+    check_probing, port_taken_by_another, shared_response_delay, take_aggregated, DelayedResponse,
+    Instant, SHARED_RESPONSE_DELAY_MAX_MILLIS, SHARED_RESPONSE_DELAY_MIN_MILLIS,
 };
 use crate::dns_parser::{
-    DnsAddress, DnsIncoming, DnsOutgoing, DnsRecordBox, DnsRecordExt, InterfaceId, RRType,
-    CLASS_CACHE_FLUSH, CLASS_IN, FLAGS_QR_QUERY, FLAGS_QR_RESPONSE,
+    DnsAddress, DnsIncoming, DnsOutgoing, DnsPointer, DnsRecordBox, DnsRecordExt, InterfaceId,
+    RRType, CLASS_CACHE_FLUSH, CLASS_IN, FLAGS_QR_QUERY, FLAGS_QR_RESPONSE,
 };
 use crate::service_info::{compare_probe_records, DnsRegistry, MyIntf, Probe};
 use crate::timers::Timers;
@@ -205,4 +205,58 @@ fn a_multicast_record_is_recent_for_a_quarter_of_its_ttl() {
     goodbye.add_answer_box(a_record("10.0.0.1", 0));
     registry.apply_multicast_rate_limit(&mut goodbye, t0 + Duration::from_secs(2), true);
     assert!(!registry.multicast_recently(&record, t0 + Duration::from_secs(3), true));
+}
+
+/// A delayed response on interface `if_index` answering with PTRs to
+/// `instances`, queued `ago` before `now`.
+fn delayed(if_index: u32, instances: &[&str], now: Instant, ago: Duration) -> DelayedResponse {
+    let mut out = DnsOutgoing::new(FLAGS_QR_RESPONSE);
+    for i in instances {
+        out.add_answer_box(
+            DnsPointer::new(
+                "_rlx._tcp.local.",
+                RRType::PTR,
+                CLASS_IN,
+                4500,
+                i.to_string(),
+            )
+            .boxed(),
+        );
+    }
+    DelayedResponse {
+        next_time: now,
+        out,
+        if_index,
+        is_ipv4: true,
+        queued_at: now - ago,
+    }
+}
+
+/// Guards against one multicast packet per query (RFC 6762 §7.3, PATCHES.md
+/// §35): the pending responses of one interface and family whose queries
+/// are at least 20 ms old go out with the due one, each record once; a
+/// response on another interface, or to a query younger than 20 ms, waits.
+#[test]
+fn due_responses_carry_the_other_pending_ones_of_their_link_each_record_once() {
+    let now = Instant::now();
+    let ms = Duration::from_millis;
+    let mut pending = vec![
+        delayed(2, &["a._rlx._tcp.local."], now, ms(100)),
+        delayed(
+            2,
+            &["a._rlx._tcp.local.", "b._rlx._tcp.local."],
+            now,
+            ms(30),
+        ),
+        delayed(3, &["c._rlx._tcp.local."], now, ms(50)),
+        delayed(2, &["d._rlx._tcp.local."], now, ms(5)),
+    ];
+    let (resp, merged) = take_aggregated(&mut pending, 0, now);
+    assert_eq!(merged, 1);
+    assert_eq!(resp.out.answers_count(), 2, "a once, and b");
+    assert_eq!(pending.len(), 2, "eth3's and the young one wait");
+    assert!(pending.iter().any(|p| p.if_index == 3));
+    assert!(pending
+        .iter()
+        .any(|p| p.if_index == 2 && p.out.answers_count() == 1));
 }
