@@ -23,7 +23,8 @@
 //!   [`sc_links`]: link measurement against iperf3; [`sc_faults`]: `watch`
 //!   under injected faults (crashes, pauses, cut links, loss, a CPU hog, the
 //!   coordinator stopped) beside python-zeroconf and serf, every `left`
-//!   judged against the injection log (30 min in a full run, 2 in quick).
+//!   judged against the injection log (30 min in a full run, 2 in quick);
+//!   [`sc_dns`]: a DNS-SD-only cluster, `expand` against `dig`.
 //! - [`report`]: BENCHMARKS.md with every goal judged; [`plot`]: PNGs.
 //!
 //! Every scenario builds its network with [`rlx_lab`] and runs
@@ -47,6 +48,8 @@ mod proc;
 mod report;
 #[cfg(target_os = "linux")]
 mod results;
+#[cfg(target_os = "linux")]
+mod sc_dns;
 #[cfg(target_os = "linux")]
 mod sc_faults;
 #[cfg(target_os = "linux")]
@@ -111,7 +114,7 @@ struct RunArgs {
     #[arg(long)]
     quick: bool,
     /// Only these scenarios (comma-separated: mdns, scan, ssh, footprint,
-    /// trust, soak, links, faults). With --quick, `soak` runs only when
+    /// trust, soak, links, faults, dns). With --quick, `soak` runs only when
     /// named here: it is long.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -261,6 +264,7 @@ fn run(a: RunArgs) -> Result<()> {
         "soak",
         "links",
         "faults",
+        "dns",
     ];
     for o in &a.only {
         if !all.contains(&o.as_str()) {
@@ -270,7 +274,7 @@ fn run(a: RunArgs) -> Result<()> {
     let wanted =
         |s: &str| (a.only.is_empty() && (s != "soak" || !a.quick)) || a.only.iter().any(|o| o == s);
     type Scenario = fn(&mut Ctx) -> Result<()>;
-    let scenarios: [(&str, Scenario); 9] = [
+    let scenarios: [(&str, Scenario); 10] = [
         ("scan", sc_scan::run),
         ("ssh", sc_ssh::run),
         ("footprint", sc_footprint::run),
@@ -281,6 +285,7 @@ fn run(a: RunArgs) -> Result<()> {
         ("soak", sc_soak::run),
         ("links", sc_links::run),
         ("faults", sc_faults::run),
+        ("dns", sc_dns::run),
     ];
     for (name, f) in scenarios {
         if !wanted(name) {

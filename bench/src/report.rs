@@ -366,6 +366,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
             "faults",
             "8. Faults: false deaths and detection under injected faults",
         ),
+        ("dns", "9. A DNS-SD-only cluster"),
     ];
     for (sc, title) in titles {
         let rows: Vec<&Summary> = s.iter().filter(|x| x.scenario == sc).collect();
@@ -392,6 +393,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
                     "scan" => Some("rlx-discover scan"),
                     "ssh" => Some("rlx-discover expand (ssh_hosts)"),
                     "links" => Some("rlx-discover browse --links"),
+                    "dns" => Some("rlx-discover expand (dns_sd, mDNS on)"),
                     _ => None,
                 };
                 let vs = ours_tool
