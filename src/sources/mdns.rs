@@ -131,12 +131,15 @@
 //!
 //! One more rule stops a browse that heard nothing: when unicast DNS-SD
 //! (`dns_sd`) has answered with at least one agent, no mDNS responder has
-//! answered anything at all, conditions 1 and 4 hold and `QUIET` has passed
-//! since the DNS answer, the cluster is taken to be beyond this link (a
-//! routed subnet found through DNS) and the browse stops, about 0.5 s in,
-//! instead of listening its whole window. What it risks is the same as
-//! every early stop's: an agent on this link that answers later than
-//! `LATE_ANSWER` would be missed, and the report says so.
+//! answered anything at all, `LATE_ANSWER` plus `SILENT_SLACK` (425 ms) has
+//! passed since the first query (the long floor where neighbour exchanges
+//! cannot be repaired) and `QUIET` since the DNS answer, the cluster is
+//! taken to be beyond this link (a routed subnet found through DNS) and the
+//! browse stops, about 0.43 s in, instead of listening its whole window.
+//! `QUIET` is not added to the floor: it lets a stream of answers settle,
+//! and nothing was heard. What it risks is the same as every early stop's:
+//! an agent on this link that answers later than `LATE_ANSWER` would be
+//! missed, and the report says so.
 //!
 //! The [`Attempt`](crate::sighting::Attempt) always says how long it listened, whether and why it
 //! stopped early, and how many instances answered *late*: after the point

@@ -236,11 +236,11 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
                 Status::NotMet
             };
             if g.status == Status::NotMet {
-                g.comment = "the mDNS browse, having heard nobody, stops at its early-stop floor \
-                     (500 ms in: the last early query plus the 400 ms a late answerer is given, \
-                     docs/protocol.md), whenever the DNS answer came; the figure is expand's whole \
-                     wall time minus the DNS attempt's, so it also holds the process's start and \
-                     exit (about 30 ms). Stopping sooner after a DNS answer would lose an mDNS \
+                g.comment = "the mDNS browse, having heard nobody, stops at its floor for that \
+                     case (425 ms in: the 400 ms a late answerer is given after the first query, \
+                     plus 25 ms, src/sources/mdns.rs), whenever the DNS answer came; the figure is \
+                     expand's whole wall time minus the DNS attempt's, so it also holds the \
+                     process's start and exit (about 30 ms). Stopping sooner would lose an mDNS \
                      agent in Wi-Fi power save on the coordinator's own link"
                     .into();
             }

@@ -7,9 +7,9 @@
 use super::browser::{BrowserEvent, MdnsBrowser};
 use super::options::{AnsweredElsewhere, BrowseOptions, MdnsError};
 use super::schedule::{
-    legacy_offset, legacy_round_wanted, matured, ms, ARP_ANNOUNCE_MS, EARLY_FLOOR_WITHOUT_ARP,
-    EARLY_FLOOR_WITH_ARP, EARLY_ROUNDS, EXTRA_QM_MS, LEGACY_BURST_MS, MULTICAST_DECISION, QUIET,
-    ROUND_WAIT, STOP_RISK,
+    legacy_offset, legacy_round_wanted, matured, ms, silent_floor, ARP_ANNOUNCE_MS,
+    EARLY_FLOOR_WITHOUT_ARP, EARLY_FLOOR_WITH_ARP, EARLY_ROUNDS, EXTRA_QM_MS, LEGACY_BURST_MS,
+    MULTICAST_DECISION, QUIET, ROUND_WAIT, STOP_RISK,
 };
 use super::sockets::{
     open_sockets, read_loop, send_standard_query, Datagram, LegacySocket, READ_QUEUE,
@@ -86,6 +86,8 @@ struct Run {
     next_kick: usize,
     /// When an early stop first becomes possible.
     early_point: Instant,
+    /// Earliest stop by the `dns_sd` rule ([`silent_floor`]).
+    silent_point: Instant,
     /// When something new was last learnt.
     last_change: Instant,
     /// Early stop needs legacy queries; without sockets it cannot be judged.
@@ -181,13 +183,15 @@ impl Run {
         let (kickers, every_iface) = Kicker::open_all(&table.ifaces);
         // The short floor holds only where a lost neighbour exchange can be
         // repaired on every interface: IPv4 by ARP, IPv6 by NDP.
-        let floor = if !kickers.is_empty() && every_iface {
+        let short_floor = !kickers.is_empty() && every_iface;
+        let floor = if short_floor {
             EARLY_FLOOR_WITH_ARP
         } else {
             EARLY_FLOOR_WITHOUT_ARP
         };
         let early_point =
             t0 + (Duration::from_millis(LEGACY_BURST_MS[EARLY_ROUNDS - 1]) + QUIET).max(floor);
+        let silent_point = t0 + silent_floor(short_floor);
         let early_possible = opts.early_stop && !socks.is_empty();
         Ok(Run {
             t0,
@@ -205,6 +209,7 @@ impl Run {
             next_qm: 0,
             next_kick: 0,
             early_point,
+            silent_point,
             last_change: t0,
             early_possible,
             elsewhere: opts.elsewhere.clone(),
@@ -257,6 +262,23 @@ impl Run {
     /// Whether a stop rule holds now (see "When it stops early" in the
     /// [`mdns`](super) docs); records which one.
     fn stop_early(&mut self, now: Instant) -> bool {
+        // Nothing heard on any link, and a DNS server answered for the
+        // cluster: it is not on this link. The floor is LATE_ANSWER after
+        // the first query (and QUIET after the DNS answer), so an agent
+        // here answering that late is heard; with nothing heard there is
+        // no stream of answers for QUIET to let settle.
+        if let (true, 0, Some((at, n))) = (
+            self.early_possible,
+            self.stats.unparsed_replies,
+            self.answered_elsewhere,
+        ) {
+            if n > 0 && self.table.heard_nothing() && now >= self.silent_point && now >= at + QUIET
+            {
+                self.stats.stopped_early = true;
+                self.stats.stop_rule = Some(StopRule::DnsSdAnswered);
+                return true;
+            }
+        }
         if !(self.early_possible
             && self.stats.unparsed_replies == 0
             && now >= self.early_point
@@ -269,16 +291,6 @@ impl Run {
             self.stats.stop_rule = Some(StopRule::Clean);
             self.stats.expected_missing = Some(0.0);
             return true;
-        }
-        // Nothing heard on any link, and a DNS server answered for the
-        // cluster: it is not on this link. Given the same floor as every
-        // early stop, so an agent answering up to LATE_ANSWER late is heard.
-        if let Some((at, n)) = self.answered_elsewhere {
-            if n > 0 && self.table.heard_nothing() && now >= at + QUIET {
-                self.stats.stopped_early = true;
-                self.stats.stop_rule = Some(StopRule::DnsSdAnswered);
-                return true;
-            }
         }
         let (k, _) = matured(now - self.t0, self.round);
         if let Some(e) = self.table.expected_missing(k).filter(|&e| e < STOP_RISK) {
@@ -432,7 +444,7 @@ impl Run {
             wake = wake.min(t0 + Duration::from_millis(at));
         }
         if let (true, Some((at, _))) = (self.early_possible, self.answered_elsewhere) {
-            wake = wake.min(self.early_point.max(at + QUIET).max(now));
+            wake = wake.min(self.silent_point.max(at + QUIET).max(now));
         }
         if self.early_possible {
             wake = wake.min(self.early_point.max(self.last_change + QUIET).max(now));

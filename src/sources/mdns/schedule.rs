@@ -95,6 +95,25 @@ pub(crate) const LATE_ANSWER: Duration = Duration::from_millis(400);
 pub(crate) const EARLY_FLOOR_WITH_ARP: Duration =
     Duration::from_millis(LATE_ANSWER.as_millis() as u64 + QUIET.as_millis() as u64);
 
+/// How long past [`LATE_ANSWER`] a browse that heard nothing at all waits
+/// before the `dns_sd` rule may stop it: an answer sent that late to the
+/// first query still has its way through a loaded switch and the kernel.
+/// [`QUIET`], which gives a stream of answers time to settle, has nothing
+/// to wait out when nothing was heard.
+pub(crate) const SILENT_SLACK: Duration = Duration::from_millis(25);
+
+/// Earliest stop by the `dns_sd` rule (nothing heard on this link, DNS
+/// answered): [`LATE_ANSWER`] after the first query plus [`SILENT_SLACK`]
+/// where lost neighbour exchanges are repaired (the short floor applies),
+/// else the long floor, as for every early stop.
+pub(crate) fn silent_floor(short_floor: bool) -> Duration {
+    if short_floor {
+        LATE_ANSWER + SILENT_SLACK
+    } else {
+        EARLY_FLOOR_WITHOUT_ARP
+    }
+}
+
 /// Earliest early stop without `CAP_NET_RAW`. A responder whose ARP request
 /// for us was lost is silent on the legacy path until Linux retries ARP one
 /// second later, and on a small network the other responders may all look
@@ -191,6 +210,19 @@ pub(super) fn ms(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Guards against a DNS-SD-only cluster waiting out the floor of a
+    /// stream of answers that never came (expand ended 480-530 ms after the
+    /// DNS answer): with nothing heard the `dns_sd` rule waits only for an
+    /// answer LATE_ANSWER late to the first query, and still the long floor
+    /// where a lost ARP exchange cannot be repaired.
+    #[test]
+    fn the_dns_sd_rule_waits_for_a_late_answer_but_not_for_quiet_after_silence() {
+        assert_eq!(silent_floor(true), Duration::from_millis(425));
+        assert!(silent_floor(true) > LATE_ANSWER);
+        assert!(silent_floor(true) < EARLY_FLOOR_WITH_ARP);
+        assert_eq!(silent_floor(false), EARLY_FLOOR_WITHOUT_ARP);
+    }
 
     #[test]
     fn a_round_counts_once_its_answers_are_due() {
