@@ -27,6 +27,7 @@
 mod discover;
 mod keypath;
 mod node;
+mod runtime;
 mod values;
 
 pub(crate) use discover::DEFAULT_BROWSE_MS;
@@ -34,23 +35,42 @@ pub use discover::{
     DiscoverSection, DnsSdSection, DEFAULT_LINK_WINDOW_MS, DEFAULT_SCAN_CONCURRENCY,
     DEFAULT_TIMEOUT_MS,
 };
-pub use node::{KvCache, NodeConfig, Role};
+pub use node::{KvPolicy, NodeConfig, Role};
 /// Default worker port, as in the seed, and the agents' own port.
 pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
-pub use values::{DeviceList, DevicePolicy, DeviceSpec, Precision, Subnet, ValueError};
+pub use runtime::{DeviceKind, DEFAULT_PRECISION};
+pub use values::{DeviceList, DevicePolicy, Precision, Subnet, ValueError};
 
 use keypath::{span_of, Invalid};
 use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// The parts of `cluster.toml` this tool reads.
+/// The parts of `cluster.toml` this tool reads, and the runtime's own
+/// top-level keys, which are only checked (with the runtime's types) and
+/// kept as written. Other keys are the runtime's business: it ignores
+/// them, and so does this.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 struct RawFile {
     #[serde(default)]
     discover: Option<DiscoverSection>,
     #[serde(default)]
     node: Vec<NodeConfig>,
+    /// The checkpoint: a Hugging Face id or a local directory. The runtime
+    /// requires it; a file without it loads here with a warning, since
+    /// `expand` is often run before the model is chosen.
+    #[serde(default)]
+    model: Option<String>,
+    /// The runtime's prompt length, global seed, RAM headroom and
+    /// `[placement]`: checked with the runtime's types, kept as written.
+    #[serde(default)]
+    seq: Option<usize>,
+    #[serde(default)]
+    rng_seed: Option<u64>,
+    #[serde(default)]
+    reserve_ram_gb: Option<f64>,
+    #[serde(default)]
+    placement: Option<runtime::Placement>,
 }
 
 /// A loaded cluster file.
@@ -62,11 +82,20 @@ pub struct ClusterConfig {
     pub text: String,
     /// The `[discover]` stanza, if present.
     pub discover: Option<DiscoverSection>,
-    /// The hand-written nodes, in file order.
+    /// The hand-written nodes, in file order (the runtime's pipeline order).
     pub nodes: Vec<NodeConfig>,
+    /// The runtime's `model` (a Hugging Face id or a local directory), if
+    /// the file names one: the runtime refuses a file without it.
+    pub model: Option<String>,
+    /// What the file gets past the runtime but will not do what its
+    /// author meant (a `[[node]]` key the runtime ignores, no `model`, a
+    /// `layers` range it cannot read...), each with its line. Printed by
+    /// every command that loads the file; none stops it.
+    pub warnings: Vec<ConfigError>,
 }
 
-/// A problem in a config file: where it is and what to do.
+/// A place in a config file and what is wrong there, with what to do: an
+/// error that stops the command, or one of [`ClusterConfig::warnings`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     /// The file.
@@ -133,24 +162,41 @@ impl ClusterConfig {
         if let Some(d) = &mut discover {
             d.pins_file = Some(pins_path(path, d.pins_file.as_deref()));
         }
-        let cfg = ClusterConfig {
+        let mut cfg = ClusterConfig {
             path: path.to_path_buf(),
             text: text.to_string(),
             discover,
             nodes: raw.node,
+            model: raw.model,
+            warnings: Vec::new(),
         };
-        cfg.check()
-            .map_err(|Invalid(key_path, message)| err_at(span_of(text, &key_path), message))?;
+        let at = |Invalid(key_path, message): Invalid| err_at(span_of(text, &key_path), message);
+        if let Some(d) = &cfg.discover {
+            d.check().map_err(at)?;
+        }
+        cfg.warnings = cfg.lint().into_iter().map(at).collect();
         Ok(cfg)
     }
 
-    /// Checks that need more than one key, section by section; returns the
-    /// key path to point at.
-    fn check(&self) -> Result<(), Invalid> {
-        if let Some(d) = &self.discover {
-            d.check()?;
+    /// What the file gets past the runtime but will not do what its author
+    /// meant, with the key to point at.
+    fn lint(&self) -> Vec<Invalid> {
+        let mut out = Vec::new();
+        if self.model.is_none() {
+            out.push(Invalid(
+                Vec::new(),
+                "the file has no `model`: the RLX runtime refuses a cluster file without \
+                 one (\"missing field `model`\"); add model = \"<Hugging Face id or local \
+                 directory>\" at the top"
+                    .into(),
+            ));
         }
-        node::check_nodes(&self.nodes)
+        if let Some(d) = &self.discover {
+            out.extend(d.warnings());
+        }
+        out.extend(node::unknown_keys(&self.text));
+        out.extend(node::node_warnings(&self.nodes));
+        out
     }
 }
 
@@ -174,12 +220,19 @@ pub fn default_pins_path(cluster_file: &Path) -> PathBuf {
 }
 
 /// Turns a toml/serde error into a message that names the key and says what
-/// to do, keeping toml's own description of the problem.
+/// to do, keeping toml's own description of the problem (for the runtime's
+/// keys, the runtime's words: it reads them with the same types).
 fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
     let msg = e.message().trim().to_string();
     if msg.starts_with("unknown field") {
         // "unknown field `devcie`, expected one of `addr`, ..."
         return format!("{msg}: remove the key or fix its spelling");
+    }
+    if msg.starts_with("missing field `ckpt_dir`") {
+        return format!(
+            "[[node]]: {msg}: the RLX runtime requires each node's checkpoint directory on \
+             that host; add ckpt_dir = \"/path/to/model\""
+        );
     }
     let Some(span) = e.span() else { return msg };
     let start = span.start.min(text.len());
@@ -192,17 +245,45 @@ fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
             let hint = if msg.contains("expected u16")
                 || msg.contains("expected u64")
                 || msg.contains("expected u32")
+                || msg.contains("expected usize")
             {
-                " (write a whole number without quotes)"
+                " (write a whole number without quotes)".to_string()
             } else if msg.contains("expected a boolean") {
-                " (write true or false)"
+                " (write true or false)".to_string()
             } else {
-                ""
+                old_spelling(key).map_or_else(String::new, |h| format!(" ({h})"))
             };
             format!("`{key}`: {msg}{hint}")
         }
         _ => msg,
     }
+}
+
+/// The runtime's spelling of a `[[node]]` value that this project's own
+/// older docs and `device_policy = "all"` wrote differently, for the error
+/// the runtime's type gives such a value. The migration is by hand: the
+/// file is the user's, and the old values have no single meaning in the
+/// new vocabulary (docs/guide.md, "Migrating from older rlx-discover").
+fn old_spelling(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "kv_cache" => {
+            "the runtime reads kv_cache = \"none\" | \"host\" | \"device\"; the table \
+             form (precision, max_tokens) is an older rlx-discover's and the runtime refuses it"
+        }
+        "layers" => {
+            "the runtime reads a range as a string: layers = [0, 24] is now layers = \"0:24\""
+        }
+        "role" => {
+            "the runtime's roles are \"active\" (the default), \"standby\" and \"draining\"; \
+             an older rlx-discover's \"worker\" is \"active\""
+        }
+        "device" => {
+            "the runtime names one device per node, primary first, e.g. \"cuda\" or \
+             \"metal+cpu\"; indexed devices (cuda:0,cuda:1, from an older \
+             device_policy = \"all\") are refused by it: write \"cuda\""
+        }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

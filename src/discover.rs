@@ -133,15 +133,18 @@ pub async fn expand_config(
     overrides: &Overrides,
     progress: &dyn Progress,
 ) -> Result<Expansion, ExpandError> {
-    let Some(mut d) = cfg.discover.clone() else {
-        return Ok(expand(
-            &cfg.nodes,
-            &NodeDefaults::default(),
-            Discovery::default(),
-        ));
+    let mut exp = match cfg.discover.clone() {
+        None => expand(&cfg.nodes, &NodeDefaults::default(), Discovery::default()),
+        Some(mut d) => {
+            overrides.apply(&mut d);
+            run(&d, &cfg.nodes, &file_marks(cfg), progress).await?
+        }
     };
-    overrides.apply(&mut d);
-    run(&d, &cfg.nodes, &file_marks(cfg), progress).await
+    // The file's own warnings come first: they are about what the user
+    // wrote, the rest about what was found.
+    let file = cfg.warnings.iter().map(ToString::to_string);
+    exp.report.warnings.splice(0..0, file);
+    Ok(exp)
 }
 
 /// What `d` finds, with no file to merge with: `rlx-discover browse`, or a

@@ -9,7 +9,7 @@
 //! agent_port = 6184          # rlx-agent's own port (handshake)
 //! ckpt_dir  = "/data/models/GLM-5.3-Flash"
 //! dns_sd    = { domain = "rlx.example.org" }  # optional: unicast DNS-SD
-//! device_policy = "all"      # optional: cuda:0,cuda:1 on multi-GPU nodes
+//! precision = "f16"         # optional: else the runtime's default, bf16
 //! ```
 
 use super::keypath::{Invalid, KeyRef};
@@ -65,11 +65,13 @@ pub struct DiscoverSection {
     /// Force a device instead of picking the best each host reports.
     #[serde(default)]
     pub device: Option<DeviceList>,
-    /// How many accelerators a discovered node's `device` names: `best`
-    /// (the seed's rule) or `all` (`cuda:0,cuda:1`).
+    /// How many accelerators a discovered node's `device` names: `best`,
+    /// the seed's rule and the only one the runtime can follow (`all` is
+    /// read as `best`, with a warning).
     #[serde(default)]
     pub device_policy: DevicePolicy,
-    /// Precision for discovered nodes.
+    /// Precision for discovered nodes; without it they get the runtime's
+    /// default (`bf16`), as a hand-written node without `precision` does.
     #[serde(default)]
     pub precision: Option<Precision>,
     /// Per-host TCP connect (and handshake) timeout, milliseconds.
@@ -299,15 +301,6 @@ impl DiscoverSection {
         if let Some(dns) = &self.dns_sd {
             dns.check()?;
         }
-        if let (Some(d), DevicePolicy::All) = (&self.device, self.device_policy) {
-            return Err(Invalid(
-                at("device_policy"),
-                format!(
-                    "[discover] device_policy = \"all\" has no effect with device = \"{d}\", \
-                     which writes that device on every node; remove one of the two"
-                ),
-            ));
-        }
         let max_window = rlx_proto::handshake::measure::MAX_MS;
         if !(10..=max_window).contains(&self.link_window_ms) {
             return Err(Invalid(
@@ -335,6 +328,23 @@ impl DiscoverSection {
             ));
         }
         Ok(())
+    }
+}
+
+impl DiscoverSection {
+    /// What the stanza gets past the checks but does not do as written.
+    pub(crate) fn warnings(&self) -> Vec<Invalid> {
+        let mut out = Vec::new();
+        if self.device_policy == DevicePolicy::All {
+            out.push(Invalid(
+                KeyRef::at("discover", "device_policy"),
+                "[discover] device_policy = \"all\" is read as \"best\": it wrote every \
+                 accelerator by index (cuda:0,cuda:1), which the RLX runtime refuses (one \
+                 device per node, no indices); remove the key"
+                    .into(),
+            ));
+        }
+        out
     }
 }
 

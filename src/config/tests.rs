@@ -38,60 +38,173 @@ fn dns_sd_is_an_inline_table_checked_with_its_line() {
 }
 
 #[test]
-fn device_lists_round_trip_through_their_string_form() {
-    let d: DeviceList = "cuda:0, cuda:1".parse().unwrap();
-    assert_eq!(d.as_str(), "cuda:0,cuda:1");
-    assert!("cuda:x".parse::<DeviceList>().is_err());
+fn device_lists_are_the_runtimes_primary_first_with_cpu_spill() {
+    let d: DeviceList = " metal+cpu ".parse().unwrap();
+    assert_eq!(
+        d.as_str(),
+        "metal+cpu",
+        "kept as written, trimmed as the runtime keeps it"
+    );
+    assert_eq!(
+        d.kinds().collect::<Vec<_>>(),
+        [DeviceKind::Metal, DeviceKind::Cpu]
+    );
+    assert_eq!(d.primary(), DeviceKind::Metal);
+    let e = "cuda:0,cuda:1"
+        .parse::<DeviceList>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unknown device 'cuda:0'"),
+        "the runtime has no indices: {e}"
+    );
     assert!("".parse::<DeviceList>().is_err());
 }
 
+/// Every `[[node]]` field with the runtime's types and vocabulary: a file
+/// the runtime reads is read here, and nothing in it is refused.
 #[test]
-fn a_hand_written_node_keeps_every_seed_field() {
+fn a_hand_written_node_takes_every_runtime_field_in_the_runtimes_spelling() {
     let c = parse(
         r#"
+model = "some/model"
+seq = 6
+rng_seed = 42
+reserve_ram_gb = 6.0
+[placement]
+policy = "manual"
+[placement.objective]
+optimize = "latency"
+precision_ladder = ["f16", "mxfp4"]
+
 [[node]]
 addr = "a:9100"
 ssh = "a"
 ckpt_dir = "/pinned"
-device = "cuda:0,cuda:1"
-precision = "f16"
-kv_cache = { precision = "int8", max_tokens = 8192 }
+device = "cuda+cpu"
+precision = "f8e4m3"
+kv_cache = "device"
 rng_seed = 7
-max_ram_gb = 40.0
-layers = [0, 24]
+max_ram_gb = 40
+layers = "0:24"
 
 [[node]]
 addr = "b:9100"
+ckpt_dir = "/pinned"
 role = "standby"
-standby_for = "a:9100"
+
+[[node]]
+addr = "c:9100"
+ckpt_dir = "/pinned"
+precision = "nvfp4"
+role = "draining"
 "#,
     )
     .unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(c.model.as_deref(), Some("some/model"));
     let n = &c.nodes[0];
-    assert_eq!(n.device.as_str(), "cuda:0,cuda:1");
-    assert_eq!(n.kv_cache.max_tokens, Some(8192));
-    assert_eq!(n.layers, Some([0, 24]));
-    assert_eq!(c.nodes[1].role, Role::Standby);
+    assert_eq!(n.device.as_str(), "cuda+cpu");
+    assert_eq!(n.precision.as_str(), "f8e4m3");
+    assert_eq!(n.kv_cache, KvPolicy::Device);
+    assert_eq!(n.manual_range(), Some(0..24));
+    assert_eq!(n.max_ram_gb, Some(40.0));
+    assert_eq!(
+        c.nodes[1].role,
+        Role::Standby,
+        "a standby may back the largest stage"
+    );
+    assert_eq!(
+        c.nodes[1].precision.as_str(),
+        "bf16",
+        "the runtime's default"
+    );
+    assert_eq!(c.nodes[2].role, Role::Draining);
+}
+
+/// The runtime refuses these files; so does this, naming the line and
+/// saying what the runtime reads instead.
+#[test]
+fn values_the_runtime_refuses_are_refused_with_the_line_and_the_runtimes_rule() {
+    let node = "[[node]]\naddr = \"a:9100\"\nckpt_dir = \"/m\"\n";
+    for (extra, needles) in [
+        (
+            "precision = \"fp32\"\n",
+            &["unknown precision `fp32`", "f8e4m3"][..],
+        ),
+        ("device = \"quantum\"\n", &["unknown device 'quantum'"]),
+        (
+            "device = \"cuda:0,cuda:1\"\n",
+            &["cuda:0", "write \"cuda\""],
+        ),
+        (
+            "kv_cache = { precision = \"int8\" }\n",
+            &["kv_cache", "\"none\" | \"host\" | \"device\""],
+        ),
+        ("layers = [0, 24]\n", &["layers", "\"0:24\""]),
+        (
+            "role = \"worker\"\n",
+            &["unknown variant `worker`", "\"active\""],
+        ),
+        ("rng_seed = -1\n", &["rng_seed"]),
+    ] {
+        let e = parse(&format!("{node}{extra}")).unwrap_err();
+        assert_eq!(e.line, Some(4), "{extra}: {e}");
+        for n in needles {
+            assert!(e.message.contains(n), "{extra}: {n:?} not in: {e}");
+        }
+    }
+    let e = parse("[[node]]\naddr = \"a:9100\"\n").unwrap_err();
+    assert!(e.message.contains("missing field `ckpt_dir`"), "{e}");
+    let e = parse("model = \"m\"\nseq = \"eight\"\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    let e = parse("model = \"m\"\n[placement]\npolicy = \"fastest\"\n").unwrap_err();
+    assert!(e.message.contains("unknown variant `fastest`"), "{e}");
+}
+
+/// What the runtime loads but will not do as meant is a warning with its
+/// line, never a refusal: the runtime is the judge of the file.
+#[test]
+fn what_the_runtime_loads_but_ignores_is_a_warning_with_its_line() {
+    let c = parse(
+        "[[node]]\naddr = \"a\"\nckpt_dir = \"/m\"\ndevcie = \"cuda\"\nlayers = \"0-12\"\n\
+         [[node]]\naddr = \"a\"\nckpt_dir = \"/m\"\nstandby_for = \"z:1\"\n",
+    )
+    .unwrap();
+    let all: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+    let has = |needle: &str| all.iter().any(|w| w.contains(needle));
+    assert!(has("no `model`"), "{all:#?}");
+    assert!(
+        has("cluster.toml:4: [[node]] #1: the RLX runtime does not read `devcie`")
+            && has("did you mean `device`?"),
+        "{all:#?}"
+    );
+    assert!(has("cluster.toml:5:") && has("\"0:12\""), "{all:#?}");
+    assert!(has("needs a port"), "{all:#?}");
+    assert!(has("the same addr"), "{all:#?}");
+    assert!(has("standby_for is read only with role"), "{all:#?}");
+    assert!(parse("model = \"m\"\n").unwrap().warnings.is_empty());
 }
 
 #[test]
-fn device_policy_defaults_to_the_seeds_rule_and_a_bad_one_names_its_key_and_line() {
-    let d = parse("[discover]\n").unwrap().discover.unwrap();
-    assert_eq!(d.device_policy, DevicePolicy::Best);
-    let d = parse("[discover]\ndevice_policy = \"all\"\n")
-        .unwrap()
-        .discover
-        .unwrap();
-    assert_eq!(d.device_policy, DevicePolicy::All);
+fn device_policy_all_is_read_as_best_with_a_warning_and_a_bad_one_names_its_key_and_line() {
+    let c = parse("model = \"m\"\n[discover]\n").unwrap();
+    assert_eq!(c.discover.unwrap().device_policy, DevicePolicy::Best);
+    let c = parse("model = \"m\"\n[discover]\ndevice_policy = \"all\"\n").unwrap();
+    assert_eq!(c.discover.unwrap().device_policy, DevicePolicy::All);
+    assert_eq!(c.warnings.len(), 1);
+    assert_eq!(c.warnings[0].line, Some(3));
+    assert!(
+        c.warnings[0].message.contains("read as \"best\""),
+        "{}",
+        c.warnings[0]
+    );
     let e = parse("[discover]\nmdns = true\ndevice_policy = \"every\"\n").unwrap_err();
     assert_eq!(e.line, Some(3), "{e}");
     assert!(
-        e.message.contains("device_policy") && e.message.contains("\"all\""),
+        e.message.contains("device_policy") && e.message.contains("\"best\""),
         "{e}"
     );
-    let e = parse("[discover]\ndevice = \"cuda\"\ndevice_policy = \"all\"\n").unwrap_err();
-    assert_eq!(e.line, Some(3), "{e}");
-    assert!(e.message.contains("no effect with device"), "{e}");
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! **The value types of the cluster file** — device lists, precisions and
-//! subnets, each parsed from the string the user wrote and written back as
-//! the same string.
+//! subnets, each parsed from the string the user wrote (devices and
+//! precisions with the RLX runtime's own rules, [`super::runtime`]) and
+//! written back as the same string.
 
-use rlx_proto::caps::Device;
+use super::runtime::DeviceKind;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -24,92 +25,58 @@ impl From<String> for ValueError {
     }
 }
 
-/// One or more devices a node runs on: `"cuda"`, `"cuda:0,cuda:1"`, `"cpu"`.
+/// The device(s) a node runs on, as the runtime reads them: one device or a
+/// list, primary first, the rest CPU/host spill for weights that do not fit
+/// (`"cuda"`, `"metal+cpu"`). Kept as the string the user wrote, so a
+/// hand-written node is written back byte for byte; validated at load with
+/// the runtime's own rule ([`super::runtime`]), so a name the runtime
+/// refuses is refused here with its line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct DeviceList(Vec<DeviceSpec>);
-
-/// One device: a kind and an optional index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceSpec {
-    /// The kind.
-    pub kind: Device,
-    /// Which one of that kind, when the node has several.
-    pub index: Option<u32>,
+pub struct DeviceList {
+    raw: String,
+    devices: Vec<DeviceKind>,
 }
 
 impl DeviceList {
-    /// A list of one device of `kind`.
-    pub fn single(kind: Device) -> Self {
-        DeviceList(vec![DeviceSpec { kind, index: None }])
+    /// A list of one device of `kind`, as discovery writes it.
+    pub fn single(kind: impl Into<DeviceKind>) -> Self {
+        let kind = kind.into();
+        DeviceList {
+            raw: kind.label().to_string(),
+            devices: vec![kind],
+        }
     }
 
-    /// Devices of one `kind` by index (`cuda:0,cuda:1`).
-    pub fn indexed(kind: Device, indices: impl IntoIterator<Item = u32>) -> Self {
-        DeviceList(
-            indices
-                .into_iter()
-                .map(|i| DeviceSpec {
-                    kind,
-                    index: Some(i),
-                })
-                .collect(),
-        )
+    /// The string as written (trimmed, as the runtime keeps it).
+    pub fn as_str(&self) -> &str {
+        &self.raw
     }
 
-    /// The canonical string form (`"cuda:0,cuda:1"`).
-    pub fn as_str(&self) -> String {
-        self.0
-            .iter()
-            .map(|d| match d.index {
-                Some(i) => format!("{}:{i}", d.kind),
-                None => d.kind.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(",")
+    /// The devices, primary first, each once.
+    pub fn kinds(&self) -> impl Iterator<Item = DeviceKind> + '_ {
+        self.devices.iter().copied()
     }
 
-    /// The devices in the list.
-    pub fn specs(&self) -> &[DeviceSpec] {
-        &self.0
-    }
-
-    /// The kinds named in the list.
-    pub fn kinds(&self) -> impl Iterator<Item = Device> + '_ {
-        self.0.iter().map(|d| d.kind)
+    /// The primary device: the one a stage runs on.
+    pub fn primary(&self) -> DeviceKind {
+        self.devices.first().copied().unwrap_or(DeviceKind::Cpu)
     }
 }
 
 impl Default for DeviceList {
     fn default() -> Self {
-        DeviceList::single(Device::Cpu)
+        DeviceList::single(DeviceKind::Cpu)
     }
 }
 
 impl FromStr for DeviceList {
     type Err = ValueError;
     fn from_str(s: &str) -> Result<Self, ValueError> {
-        let mut out = Vec::new();
-        for part in s.split(',') {
-            let part = part.trim();
-            if part.is_empty() {
-                return Err(format!("empty entry in device list `{s}`").into());
-            }
-            let (kind, index) = match part.split_once(':') {
-                Some((k, i)) => (
-                    k,
-                    Some(i.parse::<u32>().map_err(|_| {
-                        format!("device index in `{part}` must be a number, e.g. cuda:0")
-                    })?),
-                ),
-                None => (part, None),
-            };
-            out.push(DeviceSpec {
-                kind: kind.parse()?,
-                index,
-            });
-        }
-        Ok(DeviceList(out))
+        Ok(DeviceList {
+            raw: s.trim().to_string(),
+            devices: super::runtime::parse_device_list(s)?,
+        })
     }
 }
 
@@ -122,13 +89,13 @@ impl TryFrom<String> for DeviceList {
 
 impl From<DeviceList> for String {
     fn from(d: DeviceList) -> String {
-        d.as_str()
+        d.raw
     }
 }
 
 impl fmt::Display for DeviceList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.as_str())
+        f.write_str(&self.raw)
     }
 }
 
@@ -141,8 +108,10 @@ pub enum DevicePolicy {
     /// written without an index (`cuda`), so the runtime picks the device.
     #[default]
     Best,
-    /// Every accelerator of that kind, by index (`cuda:0,cuda:1`), for
-    /// nodes that have several; nodes with one are written as with `best`.
+    /// Read as `best`, with a warning at load: it wrote every accelerator
+    /// by index (`cuda:0,cuda:1`), which the RLX runtime refuses (it runs
+    /// one device per node and has no device indices). Kept so that files
+    /// which name it still load.
     All,
 }
 
@@ -163,9 +132,8 @@ impl TryFrom<String> for DevicePolicy {
             "best" => Ok(DevicePolicy::Best),
             "all" => Ok(DevicePolicy::All),
             _ => Err(format!(
-                "device_policy = {s:?} is not a policy: use \"best\" (the default: one device \
-                 kind, the runtime picks the device) or \"all\" (every accelerator of that \
-                 kind, e.g. cuda:0,cuda:1)"
+                "device_policy = {s:?} is not a policy: use \"best\" (the default and the \
+                 only rule the RLX runtime can follow: one device kind per node)"
             )
             .into()),
         }
@@ -178,43 +146,39 @@ impl From<DevicePolicy> for String {
     }
 }
 
-/// Numeric precision a node computes in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// The numeric precision a node computes in, as the runtime reads it: an
+/// open set (`f32`, `f16`, `bf16`, `mixed`, `fp8`, `nvfp4`, `mxfp4`,
+/// `int8`, any `fNeXmY` minifloat...), checked with the runtime's own rule
+/// and kept as written. The default is the runtime's, `bf16`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub enum Precision {
-    /// 32-bit float: runs everywhere, the safe default for a node whose
-    /// hardware nobody has checked.
-    #[default]
-    F32,
-    /// IEEE half.
-    F16,
-    /// bfloat16.
-    Bf16,
-    /// 8-bit integer weights.
-    Int8,
-}
+pub struct Precision(String);
 
 impl Precision {
-    /// Wire label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::F16 => "f16",
-            Precision::Bf16 => "bf16",
-            Precision::Int8 => "int8",
-        }
+    /// The name, as the runtime keeps it (trimmed).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Bits per weight, for comparing precisions.
+    pub fn bits(&self) -> f64 {
+        super::runtime::precision_bits(&self.0).unwrap_or(16.0)
+    }
+}
+
+impl Default for Precision {
+    fn default() -> Self {
+        Precision(super::runtime::DEFAULT_PRECISION.into())
     }
 }
 
 impl FromStr for Precision {
     type Err = ValueError;
     fn from_str(s: &str) -> Result<Self, ValueError> {
-        match s.to_ascii_lowercase().as_str() {
-            "f32" | "fp32" => Ok(Precision::F32),
-            "f16" | "fp16" => Ok(Precision::F16),
-            "bf16" => Ok(Precision::Bf16),
-            "int8" | "i8" => Ok(Precision::Int8),
-            _ => Err(format!("unknown precision `{s}` (expected f32, f16, bf16 or int8)").into()),
+        let name = s.trim();
+        match super::runtime::precision_bits(name) {
+            Some(_) => Ok(Precision(name.to_string())),
+            None => Err(super::runtime::unknown_precision(s).into()),
         }
     }
 }
@@ -228,13 +192,13 @@ impl TryFrom<String> for Precision {
 
 impl From<Precision> for String {
     fn from(p: Precision) -> String {
-        p.as_str().to_string()
+        p.0
     }
 }
 
 impl fmt::Display for Precision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.write_str(&self.0)
     }
 }
 

@@ -1,8 +1,7 @@
-//! Multi-accelerator nodes through the pipeline: what `device_policy`
-//! writes, and the details and link facts each added node carries.
+//! Multi-accelerator nodes through the pipeline: the one device kind
+//! written (the runtime has no device indices), and the details and link facts each added node carries.
 
 use super::*;
-use crate::config::DevicePolicy;
 use crate::sighting::Discovery;
 use crate::sighting::{Evidence, Sighting, Source};
 use rlx_proto::caps::NodeCaps;
@@ -50,7 +49,7 @@ fn node_with(devices: Vec<DeviceInfo>) -> NodeCaps {
     }
 }
 
-fn run(caps: NodeCaps, policy: DevicePolicy) -> Expansion {
+fn run(caps: NodeCaps) -> Expansion {
     let found = Discovery {
         sightings: vec![Sighting {
             identity: crate::sighting::Pinning::Unpinned,
@@ -69,11 +68,7 @@ fn run(caps: NodeCaps, policy: DevicePolicy) -> Expansion {
         }],
         ..Default::default()
     };
-    let defaults = NodeDefaults {
-        device_policy: policy,
-        ..Default::default()
-    };
-    expand(&[], &defaults, found)
+    expand(&[], &NodeDefaults::default(), found)
 }
 
 fn cpu() -> DeviceInfo {
@@ -87,15 +82,16 @@ fn cpu() -> DeviceInfo {
 /// Guards against a two-GPU box being reported as if it had one GPU.
 #[test]
 fn a_box_with_two_gpus_is_reported_with_both_and_keeps_the_seeds_device() {
-    let e = run(
-        node_with(vec![cpu(), gpu("cuda", 24 * GIB), gpu("cuda", 24 * GIB)]),
-        DevicePolicy::Best,
-    );
+    let e = run(node_with(vec![
+        cpu(),
+        gpu("cuda", 24 * GIB),
+        gpu("cuda", 24 * GIB),
+    ]));
     let a = &e.added[0];
     assert_eq!(
         e.nodes[0].device.as_str(),
         "cuda",
-        "the seed's rule by default"
+        "one device kind, no index: the runtime names devices so"
     );
     assert_eq!(a.device_mems, [24 * GIB, 24 * GIB]);
     assert_eq!(a.device_summary(), "2x cuda 24.0 GiB");
@@ -104,47 +100,8 @@ fn a_box_with_two_gpus_is_reported_with_both_and_keeps_the_seeds_device() {
 }
 
 #[test]
-fn device_policy_all_writes_every_accelerator_of_the_chosen_kind() {
-    let e = run(
-        node_with(vec![
-            cpu(),
-            gpu("cuda", 24 * GIB),
-            gpu("cuda", 12 * GIB),
-            gpu("vulkan", 24 * GIB),
-        ]),
-        DevicePolicy::All,
-    );
-    assert_eq!(e.nodes[0].device.as_str(), "cuda:0,cuda:1");
-    assert_eq!(e.added[0].device, "cuda:0,cuda:1");
-    assert_eq!(e.added[0].device_summary(), "2x cuda 24.0+12.0 GiB");
-    // One GPU: written as the seed writes it, no index.
-    let one = run(
-        node_with(vec![cpu(), gpu("cuda", 24 * GIB)]),
-        DevicePolicy::All,
-    );
-    assert_eq!(one.nodes[0].device.as_str(), "cuda");
-    assert_eq!(one.added[0].device_summary(), "cuda 24.0 GiB");
-    // A card the node cannot target keeps its ordinal out of the list.
-    let mut off = gpu("cuda", 24 * GIB);
-    off.available = false;
-    let e = run(
-        node_with(vec![
-            cpu(),
-            gpu("cuda", 24 * GIB),
-            off,
-            gpu("cuda", 24 * GIB),
-        ]),
-        DevicePolicy::All,
-    );
-    assert_eq!(e.nodes[0].device.as_str(), "cuda:0,cuda:2");
-}
-
-#[test]
 fn the_link_of_the_chosen_address_is_reported_with_the_node() {
-    let e = run(
-        node_with(vec![cpu(), gpu("cuda", 24 * GIB)]),
-        DevicePolicy::Best,
-    );
+    let e = run(node_with(vec![cpu(), gpu("cuda", 24 * GIB)]));
     let link = e.added[0].link.as_ref().expect("10.0.0.5 is on eth0");
     assert_eq!(
         (link.name.as_str(), link.speed_mbps),
@@ -153,9 +110,5 @@ fn the_link_of_the_chosen_address_is_reported_with_the_node() {
     assert_eq!(e.added[0].link_text().as_deref(), Some("10 GbE"));
     let mut old = node_with(vec![cpu()]);
     old.links.clear();
-    assert_eq!(
-        run(old, DevicePolicy::Best).added[0].link,
-        None,
-        "an older agent"
-    );
+    assert_eq!(run(old).added[0].link, None, "an older agent");
 }

@@ -149,16 +149,18 @@ pub(super) fn disagreement(hand: &NodeConfig, caps: &NodeCaps) -> Option<String>
         .filter(|d| d.available)
         .filter_map(|d| d.parsed())
         .collect();
+    // Kinds no agent probes (an NPU, a generic GPU API) cannot be judged.
     let missing: Vec<String> = hand
         .device
         .kinds()
+        .filter_map(|k| k.agent_kind())
         .filter(|k| k.is_accelerator() && !usable.contains(k))
         .map(|k| k.to_string())
         .collect();
     if missing.is_empty() {
         return None;
     }
-    let found = best_device(caps).device.as_str();
+    let found = best_device(caps).device;
     Some(format!(
         "hand-written [[node]] {} says device = \"{}\", but the machine reports no usable {} \
          (discovery would choose \"{found}\"); the node was kept as written",

@@ -6,7 +6,7 @@ use super::coalesce::Machine;
 use super::report::{AddedNode, Report, SkippedDevice};
 use super::select::best_device;
 use super::worker;
-use crate::config::{DevicePolicy, DiscoverSection, NodeConfig};
+use crate::config::{DiscoverSection, NodeConfig};
 use crate::sighting::Sighting;
 use rlx_proto::caps::NodeCaps;
 use std::net::IpAddr;
@@ -18,10 +18,8 @@ pub(crate) struct NodeDefaults {
     pub ckpt_dir: Option<String>,
     /// Device override.
     pub device: Option<crate::config::DeviceList>,
-    /// Precision for discovered nodes.
+    /// Precision for discovered nodes (else the runtime's default).
     pub precision: Option<crate::config::Precision>,
-    /// One device or every accelerator of the chosen kind.
-    pub device_policy: crate::config::DevicePolicy,
 }
 
 impl From<&DiscoverSection> for NodeDefaults {
@@ -29,8 +27,7 @@ impl From<&DiscoverSection> for NodeDefaults {
         NodeDefaults {
             ckpt_dir: d.ckpt_dir.clone(),
             device: d.device.clone(),
-            precision: d.precision,
-            device_policy: d.device_policy,
+            precision: d.precision.clone(),
         }
     }
 }
@@ -71,11 +68,9 @@ pub(super) fn build(
             if sel.of_kind.len() > 1 {
                 device_mems = sel.mems();
             }
-            let device = match defaults.device_policy {
-                DevicePolicy::Best => sel.device.clone(),
-                DevicePolicy::All => sel.all_of_kind(),
-            };
-            (device, sel.mem_bytes)
+            // `device_policy = "all"` is read as "best" (a warning at load
+            // says why): the runtime has one device per node.
+            (sel.device.clone(), sel.mem_bytes)
         }
         (None, None) => {
             report.warnings.push(format!(
@@ -97,7 +92,7 @@ pub(super) fn build(
     node.ssh = m.ssh().and_then(|s| s.ssh.clone());
     node.ckpt_dir = ckpt_dir;
     node.device = device.clone();
-    node.precision = defaults.precision.unwrap_or_default();
+    node.precision = defaults.precision.clone().unwrap_or_default();
     let caps = best.caps.clone().unwrap_or_default();
     let added = AddedNode {
         addr: addr.clone(),
@@ -113,7 +108,7 @@ pub(super) fn build(
             .and_then(rlx_proto::identity::NodePublicKey::parse)
             .filter(|_| best.identity != crate::sighting::Pinning::Unpinned)
             .map(|k| k.fingerprint()),
-        device: device.as_str(),
+        device: device.as_str().to_string(),
         mem_bytes,
         cores: caps.cores,
         cluster: caps.cluster.clone(),

@@ -73,17 +73,6 @@ pub(crate) struct Selection {
 }
 
 impl Selection {
-    /// What `device_policy = "all"` writes: every candidate of the chosen
-    /// kind by index (`cuda:0,cuda:1`) when there are several, else the
-    /// seed's single device.
-    pub(crate) fn all_of_kind(&self) -> DeviceList {
-        let kind = self.device.kinds().next().unwrap_or(Device::Cpu);
-        if self.of_kind.len() < 2 {
-            return self.device.clone();
-        }
-        DeviceList::indexed(kind, self.of_kind.iter().map(|(i, _)| *i))
-    }
-
     /// The usable memory of each candidate of the chosen kind.
     pub(crate) fn mems(&self) -> Vec<u64> {
         self.of_kind.iter().map(|(_, m)| *m).collect()

@@ -425,7 +425,7 @@ mod tests {
 
     const BASE: &str =
         "[discover]\nssh_hosts = [\"a\", \"b\"]\nckpt_dir = \"/m\"\nmdns = false\n\n\
-                        [[node]]\naddr = \"pinned:9100\"\n";
+                        [[node]]\naddr = \"pinned:9100\"\nckpt_dir = \"/m\"\n";
 
     #[test]
     fn a_second_run_with_the_same_cluster_changes_nothing() {
@@ -527,7 +527,7 @@ mod tests {
 
     #[test]
     fn a_file_without_discover_reports_nothing_missing() {
-        let p = run_plain("[[node]]\naddr = \"h:1\"\n");
+        let p = run_plain("[[node]]\naddr = \"h:1\"\nckpt_dir = \"/m\"\n");
         assert!(p.missing.is_empty());
     }
 
@@ -614,7 +614,7 @@ mod tests {
     #[test]
     fn an_id_only_announced_in_txt_does_not_move_a_node() {
         let text =
-            format!("[discover]\n\n# found by mdns, id {ID}\n[[node]]\naddr = \"10.0.0.5:9100\"\n");
+            format!("[discover]\n\n# found by mdns, id {ID}\n[[node]]\naddr = \"10.0.0.5:9100\"\nckpt_dir = \"/m\"\n");
         let mut s = agent_at("10.0.0.7");
         s.evidence = Evidence::Txt;
         let (exp, p) = run_found(&text, vec![s]);

@@ -31,11 +31,11 @@
 //! a discovered node as their own. Its node id is the key that recognises
 //! the node's machine at a new address ([`crate::write::provenance`]).
 
-use crate::config::NodeConfig;
+use crate::config::{KvPolicy, NodeConfig, Role};
 use crate::escape::{escape_line, untrusted};
 use crate::pipeline::report::AddedNode;
 use std::ops::Range;
-use toml_edit::{value, Array, ArrayOfTables, DocumentMut, ImDocument, InlineTable, Item, Table};
+use toml_edit::{value, ArrayOfTables, DocumentMut, ImDocument, Item, Table};
 
 /// How every provenance comment starts; a `[[node]]` whose header has such a
 /// line directly above it was appended by `rlx-discover`.
@@ -91,15 +91,8 @@ pub(super) fn node_table(n: &NodeConfig) -> Table {
     t["ckpt_dir"] = value(&n.ckpt_dir);
     t["device"] = value(n.device.as_str());
     t["precision"] = value(n.precision.as_str());
-    if !n.kv_cache.is_default() {
-        let mut kv = InlineTable::new();
-        if let Some(p) = n.kv_cache.precision {
-            kv.insert("precision", p.as_str().into());
-        }
-        if let Some(m) = n.kv_cache.max_tokens {
-            kv.insert("max_tokens", (m as i64).into());
-        }
-        t["kv_cache"] = value(kv);
+    if n.kv_cache != KvPolicy::default() {
+        t["kv_cache"] = value(kv_label(n.kv_cache));
     }
     if let Some(s) = n.rng_seed {
         t["rng_seed"] = value(s as i64);
@@ -107,19 +100,25 @@ pub(super) fn node_table(n: &NodeConfig) -> Table {
     if let Some(g) = n.max_ram_gb {
         t["max_ram_gb"] = value(g);
     }
-    if let Some([a, b]) = n.layers {
-        let mut arr = Array::new();
-        arr.push(a as i64);
-        arr.push(b as i64);
-        t["layers"] = value(arr);
+    if let Some(l) = &n.layers {
+        t["layers"] = value(l);
     }
-    if !n.role.is_default() {
-        t["role"] = value("standby");
+    if n.role != Role::default() {
+        t["role"] = value(n.role.as_str());
     }
     if let Some(s) = &n.standby_for {
         t["standby_for"] = value(s);
     }
     t
+}
+
+/// The runtime's word for a KV-cache policy.
+fn kv_label(k: KvPolicy) -> &'static str {
+    match k {
+        KvPolicy::None => "none",
+        KvPolicy::Host => "host",
+        KvPolicy::Device => "device",
+    }
 }
 
 /// The line ending the file already uses (that of its first line), so
@@ -408,7 +407,7 @@ mod tests {
     #[test]
     fn the_users_text_is_kept_byte_for_byte_and_nodes_are_appended() {
         let text =
-            "# my cluster\n[discover]   # find them\n\n[[node]]\naddr = 'pinned:9100' # keep\n";
+            "# my cluster\n[discover]   # find them\n\n[[node]]\naddr = 'pinned:9100' # keep\nckpt_dir = '/m'\n";
         let out = render_expanded(text, &[(node(), prov())], "2026-11-30").unwrap();
         assert!(out.starts_with(text), "{out}");
         assert!(out.contains(

@@ -136,7 +136,7 @@ fn errors_say_what_is_wrong_and_what_to_do_and_exit_2() {
         ),
         (
             vec!["expand", "cluster.toml", "--write"],
-            "node = [{ addr = \"a:9100\" }]\n[discover]\nmdns = false\nssh_hosts = [\"gpu-a\"]\nckpt_dir = \"/m\"\n",
+            "node = [{ addr = \"a:9100\", ckpt_dir = \"/m\" }]\n[discover]\nmdns = false\nssh_hosts = [\"gpu-a\"]\nckpt_dir = \"/m\"\n",
             &["inline array", "[[node]] table"],
         ),
         (
@@ -187,7 +187,7 @@ fn every_json_field_of_expand_is_documented() {
     c.write(
         "cluster.toml",
         "[discover]\nmdns = false\nssh_hosts = [\"gpu-a\", \"gpu-b\", \"gpu-c\", \"gpu-d\", \"gone\"]\n\
-         ckpt_dir = \"/m\"\n\n[[node]]\naddr = \"pinned:9100\"\nssh = \"gpu-b\"\ndevice = \"cuda\"\n",
+         ckpt_dir = \"/m\"\n\n[[node]]\naddr = \"pinned:9100\"\nssh = \"gpu-b\"\nckpt_dir = \"/m\"\ndevice = \"cuda\"\n",
     );
     c.expand(&["cluster.toml", "--write"]);
     c.remove_host("gpu-a");

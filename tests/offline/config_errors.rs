@@ -35,12 +35,27 @@ fn assert_error(text: &str, needles: &[&str]) {
     }
 }
 
-#[test]
-fn a_typo_in_a_node_key_names_the_key_and_its_line() {
-    assert_error(
-        "[[node]]\naddr = \"a:9100\"\ndevcie = \"cuda\"\n",
-        &["cluster.toml:3", "devcie", "fix its spelling"],
+/// Runs `rlx-discover expand` on `text`, requires exit 0 (the runtime
+/// loads such a file) and returns stderr.
+fn expand_ok(text: &str) -> String {
+    let (code, err) = expand(text);
+    assert_eq!(
+        code, 0,
+        "the runtime loads this file, so expand does too:\n{err}"
     );
+    err
+}
+
+/// The runtime ignores a key it does not read, so a typo there would pass
+/// silently: it is a warning with the line and the nearest key.
+#[test]
+fn a_typo_in_a_node_key_is_a_warning_naming_the_key_its_line_and_the_nearest_key() {
+    let err = expand_ok(
+        "model = \"m\"\n[[node]]\naddr = \"a:9100\"\nckpt_dir = \"/m\"\ndevcie = \"cuda\"\n",
+    );
+    for n in ["cluster.toml:5", "devcie", "did you mean `device`?"] {
+        assert!(err.contains(n), "expected {n:?} in:\n{err}");
+    }
 }
 
 #[test]
@@ -86,32 +101,56 @@ fn ssh_hosts_without_ckpt_dir_says_to_add_it() {
 #[test]
 fn an_unknown_device_lists_the_known_ones() {
     assert_error(
-        "[[node]]\naddr = \"a:9100\"\ndevice = \"quantum\"\n",
-        &["cluster.toml:3", "quantum", "cuda"],
+        "[[node]]\naddr = \"a:9100\"\nckpt_dir = \"/m\"\ndevice = \"quantum\"\n",
+        &["cluster.toml:4", "quantum", "cuda"],
     );
 }
 
 #[test]
-fn a_node_address_without_a_port_is_refused() {
+fn a_node_without_a_checkpoint_dir_is_refused_as_the_runtime_refuses_it() {
     assert_error(
-        "[[node]]\naddr = \"gpu-a\"\n",
-        &["cluster.toml:2", "needs a port"],
+        "model = \"m\"\n[[node]]\naddr = \"a:9100\"\n",
+        &["cluster.toml:2", "missing field `ckpt_dir`"],
     );
 }
 
 #[test]
-fn two_nodes_with_one_address_are_refused() {
-    assert_error(
-        "[[node]]\naddr = \"a:9100\"\n\n[[node]]\naddr = \"a:9100\"\n",
-        &["cluster.toml:5", "same addr"],
+fn a_node_address_without_a_port_is_a_warning() {
+    let err = expand_ok("model = \"m\"\n[[node]]\naddr = \"gpu-a\"\nckpt_dir = \"/m\"\n");
+    assert!(
+        err.contains("cluster.toml:3") && err.contains("needs a port"),
+        "{err}"
     );
 }
 
 #[test]
-fn a_standby_without_its_primary_is_refused() {
-    assert_error(
-        "[[node]]\naddr = \"a:9100\"\nrole = \"standby\"\n",
-        &["cluster.toml:3", "standby_for"],
+fn two_nodes_with_one_address_are_a_warning() {
+    let err = expand_ok(
+        "model = \"m\"\n[[node]]\naddr = \"a:9100\"\nckpt_dir = \"/m\"\n\n[[node]]\naddr = \"a:9100\"\nckpt_dir = \"/m\"\n",
+    );
+    assert!(
+        err.contains("cluster.toml:7") && err.contains("same addr"),
+        "{err}"
+    );
+}
+
+/// The runtime's standby without `standby_for` backs the largest stage.
+#[test]
+fn a_standby_without_standby_for_is_accepted_as_the_runtime_accepts_it() {
+    let err = expand_ok(
+        "model = \"m\"\n[[node]]\naddr = \"a:9100\"\nckpt_dir = \"/m\"\nrole = \"standby\"\n",
+    );
+    assert!(!err.contains("standby"), "{err}");
+}
+
+/// A file without `model` is refused by the runtime; expand still runs
+/// (the model is often chosen later) and says so.
+#[test]
+fn a_file_without_model_gets_a_warning_that_the_runtime_refuses_it() {
+    let err = expand_ok("[[node]]\naddr = \"a:9100\"\nckpt_dir = \"/m\"\n");
+    assert!(
+        err.contains("no `model`") && err.contains("missing field `model`"),
+        "{err}"
     );
 }
 
@@ -136,7 +175,7 @@ fn a_missing_file_is_named() {
 
 #[test]
 fn hand_written_nodes_without_discover_are_printed_unchanged() {
-    let text = "# pinned\n[[node]]\naddr = \"a:9100\"   # mine\ndevice = \"cuda\"\n";
+    let text = "model = \"m\"\n# pinned\n[[node]]\naddr = \"a:9100\"   # mine\nckpt_dir = \"/m\"\ndevice = \"cuda\"\n";
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cluster.toml");
     std::fs::write(&path, text).unwrap();
