@@ -36,6 +36,7 @@
 //! - `wait`: [`eventually`], [`eventually_every`], [`wait_until`].
 //! - `proc`: [`Proc`], a lab process that dumps its output when a test fails.
 //! - `run`: [`Run`], [`run_ok`]: a command run to completion.
+//! - [`runtime`]: the RLX runtime's own loader judging what `expand` wrote.
 //! - [`bins`]: the workspace's programs, the peer scripts in `py/`, and a
 //!   test's own executable re-run as a helper ([`rerun`]).
 //! - [`netns`]: code of the test process run inside a lab host.
@@ -53,6 +54,7 @@ pub mod netns;
 pub mod peer;
 mod proc;
 mod run;
+pub mod runtime;
 pub mod sshd;
 mod wait;
 pub mod zeroconf;

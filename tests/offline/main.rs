@@ -10,6 +10,8 @@
 //! - `writeback`: golden files, idempotence, `--dry-run`, `--prune`, and
 //!   `kill -9` never leaving a half-written file.
 //! - `proptest_parsers`: no input panics the four parsers.
+//! - `runtime_files`: the RLX runtime's own example, fixtures and probe
+//!   JSON through `expand`, judged by the runtime.
 //! - `fakessh`: the stand-in ssh the others run discovery through.
 //! - `docs`: every file and heading the Markdown docs point at exists.
 
@@ -18,4 +20,5 @@ mod config_errors;
 mod docs;
 mod fakessh;
 mod proptest_parsers;
+mod runtime_files;
 mod writeback;

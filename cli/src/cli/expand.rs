@@ -125,6 +125,9 @@ struct FileOutcome<'a> {
     removed: &'a [String],
     moved: &'a [String],
     diff: Option<String>,
+    /// The whole file as `--write` leaves it (or would): what the runtime
+    /// reads.
+    text: &'a str,
 }
 
 /// Runs discovery for the file, then prints, diffs or writes the result,
@@ -184,6 +187,7 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             removed: &plan.removed,
             moved: &plan.moved,
             diff,
+            text: &plan.text,
         };
         let v = serde_json::json!({
             "v": crate::cli::runtime::JSON_VERSION,

@@ -58,9 +58,14 @@ pub fn expand(lab: &Lab, cfg: &Path, extra: &[&str]) -> Expanded {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+    let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
         panic!("expand printed no JSON ({e}); stdout:\n{stdout}\nstderr:\n{stderr}")
     });
+    // Whatever else the test asserts, the RLX runtime must read the file
+    // as rlx-discover meant it.
+    if let Some(text) = json["file"]["text"].as_str() {
+        super::runtime::assert_reads_as_meant(text, &json["nodes"]);
+    }
     Expanded {
         code: out.status.code(),
         json,
