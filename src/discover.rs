@@ -142,7 +142,10 @@ pub async fn expand_config(
     };
     // The file's own warnings come first: they are about what the user
     // wrote, the rest about what was found.
-    let file = cfg.warnings.iter().map(ToString::to_string);
+    let file = cfg.warnings.iter().map(|w| match w.line {
+        Some(l) => format!("{}:{l}: {}", w.path.display(), w.message),
+        None => format!("{}: {}", w.path.display(), w.message),
+    });
     exp.report.warnings.splice(0..0, file);
     Ok(exp)
 }

@@ -32,7 +32,7 @@
 //! | [`ndp`] | raw ICMPv6 socket (`CAP_NET_RAW`) | raw ICMPv6 socket (root) |
 //! | [`neighbour6`] | netlink `RTM_GETNEIGH`, raw ICMPv6 socket | not available (the table is not read; nothing sent) |
 //! | [`links`] | netlink route socket | `PF_ROUTE` route socket |
-//! | [`listening`] | netlink `sock_diag` (listening TCP sockets) | not available (the agent connects to loopback instead) |
+//! | [`listening`] | netlink `sock_diag` (listening TCP sockets and the addresses they are bound to) | not available (the agent connects to loopback instead) |
 //! | [`linkfacts`] | `/sys/class/net`, `/sys/class/infiniband` | `getifaddrs` `if_data` (no Wi-Fi/Thunderbolt kinds yet) |
 //! | [`firewall`] | `nft -j list ruleset`, `iptables-legacy-save` | not read (the caller says so: pf's rules are not parsed) |
 

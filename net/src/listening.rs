@@ -1,7 +1,11 @@
 //! **Who listens on a TCP port here** — the kernel's own list of listening
 //! TCP sockets in this network namespace, asked over netlink `sock_diag`
 //! (`SOCK_DIAG_BY_FAMILY`, the interface `ss -ltn` uses), for IPv4 and
-//! IPv6.
+//! IPv6: whether a port has a listener ([`tcp_listening`]), and the
+//! address each listener is bound to ([`tcp_listeners`]), so that a caller
+//! that must talk to one (the agent's SSH check) dials an address it
+//! really accepts on, not loopback, which a server bound to one LAN address
+//! refuses.
 //!
 //! Why not `/proc/net/tcp`: reading it walks the kernel's whole TCP hash
 //! tables, every namespace's, and costs milliseconds even on an idle box,
@@ -11,8 +15,9 @@
 //! the port, it finds a listener bound to one address only, and the
 //! listener never sees a probe.
 
-use crate::netlink::{walk, NLMSG_HDR};
+use crate::netlink::{u32_at, walk, NLMSG_HDR};
 use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// `SOCK_DIAG_BY_FAMILY`: the request and the type of each answer.
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -21,8 +26,18 @@ const SOCK_DIAG_BY_FAMILY: u16 = 20;
 #[cfg(target_os = "linux")]
 const REQ_V2: usize = 56;
 /// `idiag_family, idiag_state, idiag_timer, idiag_retrans`, then the
-/// socket id, whose first field is the source port (network order).
+/// socket id (`struct inet_diag_sockid`), whose first field is the source
+/// port (network order).
 const MSG_SPORT: usize = 4;
+/// The socket id's source address: 16 bytes, of which IPv4 uses the first
+/// 4 (after the source and destination ports).
+const MSG_SRC: usize = 8;
+/// The socket id's interface index (host order), after the two addresses:
+/// the scope of an IPv6 link-local address.
+const MSG_IF: usize = 40;
+/// Bytes of the message up to the end of the socket id's interface index:
+/// a shorter answer is truncated and skipped.
+const MSG_MIN: usize = MSG_IF + 4;
 /// `TCP_LISTEN` (include/net/tcp_states.h).
 const TCP_LISTEN: u8 = 10;
 
@@ -45,12 +60,14 @@ fn dump_request(family: u8, seq: u32) -> [u8; NLMSG_HDR + REQ_V2] {
     r
 }
 
-/// One read of a dump, parsed: the listening ports in it, whether the dump
-/// ended, and the kernel's error instead (a negative errno).
+/// One read of a dump, parsed: the listening sockets in it, whether the
+/// dump ended, and the kernel's error instead (a negative errno).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Parsed {
-    /// The source ports of the listening sockets in it.
-    pub ports: Vec<u16>,
+    /// The local address and port of each listening socket in it: `0.0.0.0`
+    /// or `::` for a socket bound to every address; an IPv6 link-local
+    /// address carries its interface as the scope id.
+    pub listeners: Vec<SocketAddr>,
     /// Whether the dump ended (`NLMSG_DONE`) in it.
     pub done: bool,
     /// An `NLMSG_ERROR` the kernel sent instead.
@@ -58,21 +75,43 @@ pub struct Parsed {
 }
 
 /// Parses netlink messages of a `sock_diag` dump (`nlmsghdr`, then
-/// `inet_diag_msg`, aligned to 4 bytes); truncated and other messages are
-/// skipped.
+/// `inet_diag_msg`, aligned to 4 bytes); truncated messages, other states
+/// and other families are skipped.
 pub fn parse_listeners(buf: &[u8]) -> Parsed {
-    let mut ports = Vec::new();
+    let mut listeners = Vec::new();
     let end = walk(buf, |t, msg| {
-        if t == SOCK_DIAG_BY_FAMILY
-            && msg.len() >= NLMSG_HDR + MSG_SPORT + 2
-            && msg[NLMSG_HDR + 1] == TCP_LISTEN
-        {
-            let d = &msg[NLMSG_HDR..];
-            ports.push(u16::from_be_bytes([d[MSG_SPORT], d[MSG_SPORT + 1]]));
+        if t != SOCK_DIAG_BY_FAMILY || msg.len() < NLMSG_HDR + MSG_MIN {
+            return;
         }
+        let d = &msg[NLMSG_HDR..];
+        if d[1] != TCP_LISTEN {
+            return;
+        }
+        let port = u16::from_be_bytes([d[MSG_SPORT], d[MSG_SPORT + 1]]);
+        let src = &d[MSG_SRC..MSG_SRC + 16];
+        let addr = match i32::from(d[0]) {
+            libc::AF_INET => {
+                let ip = Ipv4Addr::new(src[0], src[1], src[2], src[3]);
+                SocketAddr::V4(SocketAddrV4::new(ip, port))
+            }
+            libc::AF_INET6 => {
+                let mut b = [0u8; 16];
+                b.copy_from_slice(src);
+                let ip = Ipv6Addr::from(b);
+                // Only a link-local address needs its interface to be dialled.
+                let scope = if ip.is_unicast_link_local() {
+                    u32_at(d, MSG_IF)
+                } else {
+                    0
+                };
+                SocketAddr::V6(SocketAddrV6::new(ip, port, 0, scope))
+            }
+            _ => return,
+        };
+        listeners.push(addr);
     });
     Parsed {
-        ports,
+        listeners,
         done: end.done,
         error: end.error,
     }
@@ -81,8 +120,16 @@ pub fn parse_listeners(buf: &[u8]) -> Parsed {
 /// Whether a TCP socket listens on `port` in this network namespace, on any
 /// address, IPv4 or IPv6. Errors: netlink `sock_diag` is not available
 /// (not Linux, or a kernel without it).
-#[cfg(target_os = "linux")]
 pub fn tcp_listening(port: u16) -> io::Result<bool> {
+    Ok(tcp_listeners()?.iter().any(|a| a.port() == port))
+}
+
+/// Every listening TCP socket in this network namespace, IPv4 then IPv6,
+/// as the address and port it is bound to (see [`Parsed::listeners`]).
+/// Errors: netlink `sock_diag` is not available (not Linux, or a kernel
+/// without it).
+#[cfg(target_os = "linux")]
+pub fn tcp_listeners() -> io::Result<Vec<SocketAddr>> {
     use nix::sys::socket::{
         recv, sendto, setsockopt, socket, sockopt, AddressFamily, MsgFlags, NetlinkAddr, SockFlag,
         SockProtocol, SockType,
@@ -102,6 +149,7 @@ pub fn tcp_listening(port: u16) -> io::Result<bool> {
         &nix::sys::time::TimeVal::new(1, 0),
     )?;
     let mut buf = vec![0u8; 32 * 1024];
+    let mut all = Vec::new();
     for (seq, family) in [(1, libc::AF_INET as u8), (2, libc::AF_INET6 as u8)] {
         sendto(
             fd.as_raw_fd(),
@@ -109,14 +157,13 @@ pub fn tcp_listening(port: u16) -> io::Result<bool> {
             &NetlinkAddr::new(0, 0),
             MsgFlags::empty(),
         )?;
-        let mut found = false;
         loop {
             let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
             if n == 0 {
                 break;
             }
             let p = parse_listeners(&buf[..n]);
-            found |= p.ports.contains(&port);
+            all.extend(p.listeners);
             match p.error {
                 // A kernel without IPv6 has no AF_INET6 table to dump.
                 Some(e) if -e == libc::EAFNOSUPPORT || -e == libc::ENOENT => break,
@@ -125,16 +172,13 @@ pub fn tcp_listening(port: u16) -> io::Result<bool> {
                 None => {}
             }
         }
-        if found {
-            return Ok(true);
-        }
     }
-    Ok(false)
+    Ok(all)
 }
 
 /// Not available on this system.
 #[cfg(not(target_os = "linux"))]
-pub fn tcp_listening(_port: u16) -> io::Result<bool> {
+pub fn tcp_listeners() -> io::Result<Vec<SocketAddr>> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
         "netlink sock_diag is Linux's",
@@ -146,22 +190,39 @@ mod tests {
     use super::*;
     use crate::netlink::NLMSG_DONE;
 
-    /// A dump answer as the kernel writes it: a listener on 9100, an
+    /// One `inet_diag_msg` as the kernel writes it (72 bytes after the
+    /// header).
+    fn message(family: i32, state: u8, src: &[u8], port: u16, ifindex: u32) -> Vec<u8> {
+        let len = NLMSG_HDR + 72;
+        let mut m = vec![0u8; len];
+        m[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+        m[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+        let d = &mut m[NLMSG_HDR..];
+        d[0] = family as u8;
+        d[1] = state;
+        d[MSG_SPORT..MSG_SPORT + 2].copy_from_slice(&port.to_be_bytes());
+        d[MSG_SRC..MSG_SRC + src.len()].copy_from_slice(src);
+        d[MSG_IF..MSG_IF + 4].copy_from_slice(&ifindex.to_ne_bytes());
+        m
+    }
+
+    /// A dump answer: a listener on 9100 on every IPv4 address, an
     /// established socket on 6184 (never asked for, but skipped if sent),
-    /// then the end.
+    /// sshd on one LAN address and on one IPv6 link-local address of
+    /// interface 3, then the end.
     fn answer() -> Vec<u8> {
+        let link_local: Ipv6Addr = "fe80::1".parse().unwrap();
         let mut b = Vec::new();
-        for (port, state) in [(9100u16, TCP_LISTEN), (6184, 1)] {
-            let len = NLMSG_HDR + 72;
-            let mut m = vec![0u8; len];
-            m[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
-            m[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-            m[NLMSG_HDR] = 2;
-            m[NLMSG_HDR + 1] = state;
-            m[NLMSG_HDR + MSG_SPORT..NLMSG_HDR + MSG_SPORT + 2]
-                .copy_from_slice(&port.to_be_bytes());
-            b.extend(m);
-        }
+        b.extend(message(libc::AF_INET, TCP_LISTEN, &[0; 4], 9100, 0));
+        b.extend(message(libc::AF_INET, 1, &[10, 0, 0, 5], 6184, 0));
+        b.extend(message(libc::AF_INET, TCP_LISTEN, &[10, 0, 0, 5], 22, 2));
+        b.extend(message(
+            libc::AF_INET6,
+            TCP_LISTEN,
+            &link_local.octets(),
+            22,
+            3,
+        ));
         let mut done = vec![0u8; NLMSG_HDR + 4];
         done[0..4].copy_from_slice(&((NLMSG_HDR + 4) as u32).to_ne_bytes());
         done[4..6].copy_from_slice(&NLMSG_DONE.to_ne_bytes());
@@ -170,9 +231,14 @@ mod tests {
     }
 
     #[test]
-    fn listening_ports_are_read_in_network_order_and_other_states_skipped() {
+    fn listeners_are_read_with_their_address_and_port_and_other_states_skipped() {
         let p = parse_listeners(&answer());
-        assert_eq!(p.ports, [9100]);
+        let want: Vec<SocketAddr> = vec![
+            "0.0.0.0:9100".parse().unwrap(),
+            "10.0.0.5:22".parse().unwrap(),
+            SocketAddr::V6(SocketAddrV6::new("fe80::1".parse().unwrap(), 22, 0, 3)),
+        ];
+        assert_eq!(p.listeners, want);
         assert!(p.done);
         assert_eq!(p.error, None);
     }
@@ -181,18 +247,28 @@ mod tests {
     fn a_truncated_answer_is_skipped_not_misread() {
         let a = answer();
         let p = parse_listeners(&a[..NLMSG_HDR + 10]);
-        assert!(p.ports.is_empty() && !p.done);
+        assert!(p.listeners.is_empty() && !p.done);
+        // A message that claims fewer bytes than the socket id is skipped.
+        let mut short = message(libc::AF_INET, TCP_LISTEN, &[0; 4], 9100, 0);
+        let len = NLMSG_HDR + MSG_MIN - 1;
+        short.truncate(len);
+        short[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+        assert!(parse_listeners(&short).listeners.is_empty());
     }
 
     /// Loopback only: a real listener in this namespace, then none.
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_bound_listener_is_seen_and_a_closed_one_is_not() {
+    fn a_bound_listener_is_seen_with_its_address_and_a_closed_one_is_not() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        assert!(tcp_listening(port).unwrap());
+        let at = l.local_addr().unwrap();
+        assert!(tcp_listening(at.port()).unwrap());
+        assert!(
+            tcp_listeners().unwrap().contains(&at),
+            "listed as bound: {at}"
+        );
         drop(l);
-        assert!(!tcp_listening(port).unwrap());
+        assert!(!tcp_listening(at.port()).unwrap());
         let l6 = std::net::TcpListener::bind("[::1]:0");
         if let Ok(l6) = l6 {
             assert!(

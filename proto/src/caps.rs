@@ -358,6 +358,15 @@ pub struct NodeCaps {
     /// handshake is on the SRV port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_port: Option<u16>,
+    /// Whether an SSH server listened on this box when the agent last looked
+    /// (at start and each re-probe): the runtime probes and launches workers
+    /// over ssh. `None`: not checked (an older agent, TXT without `ssh`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_listening: Option<bool>,
+    /// The port of that SSH server (its greeting began `SSH-`): given
+    /// exactly when `ssh_listening` is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_port: Option<u16>,
 }
 
 /// Upper bounds on what a node may claim. Anything beyond is a bug or a lie,
@@ -555,10 +564,18 @@ impl NodeCaps {
         for (field, port) in [
             ("worker_port", self.worker_port),
             ("agent_port", self.agent_port),
+            ("ssh_port", self.ssh_port),
         ] {
             if port == Some(0) {
                 return Err(absurd(field, 0, "a port is 1-65535"));
             }
+        }
+        if self.ssh_port.is_some() != (self.ssh_listening == Some(true)) {
+            return Err(absurd(
+                "ssh_port",
+                self.ssh_port.map_or("absent".into(), |p| p.to_string()),
+                "an SSH port is given exactly when `ssh_listening` is true",
+            ));
         }
         if self.worker_port.is_some() && self.worker_port == self.agent_port {
             return Err(absurd(
@@ -673,10 +690,6 @@ impl LinkInfo {
 
     /// The speed as people say it: `10 GbE`, `1 GbE`, `100 Mb Ethernet`,
     /// `Wi-Fi`, `InfiniBand 200 Gb/s`; `None` when nothing is known.
-    ///
-    /// Built from the numbers, the known kinds and fixed words only: no
-    /// string the agent sent (its `name`, an unknown `kind`) reaches the
-    /// text, so it is safe to print as it is.
     ///
     /// Built from the numbers, the known kinds and fixed words only: no
     /// string the agent sent (its `name`, an unknown `kind`) reaches the

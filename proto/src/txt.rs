@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! txtvers=1  id=5f0c1d2e3a4b5c6d  inc=9a1b2c3d4e5f6071  agent=6184  worker=1
-//! os=linux  arch=x86_64  cores=32
+//! ssh=22  os=linux  arch=x86_64  cores=32
 //! ram=137438953472  ramfree=120000000000  disk=900000000000
 //! ckpt=/data/models  gflops=410.5  io=1800
 //! dev0=cuda,25769803776,0,1,0,NVIDIA GeForce RTX 4090  ver=0.1.0

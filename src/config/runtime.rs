@@ -264,7 +264,24 @@ pub(crate) struct Objective {
     #[serde(default)]
     pub kv_dtype: Option<String>,
     #[serde(default)]
-    pub precision_ladder: Vec<super::Precision>,
+    pub precision_ladder: Vec<LadderStep>,
+}
+
+/// One precision of `precision_ladder`, checked with the runtime's rule
+/// (kept here, not as the node's `Precision`, so that this module depends
+/// on nothing else of the config).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub(crate) struct LadderStep(String);
+
+impl TryFrom<String> for LadderStep {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        match precision_bits(s.trim()) {
+            Some(_) => Ok(LadderStep(s)),
+            None => Err(unknown_precision(&s)),
+        }
+    }
 }
 
 /// What the planner makes small.

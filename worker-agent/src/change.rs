@@ -70,8 +70,9 @@ pub enum Update {
 ///    `available` (a device appeared, vanished or changed; device GFLOP/s are
 ///    measurements and follow rule 5);
 /// 2. a descriptive field differs: `id`, `hostname`, `os`, `arch`, `version`,
-///    `cluster`, `ckpt_dir`, `cores`, `ram_total`, the two ports, and whether
-///    the worker listens;
+///    `cluster`, `ckpt_dir`, `cores`, `ram_total`, the two ports, whether
+///    the worker listens, and whether (and on which port) an SSH server
+///    does;
 /// 3. free RAM moved by at least [`RAM_FREE_THRESHOLD_PERCENT`] of total RAM
 ///    and [`RAM_FREE_THRESHOLD_MIN_BYTES`];
 /// 4. free disk moved by at least [`DISK_FREE_THRESHOLD_PERCENT`] of the old
@@ -106,7 +107,9 @@ pub fn material_change(old: &NodeCaps, new: &NodeCaps) -> Option<String> {
         ram_total,
         worker_port,
         agent_port,
-        worker_listening
+        worker_listening,
+        ssh_listening,
+        ssh_port
     );
 
     let ram_threshold =
@@ -400,6 +403,24 @@ pub(crate) mod tests {
         let mut a = caps();
         a.addr = "10.0.0.1:9100".into();
         assert_eq!(material_change(&caps(), &a), None);
+    }
+
+    /// The runtime launches workers over ssh: sshd starting, stopping or
+    /// moving port is news for every coordinator.
+    #[test]
+    fn an_ssh_server_starting_stopping_or_moving_is_material() {
+        let mut none = caps();
+        none.ssh_listening = Some(false);
+        let mut up = caps();
+        up.ssh_listening = Some(true);
+        up.ssh_port = Some(22);
+        let why = material_change(&none, &up).expect("sshd started");
+        assert!(why.contains("ssh_listening"), "{why}");
+        assert!(material_change(&up, &none).is_some(), "sshd stopped");
+        let mut moved = up.clone();
+        moved.ssh_port = Some(2222);
+        let why = material_change(&up, &moved).expect("sshd moved");
+        assert!(why.contains("ssh_port"), "{why}");
     }
 
     fn ram_drop(gib_less: u64) -> NodeCaps {

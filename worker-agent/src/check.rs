@@ -1,13 +1,16 @@
 //! **`rlx-agent check`** — the worker's self-check, the agent-side twin of
 //! the coordinator's `rlx-discover doctor`: what this agent would announce
 //! and on which interfaces, its own port and the worker's (free, listening,
-//! open in the host firewall), the key file and the state directory. Each
-//! check is ok, warn, fail or skip, with a fix; the exit code is 0 when none
-//! failed, 1 when one did, as doctor's.
+//! open in the host firewall), whether an SSH server answers (the RLX
+//! runtime probes and launches workers over ssh), the key file and the
+//! state directory. Each check is ok, warn, fail or skip, with a fix; the
+//! exit code is 0 when none failed, 1 when one did, as doctor's.
 //!
-//! It opens no mDNS socket and sends nothing: it reads the settings (flags,
-//! `RLX_AGENT_*`, the config file), the machine, the firewall's rules, and
-//! binds the agent's TCP port for a moment to see whether it is free.
+//! It opens no mDNS socket and sends nothing to other machines: it reads
+//! the settings (flags, `RLX_AGENT_*`, the config file), the machine, the
+//! firewall's rules, binds the agent's TCP port for a moment to see whether
+//! it is free, and reads the greeting of this box's own SSH ports
+//! ([`crate::sshd`]).
 
 use crate::announce::Responder;
 use crate::cli::AgentArgs;
@@ -28,6 +31,7 @@ pub async fn run_checks(args: &AgentArgs, config: Option<&Path>) -> Vec<Check> {
         caps_check(args),
         agent_port_check(args.port),
         worker_port_check(args.worker_port),
+        ssh_check(&crate::sshd::check_now()),
     ];
     out.push(firewall_check(args.port, args.worker_port).await);
     out.push(key_check(args));
@@ -190,6 +194,30 @@ fn worker_port_check(port: u16) -> Check {
             ),
         )
         .fix("start the RLX worker, or set worker_port = N (--worker-port) to the port it listens on")
+    }
+}
+
+/// Whether the RLX runtime can reach this box the way it probes and
+/// launches workers: over ssh.
+fn ssh_check(r: &crate::sshd::Report) -> Check {
+    match r.port {
+        Some(port) => Check::new(
+            "ssh",
+            Status::Ok,
+            format!("an SSH server answers on TCP {port}: the RLX runtime can probe and launch workers here"),
+        ),
+        None => Check::new(
+            "ssh",
+            Status::Warn,
+            format!(
+                "no SSH server answers here ({}): the RLX runtime probes and launches workers over ssh",
+                r.describe()
+            ),
+        )
+        .fix(
+            "start sshd (sudo systemctl enable --now ssh) or the coordinator cannot launch here; on \
+             macOS turn on Remote Login (System Settings > General > Sharing)",
+        ),
     }
 }
 
@@ -378,6 +406,33 @@ mod tests {
         assert!(c.fix.unwrap().contains("chmod 600"));
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(key_check(&args).status, Status::Ok);
+    }
+
+    #[test]
+    fn an_ssh_server_is_ok_with_its_port_and_none_is_a_warning_that_says_how_to_start_one() {
+        use crate::sshd::{Report, Seen};
+        let found = ssh_check(&Report {
+            port: Some(2222),
+            tried: vec![(22, Seen::Nothing), (2222, Seen::Ssh)],
+        });
+        assert_eq!(found.status, Status::Ok, "{found:?}");
+        assert!(found.detail.contains("TCP 2222"), "{found:?}");
+        let none = ssh_check(&Report {
+            port: None,
+            tried: vec![(22, Seen::Other("\"HTTP/1.1 400\"".into()))],
+        });
+        assert_eq!(none.status, Status::Warn, "{none:?}");
+        assert!(
+            none.detail.contains("probes and launches workers over ssh")
+                && none.detail.contains("TCP 22: not SSH"),
+            "{none:?}"
+        );
+        assert!(
+            none.fix
+                .as_deref()
+                .is_some_and(|f| f.contains("sudo systemctl enable --now ssh")),
+            "{none:?}"
+        );
     }
 
     #[test]

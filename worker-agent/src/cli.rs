@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 pub enum AgentCommand {
     /// Check this worker and exit: what the agent would announce and on
     /// which interfaces, the agent's and the worker's ports (free,
-    /// listening, open in the host firewall), the key file and the state
-    /// directory; each ok, warn, fail or skip with a fix. Exit 0 when no
-    /// check failed, 1 when one did.
+    /// listening, open in the host firewall), whether an SSH server
+    /// answers, the key file and the state directory; each ok, warn, fail
+    /// or skip with a fix. Exit 0 when no check failed, 1 when one did.
     Check {
         /// Print JSON: {"v": 1, "checks": [{"check", "status", "detail", "fix"}], "healthy"}.
         #[arg(long)]
@@ -86,6 +86,8 @@ pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
     version,
     after_help = "Exit status: 0 success; 1 error (the message names the file, field or device); \
                   2 usage error.\n\nExamples:\n  rlx-agent --probe --no-bench\n  \
+                  rlx-agent --probe --addr gpu-a:9100 --ckpt /data/models   \
+                  (what the RLX runtime runs over ssh)\n  \
                   rlx-agent --probe --caps-file node.json\n  \
                   rlx-agent --ckpt-dir /data/models/GLM-5.3-Flash --cluster lab --key-file /etc/rlx/cluster.key\n  \
                   rlx-agent --register dns://10.0.0.53/rlx.example.org --tsig-key /etc/rlx/update.key"
@@ -128,6 +130,15 @@ pub struct AgentArgs {
     #[arg(long)]
     pub probe: bool,
 
+    /// With --probe only: the address the coordinator reaches this node's
+    /// worker at (HOST:PORT or [IPv6]:PORT), as the RLX runtime passes it
+    /// (`rlx-agent --probe --addr HOST:PORT --ckpt DIR`). Printed as the
+    /// caps' `addr`; its port is the worker port checked, unless
+    /// --worker-port is given on the command line [default with --probe:
+    /// this host's name and the worker port].
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_probe_addr)]
+    pub addr: Option<String>,
+
     /// Use the capabilities in this JSON file instead of probing (simulated
     /// nodes, or overriding what detection gets wrong). The file is validated
     /// first; errors name the file and the field. --node-id, --cluster and
@@ -156,8 +167,14 @@ pub struct AgentArgs {
     pub worker_port: u16,
 
     /// Checkpoint directory on this machine: reported to the coordinator,
-    /// and its free space and read speed are measured.
-    #[arg(long, value_name = "DIR", env = "RLX_AGENT_CKPT_DIR")]
+    /// and its free space and read speed are measured (--ckpt is the RLX
+    /// runtime's spelling).
+    #[arg(
+        long,
+        visible_alias = "ckpt",
+        value_name = "DIR",
+        env = "RLX_AGENT_CKPT_DIR"
+    )]
     pub ckpt_dir: Option<PathBuf>,
 
     /// Cluster name to announce. Coordinators with `cluster = "..."` admit
@@ -332,7 +349,71 @@ pub(crate) fn parse_advertise(s: &str) -> Result<std::net::SocketAddr, String> {
     Ok(a)
 }
 
+/// Splits a worker address, `HOST:PORT` or `[IPv6]:PORT`, into its host
+/// (brackets kept) and port: the rule `rlx-discover` holds a `[[node]]
+/// addr` to (src/addr.rs), so that the runtime's `--addr` reads the same
+/// here.
+pub fn split_addr(s: &str) -> Result<(&str, u16), String> {
+    let example = "e.g. gpu-a:9100, 10.0.0.5:9100 or [fd00::5]:9100";
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("`{s}` has no port: expected HOST:PORT, {example}"));
+    };
+    if host.is_empty() || host == "[]" {
+        return Err(format!("`{s}` has no host: expected HOST:PORT, {example}"));
+    }
+    if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
+        return Err(format!(
+            "`{s}`: write an IPv6 address in brackets, [addr]:port, {example}"
+        ));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && port.bytes().all(|b| b.is_ascii_digit()) => Ok((host, p)),
+        _ => Err(format!(
+            "`{s}` has an invalid port `{port}` (1-65535), {example}"
+        )),
+    }
+}
+
+/// The usage rules clap's own words would leave unclear: `--addr` means
+/// something only with `--probe`. An error exits 2, as clap's usage errors
+/// do.
+pub fn check_usage(m: &clap::ArgMatches) -> Result<(), clap::Error> {
+    if m.contains_id("addr") && !m.get_flag("probe") {
+        return Err(<AgentArgs as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "--addr is for --probe only: it is the worker address the printed caps carry (the \
+             RLX runtime runs `rlx-agent --probe --addr HOST:PORT --ckpt DIR`); add --probe, or \
+             leave --addr out (coordinators find a running agent's address themselves)",
+        ));
+    }
+    Ok(())
+}
+
+/// `--addr`: a worker address ([`split_addr`]) that fits the caps' `addr`
+/// (at most 255 bytes, no spaces or control characters), kept as given.
+pub(crate) fn parse_probe_addr(s: &str) -> Result<String, String> {
+    if s.len() > limits::MAX_STRING || s.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!(
+            "{s:?} is not an address: at most {} bytes, without spaces or control characters",
+            limits::MAX_STRING
+        ));
+    }
+    split_addr(s).map(|_| s.to_string())
+}
+
 impl AgentArgs {
+    /// Takes `--addr`'s port as the worker port, unless `--worker-port` was
+    /// given on the command line (`explicit`): the runtime's address is the
+    /// one it will dial, so it is what the probe checks, over
+    /// `RLX_AGENT_WORKER_PORT` and `worker_port` in the config file, which
+    /// describe the box and not this call.
+    pub fn worker_port_from_addr(&mut self, explicit: bool) {
+        let port = self.addr.as_deref().and_then(|a| split_addr(a).ok());
+        if let (Some((_, port)), false) = (port, explicit) {
+            self.worker_port = port;
+        }
+    }
+
     /// Whether `--root` points somewhere other than this machine.
     pub fn is_fixture(&self) -> bool {
         self.root != Path::new("/")
@@ -450,6 +531,31 @@ impl AgentArgs {
         caps.worker_port = Some(self.worker_port);
         caps.agent_port = (self.port != 0 && self.port != self.worker_port).then_some(self.port);
         caps.worker_listening = Some(crate::worker::listening_now(self.worker_port));
+        let ssh = crate::sshd::port_now();
+        caps.ssh_listening = Some(ssh.is_some());
+        caps.ssh_port = ssh;
+        Ok(caps)
+    }
+
+    /// What `--probe` prints: [`AgentArgs::caps`] with an `addr` always
+    /// there, since the RLX runtime reads the line as its own `NodeCaps`,
+    /// whose `addr` is required: `--addr` as given, else a caps file's own
+    /// `addr`, else this host's name and the worker port.
+    pub fn probe_caps(&self) -> anyhow::Result<NodeCaps> {
+        let mut caps = self.caps()?;
+        if let Some(a) = &self.addr {
+            caps.addr = a.clone();
+        } else if caps.addr.is_empty() {
+            let mut host = caps.hostname.clone();
+            if host.is_empty() {
+                host = crate::probe::clean(&crate::naming::this_host_name());
+            }
+            if host.is_empty() {
+                host = "localhost".into();
+            }
+            caps.addr = format!("{host}:{}", self.worker_port);
+        }
+        caps.validate().context("the caps --probe would print")?;
         Ok(caps)
     }
 
@@ -621,6 +727,73 @@ mod tests {
             let args = std::iter::once("rlx-agent").chain(bad.iter().copied());
             assert!(AgentArgs::try_parse_from(args).is_err(), "{bad:?}");
         }
+    }
+
+    /// The spellings of a worker address, as a `[[node]] addr` takes them.
+    #[test]
+    fn an_addr_is_host_colon_port_or_bracketed_ipv6_and_its_port_is_after_the_last_colon() {
+        for (addr, host, port) in [
+            ("gpu-a:9100", "gpu-a", 9100),
+            ("10.0.0.5:9200", "10.0.0.5", 9200),
+            ("[fd00::5]:9300", "[fd00::5]", 9300),
+            ("gpu-a.lab.example.org:1", "gpu-a.lab.example.org", 1),
+        ] {
+            assert_eq!(split_addr(addr), Ok((host, port)), "{addr}");
+            assert_eq!(parse_probe_addr(addr).as_deref(), Ok(addr), "kept as given");
+        }
+        for (bad, says) in [
+            ("gpu-a", "no port"),
+            (":9100", "no host"),
+            ("[]:9100", "no host"),
+            ("fd00::5:9100", "brackets"),
+            ("gpu-a:0", "invalid port `0`"),
+            ("gpu-a:65536", "invalid port"),
+            ("gpu-a:+22", "invalid port"),
+            ("gpu-a:http", "invalid port"),
+            ("gpu a:9100", "without spaces"),
+        ] {
+            let e = parse_probe_addr(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_addr_port_is_the_worker_port_unless_worker_port_is_on_the_command_line() {
+        let mut a = AgentArgs::parse_from(["rlx-agent", "--probe", "--addr", "[fd00::5]:9300"]);
+        a.worker_port_from_addr(false);
+        assert_eq!(a.worker_port, 9300);
+        let mut a = AgentArgs::parse_from([
+            "rlx-agent",
+            "--probe",
+            "--addr",
+            "gpu-a:9300",
+            "--worker-port",
+            "9400",
+        ]);
+        a.worker_port_from_addr(true);
+        assert_eq!(
+            a.worker_port, 9400,
+            "--worker-port on the command line wins"
+        );
+        let mut a = AgentArgs::parse_from(["rlx-agent", "--probe"]);
+        a.worker_port_from_addr(false);
+        assert_eq!(a.worker_port, DEFAULT_WORKER_PORT, "no --addr, no change");
+    }
+
+    #[test]
+    fn addr_is_a_usage_error_without_probe_that_says_so_and_ckpt_is_ckpt_dir() {
+        let m = AgentArgs::command()
+            .try_get_matches_from(["rlx-agent", "--addr", "gpu-a:9100"])
+            .unwrap();
+        let e = check_usage(&m).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("--addr is for --probe only"), "{e}");
+        let m = AgentArgs::command()
+            .try_get_matches_from(["rlx-agent", "--probe", "--addr", "gpu-a:9100"])
+            .unwrap();
+        assert!(check_usage(&m).is_ok());
+        let a = AgentArgs::parse_from(["rlx-agent", "--ckpt", "/data/models"]);
+        assert_eq!(a.ckpt_dir.as_deref(), Some(Path::new("/data/models")));
     }
 
     #[test]

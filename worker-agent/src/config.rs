@@ -206,7 +206,9 @@ impl AgentConfig {
 /// The agent's settings from every source: the command line `m`, the
 /// `RLX_AGENT_*` variables (clap reads both), and the config file (the
 /// one `--config`/`RLX_AGENT_CONFIG` names, else [`DEFAULT_CONFIG`] when it
-/// exists); checked together once merged. Returns the file read, if any.
+/// exists); then `--addr`'s port as the worker port
+/// ([`AgentArgs::worker_port_from_addr`]); checked together once merged.
+/// Returns the file read, if any.
 pub fn resolve(m: &ArgMatches) -> anyhow::Result<(AgentArgs, Option<PathBuf>)> {
     use clap::FromArgMatches;
     let mut args = AgentArgs::from_arg_matches(m)?;
@@ -215,6 +217,7 @@ pub fn resolve(m: &ArgMatches) -> anyhow::Result<(AgentArgs, Option<PathBuf>)> {
     if let Some((_, c)) = loaded {
         c.apply(&mut args, m);
     }
+    args.worker_port_from_addr(m.value_source("worker_port") == Some(ValueSource::CommandLine));
     args.validate().with_context(|| match &path {
         Some(p) => format!("the settings of the flags, RLX_AGENT_* and {}", p.display()),
         None => "the settings of the flags and RLX_AGENT_*".to_string(),

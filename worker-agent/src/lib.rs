@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! rlx-agent --probe --no-bench          # print this box's caps JSON
+//! rlx-agent --probe --addr gpu-a:9100 --ckpt /data/models   # as the RLX runtime runs it over ssh
 //! rlx-agent --ckpt-dir /data/models/GLM-5.3-Flash --cluster lab
 //! ```
 //!
@@ -24,11 +25,12 @@
 //! - [`server`]: the handshake on the agent's own port (`--port`).
 //! - [`measure`]: link measurement on that port: who may ask (`--measure`), its bounds, the per-source limits ([`measure::limit`]).
 //! - [`worker`]: whether the box's RLX worker listens on its port (`--worker-port`).
+//! - [`sshd`]: whether an SSH server listens on the box, and on which port (the runtime probes and launches workers over ssh).
 //! - [`register`]: the same records in a unicast DNS zone (`--register`), by TSIG-signed DNS UPDATE, for coordinators beyond the LAN ([`register::tsig`]: its key file).
 //!
 //! The modules depend one way: `run` on everything; `announce` and
 //! `register` on `change`, `naming` and `shutdown`; `cli` on `probe`,
-//! `worker`, the lease settings of `register` and the rules of `measure`;
+//! `naming`, `worker`, `sshd`, the lease settings of `register` and the rules of `measure`;
 //! `config` on `cli`, `measure` and `register`;
 //! `server` on `worker` and `measure`; nothing back.
 
@@ -49,4 +51,5 @@ pub mod register;
 pub mod run;
 pub mod server;
 pub mod shutdown;
+pub mod sshd;
 pub mod worker;

@@ -8,6 +8,9 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let matches = AgentArgs::command().get_matches();
+    if let Err(e) = rlx_agent::cli::check_usage(&matches) {
+        e.exit();
+    }
     let (args, config) = match rlx_agent::config::resolve(&matches) {
         Ok(x) => x,
         Err(e) => {
@@ -77,13 +80,14 @@ fn run(args: &AgentArgs, config: Option<&std::path::Path>) -> anyhow::Result<Exi
     if !args.probe {
         args.check_ports()?;
     }
-    let caps = args.caps()?;
     if args.probe {
+        let caps = args.probe_caps()?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", caps.to_json())?;
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
+    let caps = args.caps()?;
     // One thread: the agent answers a handful of handshakes a minute, and
     // mdns-sd runs its own thread; a multi-threaded runtime would only add
     // idle memory.

@@ -265,11 +265,13 @@ pub fn probe(opts: &ProbeOptions) -> anyhow::Result<NodeCaps> {
         gflops,
         io_mbps,
         links: links(&root, &opts.interfaces),
-        // The ports and the worker check are the command line's
-        // ([`crate::cli::AgentArgs::caps`]), not the hardware's.
+        // The ports, the worker check and the SSH check are the command
+        // line's ([`crate::cli::AgentArgs::caps`]), not the hardware's.
         worker_port: None,
         worker_listening: None,
         agent_port: None,
+        ssh_listening: None,
+        ssh_port: None,
     };
     caps.validate().with_context(|| {
         format!(

@@ -112,6 +112,13 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
              and report its worker as not listening"
         );
     }
+    match caps.ssh_port {
+        Some(ssh_port) => tracing::info!(ssh_port, "an SSH server answers on this box"),
+        None => tracing::info!(
+            "no SSH server answers on this box: the RLX runtime probes and launches workers over \
+             ssh; start sshd (sudo systemctl enable --now ssh) or the coordinator cannot launch here"
+        ),
+    }
     let caps_tx = Arc::new(watch::channel(Arc::new(caps.clone())).0);
     let caps_rx = caps_tx.subscribe();
     // Prepared before anything is announced: a bad key file or zone is a

@@ -309,3 +309,50 @@ fn hand_written_details_in_the_documented_shape_parse() {
     assert!(c.links[0].rdma);
     assert_eq!((c.links[1].speed_mbps, c.links[1].rdma), (None, false));
 }
+
+/// The SSH server is two fields, both left out when the agent did not
+/// look, so an older coordinator reads the same caps as before; a found
+/// server is `ssh_listening: true` with its port, none is `false` alone.
+#[test]
+fn the_ssh_server_is_reported_as_listening_and_its_port_and_left_out_when_not_checked() {
+    let unchecked = sample().to_json();
+    assert!(!unchecked.contains("ssh"), "{unchecked}");
+    let mut found = sample();
+    found.ssh_listening = Some(true);
+    found.ssh_port = Some(2222);
+    let json = found.to_json();
+    assert!(
+        json.contains(r#""ssh_listening":true,"ssh_port":2222"#),
+        "{json}"
+    );
+    assert_eq!(NodeCaps::from_json(&json).unwrap(), found);
+    let mut none = sample();
+    none.ssh_listening = Some(false);
+    let json = none.to_json();
+    assert!(
+        json.contains(r#""ssh_listening":false"#) && !json.contains("ssh_port"),
+        "{json}"
+    );
+    assert_eq!(NodeCaps::from_json(&json).unwrap(), none);
+    let hand = NodeCaps::from_json(
+        r#"{"os":"linux","cores":8,"ram_total":1000,"ssh_listening":true,"ssh_port":22}"#,
+    )
+    .unwrap();
+    assert_eq!((hand.ssh_listening, hand.ssh_port), (Some(true), Some(22)));
+}
+
+#[test]
+fn an_ssh_port_that_contradicts_ssh_listening_or_is_zero_is_refused_naming_ssh_port() {
+    for (listening, port) in [
+        (Some(false), Some(22)),
+        (None, Some(22)),
+        (Some(true), None),
+        (Some(true), Some(0)),
+    ] {
+        let mut c = sample();
+        c.ssh_listening = listening;
+        c.ssh_port = port;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("`ssh_port`"), "{listening:?} {port:?}: {e}");
+    }
+}

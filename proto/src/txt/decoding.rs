@@ -6,7 +6,7 @@ use super::error::{caps_error, quote};
 use super::schema::{
     device_index, is_key, AGENT_PORT_KEY, AGENT_VERSION_KEY, ARCH_KEY, CKPT_KEY, CLUSTER_KEY,
     CORES_KEY, DISK_KEY, GFLOPS_KEY, ID_KEY, INCARNATION_KEY, IO_KEY, MAX_DECODE_BYTES, OS_KEY,
-    RAM_FREE_KEY, RAM_KEY, TXTVERS_KEY, TXT_VERSION, WORKER_KEY,
+    RAM_FREE_KEY, RAM_KEY, SSH_KEY, TXTVERS_KEY, TXT_VERSION, WORKER_KEY,
 };
 use crate::caps::{limits, DeviceInfo, NodeCaps};
 use std::collections::HashMap;
@@ -115,6 +115,10 @@ pub fn decode<S: AsRef<[u8]>>(strings: &[S]) -> Result<NodeCaps, TxtError> {
             .transpose()?,
         ..NodeCaps::default()
     };
+    if let Some(v) = fields.get(SSH_KEY) {
+        caps.ssh_port = parse_ssh(v.unwrap_or_default())?;
+        caps.ssh_listening = Some(caps.ssh_port.is_some());
+    }
     // DESIGN.md makes every key but `txtvers` optional: a record without
     // `cores` decodes with 0, which NodeCaps reads as "unknown".
     let cores = int(CORES_KEY)?;
@@ -246,6 +250,24 @@ fn parse_port(key: &str, v: &[u8]) -> Result<u16, TxtError> {
         Ok(p @ 1..=65535) => Ok(p as u16),
         Ok(_) => Err(invalid(key, v, "not a port (1-65535)")),
         Err(why) => Err(invalid(key, v, why)),
+    }
+}
+
+/// The SSH server's port, or `0` for none: `Some(port)` or `None`.
+fn parse_ssh(v: &[u8]) -> Result<Option<u16>, TxtError> {
+    match parse_count(v) {
+        Ok(0) => Ok(None),
+        Ok(p @ 1..=65535) => Ok(Some(p as u16)),
+        Ok(_) => Err(invalid(
+            SSH_KEY,
+            v,
+            "not a port (1-65535), nor 0 (no SSH server)",
+        )),
+        Err(why) => Err(invalid(
+            SSH_KEY,
+            v,
+            &format!("{why}: expected the SSH server's port, or 0 for none"),
+        )),
     }
 }
 

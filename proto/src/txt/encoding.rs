@@ -7,18 +7,19 @@ use super::error::{caps_error, quote};
 use super::schema::{
     device_key, AGENT_PORT_KEY, AGENT_VERSION_KEY, ARCH_KEY, CKPT_KEY, CLUSTER_KEY, CORES_KEY,
     DISK_KEY, GFLOPS_KEY, ID_KEY, INCARNATION_KEY, IO_KEY, MAX_RECORD_BYTES, MAX_STRING_BYTES,
-    OS_KEY, RAM_FREE_KEY, RAM_KEY, SHORT_NAME_BYTES, TXTVERS_KEY, TXT_VERSION, WORKER_KEY,
+    OS_KEY, RAM_FREE_KEY, RAM_KEY, SHORT_NAME_BYTES, SSH_KEY, TXTVERS_KEY, TXT_VERSION, WORKER_KEY,
 };
 use crate::caps::{limits, Device, DeviceInfo, NodeCaps};
 use std::fmt;
 
 /// Encodes caps as TXT schema v1 `(key, value)` pairs in announcement order,
 /// the order of [`KEYS`](super::KEYS): `txtvers` first, then `id`, `inc`,
-/// `agent`, `worker`, `cluster`, `os`, `arch`, `cores`, `ram`, `ramfree`,
-/// `disk`, `ckpt`, `gflops`, `io`, `dev0`..`devN`, `ver`.
+/// `agent`, `worker`, `ssh`, `cluster`, `os`, `arch`, `cores`, `ram`,
+/// `ramfree`, `disk`, `ckpt`, `gflops`, `io`, `dev0`..`devN`, `ver`.
 ///
 /// Empty strings (`id`, `os`, `arch`, `ver`) and an absent `cluster` or
-/// `ckpt` are left out, and so are `agent` and `worker` when unknown. The
+/// `ckpt` are left out, and so are `agent`, `worker` and `ssh` when
+/// unknown. The
 /// SRV record, not TXT, carries the worker's port and the host name, so
 /// neither appears here (`worker_port` is not encoded).
 ///
@@ -63,6 +64,10 @@ pub fn encode(caps: &NodeCaps) -> Result<Vec<(String, String)>, TxtError> {
     }
     if let Some(up) = caps.worker_listening {
         head.push((WORKER_KEY.into(), if up { "1" } else { "0" }.into()));
+    }
+    if caps.ssh_listening.is_some() {
+        // Validated above: a port exactly when one listens; 0 says none.
+        head.push((SSH_KEY.into(), caps.ssh_port.unwrap_or(0).to_string()));
     }
     if let Some(cluster) = &caps.cluster {
         let room = MAX_STRING_BYTES - pair_overhead(CLUSTER_KEY);

@@ -66,6 +66,16 @@ pub const AGENT_PORT_KEY: &str = "agent";
 /// [`NodeCaps::worker_listening`]: crate::caps::NodeCaps::worker_listening
 pub const WORKER_KEY: &str = "worker";
 
+/// The TXT key saying whether an SSH server listened on the node when the
+/// agent last looked, and on which port ([`NodeCaps::ssh_listening`],
+/// [`NodeCaps::ssh_port`]): the port in decimal, or `0` when none did (the
+/// RLX runtime probes and launches workers over ssh). Additive to schema
+/// v1; absent means not checked.
+///
+/// [`NodeCaps::ssh_listening`]: crate::caps::NodeCaps::ssh_listening
+/// [`NodeCaps::ssh_port`]: crate::caps::NodeCaps::ssh_port
+pub const SSH_KEY: &str = "ssh";
+
 /// `cluster`: the cluster name the agent was given ([`NodeCaps::cluster`]);
 /// absent when it was given none. A filter, not security (docs/security.md,
 /// "What `cluster` is for").
@@ -157,7 +167,7 @@ const fn key(name: &'static str, field: &'static str) -> TxtKey {
 /// [`encode`](super::encode) writes them; the device keys go between
 /// [`IO_KEY`] and [`AGENT_VERSION_KEY`]. A key not listed here (and not a
 /// device key) is unknown to this build, and readers skip it.
-pub const KEYS: [TxtKey; 16] = [
+pub const KEYS: [TxtKey; 17] = [
     TxtKey {
         name: TXTVERS_KEY,
         field: None,
@@ -166,6 +176,7 @@ pub const KEYS: [TxtKey; 16] = [
     key(INCARNATION_KEY, "incarnation"),
     key(AGENT_PORT_KEY, "agent_port"),
     key(WORKER_KEY, "worker_listening"),
+    key(SSH_KEY, "ssh_port"),
     key(CLUSTER_KEY, "cluster"),
     key(OS_KEY, "os"),
     key(ARCH_KEY, "arch"),

@@ -110,8 +110,8 @@ fn every_key_is_spelled_on_the_wire_as_the_protocol_says() {
     assert_eq!(
         names,
         [
-            "txtvers", "id", "inc", "agent", "worker", "cluster", "os", "arch", "cores", "ram",
-            "ramfree", "disk", "ckpt", "gflops", "io", "ver"
+            "txtvers", "id", "inc", "agent", "worker", "ssh", "cluster", "os", "arch", "cores",
+            "ram", "ramfree", "disk", "ckpt", "gflops", "io", "ver"
         ]
     );
     assert_eq!(
@@ -128,6 +128,8 @@ fn every_key_of_the_table_names_a_field_of_the_caps_json() {
     let mut c = sample();
     c.agent_port = Some(6184);
     c.worker_listening = Some(true);
+    c.ssh_listening = Some(true);
+    c.ssh_port = Some(22);
     let json: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
     for k in KEYS {
         if let Some(field) = k.field {
@@ -147,6 +149,8 @@ fn encode_writes_the_keys_in_the_order_of_the_table() {
     let mut c = sample();
     c.agent_port = Some(6184);
     c.worker_listening = Some(true);
+    c.ssh_listening = Some(true);
+    c.ssh_port = Some(22);
     let keys: Vec<String> = encode(&c).unwrap().into_iter().map(|(k, _)| k).collect();
     let mut want: Vec<String> = KEYS.iter().map(|k| k.name.to_string()).collect();
     want.insert(want.len() - 1, device_key(0));
@@ -218,6 +222,51 @@ fn a_bad_agent_port_or_worker_flag_is_refused_naming_its_key() {
     ] {
         let e = decode(&["txtvers=1", "cores=4", bad]).unwrap_err();
         assert_eq!(e.key(), Some(key), "{bad}: {e}");
+    }
+}
+
+/// The SSH server rides as one key after `worker`: its port, or `0` when
+/// the agent looked and none answered as SSH.
+#[test]
+fn the_ssh_server_round_trips_as_its_port_or_zero_for_none() {
+    let mut c = sample();
+    c.ssh_listening = Some(true);
+    c.ssh_port = Some(2222);
+    let pairs = encode(&c).unwrap();
+    assert!(pairs.contains(&("ssh".into(), "2222".into())), "{pairs:?}");
+    assert_eq!(decode(&to_strings(&pairs)).unwrap(), c);
+    c.ssh_listening = Some(false);
+    c.ssh_port = None;
+    let pairs = encode(&c).unwrap();
+    assert!(pairs.contains(&("ssh".into(), "0".into())), "{pairs:?}");
+    assert_eq!(decode(&to_strings(&pairs)).unwrap(), c);
+    // Hand-written, as avahi-publish would send it.
+    let c = decode(&["txtvers=1", "cores=4", "SSH=22"]).unwrap();
+    assert_eq!((c.ssh_listening, c.ssh_port), (Some(true), Some(22)));
+}
+
+/// Guards older agents: a record without `ssh` is "not checked", not "no
+/// SSH server", and is written back without the key.
+#[test]
+fn a_record_without_ssh_decodes_as_not_checked_and_encodes_without_it() {
+    let c = decode(&["txtvers=1", "cores=4"]).unwrap();
+    assert_eq!((c.ssh_listening, c.ssh_port), (None, None));
+    assert!(encode(&c).unwrap().iter().all(|(k, _)| k != SSH_KEY));
+}
+
+#[test]
+fn a_bad_ssh_value_is_refused_naming_the_key() {
+    for bad in [
+        "ssh=yes",
+        "ssh=65536",
+        "ssh=-22",
+        "ssh=",
+        "ssh",
+        "ssh=22,2222",
+    ] {
+        let e = decode(&["txtvers=1", "cores=4", bad]).unwrap_err();
+        assert_eq!(e.key(), Some("ssh"), "{bad}: {e}");
+        assert!(e.to_string().contains("SSH server"), "{bad}: {e}");
     }
 }
 
@@ -491,7 +540,7 @@ proptest! {
     fn plausible_key_value_soup_never_panics_and_errors_name_a_key(
         entries in proptest::collection::vec(
             (prop::sample::select(vec!["txtvers", "cores", "ram", "ramfree", "disk", "gflops", "io",
-                "id", "os", "dev0", "dev1", "DEV2", "ckpt", "cluster"]), "[0-9a-z,.=-]{0,30}"),
+                "id", "os", "dev0", "dev1", "DEV2", "ckpt", "cluster", "ssh"]), "[0-9a-z,.=-]{0,30}"),
             0..20),
     ) {
         let mut strings = vec!["txtvers=1".to_string()];

@@ -274,10 +274,12 @@ fn python_zeroconf_sees_the_announced_node_with_its_exact_txt_schema_v1_record()
     assert!(rlx_proto::caps::is_valid_id(&inc), "inc={inc}: 16 hex");
     let mut announced = caps.clone();
     announced.incarnation = Some(inc);
-    // And its own port (`--port`, TXT agent) and whether its worker
-    // listens (TXT worker: nothing does in this lab).
+    // And its own port (`--port`, TXT agent), whether its worker listens
+    // (TXT worker) and whether an SSH server answers (TXT ssh): neither
+    // does in this lab.
     announced.agent_port = Some(PORT);
     announced.worker_listening = Some(false);
+    announced.ssh_listening = Some(false);
     let expected = txt::to_strings(&txt::encode(&announced).expect("test caps encode"));
     assert_eq!(
         seen.txt(),

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 /// Runs the agent with `args`; RUST_LOG is cleared so the default levels
 /// apply unless a test sets it.
-fn agent<I, S>(args: I, env: &[(&str, &str)]) -> (Output, String)
+pub(crate) fn agent<I, S>(args: I, env: &[(&str, &str)]) -> (Output, String)
 where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
@@ -28,7 +28,7 @@ where
     (out, report)
 }
 
-fn stdout_caps(out: &Output, report: &str) -> NodeCaps {
+pub(crate) fn stdout_caps(out: &Output, report: &str) -> NodeCaps {
     assert!(out.status.success(), "{report}");
     let text = String::from_utf8(out.stdout.clone()).unwrap();
     assert_eq!(
@@ -121,15 +121,18 @@ fn probe_with_a_good_caps_file_echoes_it() {
     );
     let got = stdout_caps(&out, &report);
     assert!(
-        got.worker_listening.is_some(),
-        "the worker port was checked: {report}"
+        got.worker_listening.is_some() && got.ssh_listening.is_some(),
+        "the worker port and the SSH server were checked: {report}"
     );
     assert_eq!(
         got,
         NodeCaps {
+            addr: "sim-1:9100".into(),
             worker_port: Some(rlx_proto::service::DEFAULT_WORKER_PORT),
             agent_port: Some(rlx_proto::service::DEFAULT_AGENT_PORT),
             worker_listening: got.worker_listening,
+            ssh_listening: got.ssh_listening,
+            ssh_port: got.ssh_port,
             ..NodeCaps::from_json(json).unwrap()
         },
         "{report}"
@@ -268,6 +271,8 @@ fn help_explains_the_flags_and_hides_the_fixture_root() {
     let help = String::from_utf8_lossy(&out.stdout);
     for flag in [
         "--probe",
+        "--addr",
+        "--ckpt",
         "--caps-file",
         "--name",
         "--port",

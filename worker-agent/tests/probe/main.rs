@@ -5,6 +5,8 @@
 //! libraries of the machine running the tests.
 //!
 //! - `cli`: the binary, as a coordinator's ssh runs it.
+//! - `runtime`: the binary as the RLX runtime runs it over ssh
+//!   (`--probe --addr HOST:PORT --ckpt DIR`), read as the runtime reads it.
 //! - `fixtures`: what each kind of machine must report.
 //! - `details`: what a placement planner reads from the caps.
 //! - `libs`: NVML and the Vulkan loader answer, whatever is installed.
@@ -13,6 +15,7 @@ mod cli;
 mod details;
 mod fixtures;
 mod libs;
+mod runtime;
 
 use rlx_agent::probe::{probe, ProbeOptions};
 use rlx_proto::caps::NodeCaps;
