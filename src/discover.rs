@@ -174,9 +174,17 @@ async fn run(
         .and_then(|d| u64::try_from(d.as_micros()).ok());
     // Set up before discovery, so a bad window fails before any source runs.
     let links = d.measure_links.then(|| links::options(d)).transpose()?;
-    let found = run_sources(d, started, progress).await?;
+    // The ssh aliases are read while the sources run: `ssh -G` needs no
+    // network, and the pipeline needs them only at the end.
+    let (found, ssh) = tokio::join!(
+        run_sources(d, started, progress),
+        crate::sshtarget::SshTargets::gather(d)
+    );
+    let found = found?;
     let versions = links::versions(&found);
-    let mut exp = expand_file(hand, marks, &NodeDefaults::from(d), found);
+    let mut defaults = NodeDefaults::from(d);
+    defaults.ssh = ssh;
+    let mut exp = expand_file(hand, marks, &defaults, found);
     exp.report.started_unix_us = started_unix_us;
     if let Some(opts) = links {
         links::measure_expansion(&mut exp, &versions, &opts).await;

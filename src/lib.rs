@@ -87,6 +87,9 @@
 //!   building, device selection, the address rule, the report).
 //! - `write`: `expand --write` (render, reconcile, the atomic write-back,
 //!   the `# found by` comments read back).
+//! - [`sshtarget`]: the `ssh` written for each node (the user's alias for
+//!   its address, else the address; none for this machine), and
+//!   `expand --check-ssh`.
 //! - `links`: link measurement (`--links`).
 //! - `watch`: the live membership engine; `follow`: [`LiveWatch`], its
 //!   inputs built from `[discover]` with the secure defaults.
@@ -116,6 +119,7 @@ mod watch;
 pub mod config;
 pub mod doctor;
 pub mod pins;
+pub mod sshtarget;
 pub mod write;
 
 // Expand.

@@ -490,7 +490,10 @@ fn every_node_key_the_parser_accepts_is_in_the_reference() {
     )
     .expect("writing the cluster file");
     let out = run_bounded(
-        Command::new(RLX_DISCOVER).arg("expand").arg(&file).arg("--no-mdns"),
+        Command::new(RLX_DISCOVER)
+            .arg("expand")
+            .arg(&file)
+            .arg("--no-mdns"),
         Duration::from_secs(30),
     );
     let err = String::from_utf8_lossy(&out.stderr);

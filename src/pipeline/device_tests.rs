@@ -112,3 +112,29 @@ fn the_link_of_the_chosen_address_is_reported_with_the_node() {
     old.links.clear();
     assert_eq!(run(old).added[0].link, None, "an older agent");
 }
+
+/// The runtime reaches every box over `ssh` and takes a node without it
+/// for the coordinator's own: a node found on the network is written with
+/// one, and a box whose agent says no SSH server answers is still written,
+/// with a warning that the runtime cannot probe or launch there yet.
+#[test]
+fn a_node_found_on_the_network_is_written_with_ssh_and_a_box_without_sshd_is_warned_about() {
+    let mut caps = node_with(vec![cpu()]);
+    caps.ssh_listening = Some(true);
+    caps.ssh_port = Some(22);
+    let e = run(caps.clone());
+    assert_eq!(e.nodes[0].ssh.as_deref(), Some("10.0.0.5"));
+    assert!(!e.report.warnings.iter().any(|w| w.contains("SSH")));
+    caps.ssh_listening = Some(false);
+    caps.ssh_port = None;
+    let e = run(caps);
+    assert_eq!(e.nodes[0].ssh.as_deref(), Some("10.0.0.5"), "still written");
+    assert!(
+        e.report
+            .warnings
+            .iter()
+            .any(|w| w.contains("no SSH server answers") && w.contains("cannot probe it or launch")),
+        "{:?}",
+        e.report.warnings
+    );
+}

@@ -20,6 +20,9 @@ pub(crate) struct NodeDefaults {
     pub device: Option<crate::config::DeviceList>,
     /// Precision for discovered nodes (else the runtime's default).
     pub precision: Option<crate::config::Precision>,
+    /// The user's ssh aliases and this machine's addresses, for the `ssh`
+    /// of nodes found on the network.
+    pub ssh: crate::sshtarget::SshTargets,
 }
 
 impl From<&DiscoverSection> for NodeDefaults {
@@ -28,6 +31,7 @@ impl From<&DiscoverSection> for NodeDefaults {
             ckpt_dir: d.ckpt_dir.clone(),
             device: d.device.clone(),
             precision: d.precision.clone(),
+            ssh: Default::default(),
         }
     }
 }
@@ -89,7 +93,7 @@ pub(super) fn build(
         .or_else(|| best.caps.as_ref().and_then(|c| c.ckpt_dir.clone()))
         .unwrap_or_default();
     let mut node = NodeConfig::new(addr.clone());
-    node.ssh = m.ssh().and_then(|s| s.ssh.clone());
+    node.ssh = ssh_of(m, defaults, report);
     node.ckpt_dir = ckpt_dir;
     node.device = device.clone();
     node.precision = defaults.precision.clone().unwrap_or_default();
@@ -135,6 +139,32 @@ pub(super) fn build(
         &m.sightings,
     ));
     (node, added)
+}
+
+/// The `ssh` the runtime will reach the machine with: the alias SSH
+/// discovery used, else [`crate::sshtarget`]'s rule for the chosen address
+/// (none for this machine's own). A box whose agent says no SSH server
+/// answers is still written with one, and the report says the runtime
+/// cannot probe or launch there until one does.
+fn ssh_of(m: &Machine, defaults: &NodeDefaults, report: &mut Report) -> Option<String> {
+    if let Some(s) = m.ssh().and_then(|s| s.ssh.clone()) {
+        return Some(s);
+    }
+    let addr_s = m.addr_sighting();
+    let caps = m.best().caps.as_ref();
+    let hostname = caps.map_or("", |c| c.hostname.as_str());
+    let sshd = caps.and_then(|c| c.ssh_listening.map(|l| (l, c.ssh_port)));
+    let ssh = defaults.ssh.for_node(addr_s.ip?, hostname, sshd)?;
+    if sshd == Some((false, None)) {
+        report.warnings.push(format!(
+            "{} ({}): no SSH server answers on that box, so the RLX runtime cannot probe it or \
+             launch its worker there (it does both over ssh {ssh}) until one does: start sshd \
+             on it",
+            addr_s.addr,
+            crate::escape::untrusted(&addr_s.host)
+        ));
+    }
+    Some(ssh)
 }
 
 /// The agent's facts about the link holding the node's chosen address,

@@ -113,12 +113,18 @@ impl SshOptions {
     /// (`/usr/local/bin` on a Mac) would otherwise be "not installed". The
     /// lookup runs in `sh -c '...'`, which every login shell (bash, zsh,
     /// fish, tcsh) hands to sh unchanged. A path is run as given.
-    pub(crate) fn remote_command(&self) -> String {
-        // `--worker-port`: the probe checks whether the worker listens on
-        // the port this node's `addr` will name.
-        let mut cmd = format!("{} --probe --worker-port {}", self.remote_bin, self.port);
+    pub(crate) fn remote_command(&self, host: &str) -> String {
+        // The runtime's own probe command line (`probe_remote`: `--probe
+        // --addr HOST:PORT --ckpt DIR`), so that `remote_bin` may be the
+        // RLX worker binary, which self-reports, as well as rlx-agent; the
+        // agent checks for a worker on the port of `--addr`.
+        let mut cmd = format!(
+            "{} --probe --addr {}",
+            self.remote_bin,
+            quote(&format!("{host}:{}", self.port))
+        );
         if !self.ckpt_dir.is_empty() {
-            cmd.push_str(" --ckpt-dir ");
+            cmd.push_str(" --ckpt ");
             cmd.push_str(&quote(&self.ckpt_dir));
         }
         if self.remote_bin.contains('/') {
@@ -153,7 +159,7 @@ impl SshOptions {
         if self.fast_kex {
             c.args(["-o", FAST_KEX]);
         }
-        c.args(["-T", "--", host, &self.remote_command()]);
+        c.args(["-T", "--", host, &self.remote_command(host)]);
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -295,10 +301,10 @@ pub(crate) fn classify(
                 Err(SshFailure::NotInstalled(format!(
                     "`{remote_bin}` was not found on {host} ({last})"
                 )))
-            } else if err.contains("unexpected argument '--worker-port'") {
+            } else if err.contains("unexpected argument '--addr'") {
                 Err(SshFailure::ProbeFailed(format!(
                     "`{remote_bin}` on {host} is older than this coordinator (it does not know \
-                     --worker-port, the worker's own port); upgrade rlx-agent there: {last}"
+                     --addr, the runtime's probe command line); upgrade rlx-agent there: {last}"
                 )))
             } else if err.contains("unexpected argument") || err.contains("unrecognized option") {
                 Err(SshFailure::ProbeFailed(format!(
@@ -404,7 +410,7 @@ pub(crate) async fn discover(
         what: format!(
             "{} ssh host(s), `{}`",
             opts.hosts.len(),
-            opts.remote_command()
+            opts.remote_command("HOST")
         ),
         elapsed_ms: t0.elapsed().as_millis() as u64,
         answered: d.sightings.len(),
@@ -521,7 +527,7 @@ mod tests {
             fast_kex: true,
         };
         // What the remote login shell hands to sh, and what sh then runs.
-        let words = shlex::split(&o.remote_command()).unwrap();
+        let words = shlex::split(&o.remote_command("gpu-a")).unwrap();
         assert_eq!(words[..2], ["sh", "-c"]);
         assert!(
             words[2].starts_with("PATH=\"$PATH:$HOME/.cargo/bin:/usr/local/bin\" exec "),
@@ -534,9 +540,9 @@ mod tests {
                 "exec",
                 "rlx-agent",
                 "--probe",
-                "--worker-port",
-                "9100",
-                "--ckpt-dir",
+                "--addr",
+                "gpu-a:9100",
+                "--ckpt",
                 "/data/my models/$x"
             ]
         );
@@ -545,8 +551,9 @@ mod tests {
             ..o
         };
         assert_eq!(
-            o.remote_command(),
-            "/opt/rlx/bin/rlx-agent --probe --worker-port 9100 --ckpt-dir '/data/my models/$x'"
+            o.remote_command("gpu-a"),
+            "/opt/rlx/bin/rlx-agent --probe --addr gpu-a:9100 --ckpt '/data/my models/$x'",
+            "the runtime's own probe command line (probe_remote), so the RLX worker can answer it"
         );
     }
 

@@ -164,3 +164,30 @@ fn the_probe_json_the_runtime_prints_is_accepted_by_ssh_hosts() {
     );
     runtime::assert_reads_as_meant(v["file"]["text"].as_str().unwrap(), &v["nodes"]);
 }
+
+/// `--check-ssh` tries every node's `ssh` as the runtime will, and names
+/// the one that fails and why, with exit 1.
+#[test]
+fn check_ssh_names_the_node_the_runtime_cannot_reach_and_why() {
+    let c = Cluster::new();
+    c.host("gpu-a", &caps("gpu-a", "00000000000000a1", "cuda", 24));
+    c.write(
+        "cluster.toml",
+        "model = \"m\"\n[discover]\nmdns = false\nssh_hosts = [\"gpu-a\"]\nckpt_dir = \"/m\"\n\n\
+         [[node]]\naddr = \"10.9.9.9:9100\"\nssh = \"nope\"\nckpt_dir = \"/m\"\n",
+    );
+    let run = c.expand(&["cluster.toml", "--check-ssh"]);
+    run.expect_code(1);
+    let err = run.stderr();
+    assert!(err.contains("ssh check: 1 of 2 node(s) answer"), "{err}");
+    assert!(err.contains("ok   gpu-a:9100 (ssh gpu-a)"), "{err}");
+    assert!(
+        err.contains("FAIL 10.9.9.9:9100 (ssh nope): the name does not resolve"),
+        "{err}"
+    );
+    c.write(
+        "cluster.toml",
+        "model = \"m\"\n[discover]\nmdns = false\nssh_hosts = [\"gpu-a\"]\nckpt_dir = \"/m\"\n",
+    );
+    c.expand(&["cluster.toml", "--check-ssh"]).expect_code(0);
+}

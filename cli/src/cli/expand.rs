@@ -112,6 +112,12 @@ pub struct ExpandArgs {
     /// neighbour's broken record, another cluster's agent).
     #[arg(long)]
     pub strict: bool,
+    /// After discovery, run `ssh -o BatchMode=yes HOST true` to every node
+    /// with an `ssh` (hand-written ones too), as the RLX runtime will reach
+    /// it to probe and launch, and name each that fails and why (host key,
+    /// authentication, timeout, no sshd); exit 1 when one does.
+    #[arg(long)]
+    pub check_ssh: bool,
 }
 
 /// What `expand` did with the file (the `file` object of the JSON).
@@ -170,6 +176,24 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         (false, true) => "write",
         (false, false) => "print",
     };
+    let ssh_checks = if a.check_ssh {
+        let nodes = plan
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.addr.clone(), n.ssh.clone()?)))
+            .collect();
+        let ssh_config = cfg.discover.as_ref().and_then(|d| d.ssh_config.clone());
+        Some(crate::cli::runtime::runtime()?.block_on(rlx_discover::sshtarget::check(
+            nodes,
+            ssh_config.as_deref(),
+            std::time::Duration::from_secs(5),
+        )))
+    } else {
+        None
+    };
+    let ssh_failed = ssh_checks
+        .as_ref()
+        .is_some_and(|c| c.iter().any(|c| c.failure.is_some()));
     let changed = plan.changes(&text);
     let diff = (mode == "dry-run").then(|| unified_diff(&path, &text, &plan.text));
     let written = mode == "write" && changed;
@@ -195,6 +219,7 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             "report": exp.report,
             "missing": plan.missing,
             "file": file,
+            "ssh_check": ssh_checks,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -217,6 +242,9 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         if discovering && found_nothing {
             eprint!("{}", exp.report.empty_hint());
         }
+        if let Some(checks) = &ssh_checks {
+            eprint!("{}", render_ssh_checks(checks));
+        }
     }
     Ok(
         if exp.report.fails_run(a.strict)
@@ -224,12 +252,32 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             || (discovering && found_nothing)
             || plan.has_vanished_nodes()
             || exp.report.hand_written_moved()
+            || ssh_failed
         {
             ExitCode::from(1)
         } else {
             ExitCode::SUCCESS
         },
     )
+}
+
+/// `--check-ssh`'s lines: each node the runtime can reach, and each it
+/// cannot with the reason.
+fn render_ssh_checks(checks: &[rlx_discover::sshtarget::SshCheck]) -> String {
+    let failed = checks.iter().filter(|c| c.failure.is_some()).count();
+    let mut out = format!(
+        "ssh check: {} of {} node(s) answer `ssh -o BatchMode=yes HOST true`, as the RLX \
+         runtime reaches them to probe and launch\n",
+        checks.len() - failed,
+        checks.len()
+    );
+    for c in checks {
+        match &c.failure {
+            None => out.push_str(&format!("  ok   {} (ssh {})\n", c.addr, c.ssh)),
+            Some(why) => out.push_str(&format!("  FAIL {} (ssh {}): {why}\n", c.addr, c.ssh)),
+        }
+    }
+    out
 }
 
 /// The line saying what happened to the file, for --write and --dry-run.
