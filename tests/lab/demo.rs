@@ -36,6 +36,34 @@ fn the_demo_finds_every_simulated_machine_with_the_right_device() {
     )
     .unwrap_or_else(|e| panic!("the printed config does not parse: {e}\n{expanded}"));
     assert_eq!(cfg.nodes.len(), 5, "1 hand-written + 4 found:\n{expanded}");
+    // The RLX runtime's own loader reads the printed file, model and all,
+    // with `ssh` on every node: each box is another machine, none is the
+    // coordinator's own.
+    let printed = expanded.split_once('\n').map_or("", |(_, rest)| rest);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.toml");
+    std::fs::write(&path, printed).unwrap();
+    if let Some(read) = kit::runtime::load(&path) {
+        assert_eq!(
+            read["ok"], true,
+            "the runtime refuses the demo's file: {read}\n{printed}"
+        );
+        assert!(
+            read.get("model_assumed").is_none(),
+            "the demo's file names its model"
+        );
+        for n in read["nodes"].as_array().unwrap() {
+            assert!(
+                n["ssh"].as_str().is_some_and(|s| !s.is_empty()),
+                "the runtime would take {} for the coordinator's own box:\n{printed}",
+                n["addr"]
+            );
+        }
+    }
+    assert!(
+        cfg.nodes.iter().all(|n| n.precision.as_str() == "bf16"),
+        "the runtime's default"
+    );
     assert_eq!(
         cfg.nodes[0].addr, "192.0.2.10:9100",
         "the hand-written node comes first, unchanged"

@@ -103,10 +103,13 @@ const MACHINES: [Machine; 4] = [
     },
 ];
 
-/// The cluster file of the demo: an empty `[discover]`, one hand-written node
-/// (a machine that is not on this LAN), and comments that must survive.
+/// The cluster file of the demo: the runtime's `model`, an empty
+/// `[discover]`, one hand-written node (a machine that is not on this LAN),
+/// and comments that must survive.
 const CLUSTER_TOML: &str = "\
 # cluster.toml of the demo: nobody typed the machines below.
+model = \"unsloth/GLM-5.3-Flash-GGUF\"   # what the RLX runtime will load
+
 [discover]          # empty: browse the LAN for rlx-agents
 ckpt_dir = \"/data/models/GLM-5.3-Flash\"
 

@@ -183,11 +183,13 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             .filter_map(|n| Some((n.addr.clone(), n.ssh.clone()?)))
             .collect();
         let ssh_config = cfg.discover.as_ref().and_then(|d| d.ssh_config.clone());
-        Some(crate::cli::runtime::runtime()?.block_on(rlx_discover::sshtarget::check(
-            nodes,
-            ssh_config.as_deref(),
-            std::time::Duration::from_secs(5),
-        )))
+        Some(
+            crate::cli::runtime::runtime()?.block_on(rlx_discover::sshtarget::check(
+                nodes,
+                ssh_config.as_deref(),
+                std::time::Duration::from_secs(5),
+            )),
+        )
     } else {
         None
     };
