@@ -22,7 +22,11 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 /// The runtime version this package is built against.
+#[cfg(not(feature = "runtime-0216"))]
 pub const RUNTIME_VERSION: &str = "0.2.19";
+/// The runtime version this package is built against (`v0216/`).
+#[cfg(feature = "runtime-0216")]
+pub const RUNTIME_VERSION: &str = "0.2.16";
 
 /// What the runtime read of one node, as JSON: the fields rlx-discover
 /// writes, in the runtime's own rendering.
