@@ -129,6 +129,36 @@ impl SshTargets {
     }
 }
 
+/// Whether `ssh` is the form [`SshTargets::for_node`] writes for the host
+/// of `addr` itself (`IP`, or `ssh://IP:PORT`), not a name the user chose:
+/// such an `ssh` follows its node when the machine moves to another
+/// address.
+pub fn follows_addr(ssh: &str, addr: &str) -> bool {
+    follow(ssh, addr, addr).is_some()
+}
+
+/// The `ssh` for a node whose `addr` moved from `old` to `new`, when
+/// `ssh` was written from `old`'s host ([`follows_addr`]); `None` for any
+/// other `ssh` (an alias stays as the user has it).
+pub fn follow(ssh: &str, old: &str, new: &str) -> Option<String> {
+    let host = |a: &str| crate::addr::NodeAddr::split(a).0.to_string();
+    let (old_h, new_h) = (host(old), host(new));
+    old_h.parse::<IpAddr>().ok()?;
+    let bracket = |h: &str| {
+        if h.contains(':') {
+            format!("[{h}]")
+        } else {
+            h.to_string()
+        }
+    };
+    if ssh == old_h {
+        return Some(new_h);
+    }
+    let port = ssh.strip_prefix(&format!("ssh://{}:", bracket(&old_h)))?;
+    port.parse::<u16>().ok()?;
+    Some(format!("ssh://{}:{port}", bracket(&new_h)))
+}
+
 /// The ssh program: `RLX_SSH_PROGRAM` (the tests' stand-in), else `ssh`.
 pub(crate) fn ssh_program() -> String {
     std::env::var("RLX_SSH_PROGRAM").unwrap_or_else(|_| "ssh".into())

@@ -9,6 +9,7 @@
 //! rlx-runtime-check caps < probe.json        # NodeCaps, as probe_remote parses it
 //! rlx-runtime-check probe-local ADDR CKPT    # probe_local's JSON (no bench)
 //! rlx-runtime-check probe cluster.toml BIN   # Cluster::from_path + probe(BIN)
+//! rlx-runtime-check plan cluster.toml BIN    # ... + plan(a synthetic model)
 //! ```
 //!
 //! The binary is `src/bin/rlx-runtime-check.rs`; the lab tests' kit runs
@@ -17,7 +18,9 @@
 //! runtime's.
 
 use anyhow::{Context, Result};
-use rlx_distributed::cluster::{Cluster, ClusterConfig, NodeCaps, NodeConfig};
+use rlx_distributed::cluster::{
+    Cluster, ClusterConfig, CostOptions, ModelCost, NodeCaps, NodeConfig, TensorEntry,
+};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -110,4 +113,79 @@ pub fn parse_caps(stdout: &str) -> Result<NodeCaps> {
 pub fn probe(path: &Path, remote_bin: &str) -> Result<Vec<NodeCaps>> {
     let mut c = Cluster::from_path(path)?;
     Ok(c.probe(remote_bin)?.to_vec())
+}
+
+/// The model [`plan`] places, as a checkpoint's tensor index (names, dims,
+/// bytes; no weights): a dense Llama-3-8B-shaped stack in bf16. 32 blocks of
+/// width 4096, grouped-query attention with 1024-wide K and V (so the
+/// runtime infers the KV cache from the shapes, as it does for a real
+/// checkpoint, instead of refusing to guess), a 14336-wide MLP and a
+/// 128256-token vocabulary: about 16 GB, the size of a model one would
+/// spread over a few boxes.
+pub fn synthetic_index() -> Vec<TensorEntry> {
+    const HIDDEN: usize = 4096;
+    const KV: usize = 1024;
+    const FFN: usize = 14336;
+    const VOCAB: usize = 128_256;
+    const LAYERS: usize = 32;
+    /// bf16.
+    const BYTES: u64 = 2;
+    let t = |name: String, dims: Vec<usize>| {
+        let bytes = dims.iter().product::<usize>() as u64 * BYTES;
+        TensorEntry::new(name, dims, bytes)
+    };
+    let mut index = vec![t("token_embd.weight".into(), vec![HIDDEN, VOCAB])];
+    for i in 0..LAYERS {
+        let b = |part: &str| format!("blk.{i}.{part}.weight");
+        index.extend([
+            t(b("attn_norm"), vec![HIDDEN]),
+            t(b("attn_q"), vec![HIDDEN, HIDDEN]),
+            t(b("attn_k"), vec![HIDDEN, KV]),
+            t(b("attn_v"), vec![HIDDEN, KV]),
+            t(b("attn_output"), vec![HIDDEN, HIDDEN]),
+            t(b("ffn_norm"), vec![HIDDEN]),
+            t(b("ffn_gate"), vec![HIDDEN, FFN]),
+            t(b("ffn_up"), vec![HIDDEN, FFN]),
+            t(b("ffn_down"), vec![FFN, HIDDEN]),
+        ]);
+    }
+    index.push(t("output_norm.weight".into(), vec![HIDDEN]));
+    index.push(t("output.weight".into(), vec![HIDDEN, VOCAB]));
+    index
+}
+
+/// [`probe`], then `Cluster::plan` of [`synthetic_index`]'s cost
+/// (`ModelCost::from_tensor_index` with `CostOptions::default()`, as
+/// `Cluster::autoplan` derives it): `{"caps", "model", "plan", "table",
+/// "precision"}`, the table being the runtime's own `plan_table()`.
+pub fn plan(path: &Path, remote_bin: &str) -> Result<Value> {
+    let mut c = Cluster::from_path(path)?;
+    let caps = c.probe(remote_bin)?.to_vec();
+    let cost = ModelCost::from_tensor_index(&synthetic_index(), &CostOptions::default())
+        .context("the synthetic model's cost")?;
+    let model = cost.summary();
+    let plan: Vec<Value> = c
+        .plan(cost)?
+        .iter()
+        .map(|a| {
+            json!({
+                "addr": a.addr,
+                "ssh": a.ssh,
+                "device": a.device,
+                "layers": [a.layers.start, a.layers.end],
+                "est_bytes": a.est_bytes,
+                "budget_bytes": a.budget_bytes,
+                "est_kv_bytes": a.est_kv_bytes,
+                "est_stage_secs": a.est_stage_secs,
+                "role": format!("{:?}", a.role).to_lowercase(),
+            })
+        })
+        .collect();
+    Ok(json!({
+        "caps": caps,
+        "model": model,
+        "plan": plan,
+        "table": c.plan_table(),
+        "precision": c.chosen_precision,
+    }))
 }

@@ -48,8 +48,16 @@ fn the_seeds_runtime_and_the_newest_read_every_file_alike() {
     let Some(old) = checker_0216() else { return };
     let new = rlx_lab::kit::bins::profile_dir().join("rlx-runtime-check");
     let v = Command::new(&old).arg("version").output().unwrap();
-    assert!(String::from_utf8_lossy(&v.stdout).contains("0.2.16"), "{old:?} is not the 0.2.16 build");
+    assert!(
+        String::from_utf8_lossy(&v.stdout).contains("0.2.16"),
+        "{old:?} is not the 0.2.16 build"
+    );
     for f in corpus() {
-        assert_eq!(run(&old, &["load"], &f), run(&new, &["load"], &f), "{}", f.display());
+        assert_eq!(
+            run(&old, &["load"], &f),
+            run(&new, &["load"], &f),
+            "{}",
+            f.display()
+        );
     }
 }

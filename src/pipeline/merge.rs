@@ -204,7 +204,11 @@ pub(super) fn moves(
             let id = best.id().filter(|_| proven)?;
             marks.iter().enumerate().position(|(i, k)| {
                 !taken.contains(&i)
-                    && hand.get(i).is_some_and(|h| h.ssh.is_none())
+                    && hand.get(i).is_some_and(|h| {
+                        h.ssh
+                            .as_deref()
+                            .is_none_or(|s| crate::sshtarget::follows_addr(s, &h.addr))
+                    })
                     && k.id.as_deref() == Some(id)
             })
         })

@@ -181,3 +181,21 @@ fn sshs_failures_are_named_by_their_cause() {
         );
     }
 }
+
+#[test]
+fn an_ssh_written_from_the_address_follows_a_move_and_an_alias_stays() {
+    assert_eq!(
+        follow("10.0.0.5", "10.0.0.5:9100", "10.0.0.7:9100").as_deref(),
+        Some("10.0.0.7")
+    );
+    assert_eq!(
+        follow("ssh://[fd00::5]:2200", "[fd00::5]:9100", "[fd00::7]:9100").as_deref(),
+        Some("ssh://[fd00::7]:2200")
+    );
+    assert_eq!(follow("gpu-a", "10.0.0.5:9100", "10.0.0.7:9100"), None);
+    assert!(follows_addr("10.0.0.5", "10.0.0.5:9100"));
+    assert!(
+        !follows_addr("gpu-a", "gpu-a:9100"),
+        "an ssh_hosts alias is not an address"
+    );
+}

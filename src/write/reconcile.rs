@@ -312,6 +312,16 @@ pub fn plan(
         })?;
         let with = addr_string(&cfg.text[span.clone()], &m.to);
         edits.push((span, with));
+        // An `ssh` written from the old address follows it; an alias the
+        // user chose is left as it is.
+        let new_ssh = n
+            .ssh
+            .as_deref()
+            .and_then(|s| crate::sshtarget::follow(s, &m.from, &m.to));
+        if let (Some(new), Some(span)) = (new_ssh, n.ssh_span.clone()) {
+            let with = addr_string(&cfg.text[span.clone()], &new);
+            edits.push((span, with));
+        }
         moved.push(format!("{} -> {}", m.from, m.to));
     }
     let kept = splice(&cfg.text, &edits)?;
@@ -343,6 +353,13 @@ pub fn plan(
                 .iter()
                 .find(|m| m.rewritten && m.from == n.addr)
             {
+                if let Some(ssh) = n
+                    .ssh
+                    .as_deref()
+                    .and_then(|s| crate::sshtarget::follow(s, &m.from, &m.to))
+                {
+                    n.ssh = Some(ssh);
+                }
                 n.addr = m.to.clone();
             }
             n

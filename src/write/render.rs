@@ -216,6 +216,9 @@ pub struct FileNode {
     /// The bytes of its `addr` string as written (quotes included), which a
     /// move replaces.
     pub addr_span: Option<Range<usize>>,
+    /// The bytes of its `ssh` string, which a move replaces when the `ssh`
+    /// was written from the old address.
+    pub ssh_span: Option<Range<usize>>,
     /// 1-based line of its `[[node]]` header.
     pub line: usize,
     /// The bytes `--prune` would cut (comment, header, keys), or why it
@@ -284,6 +287,11 @@ pub fn file_nodes(text: &str) -> Result<Vec<FileNode>, RenderError> {
             .and_then(Item::as_value)
             .filter(|v| v.is_str())
             .and_then(|v| v.span());
+        let ssh_span = t
+            .get("ssh")
+            .and_then(Item::as_value)
+            .filter(|v| v.is_str())
+            .and_then(|v| v.span());
         let nested = t
             .iter()
             .any(|(_, v)| matches!(v, Item::Table(_) | Item::ArrayOfTables(_)));
@@ -317,6 +325,7 @@ pub fn file_nodes(text: &str) -> Result<Vec<FileNode>, RenderError> {
             found_by,
             id: prov.id,
             addr_span,
+            ssh_span,
             line,
             cut,
         });

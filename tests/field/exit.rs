@@ -93,7 +93,7 @@ fn an_announcement_claiming_the_address_of_a_node_in_the_file_fails_the_run() {
     std::fs::write(
         &cfg,
         format!(
-            "[discover]\ncluster = \"lab\"\n\n[[node]]\naddr = \"{}:9100\"\n",
+            "[discover]\ncluster = \"lab\"\n\n[[node]]\naddr = \"{}:9100\"\nckpt_dir = \"/m\"\n",
             lab.host(2).ip
         ),
     )

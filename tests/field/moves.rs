@@ -85,12 +85,15 @@ fn a_found_agent_whose_address_changed_keeps_one_node_with_its_new_addr_in_place
     readdress(&lab, 1, to);
     let _a = agent(&lab, 1, dir.path());
     let new = format!("{to}:9100");
+    let from = lab.host(1).ip;
 
     let dry = expand(&lab, &cfg, &["--dry-run"]);
     let diff = dry.json["file"]["diff"].as_str().unwrap();
     assert!(
-        diff.contains(&format!("\n-addr = \"{old}\"\n+addr = \"{new}\"\n")),
-        "--dry-run shows the move as a diff:\n{diff}"
+        diff.contains(&format!(
+            "\n-addr = \"{old}\"\n-ssh = \"{from}\"\n+addr = \"{new}\"\n+ssh = \"{to}\"\n"
+        )),
+        "--dry-run shows the move as a diff, the ssh written from the address following it:\n{diff}"
     );
     assert_eq!(std::fs::read_to_string(&cfg).unwrap(), before, "dry run");
 
@@ -98,8 +101,10 @@ fn a_found_agent_whose_address_changed_keeps_one_node_with_its_new_addr_in_place
     let after = std::fs::read_to_string(&cfg).unwrap();
     assert_eq!(
         after,
-        before.replace(&format!("\"{old}\""), &format!("\"{new}\"")),
-        "only the addr changed, in place:\n{}",
+        before
+            .replace(&format!("\"{old}\""), &format!("\"{new}\""))
+            .replace(&format!("ssh = \"{from}\""), &format!("ssh = \"{to}\"")),
+        "only the addr and the ssh written from it changed, in place:\n{}",
         second.stderr
     );
     let moved = &second.json["report"]["moved"][0];

@@ -369,7 +369,7 @@ fn watch_with_a_cluster_file_tells_its_nodes_up_or_down_beside_newcomers() {
     std::fs::write(
         &cfg,
         format!(
-            "[[node]]\naddr = \"{}:9100\"\ndevice = \"cpu\"\n\n[[node]]\naddr = \"10.9.9.9:9100\"\ndevice = \"cpu\"\n",
+            "[[node]]\naddr = \"{}:9100\"\nckpt_dir = \"/m\"\ndevice = \"cpu\"\n\n[[node]]\naddr = \"10.9.9.9:9100\"\nckpt_dir = \"/m\"\ndevice = \"cpu\"\n",
             lab.host(1).ip
         ),
     )

@@ -8,7 +8,10 @@
 //!   work, the guard passes inside, nothing is left behind.
 //! - `demo`: `rlx-discover demo` end to end.
 //! - `doctor`: `rlx-discover doctor`, healthy and not.
+//! - `runtime_probe`: the RLX runtime probes and plans the boxes `expand`
+//!   found over mDNS, over the `ssh` written for each, against real sshd.
 
 mod demo;
 mod doctor;
 mod network;
+mod runtime_probe;

@@ -1,9 +1,10 @@
 //! `rlx-runtime-check`: the published RLX runtime's reading of a cluster
-//! file, a probe line or a node, as one JSON document on stdout (see the
-//! library's docs). Exit 0 when the runtime accepted the input, 1 when it
-//! refused it (the JSON says why), 2 on a usage error.
+//! file, a probe line or a node, or its plan of a synthetic model over the
+//! probed nodes, as one JSON document on stdout (see the library's docs).
+//! Exit 0 when the runtime accepted the input, 1 when it refused it (the
+//! JSON says why), 2 on a usage error.
 
-use rlx_compat::{load_path, parse_caps, probe, RUNTIME_VERSION};
+use rlx_compat::{load_path, parse_caps, plan, probe, RUNTIME_VERSION};
 use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
@@ -47,11 +48,21 @@ fn main() -> ExitCode {
                 false,
             ),
         },
+        ["plan", file, bin] => match plan(Path::new(file), bin) {
+            Ok(mut v) => {
+                v["ok"] = true.into();
+                (v, true)
+            }
+            Err(e) => (
+                serde_json::json!({ "ok": false, "error": format!("{e:#}") }),
+                false,
+            ),
+        },
         ["version"] => (serde_json::json!({ "runtime": RUNTIME_VERSION }), true),
         _ => {
             eprintln!(
                 "usage: rlx-runtime-check load FILE [--assume-model] | caps < JSON | probe-local ADDR CKPT | \
-                 probe FILE REMOTE_BIN | version"
+                 probe FILE REMOTE_BIN | plan FILE REMOTE_BIN | version"
             );
             return ExitCode::from(2);
         }

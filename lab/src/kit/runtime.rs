@@ -7,11 +7,24 @@
 //! way. A lab file names no `model` (the lab has none to name); the check
 //! then assumes one, since rlx-discover warns about a missing model on its
 //! own, and judges everything else as written.
+//!
+//! [`over_ssh`] goes further: the runtime probes (and plans) the nodes of a
+//! written file over each node's `ssh`, from a lab host, as it would from
+//! the coordinator.
 
 use super::bins::profile_dir;
+use super::Proc;
+use crate::topology::Lab;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+/// How long one [`over_ssh`] may take: the runtime probes the nodes one
+/// after another, each an ssh login and an agent's `--probe` (well under a
+/// second each on a lab link, a few on a loaded 2-core box). A hung ssh
+/// must fail the test, not hang it.
+pub const OVER_SSH_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The checker binary of this build, when it was built (`cargo test
 /// --workspace` builds it). Without it a check is skipped loudly, and
@@ -83,4 +96,43 @@ pub fn assert_reads_as_meant(text: &str, meant: &Value) {
             );
         }
     }
+}
+
+/// What `rlx-runtime-check SUBCOMMAND FILE REMOTE_BIN` prints (`probe` or
+/// `plan`: the runtime's `Cluster::probe`, which runs `ssh HOST
+/// "REMOTE_BIN --probe --addr ADDR --ckpt DIR"` for each node with an
+/// `ssh`), run in lab host `i` with `ssh_dir` first on its `PATH`: a
+/// directory whose `ssh` reaches the lab's servers
+/// ([`client_wrapper`](super::sshd::client_wrapper)), since the runtime
+/// runs plain `ssh`. `None` when the checker was not built (said loudly;
+/// a failure under CI). Panics with its output when it prints no JSON or
+/// outlives [`OVER_SSH_TIMEOUT`].
+pub fn over_ssh(
+    lab: &Lab,
+    i: usize,
+    subcommand: &str,
+    file: &Path,
+    remote_bin: &Path,
+    ssh_dir: &Path,
+) -> Option<Value> {
+    let bin = check_bin()?;
+    let path = std::env::join_paths(
+        std::iter::once(ssh_dir.to_path_buf()).chain(
+            std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        ),
+    )
+    .expect("PATH entries without colons");
+    let mut cmd = Command::new(&bin);
+    cmd.arg(subcommand)
+        .arg(file)
+        .arg(remote_bin)
+        .env("PATH", path);
+    let p = Proc::spawn(lab, i, cmd);
+    p.expect_exit(OVER_SSH_TIMEOUT);
+    Some(
+        serde_json::from_str(&p.stdout())
+            .unwrap_or_else(|e| panic!("{} printed no JSON ({e})", p.label())),
+    )
 }
