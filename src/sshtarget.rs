@@ -316,7 +316,7 @@ pub struct SshCheck {
 }
 
 /// Runs `ssh -o BatchMode=yes -o ConnectTimeout=N HOST true` for each
-/// `(addr, ssh)` at once (at most [`CONCURRENCY`]), the way the runtime's
+/// `(addr, ssh)` at once (at most `CONCURRENCY`, 16), the way the runtime's
 /// own probe and launch will reach each box, and says for each why it
 /// failed: the host key, the authentication, a timeout, a refused port, a
 /// name that does not resolve.

@@ -29,7 +29,7 @@ impl From<String> for ValueError {
 /// list, primary first, the rest CPU/host spill for weights that do not fit
 /// (`"cuda"`, `"metal+cpu"`). Kept as the string the user wrote, so a
 /// hand-written node is written back byte for byte; validated at load with
-/// the runtime's own rule ([`super::runtime`]), so a name the runtime
+/// the runtime's own rule (`config::runtime`), so a name the runtime
 /// refuses is refused here with its line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
