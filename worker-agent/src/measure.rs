@@ -17,8 +17,12 @@
 //! other), grants each source a few a minute ([`limit`]), and aborts a
 //! measurement that holds the lock longer than [`MAX_HOLD`]. The lock is
 //! taken only after the proof verified, so a stranger cannot hold it on a
-//! keyed agent. A transfer that ends without its end mark was cut short and
-//! is refused, never reported as figures.
+//! keyed agent, and freed before any notice is sent: every write on the
+//! connection is bounded in time ([`NOTICE_WAIT`] for a notice), because a
+//! client that stops reading fills the socket and would otherwise hold the
+//! lock for as long as it keeps the connection open. A transfer that ends
+//! without its end mark was cut short and is refused, never reported as
+//! figures.
 
 pub mod limit;
 
@@ -30,11 +34,12 @@ use rlx_proto::handshake::measure::{
 use rlx_proto::handshake::measure_sense::check_transfer;
 use rlx_proto::handshake::{endpoint_text, Binding, Nonce, DRAIN_GRACE, MAX_HELLO_BYTES};
 use rlx_proto::keys::Key;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OwnedMutexGuard};
 use tokio::time::{timeout_at, Instant};
 
 /// Who may make this agent measure its link (`rlx-agent --measure`).
@@ -63,6 +68,18 @@ pub enum Policy {
 /// this bound, one client pausing just under the per-step timeout held the
 /// lock about 28 s, again and again.
 pub const MAX_HOLD: Duration = Duration::from_secs(10);
+
+/// The longest a refusal or abort notice may wait to be written: 1 s, then
+/// it is dropped and the connection closed.
+///
+/// A notice is one short line; a client reading its connection takes it at
+/// once. One that stopped reading (a download it started and no longer
+/// reads fills the socket) would otherwise block the write for as long as
+/// it keeps the connection open: that once held the one-at-a-time lock past
+/// [`MAX_HOLD`], so every other coordinator got `busy` for as long as the
+/// client liked. The lock is freed before the notice anyway; this bound is
+/// what frees the connection.
+pub const NOTICE_WAIT: Duration = Duration::from_secs(1);
 
 /// What this agent allows, for a flag or a test to set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,10 +150,11 @@ pub fn refusal(policy: Policy, keyed: bool) -> Option<&'static str> {
 /// Serves one measurement whose request `line` was read from `conn`.
 /// `step` bounds every wait for the coordinator's next line or byte; the
 /// transfers are bounded by the granted windows plus [`DRAIN_GRACE`], and
-/// the whole of it by the gate's hold limit ([`MAX_HOLD`]). `on_hold` is
-/// called once the lock is held (the server keeps that connection from
-/// being evicted). Returns what happened, for the debug log; every refusal
-/// is also sent.
+/// the whole of it by the gate's hold limit ([`MAX_HOLD`]). `held` is true
+/// exactly while this measurement holds the lock (the server keeps that
+/// connection from being evicted). Returns what happened, for the debug
+/// log; every refusal is also sent, unless the client does not read it
+/// within [`NOTICE_WAIT`].
 pub async fn serve(
     mut conn: BufReader<TcpStream>,
     line: &[u8],
@@ -144,7 +162,7 @@ pub async fn serve(
     gate: &Gate,
     on: &Binding,
     step: Duration,
-    on_hold: impl FnOnce(),
+    held: &AtomicBool,
 ) -> Result<String, String> {
     if let Some(why) = refusal(gate.rules.policy, key.is_some()) {
         return refuse(&mut conn, why.into()).await;
@@ -166,7 +184,7 @@ pub async fn serve(
         keyed: key.is_some(),
         limits: AgentLimits::default(),
     };
-    send(&mut conn, challenge.line().as_bytes()).await?;
+    send(&mut conn, challenge.line().as_bytes(), step).await?;
     let prove_line = read_line(&mut conn, Instant::now() + step).await?;
     let prove: Prove = match serde_json::from_slice::<Prove>(prove_line.trim_ascii_end()) {
         Ok(p) if p.rlx == "prove" => p,
@@ -193,9 +211,10 @@ pub async fn serve(
             return refuse(&mut conn, why.into()).await;
         }
     }
-    let Ok(_held) = Arc::clone(&gate.busy).try_lock_owned() else {
+    let Ok(lock) = Arc::clone(&gate.busy).try_lock_owned() else {
         return refuse(&mut conn, BUSY.into()).await;
     };
+    let holding = Holding::new(lock, held);
     // Charged only for a measurement that runs: a refusal costs the asker
     // nothing and the agent a line.
     let taken = gate
@@ -206,10 +225,13 @@ pub async fn serve(
     if let Err(limited) = taken {
         return refuse(&mut conn, limited.reason(on.peer.ip().to_canonical())).await;
     }
-    on_hold();
     let g = req.granted();
     let hold = gate.rules.max_hold;
-    match tokio::time::timeout(hold, measure(&mut conn, &g, step)).await {
+    let outcome = tokio::time::timeout(hold, measure(&mut conn, &g, step)).await;
+    // Free before any notice: its write may wait on a client that stopped
+    // reading, and the next coordinator must not wait with it.
+    drop(holding);
+    match outcome {
         Ok(Ok(done)) => Ok(done),
         Ok(Err(Stop::Broken(why))) => Err(why),
         Ok(Err(Stop::Refuse(why))) => refuse(&mut conn, why).await,
@@ -224,6 +246,26 @@ pub async fn serve(
             )
             .await
         }
+    }
+}
+
+/// The one-at-a-time lock, held, and the flag that keeps the server from
+/// evicting its connection: both end together, when this is dropped.
+struct Holding<'a> {
+    _lock: OwnedMutexGuard<()>,
+    held: &'a AtomicBool,
+}
+
+impl<'a> Holding<'a> {
+    fn new(lock: OwnedMutexGuard<()>, held: &'a AtomicBool) -> Holding<'a> {
+        held.store(true, Ordering::Relaxed);
+        Holding { _lock: lock, held }
+    }
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        self.held.store(false, Ordering::Relaxed);
     }
 }
 
@@ -243,13 +285,13 @@ async fn measure(
     g: &Request,
     step: Duration,
 ) -> Result<String, Stop> {
-    send(conn, Ready::line(*g).as_bytes())
+    send(conn, Ready::line(*g).as_bytes(), step)
         .await
         .map_err(Stop::Broken)?;
     for i in 0..g.pings {
         let mut b = [0u8; 1];
         match timeout_at(Instant::now() + step, conn.read_exact(&mut b)).await {
-            Ok(Ok(_)) => send(conn, &b).await.map_err(Stop::Broken)?,
+            Ok(Ok(_)) => send(conn, &b, step).await.map_err(Stop::Broken)?,
             _ => {
                 return Err(Stop::Broken(format!(
                     "round trip {} of {} did not come",
@@ -280,7 +322,9 @@ async fn measure(
         "{{\"rlx\":\"up\",{}\n",
         &serde_json::to_string(&up).expect("serializes")[1..]
     );
-    send(conn, up_line.as_bytes()).await.map_err(Stop::Broken)?;
+    send(conn, up_line.as_bytes(), step)
+        .await
+        .map_err(Stop::Broken)?;
     if got.end == End::Steady {
         // The figures are out; the rest is dropped, and an end mark split
         // across the two reads is no reason to fail.
@@ -313,18 +357,31 @@ async fn measure(
     ))
 }
 
-async fn send(conn: &mut BufReader<TcpStream>, b: &[u8]) -> Result<(), String> {
-    conn.get_mut()
-        .write_all(b)
-        .await
-        .map_err(|e| format!("write failed: {e}"))
+/// Writes `b`, waiting at most `within` for the client to take it: a
+/// client that stops reading fills the socket, and no write on this
+/// connection may wait on it without end.
+async fn send(conn: &mut BufReader<TcpStream>, b: &[u8], within: Duration) -> Result<(), String> {
+    match tokio::time::timeout(within, conn.get_mut().write_all(b)).await {
+        Ok(r) => r.map_err(|e| format!("write failed: {e}")),
+        Err(_) => Err(format!(
+            "write stalled: the client read nothing for {} ms",
+            within.as_millis()
+        )),
+    }
 }
 
-/// Sends the refusal and closes; the reason goes to the log too.
+/// Sends the refusal (within [`NOTICE_WAIT`]) and closes; the reason goes
+/// to the log too, and so does a notice the client did not take.
 async fn refuse(conn: &mut BufReader<TcpStream>, why: String) -> Result<String, String> {
-    let _ = conn.get_mut().write_all(error_line(&why).as_bytes()).await;
+    let sent = send(conn, error_line(&why).as_bytes(), NOTICE_WAIT).await;
+    // Closes our side at once (no wait on the client).
     let _ = conn.get_mut().shutdown().await;
-    Err(format!("refused a link measurement: {why}"))
+    match sent {
+        Ok(()) => Err(format!("refused a link measurement: {why}")),
+        Err(unsent) => Err(format!(
+            "refused a link measurement: {why} (the notice was not sent: {unsent})"
+        )),
+    }
 }
 
 async fn read_line(conn: &mut BufReader<TcpStream>, by: Instant) -> Result<Vec<u8>, String> {

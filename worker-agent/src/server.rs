@@ -338,9 +338,8 @@ async fn connection(
             tracing::debug!(%peer, "{why}");
         }
         Ok(Ok(Some(Handoff::Measure(conn, line)))) => {
-            let on_hold = || held.store(true, Ordering::Relaxed);
             let served =
-                crate::measure::serve(conn, &line, key.as_ref(), &gate, &on, timeout, on_hold);
+                crate::measure::serve(conn, &line, key.as_ref(), &gate, &on, timeout, &held);
             match served.await {
                 Ok(what) => tracing::debug!(%peer, "{what}"),
                 Err(why) => tracing::debug!(%peer, "{why}"),

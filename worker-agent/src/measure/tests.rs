@@ -367,6 +367,79 @@ async fn a_measurement_held_past_the_hold_limit_is_aborted_and_the_lock_freed() 
     assert!(r.is_ok(), "the lock is free again: {r:?}");
 }
 
+/// Guards the lock against a client that stops reading (tried live): it
+/// started a download and read nothing more, so when the hold limit fired
+/// the abort notice's write waited on its full socket with the lock still
+/// held, and every other measurement was refused as busy for as long as the
+/// client kept its connection. Now the lock is freed before the notice and
+/// the notice waits at most `NOTICE_WAIT`: another measurement gets through
+/// just after the hold limit, while the stalled client is still connected.
+#[tokio::test]
+async fn a_client_that_stops_reading_its_download_holds_the_lock_no_longer_than_the_hold_limit() {
+    let hold = Duration::from_millis(1500);
+    let rules = Rules {
+        max_hold: hold,
+        ..open()
+    };
+    let addr = agent_with(None, rules, Limits::default()).await;
+    let req = Request {
+        pings: 1,
+        up_bytes: 200_000,
+        up_ms: 50,
+        down_bytes: MAX_BYTES,
+        down_ms: MAX_MS,
+        end_mark: true,
+    };
+    let t = std::time::Instant::now();
+    let (mut s, answer) = up_to_ready(addr, &req).await;
+    assert!(answer.starts_with("{\"rlx\":\"ready\""), "{answer}");
+    s.get_mut().write_all(b"p").await.unwrap();
+    let mut b = [0u8; 1];
+    s.read_exact(&mut b).await.unwrap();
+    for _ in 0..20 {
+        s.get_mut().write_all(&[0u8; 10_000]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    s.get_mut().write_all(END_MARK).await.unwrap();
+    s.get_mut().shutdown().await.unwrap();
+    let mut up = String::new();
+    tokio::time::timeout(STEP, s.read_line(&mut up))
+        .await
+        .expect("the upload's figures")
+        .unwrap();
+    assert!(up.starts_with("{\"rlx\":\"up\""), "{up}");
+    // The download now runs (64 MiB for 1 s, then 3 s of drain grace: far
+    // past the hold limit), and this client reads none of it: `s` stays
+    // open and unread until the end of the test.
+    let mut last = None;
+    let deadline = t + hold + Duration::from_secs(4);
+    while std::time::Instant::now() < deadline {
+        match measure_link(addr, None, &small(), STEP, "0.1.0").await {
+            Ok(_) => {
+                last = None;
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        last.is_none(),
+        "another measurement still refused {:?} after the stalled one started, with a hold \
+         limit of {hold:?}: {last:?}",
+        t.elapsed()
+    );
+    // And the stalled connection was closed by the agent: draining what it
+    // queued ends at the close, not at our timeout.
+    let mut sink = Vec::new();
+    let drained = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut sink)).await;
+    assert!(
+        drained.is_ok(),
+        "the agent closed the stalled connection (read {} bytes, then nothing for 10 s)",
+        sink.len()
+    );
+}
+
 /// Guards the eviction that cut measurements short: a flood of connections
 /// beyond the server's limit does not close the one measurement holding
 /// the lock.
