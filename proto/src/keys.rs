@@ -223,6 +223,56 @@ pub fn read_private(path: &Path, limit: u64) -> Result<String, KeyError> {
         io(e)
     })?;
     let meta = file.metadata().map_err(io)?;
+    check_private(path, &meta)?;
+    if meta.len() > limit {
+        return Err(KeyError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: meta.len(),
+            limit,
+        });
+    }
+    let mut text = String::new();
+    file.take(limit + 1).read_to_string(&mut text).map_err(io)?;
+    if text.len() as u64 > limit {
+        // Grew between the check and the read.
+        return Err(KeyError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: text.len() as u64,
+            limit,
+        });
+    }
+    Ok(text)
+}
+
+/// Checks a key file by path without opening it (`lstat`), with the rules
+/// of [`read_private`]: for a file this process cannot read but trusts all
+/// the same, such as the key a service manager read as root and handed
+/// over as a copy (systemd's `LoadCredential=`). The copy is private by
+/// construction; the file it came from must be too, or a world-readable or
+/// symlinked key would be used without a word.
+///
+/// Unlike [`read_private`] the check is on the path, not an opened file: a
+/// swap after it goes unseen here, but the reader (the service manager)
+/// already took its copy, and the next start checks again.
+pub fn check_private_path(path: &Path) -> Result<(), KeyError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| KeyError::Io {
+        path: path.to_path_buf(),
+        reason: format!(
+            "cannot check its owner and mode: {e} (this user must be able to look it up: \
+             `chmod o+x` its directory)"
+        ),
+    })?;
+    if meta.file_type().is_symlink() {
+        return Err(KeyError::Symlink {
+            path: path.to_path_buf(),
+        });
+    }
+    check_private(path, &meta)
+}
+
+/// The rules of [`read_private`] on `meta`, the file's own metadata (not a
+/// link's), and on its directory.
+fn check_private(path: &Path, meta: &std::fs::Metadata) -> Result<(), KeyError> {
     if !meta.is_file() {
         return Err(KeyError::Io {
             path: path.to_path_buf(),
@@ -268,24 +318,7 @@ pub fn read_private(path: &Path, limit: u64) -> Result<String, KeyError> {
             });
         }
     }
-    if meta.len() > limit {
-        return Err(KeyError::TooLarge {
-            path: path.to_path_buf(),
-            bytes: meta.len(),
-            limit,
-        });
-    }
-    let mut text = String::new();
-    file.take(limit + 1).read_to_string(&mut text).map_err(io)?;
-    if text.len() as u64 > limit {
-        // Grew between the check and the read.
-        return Err(KeyError::TooLarge {
-            path: path.to_path_buf(),
-            bytes: text.len() as u64,
-            limit,
-        });
-    }
-    Ok(text)
+    Ok(())
 }
 
 enum ParseError {

@@ -272,7 +272,11 @@ async fn firewall_check(port: u16, worker_port: u16) -> Check {
 }
 
 fn key_check(args: &AgentArgs) -> Check {
-    let Some(path) = args.key_path() else {
+    let path = match args.key_path() {
+        Ok(p) => p,
+        Err(e) => return Check::new("key", Status::Fail, format!("{e:#}")),
+    };
+    let Some(path) = path else {
         return Check::new(
             "key",
             Status::Warn,

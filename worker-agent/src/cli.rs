@@ -296,37 +296,6 @@ pub struct AgentArgs {
     pub root: PathBuf,
 }
 
-/// systemd's directory of this service's credentials (`$CREDENTIALS_DIRECTORY`).
-fn credentials_dir() -> Option<PathBuf> {
-    std::env::var_os("CREDENTIALS_DIRECTORY")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
-
-/// The file a key setting `path` is read from: the copy systemd handed this
-/// service under the same file name, when `creds` (its
-/// `$CREDENTIALS_DIRECTORY`) holds a non-empty one, else `path` itself.
-///
-/// Why: the packaged unit runs the agent as a throwaway user
-/// (`DynamicUser=`), who cannot read a root-only key file; its
-/// `LoadCredential=cluster.key:/etc/rlx/cluster.key` hands the agent a
-/// private copy (mode 0400, the agent's user), so `agent.toml` can name the
-/// real path and setting a key stays editing one file. A credential of
-/// nothing but white space is the unit's fallback (`SetCredential=
-/// cluster.key:\n`) when the key file does not exist, and is never taken for
-/// the key.
-pub fn credential_or(path: &Path, creds: Option<PathBuf>) -> PathBuf {
-    let copy = creds.zip(path.file_name()).map(|(d, n)| d.join(n));
-    let holds_a_key = |c: &Path| {
-        std::fs::read(c)
-            .is_ok_and(|b| b.len() <= 64 << 10 && b.iter().any(|x| !x.is_ascii_whitespace()))
-    };
-    match copy {
-        Some(c) if holds_a_key(&c) => c,
-        _ => path.to_path_buf(),
-    }
-}
-
 pub(crate) fn parse_node_id(s: &str) -> Result<String, String> {
     if is_valid_id(s) {
         Ok(s.to_string())
@@ -459,20 +428,29 @@ impl AgentArgs {
         }
     }
 
-    /// The file the cluster key is read from, if one is set: see
-    /// [`credential_or`].
-    pub fn key_path(&self) -> Option<PathBuf> {
+    /// The file the cluster key is read from, if one is set: systemd's
+    /// copy of it, once the file itself passed the key file's rules, or the
+    /// file ([`crate::credential::key_source`]).
+    pub fn key_path(&self) -> anyhow::Result<Option<PathBuf>> {
         self.key_file
             .as_deref()
-            .map(|p| credential_or(p, credentials_dir()))
+            .map(|p| {
+                crate::credential::key_source(p, crate::credential::credentials_dir().as_deref())
+                    .with_context(|| format!("--key-file (key_file) {}", p.display()))
+            })
+            .transpose()
     }
 
-    /// The file the TSIG key is read from, if one is set: see
-    /// [`credential_or`].
-    pub fn tsig_path(&self) -> Option<PathBuf> {
+    /// The file the TSIG key is read from, if one is set: as
+    /// [`AgentArgs::key_path`].
+    pub fn tsig_path(&self) -> anyhow::Result<Option<PathBuf>> {
         self.tsig_key
             .as_deref()
-            .map(|p| credential_or(p, credentials_dir()))
+            .map(|p| {
+                crate::credential::key_source(p, crate::credential::credentials_dir().as_deref())
+                    .with_context(|| format!("--tsig-key (tsig_key) {}", p.display()))
+            })
+            .transpose()
     }
 
     /// Checks the settings that need each other or a range, once the
@@ -833,22 +811,6 @@ mod tests {
         assert_eq!(
             (caps.id.as_str(), caps.cluster.as_deref(), caps.cores),
             ("00000000000000bb", Some("lab"), 4)
-        );
-    }
-
-    #[test]
-    fn a_key_is_read_from_systemds_copy_when_it_handed_one_over_else_from_its_path() {
-        let creds = tempfile::tempdir().unwrap();
-        let key = Path::new("/etc/rlx/cluster.key");
-        assert_eq!(credential_or(key, None), key);
-        assert_eq!(credential_or(key, Some(creds.path().into())), key);
-        // The unit's fallback for a missing file is a lone newline.
-        std::fs::write(creds.path().join("cluster.key"), b"\n").unwrap();
-        assert_eq!(credential_or(key, Some(creds.path().into())), key);
-        std::fs::write(creds.path().join("cluster.key"), b"ab\n").unwrap();
-        assert_eq!(
-            credential_or(key, Some(creds.path().into())),
-            creds.path().join("cluster.key")
         );
     }
 }

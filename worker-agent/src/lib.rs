@@ -14,6 +14,7 @@
 //! # Layout
 //! - [`cli`]: the command line ([`cli::AgentArgs`]), shared by `main` and run mode.
 //! - [`check`]: `rlx-agent check`, the worker's self-check (ports, firewall, key, state dir).
+//! - [`credential`]: key files handed over by systemd (`LoadCredential=`): which copy stands for which path, and that path's own checks.
 //! - [`config`]: `/etc/rlx/agent.toml`, every flag as a key, merged under the flags and `RLX_AGENT_*`.
 //! - [`probe`]: what this machine has (cores, RAM, disk, every accelerator, node id).
 //! - [`run`]: run mode, which starts the parts below and hands each the [`shutdown`].
@@ -43,6 +44,7 @@ pub mod change;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod credential;
 pub mod links;
 pub mod measure;
 pub mod naming;

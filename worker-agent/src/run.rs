@@ -81,7 +81,7 @@ fn incarnation() -> Result<String> {
 pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
     caps.incarnation = Some(incarnation()?);
     let shutdown = Shutdown::on_signals().context("installing the SIGINT/SIGTERM handlers")?;
-    let key = match args.key_path() {
+    let key = match args.key_path()? {
         Some(p) => Some(
             KeyRing::load(&p)
                 .with_context(|| format!("--key-file (key_file) {}", p.display()))?
@@ -123,7 +123,7 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
     let caps_rx = caps_tx.subscribe();
     // Prepared before anything is announced: a bad key file or zone is a
     // start-up error, like a bad --key-file.
-    let registration = match (&args.register, args.tsig_path()) {
+    let registration = match (&args.register, args.tsig_path()?) {
         (Some(target), Some(key_file)) => Some(
             Registration::prepare(
                 &RegisterOptions {
