@@ -15,7 +15,11 @@
 //! `cluster.pins`) unless `[discover] pins_file` names another (a relative
 //! path is taken from the cluster file's directory). It is replaced
 //! atomically ([`crate::write::write_atomic`]), and a run that pins a node
-//! re-reads it first, so a `pins forget` done meanwhile is kept.
+//! re-reads it first, so a `pins forget` done meanwhile is kept. It is a
+//! trust store, so it gets the key file's protections (`file`): no
+//! symbolic link, owned by this user or root, writable by nobody else, in a
+//! directory nobody else can change; each refusal names the file and the
+//! fix.
 //!
 //! Without a cluster file (`browse`, `watch` without `--config`) pins live
 //! in memory for the run: `watch` keeps them for its lifetime.
@@ -26,7 +30,9 @@
 //! claiming the id, refused loudly with both fingerprints and the command
 //! that re-pins it after a real reinstall ([`forget_command`]).
 
-use crate::write::{read, write_atomic, WriteError};
+mod file;
+
+use crate::write::{write_atomic, WriteError};
 use rlx_proto::identity::{NodePublicKey, ALGORITHM};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,9 +69,35 @@ pub struct Pin {
 /// Why the pins file cannot be used. Each names the file and the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum PinsError {
-    /// The file could not be read, or could not be written.
+    /// The file could not be written.
     #[error("pins file: {0}")]
     File(#[from] WriteError),
+    /// The file could not be read, checked or created.
+    #[error("cannot use pins file {path}: {what} it: {source}{hint}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The step that failed.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+        /// What to do about it.
+        hint: String,
+    },
+    /// The file or its directory lets someone else choose the pins.
+    #[error(
+        "pins file {path} {why}; the pins decide which machine is which, so whoever can \
+         write or re-point the file chooses them: {fix}",
+        path = path.display()
+    )]
+    Unsafe {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+        /// The command or setting that fixes it.
+        fix: String,
+    },
     /// A line is not `<id> ed25519 <base64 key> [# comment]`.
     #[error(
         "pins file {}:{line}: {why}; each line is `<16-hex node id> {ALGORITHM} <base64 key> \
@@ -137,11 +169,9 @@ impl Pins {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let mut fresh = if path.exists() {
-            let (text, _) = read(path)?;
-            parse(path, &text)?
-        } else {
-            BTreeMap::new()
+        let mut fresh = match file::read_checked(path)? {
+            Some((text, _)) => parse(path, &text)?,
+            None => BTreeMap::new(),
         };
         if self.read_only {
             for (id, pin) in std::mem::take(&mut self.entries) {
@@ -210,10 +240,21 @@ impl Pins {
         };
         let mut tries = 0;
         loop {
-            if !path.exists() {
-                create_empty(&path)?;
-            }
-            let (text, snap) = read(&path)?;
+            let read = match file::read_checked(&path)? {
+                Some(read) => Some(read),
+                None => {
+                    file::create_empty(&path)?;
+                    file::read_checked(&path)?
+                }
+            };
+            let Some((text, snap)) = read else {
+                return Err(PinsError::Io {
+                    path: path.clone(),
+                    what: "creating",
+                    source: std::io::ErrorKind::NotFound.into(),
+                    hint: "; it was removed as soon as it was made: run again".into(),
+                });
+            };
             let mut merged = parse(&path, &text)?;
             for id in forgotten {
                 merged.remove(id);
@@ -224,34 +265,12 @@ impl Pins {
             match write_atomic(&snap, &render(&merged)) {
                 Err(WriteError::Changed { .. }) if tries < 3 => tries += 1,
                 Err(e) => return Err(e.into()),
-                Ok(()) => {
+                Ok(_) => {
                     self.entries = merged;
                     return Ok(());
                 }
             }
         }
-    }
-}
-
-/// A new, empty pins file (mode 0644: pins are public keys), so that
-/// [`write_atomic`] has a file to replace and a mode to keep.
-fn create_empty(path: &Path) -> Result<(), PinsError> {
-    let made = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path);
-    match made {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(source) => Err(PinsError::File(WriteError::Write {
-            path: path.to_path_buf(),
-            what: "creating the pins file",
-            source,
-            hint: format!(
-                "; the directory of {} must be writable by you, or set [discover] pins_file",
-                path.display()
-            ),
-        })),
     }
 }
 
@@ -340,6 +359,9 @@ fn civil_date(days: i64) -> String {
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}")
 }
+
+#[cfg(test)]
+mod file_tests;
 
 #[cfg(test)]
 mod tests {

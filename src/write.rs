@@ -35,4 +35,4 @@ mod writeback;
 
 pub use reconcile::{plan, Action, MissingNode, Origin, Plan};
 pub use render::{file_nodes, FileNode, RenderError};
-pub use writeback::{read, write_atomic, Snapshot, WriteError};
+pub use writeback::{read, write_atomic, Snapshot, WriteError, Written};

@@ -3,9 +3,18 @@
 //!
 //! ```text
 //! read ─► Snapshot{sha256, len} ─► (discovery runs, seconds) ─► write_atomic:
-//!   temp file beside CONFIG (same filesystem) ─► mode/owner ─► write ─► fsync
+//!   may you write CONFIG? ─► temp file beside it (same filesystem)
+//!   ─► owner, mode, ACL as CONFIG's ─► write ─► fsync
 //!   ─► re-read CONFIG: still the snapshot? ─► rename over CONFIG ─► fsync dir
 //! ```
+//!
+//! A rename needs only the directory's write permission, so it could
+//! replace a file its user may not write (a 0444 file, another user's file
+//! in a shared directory), and the new file would be theirs. So the write
+//! is refused unless this user may write the file itself (`access(2)` with
+//! the effective ids, ACLs included), and unless the new file can get the
+//! old one's owner and group back; its mode and (on Linux) its ACL are
+//! copied, and [`Written`] says what was kept, for the caller to print.
 //!
 //! `rename(2)` within one directory is atomic: at every instant the path
 //! names either the old file or the complete new one, so a crash or `kill -9`
@@ -72,6 +81,45 @@ pub enum WriteError {
         /// The file.
         path: PathBuf,
     },
+    /// This user may not write the file: replacing it by a rename (which
+    /// needs only the directory) would overrule its mode or owner.
+    #[error(
+        "{path} is not writable by you (mode {mode:04o}, owner uid {owner}; you are uid {me}), \
+         so it was not replaced and nothing was written: {fix}",
+        path = path.display()
+    )]
+    NotWritable {
+        /// The file.
+        path: PathBuf,
+        /// Its mode bits.
+        mode: u32,
+        /// Its owner.
+        owner: u32,
+        /// This process's effective uid.
+        me: u32,
+        /// What to do about it.
+        fix: String,
+    },
+    /// The file belongs to another user or group, and the new version
+    /// could not be given back to them.
+    #[error(
+        "{path} belongs to uid {owner} gid {group}; replacing it would make it yours (uid {me}), \
+         and you may not give it back ({source}), so nothing was written: run the command as \
+         its owner, or as root",
+        path = path.display()
+    )]
+    Owner {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// Its group.
+        group: u32,
+        /// This process's effective uid.
+        me: u32,
+        /// Why the owner could not be kept.
+        source: std::io::Error,
+    },
     /// Writing the new version failed; the old file is untouched.
     #[error("cannot write {path}: {what}: {source}; the file was not changed{hint}")]
     Write {
@@ -119,10 +167,40 @@ pub(super) fn unchanged(snap: &Snapshot) -> bool {
     }
 }
 
-/// Replaces the snapshot's file with `text`, atomically, keeping its mode
-/// (and owner, where allowed). Refuses with [`WriteError::Changed`] if the
-/// file no longer holds the snapshot's bytes.
-pub fn write_atomic(snap: &Snapshot, text: &str) -> Result<(), WriteError> {
+/// What [`write_atomic`] kept of the file it replaced, for the caller to
+/// say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The mode bits.
+    pub mode: u32,
+    /// The owner.
+    pub uid: u32,
+    /// The group.
+    pub gid: u32,
+    /// Whether it had an access ACL (copied).
+    pub acl: bool,
+}
+
+impl std::fmt::Display for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "replaced atomically; kept mode {:04o}, owner uid {} gid {}{}",
+            self.mode,
+            self.uid,
+            self.gid,
+            if self.acl { " and its ACL" } else { "" }
+        )
+    }
+}
+
+/// Replaces the snapshot's file with `text`, atomically, keeping its
+/// owner, group, mode and ACL; returns what it kept. Refuses with
+/// [`WriteError::Changed`] if the file no longer holds the snapshot's
+/// bytes (or became a symbolic link), [`WriteError::NotWritable`] if this
+/// user may not write it, and [`WriteError::Owner`] if its owner or group
+/// cannot be kept.
+pub fn write_atomic(snap: &Snapshot, text: &str) -> Result<Written, WriteError> {
     let path = &snap.path;
     let dir = snap
         .target
@@ -151,8 +229,26 @@ pub fn write_atomic(snap: &Snapshot, text: &str) -> Result<(), WriteError> {
             hint,
         }
     };
-    let meta =
-        fs::metadata(&snap.target).map_err(|_| WriteError::Changed { path: path.clone() })?;
+    let meta = fs::symlink_metadata(&snap.target)
+        .ok()
+        .filter(|m| !m.file_type().is_symlink())
+        .ok_or_else(|| WriteError::Changed { path: path.clone() })?;
+    let me = nix::unistd::geteuid().as_raw();
+    may_write(&snap.target).map_err(|e| WriteError::NotWritable {
+        path: path.clone(),
+        mode: meta.mode() & 0o7777,
+        owner: meta.uid(),
+        me,
+        fix: match e {
+            nix::errno::Errno::EROFS => "it is on a read-only filesystem".into(),
+            _ if meta.uid() == me => format!(
+                "it is yours: `chmod u+w {}` if you mean it to change",
+                path.display()
+            ),
+            _ => "run the command as its owner, or ask them to let you write it".into(),
+        },
+    })?;
+    let acl = acl::read(&snap.target).map_err(|e| fail("reading its ACL", e))?;
 
     // A dot-file beside the config: same filesystem (rename is atomic only
     // within one), hidden from `ls`, and recognisable if a kill leaves it.
@@ -161,28 +257,30 @@ pub fn write_atomic(snap: &Snapshot, text: &str) -> Result<(), WriteError> {
         .suffix(TEMP_SUFFIX)
         .tempfile_in(dir)
         .map_err(|e| fail("creating a temporary file beside it", e))?;
-    tmp.as_file()
-        .set_permissions(meta.permissions())
-        .map_err(|e| fail("setting the temporary file's mode", e))?;
     let tmeta = tmp
         .as_file()
         .metadata()
         .map_err(|e| fail("reading the temporary file", e))?;
     if (tmeta.uid(), tmeta.gid()) != (meta.uid(), meta.gid()) {
-        // Root editing a user's file must not hand it to root. Without the
-        // privilege to keep the owner, the file becomes ours: say so.
-        if let Err(e) = std::os::unix::fs::fchown(tmp.as_file(), Some(meta.uid()), Some(meta.gid()))
-        {
-            tracing::warn!(
-                "{} will be owned by uid {} gid {} after the write (was {}:{}): {e}",
-                path.display(),
-                tmeta.uid(),
-                tmeta.gid(),
-                meta.uid(),
-                meta.gid()
-            );
-        }
+        // Root editing a user's file must not hand it to root; a user who
+        // may write another's file must not take it over.
+        std::os::unix::fs::fchown(tmp.as_file(), Some(meta.uid()), Some(meta.gid())).map_err(
+            |source| WriteError::Owner {
+                path: path.clone(),
+                owner: meta.uid(),
+                group: meta.gid(),
+                me,
+                source,
+            },
+        )?;
     }
+    // After the owner: a chown clears the set-id bits.
+    tmp.as_file()
+        .set_permissions(meta.permissions())
+        .map_err(|e| fail("setting the temporary file's mode", e))?;
+    // The old file's ACL, or none: a default ACL of the directory gave the
+    // temporary file one the old file may not have had.
+    acl::write(tmp.as_file(), acl.as_deref()).map_err(|e| fail("copying its ACL", e))?;
     tmp.write_all(text.as_bytes())
         .map_err(|e| fail("writing the new version", e))?;
     tmp.as_file()
@@ -204,7 +302,99 @@ pub fn write_atomic(snap: &Snapshot, text: &str) -> Result<(), WriteError> {
             dir.display()
         );
     }
-    Ok(())
+    Ok(Written {
+        mode: meta.mode() & 0o7777,
+        uid: meta.uid(),
+        gid: meta.gid(),
+        acl: acl.is_some(),
+    })
+}
+
+/// Whether this process may write `p`, by its effective ids and the file's
+/// ACL (`faccessat` with `AT_EACCESS`): what an editor would be allowed.
+fn may_write(p: &Path) -> Result<(), nix::errno::Errno> {
+    nix::unistd::faccessat(
+        nix::fcntl::AT_FDCWD,
+        p,
+        nix::unistd::AccessFlags::W_OK,
+        nix::fcntl::AtFlags::AT_EACCESS,
+    )
+}
+
+/// The POSIX access ACL of a file, copied as its extended attribute
+/// (`system.posix_acl_access`): Linux only; elsewhere a file's ACL is not
+/// copied (macOS keeps extended ACLs apart from the mode).
+mod acl {
+    use std::fs::File;
+    use std::path::Path;
+
+    #[cfg(target_os = "linux")]
+    const NAME: &std::ffi::CStr = c"system.posix_acl_access";
+
+    /// The ACL of `p`, `None` when it has none beyond its mode.
+    #[cfg(target_os = "linux")]
+    pub(super) fn read(p: &Path) -> std::io::Result<Option<Vec<u8>>> {
+        use nix::libc;
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes())?;
+        let mut buf = vec![0u8; 4096];
+        loop {
+            // SAFETY: both strings are NUL-terminated, and the buffer is
+            // as long as the size given.
+            let n = unsafe {
+                libc::getxattr(
+                    c.as_ptr(),
+                    NAME.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            if n >= 0 {
+                buf.truncate(n as usize);
+                return Ok(Some(buf));
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::ENODATA) | Some(libc::ENOTSUP) => return Ok(None),
+                Some(libc::ERANGE) if buf.len() < 1 << 20 => buf.resize(buf.len() * 4, 0),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    /// Gives `f` the ACL `acl`, or removes the one it has when `None`.
+    #[cfg(target_os = "linux")]
+    pub(super) fn write(f: &File, acl: Option<&[u8]>) -> std::io::Result<()> {
+        use nix::libc;
+        use std::os::fd::AsRawFd;
+        // SAFETY: the name is NUL-terminated and the value's length is its own.
+        let r = unsafe {
+            match acl {
+                Some(v) => {
+                    libc::fsetxattr(f.as_raw_fd(), NAME.as_ptr(), v.as_ptr().cast(), v.len(), 0)
+                }
+                None => libc::fremovexattr(f.as_raw_fd(), NAME.as_ptr()),
+            }
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        match (acl, e.raw_os_error()) {
+            (None, Some(libc::ENODATA) | Some(libc::ENOTSUP)) => Ok(()),
+            _ => Err(e),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn read(_: &Path) -> std::io::Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn write(_: &File, _: Option<&[u8]>) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

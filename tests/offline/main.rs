@@ -9,6 +9,9 @@
 //! - `config_errors`: a bad cluster file names its file, line and key.
 //! - `writeback`: golden files, idempotence, `--dry-run`, `--prune`, and
 //!   `kill -9` never leaving a half-written file.
+//! - `write_owner`: `--write` as another user (uid 65534, through
+//!   `setpriv`: needs root): files it may not write refused, owner, mode
+//!   and ACL kept.
 //! - `proptest_parsers`: no input panics the four parsers.
 //! - `runtime_files`: the RLX runtime's own example, fixtures and probe
 //!   JSON through `expand`, judged by the runtime.
@@ -21,4 +24,5 @@ mod docs;
 mod fakessh;
 mod proptest_parsers;
 mod runtime_files;
+mod write_owner;
 mod writeback;

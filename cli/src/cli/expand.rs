@@ -199,9 +199,11 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     let changed = plan.changes(&text);
     let diff = (mode == "dry-run").then(|| unified_diff(&path, &text, &plan.text));
     let written = mode == "write" && changed;
-    if written {
-        writeback::write_atomic(&snap, &plan.text)?;
-    }
+    let kept = if written {
+        Some(writeback::write_atomic(&snap, &plan.text)?)
+    } else {
+        None
+    };
 
     if a.json || a.format == Format::Json {
         let file = FileOutcome {
@@ -239,7 +241,10 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         eprint!("{}", exp.report.render_text());
         eprint!("{}", plan.render_text());
         if let Some(line) = file_summary(&path, mode, changed, &plan) {
-            eprintln!("{line}");
+            match &kept {
+                Some(kept) => eprintln!("{line} ({kept})"),
+                None => eprintln!("{line}"),
+            }
         }
         if discovering && found_nothing {
             eprint!("{}", exp.report.empty_hint());

@@ -40,6 +40,8 @@ pub enum Peer {
     Iperf3,
     /// libfaketime's `faketime`, to run an agent whose clock is off.
     Faketime,
+    /// `setfacl` and `getfacl`, to give a file an ACL a write must keep.
+    Acl,
 }
 
 impl Peer {
@@ -55,6 +57,7 @@ impl Peer {
             Peer::Nftables => "nftables",
             Peer::Iperf3 => "iperf3",
             Peer::Faketime => "faketime",
+            Peer::Acl => "acl",
         }
     }
 
@@ -70,6 +73,7 @@ impl Peer {
             Peer::Nftables => "nftables (nft)",
             Peer::Iperf3 => "iperf3",
             Peer::Faketime => "faketime (libfaketime)",
+            Peer::Acl => "setfacl and getfacl",
         }
     }
 
@@ -107,6 +111,7 @@ impl Peer {
             Peer::Nftables => on_path("nft"),
             Peer::Iperf3 => on_path("iperf3"),
             Peer::Faketime => on_path("faketime"),
+            Peer::Acl => on_path("setfacl") && on_path("getfacl"),
         }
     }
 }
@@ -164,6 +169,7 @@ mod tests {
             Peer::Nftables,
             Peer::Iperf3,
             Peer::Faketime,
+            Peer::Acl,
         ] {
             assert!(!p.packages().is_empty() && !p.what().is_empty(), "{p:?}");
         }
