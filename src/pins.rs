@@ -33,6 +33,7 @@
 mod file;
 
 use crate::write::{write_atomic, WriteError};
+pub use file::FileError;
 use rlx_proto::identity::{NodePublicKey, ALGORITHM};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,32 +73,9 @@ pub enum PinsError {
     /// The file could not be written.
     #[error("pins file: {0}")]
     File(#[from] WriteError),
-    /// The file could not be read, checked or created.
-    #[error("cannot use pins file {path}: {what} it: {source}{hint}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The step that failed.
-        what: &'static str,
-        /// Why.
-        source: std::io::Error,
-        /// What to do about it.
-        hint: String,
-    },
-    /// The file or its directory lets someone else choose the pins.
-    #[error(
-        "pins file {path} {why}; the pins decide which machine is which, so whoever can \
-         write or re-point the file chooses them: {fix}",
-        path = path.display()
-    )]
-    Unsafe {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        why: String,
-        /// The command or setting that fixes it.
-        fix: String,
-    },
+    /// The file could not be read or created, or its rules refuse it.
+    #[error(transparent)]
+    Checked(#[from] FileError),
     /// A line is not `<id> ed25519 <base64 key> [# comment]`.
     #[error(
         "pins file {}:{line}: {why}; each line is `<16-hex node id> {ALGORITHM} <base64 key> \
@@ -248,12 +226,13 @@ impl Pins {
                 }
             };
             let Some((text, snap)) = read else {
-                return Err(PinsError::Io {
+                return Err(FileError::Io {
                     path: path.clone(),
                     what: "creating",
                     source: std::io::ErrorKind::NotFound.into(),
                     hint: "; it was removed as soon as it was made: run again".into(),
-                });
+                }
+                .into());
             };
             let mut merged = parse(&path, &text)?;
             for id in forgotten {

@@ -19,12 +19,43 @@
 //! Owner, mode and type are checked on the opened file, the directory by
 //! path, as for the key file. Each refusal names the file and the fix.
 
-use super::PinsError;
 use crate::write::Snapshot;
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// Why the pins file is not used: it cannot be read or created, or it
+/// breaks a rule above. Each names the file and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The file could not be read, checked or created.
+    #[error("cannot use pins file {path}: {what} it: {source}{hint}", path = path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The step that failed.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+        /// What to do about it.
+        hint: String,
+    },
+    /// The file or its directory lets someone else choose the pins.
+    #[error(
+        "pins file {path} {why}; the pins decide which machine is which, so whoever can \
+         write or re-point the file chooses them: {fix}",
+        path = path.display()
+    )]
+    Unsafe {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+        /// The command or setting that fixes it.
+        fix: String,
+    },
+}
 
 /// A pins file is a few lines per node; this is thousands of nodes.
 const MAX_PINS_BYTES: u64 = 4 << 20;
@@ -32,7 +63,7 @@ const MAX_PINS_BYTES: u64 = 4 << 20;
 /// Reads the pins file after its checks, with the snapshot that
 /// `write_atomic` compares and replaces (the path itself, never a link's
 /// target); `None` when there is no file.
-pub(super) fn read_checked(path: &Path) -> Result<Option<(String, Snapshot)>, PinsError> {
+pub(super) fn read_checked(path: &Path) -> Result<Option<(String, Snapshot)>, FileError> {
     let opened = std::fs::OpenOptions::new()
         .read(true)
         // O_NONBLOCK: opening a FIFO must not hang; the type check refuses it.
@@ -87,7 +118,7 @@ pub(super) fn read_checked(path: &Path) -> Result<Option<(String, Snapshot)>, Pi
 /// Creates an empty pins file (mode 0644: pins are public keys) after the
 /// directory's check, never through a link; an existing file is left as
 /// it is, for [`read_checked`] to judge.
-pub(super) fn create_empty(path: &Path) -> Result<(), PinsError> {
+pub(super) fn create_empty(path: &Path) -> Result<(), FileError> {
     check_dir(path)?;
     let made = std::fs::OpenOptions::new()
         .write(true)
@@ -104,7 +135,7 @@ pub(super) fn create_empty(path: &Path) -> Result<(), PinsError> {
 
 /// The file's own rules: a regular file, this user's or root's, that group
 /// and others cannot write.
-fn check_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), PinsError> {
+fn check_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), FileError> {
     let p = path.display();
     if !meta.is_file() {
         return Err(unsafe_file(
@@ -141,7 +172,7 @@ fn check_file(path: &Path, meta: &std::fs::Metadata) -> Result<(), PinsError> {
 
 /// The directory's rules: this user's or root's, and only they can change
 /// it (or sticky).
-fn check_dir(path: &Path) -> Result<(), PinsError> {
+fn check_dir(path: &Path) -> Result<(), FileError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -178,15 +209,15 @@ fn check_dir(path: &Path) -> Result<(), PinsError> {
     Ok(())
 }
 
-fn unsafe_file(path: &Path, why: String, fix: String) -> PinsError {
-    PinsError::Unsafe {
+fn unsafe_file(path: &Path, why: String, fix: String) -> FileError {
+    FileError::Unsafe {
         path: path.to_path_buf(),
         why,
         fix,
     }
 }
 
-fn io(path: &Path, what: &'static str, source: std::io::Error) -> PinsError {
+fn io(path: &Path, what: &'static str, source: std::io::Error) -> FileError {
     let hint = if source.kind() == std::io::ErrorKind::PermissionDenied {
         format!(
             "; the directory of {} must be writable by you, or set [discover] pins_file",
@@ -195,7 +226,7 @@ fn io(path: &Path, what: &'static str, source: std::io::Error) -> PinsError {
     } else {
         String::new()
     };
-    PinsError::Io {
+    FileError::Io {
         path: path.to_path_buf(),
         what,
         source,

@@ -18,7 +18,10 @@ fn chmod(p: &Path, mode: u32) {
 }
 
 fn unsafe_error(e: PinsError) -> String {
-    assert!(matches!(e, PinsError::Unsafe { .. }), "{e}");
+    assert!(
+        matches!(e, PinsError::Checked(FileError::Unsafe { .. })),
+        "{e}"
+    );
     e.to_string()
 }
 
