@@ -19,10 +19,13 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
+/// What a proved address is handed to: the responder's `prove_source`.
+type Sink = Box<dyn Fn(IpAddr) + Send + Sync>;
+
 /// Where the server tells whom it accepted a connection from: a cheap
 /// clone, shared between the server and the responder.
 #[derive(Clone, Default)]
-pub struct ProvedPeers(Arc<OnceLock<Box<dyn Fn(IpAddr) + Send + Sync>>>);
+pub struct ProvedPeers(Arc<OnceLock<Sink>>);
 
 impl fmt::Debug for ProvedPeers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
