@@ -35,6 +35,17 @@ JSON on stdout:
       G ms apart, from IP:5353 (or port P; 0: an ephemeral one), to the group
       (or by unicast to --to IP:5353 only, so that no other host hears it),
       and prints {"sent": N}.
+  questions --src IP[,IP...] [--to IP] --count N --gap-ms G
+      a stranger's QM questions for _rlx._tcp.local. PTR, N of them G ms
+      apart, from each IP:5353 in turn to the group (or by unicast to --to
+      IP:5353 only, so that no other host hears them); prints {"sent": N}.
+      Several sources spread the questions over the sockets a receiver
+      shares port 5353 between (the kernel picks one per source address).
+  answer --src IP --instance NAME [--to IP] [--sport P] --count N --gap-ms G
+      a stranger's copy of an agent's shared answer: N responses carrying
+      the PTR _rlx._tcp.local. -> NAME._rlx._tcp.local. at its full 4500 s
+      TTL, G ms apart, from IP:5353 (or port P; 0: an ephemeral one), to
+      the group (or by unicast to --to IP:5353); prints {"sent": N}.
   records --src IP --instance NAME --copy OTHER [--phantoms K] [--at-family 4|6] [--to IP] --count N --gap-ms G
       a stranger's forged records: asks OTHER's agent (a legacy query from
       an ephemeral port, answered by unicast) for OTHER's SRV, TXT and
@@ -299,32 +310,52 @@ def tc(args):
 
 def goodbye_packet(instance):
     """A response (QR, AA) with one answer: the PTR for instance, TTL 0."""
-    rdata = encode_name(instance + "." + SERVICE)
-    header = struct.pack("!HHHHHH", 0, 0x8400, 0, 1, 0, 0)
-    return header + encode_name(SERVICE) + struct.pack("!HHIH", 12, 1, 0, len(rdata)) + rdata
+    return answer_packet(instance, 0)
 
 
 def send_forged(src, sport, to, packet, count, gap_ms):
     """Sends packet count times, gap_ms apart, from src:sport (0: an
-    ephemeral port) to the IPv4 mDNS group, or by unicast to to:5353."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    s.bind((src, sport))
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(src))
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+    ephemeral port; src may be a comma-separated list, used in turn) to the
+    IPv4 mDNS group, or by unicast to to:5353."""
+    socks = []
+    for a in src.split(","):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind((a, sport))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(a))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+        socks.append(s)
     dest = (to or GROUP4, PORT)
     # Paced by the schedule, not by one sleep per packet: a sleep overshoots
     # by tens of microseconds at least, so 1 ms gaps would give well under
     # 1,000 packets a second; behind schedule, packets go back to back.
     t0 = time.monotonic()
     for i in range(count):
-        s.sendto(packet, dest)
+        socks[i % len(socks)].sendto(packet, dest)
         if i + 1 < count:
             wait = t0 + (i + 1) * gap_ms / 1000 - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
+
+
+def answer_packet(instance, ttl):
+    """A response (QR, AA) with one answer: the PTR for instance."""
+    rdata = encode_name(instance + "." + SERVICE)
+    header = struct.pack("!HHHHHH", 0, 0x8400, 0, 1, 0, 0)
+    return header + encode_name(SERVICE) + struct.pack("!HHIH", 12, 1, ttl, len(rdata)) + rdata
+
+
+def questions(args):
+    send_forged(args.src, PORT, args.to, query(SERVICE, 12, qu=False), args.count, args.gap_ms)
+    print(json.dumps({"sent": args.count}), flush=True)
+
+
+def answer(args):
+    packet = answer_packet(args.instance, 4500)
+    send_forged(args.src, args.sport, args.to, packet, args.count, args.gap_ms)
+    print(json.dumps({"sent": args.count}), flush=True)
 
 
 def goodbye(args):
@@ -501,6 +532,18 @@ def main():
     a.add_argument("--sport", type=int, default=PORT)
     a.add_argument("--count", type=int, default=2)
     a.add_argument("--gap-ms", type=int, default=250)
+    a = sub.add_parser("questions")
+    a.add_argument("--src", required=True)
+    a.add_argument("--to")
+    a.add_argument("--count", type=int, default=2)
+    a.add_argument("--gap-ms", type=int, default=10)
+    a = sub.add_parser("answer")
+    a.add_argument("--src", required=True)
+    a.add_argument("--instance", required=True)
+    a.add_argument("--to")
+    a.add_argument("--sport", type=int, default=PORT)
+    a.add_argument("--count", type=int, default=2)
+    a.add_argument("--gap-ms", type=int, default=5)
     a = sub.add_parser("records")
     a.add_argument("--src", required=True)
     a.add_argument("--instance", required=True)
@@ -511,7 +554,8 @@ def main():
     a.add_argument("--count", type=int, default=2)
     a.add_argument("--gap-ms", type=int, default=250)
     args = p.parse_args()
-    modes = {"listen": listen, "qu": qu, "ask": ask, "delay": delay, "tc": tc, "goodbye": goodbye, "records": records}
+    modes = {"listen": listen, "qu": qu, "ask": ask, "delay": delay, "tc": tc, "goodbye": goodbye, "records": records,
+             "questions": questions, "answer": answer}
     return modes[args.mode](args)
 
 

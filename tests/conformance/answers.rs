@@ -2,14 +2,17 @@
 //! questions from `lab/py/mdns_wire.py ask` (multicast from port 5353, and
 //! legacy from an ephemeral port) against a running `rlx-agent`: ANY for the
 //! service type, names in other letter cases, the DNS-SD meta-query, query
-//! ids and IP TTLs, both address families in an answer, and QU replies
-//! bounded per source. The patches they check are vendor/mdns-sd/PATCHES.md
-//! §29 and §30.
+//! ids and IP TTLs, both address families in an answer, QU replies
+//! bounded per source, and duplicate answers suppressed by the link's own
+//! traffic only. The patches they check are vendor/mdns-sd/PATCHES.md §29,
+//! §30, §34 and §36.
 
-use super::wire::{records, run_wire, start_agent, UP};
-use rlx_lab::kit::require_lab;
+use super::wire::{prove_from, records, run_wire, start_agent, UP};
+use rlx_lab::kit::{agent_bin, require_lab, script, Proc, PYTHON};
 use rlx_lab::LabOptions;
 use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 /// Between two multicast questions for one record: past the 1 s in which
@@ -81,7 +84,9 @@ fn any_queries_meta_queries_and_names_in_other_letter_cases_are_answered_multica
 
 /// Guards against PATCHES.md §29 and §30: multicast replies echoed the
 /// query id (RFC 6762 §18.1 wants zero), and unicast replies left with IP
-/// TTL 64 (§11 wants 255). A legacy reply echoes the id, as §6.7 asks.
+/// TTL 64 (§11 wants 255). A legacy reply echoes the id, as §6.7 asks. The
+/// querier proved its address first, so that its QU question is answered
+/// by unicast (PATCHES.md §36).
 #[test]
 fn multicast_replies_carry_id_zero_legacy_ones_the_querys_and_every_reply_ip_ttl_255() {
     let Some(labs) = require_lab() else { return };
@@ -91,6 +96,7 @@ fn multicast_replies_carry_id_zero_legacy_ones_the_querys_and_every_reply_ip_ttl
     agent.expect_output("mDNS: announced on", UP);
     std::thread::sleep(ANNOUNCED);
     let me = lab.host(0).ip.to_string();
+    prove_from(&lab, 1, &me);
     std::thread::sleep(RATE_GAP);
     for (extra, want_id, want_unicast) in [
         (&["--id", "4242"][..], 0, false),
@@ -143,10 +149,11 @@ fn an_answer_over_ipv4_carries_the_agents_ipv6_addresses_too() {
     );
 }
 
-/// Guards against PATCHES.md §29: QU questions were answered by unicast to
-/// any source with no limit, so forged ones naming a victim's address made
-/// every agent unicast at it. 40 QU questions in 2 s from one address draw
-/// at most the burst (8) and the rate (2 a second) in unicast replies.
+/// Guards against PATCHES.md §29 and §36: QU questions were answered by
+/// unicast to any source with no limit, so forged ones naming a victim's
+/// address made every agent unicast at it. 40 QU questions in 2 s from one
+/// address, even a proved one, draw at most the burst (2) and the rate (2
+/// a second) in unicast replies.
 #[test]
 fn forty_qu_questions_from_one_address_draw_at_most_a_small_burst_of_unicast_replies() {
     let Some(labs) = require_lab() else { return };
@@ -156,6 +163,7 @@ fn forty_qu_questions_from_one_address_draw_at_most_a_small_burst_of_unicast_rep
     agent.expect_output("mDNS: announced on", UP);
     std::thread::sleep(ANNOUNCED);
     let src = lab.host(1).ip.to_string();
+    prove_from(&lab, 1, &lab.host(0).ip.to_string());
     let v = run_wire(
         &lab,
         1,
@@ -175,7 +183,7 @@ fn forty_qu_questions_from_one_address_draw_at_most_a_small_burst_of_unicast_rep
     );
     // The burst, 2 s of the rate, and one of slack for the timing.
     assert!(
-        unicast <= 8 + 4 + 1,
+        unicast <= 2 + 4 + 1,
         "{unicast} unicast replies to one source"
     );
 }
@@ -243,4 +251,118 @@ fn a_meta_query_to_eight_agents_draws_about_one_multicast_answer_not_eight() {
         "duplicate answers were not suppressed: {counts:?} of 8 agents per query"
     );
     drop(agents);
+}
+
+/// Starts an agent like [`start_agent`], with mdns-sd's daemon logging at
+/// `debug`, so that the packets it ignores show with their reason.
+fn start_agent_logging(lab: &rlx_lab::Lab, host: usize, name: &str, dir: &Path) -> Proc {
+    let caps = dir.join(format!("{name}.json"));
+    std::fs::write(
+        &caps,
+        format!(
+            r#"{{"id":"{:016x}","hostname":"{name}","os":"linux","arch":"x86_64","cores":8,
+               "ram_total":68719476736,"ram_avail":60000000000}}"#,
+            host + 1
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(agent_bin());
+    cmd.arg("--caps-file")
+        .arg(&caps)
+        .args(["--name", name, "--no-bench"])
+        .env("RUST_LOG", "info,mdns_sd::service_daemon=debug");
+    Proc::spawn(lab, host, cmd)
+}
+
+/// How many of three PTR questions for `_rlx._tcp.local.` from host 1 the
+/// agent at `agent` answered by multicast while host 2 sends copies of that
+/// answer every 5 ms: `to` a unicast address (or the group), from `sport`
+/// (0: an ephemeral port).
+fn answered_under_copies(
+    lab: &rlx_lab::Lab,
+    agent: &str,
+    instance: &str,
+    to: Option<&str>,
+    sport: u16,
+) -> usize {
+    let src = lab.host(2).ip.to_string();
+    let sport = sport.to_string();
+    let mut copies = lab.command(2, PYTHON);
+    copies.arg(script("mdns_wire.py")).args([
+        "answer",
+        "--src",
+        &src,
+        "--instance",
+        instance,
+        "--sport",
+        &sport,
+        "--count",
+        "1000",
+        "--gap-ms",
+        "5",
+    ]);
+    if let Some(to) = to {
+        copies.args(["--to", to]);
+    }
+    let copies = Proc::spawn(lab, 2, copies);
+    let target = format!("{instance}._rlx._tcp.local.");
+    let mut answered = 0;
+    for _ in 0..3 {
+        std::thread::sleep(RATE_GAP);
+        let replies = ask(lab, "_rlx._tcp.local.", "PTR", &[]);
+        let multicast: Vec<Value> = replies
+            .into_iter()
+            .filter(|r| r["unicast"] == false)
+            .collect();
+        if has_ptr_to(&multicast, agent, &target) {
+            answered += 1;
+        }
+    }
+    drop(copies);
+    answered
+}
+
+/// Guards against issue 37, item 3 (PATCHES.md §34): the §7.4 rule dropped
+/// an agent's pending multicast answer when any response carrying it
+/// arrived, so a stranger sending copies of it to the agent alone, or from
+/// a port other than 5353, kept the answer from every listener on the link.
+/// Only a response sent to the group from port 5353 (the control here)
+/// stands for it now; a response from another port is ignored altogether
+/// (RFC 6762 §6), and says so in the agent's debug log.
+#[test]
+fn an_agents_pending_answer_survives_copies_sent_to_it_alone_or_from_another_port() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(3);
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent_logging(&lab, 0, "dup0", dir.path());
+    agent.expect_output("mDNS: announced on", UP);
+    std::thread::sleep(ANNOUNCED);
+    let me = lab.host(0).ip.to_string();
+
+    let group_5353 = answered_under_copies(&lab, &me, "dup0", None, 5353);
+    let unicast = answered_under_copies(&lab, &me, "dup0", Some(&me), 5353);
+    let other_port = answered_under_copies(&lab, &me, "dup0", None, 0);
+    println!(
+        "MEASURED: multicast answers to 3 questions under copies of the answer: \
+         to the group from 5353 {group_5353}, to the agent alone {unicast}, \
+         to the group from another port {other_port}"
+    );
+    assert!(
+        group_5353 < 3,
+        "the control: copies the whole link heard stand for the agent's answer (RFC 6762 §7.4)"
+    );
+    assert_eq!(
+        unicast, 3,
+        "copies sent to the agent alone cancelled its answer"
+    );
+    assert_eq!(
+        other_port, 3,
+        "copies from another port cancelled its answer"
+    );
+    assert!(
+        agent
+            .stderr()
+            .contains("its source port is not 5353 (RFC 6762 §6)"),
+        "the responses from another port are ignored, and logged"
+    );
 }

@@ -17,6 +17,11 @@
 //!   subnet 0: h0 agent, h1 on-link querier        subnet 1: h2 off-link host
 //! ```
 //!
+//! QU queries (RFC 6762 §5.4) forged with a victim's address on the link are
+//! answered by unicast only when the answer is no bigger than the query,
+//! unless the victim proved its address to the agent, and at most 2 a second
+//! per destination (`forged_qu_queries_...`, PATCHES.md §36).
+//!
 //! The querier is a small python3 script of plain sockets (no packages), run
 //! inside the host's namespace; the forged-source case uses a raw socket
 //! (the lab runs as root).
@@ -40,23 +45,27 @@ const VICTIM_PORT: &str = "40123";
 
 /// The querier. `legacy DEST SECS`: send a legacy PTR query for `_rlx._tcp`
 /// from an ephemeral port to DEST:5353 every 250 ms for SECS seconds, and
-/// count what comes back. `forge SRC SPORT SECS`: send the same query to the
-/// mDNS group 224.0.0.251 in a hand-built IPv4 packet whose source is
-/// SRC:SPORT. `burst DEST N SECS`: send N legacy queries to DEST:5353 back to
+/// count what comes back. `forge SRC SPORT SECS [GAP]`: send the same query
+/// to the mDNS group 224.0.0.251 in a hand-built IPv4 packet whose source is
+/// SRC:SPORT, every GAP seconds (0.25), and print `SENT n BYTES b` (UDP
+/// payload bytes); `forge-qu` the same with the QU bit set. `burst DEST N SECS`: send N legacy queries to DEST:5353 back to
 /// back, then count replies for SECS seconds. `listen PORT SECS`: count what arrives on PORT for SECS
 /// seconds. Each prints `READY` once its socket is open and
-/// `REPLIES <count> BYTES <total> FROM <sources>` at the end.
+/// `REPLIES <count> BYTES <total> FROM <sources>` at the end, then `PER
+/// <source>=<count> ...`.
 const QUERIER: &str = r#"
 import socket, struct, sys, time
 
-def query():
+def query(qu=False):
     qname = b"".join(bytes([len(l)]) + l for l in [b"_rlx", b"_tcp", b"local"]) + b"\0"
-    # id 0x5a5a, flags 0 (a query), one question: PTR (12), class IN.
-    return struct.pack("!HHHHHH", 0x5A5A, 0, 1, 0, 0, 0) + qname + struct.pack("!HH", 12, 1)
+    # id 0x5a5a, flags 0 (a query), one question: PTR (12), class IN (with
+    # the unicast-response bit when qu).
+    qclass = 1 | (0x8000 if qu else 0)
+    return struct.pack("!HHHHHH", 0x5A5A, 0, 1, 0, 0, 0) + qname + struct.pack("!HH", 12, qclass)
 
 def collect(sock, deadline, send=None):
     sock.settimeout(0.05)
-    count, total, sources, next_send = 0, 0, set(), 0.0
+    count, total, sources, next_send = 0, 0, {}, 0.0
     while time.monotonic() < deadline:
         if send and time.monotonic() >= next_send:
             send()
@@ -66,8 +75,9 @@ def collect(sock, deadline, send=None):
         except socket.timeout:
             continue
         count, total = count + 1, total + len(data)
-        sources.add(src[0])
+        sources[src[0]] = sources.get(src[0], 0) + 1
     print("REPLIES %d BYTES %d FROM %s" % (count, total, ",".join(sorted(sources)) or "-"), flush=True)
+    print("PER %s" % " ".join("%s=%d" % kv for kv in sorted(sources.items())), flush=True)
 
 def checksum(b):
     if len(b) % 2:
@@ -84,9 +94,10 @@ if mode == "legacy":
     s.bind(("0.0.0.0", 0))
     print("READY", flush=True)
     collect(s, time.monotonic() + secs, lambda: s.sendto(query(), (dest, 5353)))
-elif mode == "forge":
+elif mode in ("forge", "forge-qu"):
     src, sport, secs = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    payload = query()
+    gap = float(sys.argv[5]) if len(sys.argv) > 5 else 0.25
+    payload = query(qu=(mode == "forge-qu"))
     udp = struct.pack("!HHHH", sport, 5353, 8 + len(payload), 0) + payload
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 255, 17, 0,
                      socket.inet_aton(src), socket.inet_aton("224.0.0.251"))
@@ -97,8 +108,8 @@ elif mode == "forge":
     while time.monotonic() < end:
         r.sendto(ip + udp, ("224.0.0.251", 0))
         sent += 1
-        time.sleep(0.25)
-    print("SENT %d" % sent, flush=True)
+        time.sleep(gap)
+    print("SENT %d BYTES %d" % (sent, sent * len(payload)), flush=True)
 elif mode == "burst":
     dest, n, secs = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -300,4 +311,120 @@ fn an_on_link_source_flooding_legacy_queries_is_answered_at_a_bounded_rate() {
         again.replies > 0,
         "a source that slowed down must be answered again: {again:?}"
     );
+}
+
+/// Agents in [`forged_qu_queries_naming_a_victim_draw_no_more_bytes_toward_it_than_they_carry`].
+const AGENTS: usize = 5;
+
+/// How long the stranger forges QU queries, 50 a second.
+const FORGE_SECS: u64 = 5;
+
+/// What a victim received from each agent during a forgery: the listener's
+/// `PER` line, as (source, datagrams).
+fn per_source(stdout: &str) -> Vec<(String, u64)> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("PER"))
+        .unwrap_or_else(|| panic!("the listener printed no PER line: {stdout:?}"));
+    line.split_whitespace()
+        .skip(1)
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect()
+}
+
+/// Host `stranger` forges QU queries from `victim`'s address (port 5353)
+/// to the group, 50 a second for [`FORGE_SECS`]; `victim` counts the
+/// unicast datagrams that reach its port 5353 (it joins no group, so
+/// multicast answers do not count). Returns (the stranger's bytes, what
+/// the victim heard, per agent).
+fn forge_qu(lab: &Lab, stranger: usize, victim: usize) -> (u64, Heard, Vec<(String, u64)>) {
+    let listen_secs = (FORGE_SECS + 2).to_string();
+    let listener = Proc::spawn(
+        lab,
+        victim,
+        querier(lab, victim, &["listen", "5353", &listen_secs]),
+    );
+    listener.expect_output("READY", Duration::from_secs(10));
+    let src = lab.host(victim).ip.to_string();
+    let secs = FORGE_SECS.to_string();
+    let out = run_ok(&mut querier(
+        lab,
+        stranger,
+        &["forge-qu", &src, "5353", &secs, "0.02"],
+    ));
+    let sent = String::from_utf8_lossy(&out.stdout).to_string();
+    let sent_bytes: u64 = sent
+        .split_whitespace()
+        .skip_while(|w| *w != "BYTES")
+        .nth(1)
+        .and_then(|b| b.parse().ok())
+        .unwrap_or_else(|| panic!("the forger printed no SENT line: {sent:?}"));
+    listener.expect_exit(Duration::from_secs(20));
+    let stdout = listener.stdout();
+    (sent_bytes, heard(&stdout), per_source(&stdout))
+}
+
+/// Guards against issue 37, item 10 (vendor/mdns-sd/PATCHES.md §36): a
+/// stranger forging QU queries (50 a second for 5 s) with a victim's source
+/// address made five agents send the victim 85 packets, 1.95 times the
+/// bytes the stranger sent (26.6 times before §29). Now an answer bigger
+/// than its question goes by unicast only to an address that proved itself
+/// (a TCP connection the agent accepted), and any destination gets at most
+/// 2 unicast answers at once, then 2 a second, from each agent. The victim
+/// unproved: nothing. The victim proved (a coordinator that connected to
+/// every agent, what a stranger may still aim at): at most 2 a second per
+/// agent.
+#[test]
+fn forged_qu_queries_naming_a_victim_draw_no_more_bytes_toward_it_than_they_carry() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(AGENTS + 2);
+    let (stranger, victim) = (AGENTS, AGENTS + 1);
+    let dir = tempfile::tempdir().unwrap();
+    let agents: Vec<Proc> = (0..AGENTS)
+        .map(|i| super::wire::start_agent(&lab, i, &format!("refl{i}"), dir.path(), &[]))
+        .collect();
+    for a in &agents {
+        a.expect_output("mDNS: announced on", UP);
+    }
+
+    let (sent, unproved, _) = forge_qu(&lab, stranger, victim);
+    println!(
+        "MEASURED: forged QU queries ({sent} bytes), victim unproved: {} datagrams, {} bytes \
+         ({:.2} times) from {AGENTS} agents",
+        unproved.replies,
+        unproved.bytes,
+        unproved.bytes as f64 / sent as f64
+    );
+    assert!(sent > 0, "the stranger sent nothing");
+    assert!(
+        unproved.bytes <= sent,
+        "the agents sent the victim more bytes than the stranger sent: {unproved:?}, {sent} bytes"
+    );
+
+    for i in 0..AGENTS {
+        super::wire::prove_from(&lab, victim, &lab.host(i).ip.to_string());
+    }
+    let (sent, proved, per) = forge_qu(&lab, stranger, victim);
+    println!(
+        "MEASURED: forged QU queries ({sent} bytes), victim proved to every agent: {} datagrams, \
+         {} bytes ({:.2} times), per agent {per:?}",
+        proved.replies,
+        proved.bytes,
+        proved.bytes as f64 / sent as f64
+    );
+    // The burst (2) and 2 a second over the forgery, with one of slack for
+    // the timing: the path is live, and bounded.
+    let bound = 2 + 2 * FORGE_SECS + 1;
+    assert!(
+        proved.replies >= 1,
+        "a proved address gets unicast answers at all: {proved:?}"
+    );
+    for (agent, n) in &per {
+        assert!(
+            *n <= bound,
+            "{agent} sent the victim {n} unicast answers in {FORGE_SECS} s (at most {bound})"
+        );
+    }
+    drop(agents);
 }

@@ -41,6 +41,37 @@ pub(crate) fn start_agent(lab: &Lab, host: usize, name: &str, dir: &Path, ifaces
     Proc::spawn(lab, host, cmd)
 }
 
+/// Connects from host `from` to the agent's handshake port at `agent_addr`
+/// (an IPv6 link-local address with its `%eth0`), and closes: the accepted
+/// TCP connection proves `from`'s address to the agent, whose QU answers to
+/// it may then be bigger than its questions (vendor/mdns-sd/PATCHES.md §36).
+pub(crate) fn prove_from(lab: &Lab, from: usize, agent_addr: &str) {
+    const CONNECT: &str = r#"
+import socket, sys, time
+for _ in range(100):
+    try:
+        socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1).close()
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    sys.exit("cannot connect to the agent at %s" % sys.argv[1])
+"#;
+    let port = rlx_proto::service::DEFAULT_AGENT_PORT.to_string();
+    let out = lab
+        .command(from, PYTHON)
+        .args(["-c", CONNECT, agent_addr, &port])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The responder hears of it through its command queue.
+    std::thread::sleep(Duration::from_millis(200));
+}
+
 /// Starts `mdns_wire.py listen ARGS` in host `host` and waits until it has
 /// joined the group.
 fn start_listener(lab: &Lab, host: usize, args: &[&str]) -> Proc {
@@ -106,7 +137,9 @@ fn ip(lab: &Lab, host: usize, args: &[&str]) {
 /// QU question was multicast, and a second QU question within a second got
 /// nothing at all (the 1 s multicast rate limit dropped it), so a Mac's
 /// first queries after waking could go unanswered. Each must get a unicast
-/// reply to the querier's address and port 5353.
+/// reply to the querier's address and port 5353, once the querier proved
+/// its address (a coordinator that connected to the agent; others get the
+/// answers by multicast, PATCHES.md §36).
 #[test]
 fn every_qu_question_gets_a_unicast_reply_even_two_within_a_second() {
     let Some(labs) = require_lab() else { return };
@@ -114,6 +147,7 @@ fn every_qu_question_gets_a_unicast_reply_even_two_within_a_second() {
     let dir = tempfile::tempdir().unwrap();
     let agent = start_agent(&lab, 0, "qu0", dir.path(), &[]);
     agent.expect_output("mDNS: announced on", UP);
+    prove_from(&lab, 1, &lab.host(0).ip.to_string());
 
     let src = lab.host(1).ip.to_string();
     let v = run_wire(
@@ -178,6 +212,7 @@ fn a_qu_question_over_ipv6_from_a_link_local_address_gets_a_unicast_reply() {
             .unwrap_or_else(|| panic!("host {host} has no link-local address on eth0"))
     };
     let src = link_local(1);
+    prove_from(&lab, 1, &format!("{}%eth0", link_local(0)));
     let v = run_wire(
         &lab,
         1,

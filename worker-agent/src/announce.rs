@@ -383,6 +383,25 @@ impl Announcer {
         &self.fullname
     }
 
+    /// What tells the built-in responder that an address proved it
+    /// receives what is sent to it (a peer of the handshake server,
+    /// [`crate::proved`]): its QU questions may then get unicast answers
+    /// bigger than they are (vendor/mdns-sd/PATCHES.md §36). `None` with
+    /// the system responder, which has no such rule.
+    pub fn source_prover(&self) -> Option<impl Fn(std::net::IpAddr) + Send + Sync + 'static> {
+        match &self.publisher {
+            Publisher::Builtin(daemon) => {
+                let daemon = daemon.clone();
+                Some(move |ip| {
+                    if let Err(e) = daemon.prove_source(ip) {
+                        tracing::debug!(%ip, error = %e, "could not tell mDNS that {ip} is proved");
+                    }
+                })
+            }
+            Publisher::System(_) => None,
+        }
+    }
+
     /// The full instance name as announced now: differs from
     /// [`Announcer::fullname`] after a conflict rename (`box (2)._rlx...`).
     pub fn instance_name(&self) -> String {

@@ -24,6 +24,8 @@
 //! - [`announce`]: `_rlx._tcp` over mDNS, re-announced when the caps change, goodbye on exit.
 //! - [`links`]: the kernel's notifications of interfaces coming and going, so that nothing polls.
 //! - [`server`]: the handshake on the agent's own port (`--port`).
+//! - [`proved`]: the peers the server accepted, told to the mDNS responder
+//!   (they may get QU answers bigger than their questions).
 //! - [`measure`]: link measurement on that port: who may ask (`--measure`), its bounds, the per-source limits ([`measure::limit`]).
 //! - [`worker`]: whether the box's RLX worker listens on its port (`--worker-port`).
 //! - [`sshd`]: whether an SSH server listens on the box, and on which port (the runtime probes and launches workers over ssh).
@@ -33,7 +35,7 @@
 //! `register` on `change`, `naming` and `shutdown`; `cli` on `probe`,
 //! `naming`, `worker`, `sshd`, the lease settings of `register` and the rules of `measure`;
 //! `config` on `cli`, `measure` and `register`;
-//! `server` on `worker` and `measure`; nothing back.
+//! `server` on `worker`, `measure` and `proved`; nothing back.
 
 // Every public item is documented, and nothing is `pub` that the crate
 // root does not export (`main` and the tests in tests/ use what it does).
@@ -49,6 +51,7 @@ pub mod links;
 pub mod measure;
 pub mod naming;
 pub mod probe;
+pub mod proved;
 pub mod register;
 pub mod run;
 pub mod server;

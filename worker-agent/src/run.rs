@@ -152,16 +152,19 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
         ),
         None => {}
     }
+    // The peers the server accepts, told to the built-in responder once it
+    // runs (vendor/mdns-sd/PATCHES.md §36).
+    let proved = crate::proved::ProvedPeers::default();
     let server = tokio::spawn(serve_signed(
         listener,
         Arc::clone(&caps_tx),
-        key,
-        node_key.map(Arc::new),
+        (key, node_key.map(Arc::new)),
         args.advertise.clone(),
         Limits {
             measure,
             ..Limits::default()
         },
+        proved.clone(),
         async move {
             stop.wait().await;
         },
@@ -182,6 +185,9 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
         },
     )
     .context("announcing over mDNS")?;
+    if let Some(prove) = announcer.source_prover() {
+        proved.connect(prove);
+    }
     tracing::info!(
         instance = %announcer.instance_name(),
         responder = %announcer.responder(),

@@ -161,20 +161,34 @@ pub async fn serve_with(
     limits: Limits,
     shutdown: impl Future,
 ) {
-    serve_signed(listener, caps, key, None, advertised, limits, shutdown).await
+    serve_signed(
+        listener,
+        caps,
+        (key, None),
+        advertised,
+        limits,
+        crate::proved::ProvedPeers::default(),
+        shutdown,
+    )
+    .await
 }
 
 /// [`serve_with`] for an agent with its own node key: every reply names
 /// its public half in the caps and carries its signature beside the proof
 /// (`node_sig`, docs/protocol.md §2), so a coordinator that pinned the key
 /// for this node id can tell this machine from another that claims the id.
+///
+/// Every peer whose connection is accepted goes to `proved`: the TCP
+/// handshake showed it receives at its address, so the mDNS responder may
+/// answer its QU questions with more bytes than they carried
+/// ([`crate::proved`]).
 pub async fn serve_signed(
     listener: TcpListener,
     caps: Arc<watch::Sender<Arc<NodeCaps>>>,
-    key: Option<Key>,
-    node_key: Option<Arc<NodeKey>>,
+    (key, node_key): Credentials,
     advertised: Vec<SocketAddr>,
     limits: Limits,
+    proved: crate::proved::ProvedPeers,
     shutdown: impl Future,
 ) {
     let advertised: Arc<[SocketAddr]> = advertised.into();
@@ -206,6 +220,7 @@ pub async fn serve_signed(
         let (stream, peer) = match accepted {
             Ok(x) => {
                 backoff = Duration::from_millis(10);
+                proved.proved(x.1.ip());
                 x
             }
             Err(e) => {
@@ -284,7 +299,7 @@ struct Live {
 
 /// What an agent answers with: the cluster key it proves, and its own node
 /// key it signs with.
-type Credentials = (Option<Key>, Option<Arc<NodeKey>>);
+pub type Credentials = (Option<Key>, Option<Arc<NodeKey>>);
 
 /// Where a liveness stream goes: the streams held, the agent's stop, the
 /// idle limit.

@@ -2394,6 +2394,13 @@ impl DnsIncoming {
         (self.flags & FLAGS_QR_MASK) == FLAGS_QR_RESPONSE
     }
 
+    /// How many bytes the message took on the wire (its UDP payload).
+    // rlx patch: RFC 6762 §5.4, §11: a QU answer to an unproved source is
+    // never bigger than its question (PATCHES.md §36).
+    pub(crate) fn wire_len(&self) -> usize {
+        self.data.len()
+    }
+
     fn read_header(&mut self) -> Result<()> {
         if self.data.len() < MSG_HEADER_LEN {
             return Err(e_fmt!(

@@ -223,6 +223,7 @@ pub use service_daemon::{
 pub use service_info::{
     AsIpAddrs, IntoTxtProperties, ResolvedService, ServiceInfo, TxtProperties, TxtProperty,
 };
+pub use source_check::{PROVEN_FOR, PROVEN_MAX}; // rlx patch: PATCHES.md §36: `prove_source`
 
 /// A handler to receive messages from [ServiceDaemon]. Re-export from `flume` crate.
 pub use flume::Receiver;

@@ -211,6 +211,7 @@ enum Counter {
     // rlx patch: RFC 6762 §7.3 (PATCHES.md §35)
     DuplicateQuestionSuppressed,
     ResponsesAggregated, // rlx patch: RFC 6762 §7.3
+    QuUnicastRefused,    // rlx patch: RFC 6762 §5.4, §11 (PATCHES.md §36)
 }
 
 impl fmt::Display for Counter {
@@ -241,6 +242,7 @@ impl fmt::Display for Counter {
             // rlx patch: RFC 6762 §7.3 (PATCHES.md §35)
             Self::DuplicateQuestionSuppressed => write!(f, "duplicate-question-suppressed"),
             Self::ResponsesAggregated => write!(f, "responses-aggregated"), // rlx patch: RFC 6762 §7.3
+            Self::QuUnicastRefused => write!(f, "qu-unicast-refused"), // rlx patch: PATCHES.md §36
         }
     }
 }
@@ -858,6 +860,26 @@ impl ServiceDaemon {
         self.send_cmd(Command::Verify(instance_fullname, timeout))
     }
 
+    /// rlx patch: RFC 6762 §5.4, §11 (PATCHES.md §36): tells the daemon that
+    /// `addr` has shown it receives what is sent to it, for example by
+    /// completing a TCP connection with the caller, so that its address
+    /// cannot be a stranger's forgery. For the next
+    /// [`PROVEN_FOR`](crate::PROVEN_FOR), a QU question from that address
+    /// (on-link only) may be answered by unicast with more bytes than it
+    /// carried. Any other source gets a unicast answer only when the answer
+    /// is no bigger than its question, and multicast otherwise: a stranger
+    /// that forges a victim's address on QU questions draws at most as many
+    /// bytes toward the victim as it sends. At most
+    /// [`PROVEN_MAX`](crate::PROVEN_MAX) addresses are remembered (the
+    /// oldest is forgotten first).
+    ///
+    /// # Errors
+    ///
+    /// Returns [`Error::Again`] if the daemon's command queue is full.
+    pub fn prove_source(&self, addr: IpAddr) -> Result<()> {
+        self.send_cmd(Command::ProveSource(addr))
+    }
+
     fn daemon_thread(
         waker: Arc<Waker>,
         poller: Poll,
@@ -1330,6 +1352,9 @@ struct Zeroconf {
     legacy_reply_limit: crate::source_check::LegacyReplyLimit,
     /// rlx patch: RFC 6762 §5.4 QU replies limited per source (PATCHES.md §29).
     qu_reply_limit: crate::source_check::LegacyReplyLimit,
+    /// rlx patch: RFC 6762 §5.4, §11: addresses shown to receive at their
+    /// address, whose QU answers may outgrow their questions (PATCHES.md §36).
+    proven_sources: crate::source_check::ProvenSources,
 
     counters: Metrics,
 
@@ -1620,6 +1645,7 @@ impl Zeroconf {
             truncated_queries: Vec::new(), // rlx patch: RFC 6762 §7.2
             legacy_reply_limit: Default::default(), // rlx patch: RFC 6762 §6.7
             qu_reply_limit: crate::source_check::LegacyReplyLimit::qu(), // rlx patch: RFC 6762 §5.4 (PATCHES.md §29)
+            proven_sources: Default::default(), // rlx patch: RFC 6762 §5.4, §11 (PATCHES.md §36)
             counters: HashMap::new(),
             poller,
             monitors,
@@ -3231,16 +3257,37 @@ impl Zeroconf {
                 );
                 if msg.is_query() {
                     let querier_addr = pktinfo.addr_src;
+                    // rlx patch: RFC 6762 §7.3 (PATCHES.md §35): only a question
+                    // asked of the whole link (sent to the group) stands for
+                    // ours; one sent to us alone was heard by nobody else, and
+                    // a stream of them kept every browse query from being
+                    // sent. A truncated query's known answers are still to
+                    // come, so it does not count either.
+                    self.note_duplicate_questions(&msg, pkt_if_index, querier_addr, to_group);
                     // rlx patch: RFC 6762 §7.2
                     if let Some(msg) = self.hold_truncated_query(msg, pkt_if_index, querier_addr) {
                         self.handle_query(msg, pkt_if_index, querier_addr);
                     }
                 } else if msg.is_response() {
+                    // rlx patch: RFC 6762 §6 (PATCHES.md §34): "Multicast DNS
+                    // implementations MUST silently ignore any Multicast DNS
+                    // responses they receive where the source UDP port is not
+                    // 5353." Logged at debug level, not silent here.
+                    if pktinfo.addr_src.port() != self.port {
+                        debug!(
+                            "handle_read: ignoring a response from {} on {}: its source port is not {} (RFC 6762 §6)",
+                            pktinfo.addr_src, my_intf.name, self.port
+                        );
+                        return true;
+                    }
                     // rlx patch: RFC 6762 §14: our own packet heard on another of
                     // our interfaces on the same link (PATCHES.md §31).
                     let own = self.sent_by_our_other_intf(&pktinfo.addr_src.ip(), pkt_if_index);
-                    // rlx patch: RFC 6762 §7.4 duplicate answer suppression.
-                    self.suppress_duplicate_answers(&msg, pkt_if_index, pktinfo.addr_src.is_ipv4());
+                    // rlx patch: RFC 6762 §7.4 duplicate answer suppression, for
+                    // a response the whole link heard (sent to the group,
+                    // PATCHES.md §34): one sent to us alone reached no listener
+                    // our answer was for.
+                    self.suppress_duplicate_answers(&msg, pkt_if_index, pktinfo.addr_src, to_group);
                     self.handle_response_from(msg, pkt_if_index, own);
                 } else {
                     debug!("Invalid message: not query and not response");
@@ -3620,8 +3667,22 @@ impl Zeroconf {
     /// that interface counts as sent. Our own looped-back queries (a
     /// source that is one of our addresses), legacy and QU questions, whose
     /// answers go by unicast to that host alone, and probes do not count.
-    fn note_duplicate_questions(&mut self, msg: &DnsIncoming, if_index: u32, from: SocketAddr) {
-        if from.port() != self.port
+    /// Nor does a question sent to us alone (`to_group` false: the packet's
+    /// destination was one of our unicast addresses, not 224.0.0.251 or
+    /// FF02::FB): nobody else heard it, so nobody answers it on the link,
+    /// and a stranger's stream of them (100 a second, measured) kept every
+    /// browse query of a freshly started browser from being sent. Nor a
+    /// truncated query: its known answers are still to come (§7.2).
+    fn note_duplicate_questions(
+        &mut self,
+        msg: &DnsIncoming,
+        if_index: u32,
+        from: SocketAddr,
+        to_group: bool,
+    ) {
+        if !to_group
+            || msg.is_truncated()
+            || from.port() != self.port
             || msg.num_authorities() > 0
             || self
                 .my_intfs
@@ -4099,8 +4160,7 @@ impl Zeroconf {
     fn handle_query(&mut self, msg: DnsIncoming, if_index: u32, querier_addr: SocketAddr) {
         let querier_ip = querier_addr.ip();
         let is_ipv4 = querier_ip.is_ipv4();
-        self.note_duplicate_questions(&msg, if_index, querier_addr); // rlx patch: RFC 6762 §7.3
-                                                                     // rlx patch: RFC 6762 §14 (PATCHES.md §31): our other NIC's probe.
+        // rlx patch: RFC 6762 §14 (PATCHES.md §31): our other NIC's probe.
         let own_probe = self.sent_by_our_other_intf(&querier_ip, if_index);
 
         let mut out = DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA);
@@ -4264,26 +4324,44 @@ impl Zeroconf {
         // the rate limit when the records had gone out within the last second.
         if qu_query && out.answers_count() > 0 {
             let now = Instant::now();
-            // rlx patch: RFC 6762 §5.4 QU replies limited per source
-            // (PATCHES.md §29): past the limit every answer stays in the
-            // multicast reply below, under the §6 rate limit, so a forged
-            // stream of QU queries naming a victim's address cannot make
-            // every responder on the link unicast at it.
-            if self.qu_reply_limit.allow(querier_addr.ip(), now) {
-                let mut unicast = match self.dns_registry_map.get(&if_index) {
-                    Some(registry) => out
-                        .split_answers(|record| registry.multicast_recently(record, now, is_ipv4)),
-                    None => DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA),
-                };
-                if unicast.answers_count() > 0 {
-                    self.send_qu_response(&mut unicast, if_index, querier_addr);
+            let mut unicast = match self.dns_registry_map.get(&if_index) {
+                Some(registry) => {
+                    out.split_answers(|record| registry.multicast_recently(record, now, is_ipv4))
                 }
-            } else {
-                debug!(
-                    "handle_query: QU query from {querier_addr} answered by multicast only: over {} unicast replies/s (burst {})",
-                    crate::source_check::QU_REPLY_RATE,
-                    crate::source_check::QU_REPLY_BURST
+                None => DnsOutgoing::new(FLAGS_QR_RESPONSE | FLAGS_AA),
+            };
+            if unicast.answers_count() > 0 {
+                // rlx patch: RFC 6762 §5.4, §11 (PATCHES.md §36): a source
+                // nothing has proved gets no more bytes by unicast than its
+                // question carried; past that, and past the per-destination
+                // bound (PATCHES.md §29), the answers go back into the
+                // multicast reply below, under the §6 rate limit, so a
+                // forged stream of QU queries naming a victim's address
+                // cannot make every responder on the link unicast at it.
+                let size = self.my_intfs.get(&if_index).map_or(0, |intf| {
+                    unicast
+                        .to_data_on_wire(intf.max_packet_size(is_ipv4), is_ipv4)
+                        .iter()
+                        .map(Vec::len)
+                        .sum::<usize>()
+                });
+                let refusal = crate::source_check::qu_unicast_refusal(
+                    self.proven_sources.is_proven(querier_ip, now),
+                    msg.wire_len(),
+                    size,
+                    || self.qu_reply_limit.allow(querier_ip, now),
                 );
+                match refusal {
+                    None => self.send_qu_response(&mut unicast, if_index, querier_addr),
+                    Some(reason) => {
+                        debug!(
+                            "handle_query: QU query from {querier_addr} ({} bytes) answered by multicast only: {reason}",
+                            msg.wire_len()
+                        );
+                        self.increase_counter(Counter::QuUnicastRefused, 1);
+                        out.absorb(unicast);
+                    }
+                }
             }
         }
 
@@ -4645,6 +4723,11 @@ impl Zeroconf {
                 }
 
                 self.check_ip_changes();
+            }
+
+            // rlx patch: RFC 6762 §5.4, §11 (PATCHES.md §36)
+            Command::ProveSource(addr) => {
+                self.proven_sources.prove(addr, Instant::now());
             }
 
             _ => {
@@ -5434,6 +5517,9 @@ enum Command {
     /// Invalidate some interface addresses.
     InvalidIntfAddrs(HashSet<Interface>),
 
+    /// rlx patch: PATCHES.md §36: an address shown to receive what is sent to it.
+    ProveSource(IpAddr),
+
     Exit(Sender<DaemonStatus>),
 }
 
@@ -5457,6 +5543,7 @@ impl fmt::Display for Command {
             Self::Resolve(_, _) => write!(f, "Command Resolve"),
             Self::Verify(_, _) => write!(f, "Command VerifyResource"),
             Self::InvalidIntfAddrs(_) => write!(f, "Command InvalidIntfAddrs"),
+            Self::ProveSource(_) => write!(f, "Command ProveSource"), // rlx patch: PATCHES.md §36
         }
     }
 }
@@ -6987,13 +7074,24 @@ mod tests {
             DnsIncoming::new(packet, interface.clone()).unwrap()
         };
         let other = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
-        let mut counts = |daemon: &mut super::Zeroconf, msg, from: std::net::SocketAddr| {
-            daemon.handle_query(msg, index, from);
-            daemon
-                .heard_questions
-                .take(index, "_RLX._tcp.local.", RRType::PTR, Instant::now())
-        };
+        // rlx patch: RFC 6762 §7.3 (PATCHES.md §35): `to_group`, where the
+        // question was sent.
+        let counts_to =
+            |daemon: &mut super::Zeroconf, msg, from: std::net::SocketAddr, to_group: bool| {
+                daemon.note_duplicate_questions(&msg, index, from, to_group);
+                daemon.handle_query(msg, index, from);
+                daemon
+                    .heard_questions
+                    .take(index, "_RLX._tcp.local.", RRType::PTR, Instant::now())
+            };
         let port = daemon.port;
+        assert!(
+            !counts_to(&mut daemon, ask(false, None), (other, port).into(), false),
+            "sent to our unicast address: nobody else heard it"
+        );
+        let counts = |daemon: &mut super::Zeroconf, msg, from: std::net::SocketAddr| {
+            counts_to(daemon, msg, from, true)
+        };
         assert!(counts(&mut daemon, ask(false, None), (other, port).into()));
         assert!(
             !counts(&mut daemon, ask(false, None), (lo, port).into()),

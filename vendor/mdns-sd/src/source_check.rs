@@ -10,7 +10,7 @@
 use crate::service_info::{valid_ip_on_intf, MyIntf};
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// rlx patch: RFC 6762 §11 — is `src` on the local link of `intf`?
 ///
@@ -67,14 +67,95 @@ pub(crate) const LEGACY_REPLY_BURST: f64 = 32.0;
 /// rlx patch: legacy unicast replies per second a source may draw, sustained.
 pub(crate) const LEGACY_REPLY_RATE: f64 = 16.0;
 
-/// rlx patch: RFC 6762 §5.4 QU unicast replies a source may draw at once
-/// (PATCHES.md §29). A querier sets the QU bit only on its first queries
-/// after starting or joining a link, a few in its first second.
-pub(crate) const QU_REPLY_BURST: f64 = 8.0;
+/// rlx patch: RFC 6762 §5.4 QU unicast replies a destination may draw at
+/// once (PATCHES.md §29, §36). A querier sets the QU bit only on its first
+/// queries after starting or joining a link (RFC 6762 §5.4: "the first
+/// query", then QM), so two are room for a querier that asks twice;
+/// every further answer is multicast, as §5.4 allows. It was 8: five agents
+/// then still sent a forged victim 85 packets in 5 s.
+pub(crate) const QU_REPLY_BURST: f64 = 2.0;
 
-/// rlx patch: QU unicast replies per second a source may draw, sustained
-/// (PATCHES.md §29): past it the answers are multicast, under the §6 limit.
+/// rlx patch: QU unicast replies per second a destination may draw,
+/// sustained (PATCHES.md §29, §36), in the spirit of §6's once a second per
+/// record and §11's care for unicast: past it the answers are multicast,
+/// under the §6 limit.
 pub(crate) const QU_REPLY_RATE: f64 = 2.0;
+
+/// rlx patch: RFC 6762 §5.4, §11 (PATCHES.md §36): how long an address
+/// passed to `ServiceDaemon::prove_source` stays proved. Ten minutes: a
+/// coordinator that keeps a member list reconnects far more often, and an
+/// address that changes hands (DHCP) is not vouched for long after.
+pub const PROVEN_FOR: Duration = Duration::from_secs(600);
+
+/// rlx patch: PATCHES.md §36: how many proved addresses are remembered at
+/// most; past it, the oldest is forgotten first.
+pub const PROVEN_MAX: usize = 1024;
+
+/// rlx patch: RFC 6762 §5.4, §11 (PATCHES.md §36): why a QU answer of
+/// `answer_len` bytes to a question of `question_len` bytes must go by
+/// multicast rather than by unicast to its source, or `None` to unicast it.
+///
+/// A QU question's source address is whatever its sender wrote: a stranger
+/// on the link can put a victim's there, and every responder then unicasts
+/// its answer at the victim. So an answer bigger than its question goes by
+/// unicast only to a source shown to receive at its address (`proven`,
+/// `ServiceDaemon::prove_source`): to anyone else, the bytes a forger draws
+/// toward a victim are at most the bytes it sends. Then each destination
+/// gets at most [`QU_REPLY_BURST`], then [`QU_REPLY_RATE`] a second
+/// (`rate_allows`, asked last so that only an answer that is sent takes a
+/// token).
+pub(crate) fn qu_unicast_refusal(
+    proven: bool,
+    question_len: usize,
+    answer_len: usize,
+    rate_allows: impl FnOnce() -> bool,
+) -> Option<String> {
+    if !proven && answer_len > question_len {
+        return Some(format!(
+            "the unicast answer ({answer_len} bytes) would be bigger than the question, and the source is not proved (RFC 6762 §11)"
+        ));
+    }
+    if !rate_allows() {
+        return Some(format!(
+            "over {QU_REPLY_RATE} unicast replies/s to that address (burst {QU_REPLY_BURST})"
+        ));
+    }
+    None
+}
+
+/// rlx patch: RFC 6762 §5.4, §11 (PATCHES.md §36): the addresses shown to
+/// receive at their address (`ServiceDaemon::prove_source`), each until
+/// [`PROVEN_FOR`] after it was last proved, [`PROVEN_MAX`] at most.
+#[derive(Debug, Default)]
+pub(crate) struct ProvenSources {
+    proven: HashMap<IpAddr, Instant>,
+}
+
+impl ProvenSources {
+    /// `addr` was proved at `now`.
+    pub(crate) fn prove(&mut self, addr: IpAddr, now: Instant) {
+        self.proven
+            .retain(|_, at| now.saturating_duration_since(*at) < PROVEN_FOR);
+        if !self.proven.contains_key(&addr) && self.proven.len() >= PROVEN_MAX {
+            if let Some(oldest) = self
+                .proven
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(a, _)| *a)
+            {
+                self.proven.remove(&oldest);
+            }
+        }
+        self.proven.insert(addr, now);
+    }
+
+    /// Whether `addr` was proved less than [`PROVEN_FOR`] before `now`.
+    pub(crate) fn is_proven(&self, addr: IpAddr, now: Instant) -> bool {
+        self.proven
+            .get(&addr)
+            .is_some_and(|at| now.saturating_duration_since(*at) < PROVEN_FOR)
+    }
+}
 
 /// rlx patch: how many sources are tracked at once. At the cap, sources idle
 /// long enough to be back at a full burst are forgotten; if none is, new
@@ -188,7 +269,6 @@ mod tests {
     use if_addrs::{IfAddr, Ifv4Addr, Ifv6Addr};
     use std::collections::HashSet;
     use std::net::Ipv4Addr;
-    use std::time::Duration;
 
     fn intf() -> MyIntf {
         MyIntf {
@@ -261,8 +341,9 @@ mod tests {
         assert!(l.allow(Ipv4Addr::new(10, 0, 1, 10).into(), t1));
     }
 
-    /// rlx patch: PATCHES.md §29. Guards against QU replies with no limit:
-    /// 247 forged QU queries in 5 s drew 247 unicast replies from each agent.
+    /// rlx patch: PATCHES.md §29, §36. Guards against QU replies with no
+    /// limit: 247 forged QU queries in 5 s drew 247 unicast replies from each
+    /// agent (then 17 with a burst of 8).
     #[test]
     fn qu_replies_to_one_source_get_a_small_burst_then_two_a_second() {
         let mut l = LegacyReplyLimit::qu();
@@ -281,6 +362,33 @@ mod tests {
             replies
         );
         assert!(replies >= QU_REPLY_BURST as usize, "{}", replies);
+    }
+
+    /// rlx patch: PATCHES.md §36. Guards against QU answers that outgrow
+    /// their question toward an address nothing proved (a forger's victim):
+    /// 5 agents sent 1.95 times the bytes the forger sent.
+    #[test]
+    fn a_qu_answer_bigger_than_its_question_goes_by_unicast_to_proved_sources_only() {
+        let never = || -> bool { panic!("the rate is asked only of an answer that may go") };
+        assert!(qu_unicast_refusal(false, 40, 300, never).is_some());
+        assert_eq!(qu_unicast_refusal(false, 300, 300, || true), None);
+        assert_eq!(qu_unicast_refusal(true, 40, 300, || true), None);
+        assert!(
+            qu_unicast_refusal(true, 40, 300, || false).is_some(),
+            "proved sources are bounded per destination too"
+        );
+
+        let mut p = ProvenSources::default();
+        let a: IpAddr = Ipv4Addr::new(10, 0, 1, 9).into();
+        let t0 = Instant::now();
+        assert!(!p.is_proven(a, t0));
+        p.prove(a, t0);
+        assert!(p.is_proven(a, t0 + PROVEN_FOR - Duration::from_secs(1)));
+        assert!(!p.is_proven(a, t0 + PROVEN_FOR));
+        for n in 0..(PROVEN_MAX as u32 * 2) {
+            p.prove(IpAddr::V4(Ipv4Addr::from(0x0a01_0000 + n)), t0);
+        }
+        assert!(p.proven.len() <= PROVEN_MAX);
     }
 
     #[test]

@@ -104,10 +104,10 @@ async fn an_agent_with_a_node_key_signs_every_reply_with_it() {
         let task = tokio::spawn(serve_signed(
             listener,
             caps_tx,
-            cluster.clone(),
-            Some(Arc::new(node.clone())),
+            (cluster.clone(), Some(Arc::new(node.clone()))),
             vec![],
             Limits::default(),
+            crate::proved::ProvedPeers::default(),
             async {
                 let _ = stopped.await;
             },

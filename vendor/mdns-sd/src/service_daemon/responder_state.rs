@@ -10,7 +10,7 @@ use crate::dns_parser::{DnsAddress, DnsIncoming, DnsRecordBox, DnsRecordExt, Dns
 use crate::log::debug;
 use crate::service_info::{DnsRegistry, MyIntf, ServiceInfo, ServiceStatus};
 use std::collections::{HashMap, HashSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 impl Zeroconf {
@@ -27,13 +27,25 @@ impl Zeroconf {
     /// others' pending copies, on the same interface and address family
     /// (an IPv4 answer does not reach an IPv6-only listener).
     ///
-    /// `is_ipv4`: the family of the packet `msg` came in.
+    /// Only a response the link heard counts: one sent to the mDNS group
+    /// (`to_group`) from port 5353 (`from`). A response sent to our
+    /// unicast address reached none of the listeners our answer is for,
+    /// and one from another port is no mDNS response (§6: ignored), so
+    /// neither may cancel ours: upstream's rule counted any, and a
+    /// stranger's unicast copies of an agent's answer kept it from the link.
+    /// The family of `from` matters too: an answer heard over IPv4 does not
+    /// reach an IPv6-only listener.
     pub(super) fn suppress_duplicate_answers(
         &mut self,
         msg: &DnsIncoming,
         if_index: u32,
-        is_ipv4: bool,
+        from: SocketAddr,
+        to_group: bool,
     ) {
+        if !to_group || from.port() != self.port {
+            return;
+        }
+        let is_ipv4 = from.is_ipv4();
         for pending in self
             .delayed_responses
             .iter_mut()

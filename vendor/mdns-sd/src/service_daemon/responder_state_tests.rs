@@ -11,7 +11,7 @@ use crate::dns_parser::{
 };
 use crate::service_info::{DnsRegistry, ServiceStatus, CONFLICT_BACKOFF, CONFLICT_LIMIT};
 use crate::ServiceInfo;
-use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 const TY: &str = "_state-test._tcp.local.";
@@ -606,9 +606,17 @@ fn a_pending_shared_answer_another_host_just_sent_is_not_sent_again() {
     let (mut daemon, index) = loopback_daemon();
     daemon.register_service(service("box", "meta.local.", "1"));
     finish_probes(&mut daemon, index);
+    // rlx patch: PATCHES.md §34: who sent it, and whether to the group.
+    let other_v4: SocketAddr = (Ipv4Addr::new(127, 0, 0, 2), daemon.port).into();
+    let other_v6: SocketAddr = ("::2".parse::<IpAddr>().unwrap(), daemon.port).into();
 
     let ttl = pending_meta_answer(&mut daemon, index);
-    daemon.suppress_duplicate_answers(&meta_answer_from_another_host(ttl, index), index, true);
+    daemon.suppress_duplicate_answers(
+        &meta_answer_from_another_host(ttl, index),
+        index,
+        other_v4,
+        true,
+    );
     assert_eq!(
         daemon.delayed_responses[0].out.answers_count(),
         0,
@@ -616,7 +624,12 @@ fn a_pending_shared_answer_another_host_just_sent_is_not_sent_again() {
     );
 
     pending_meta_answer(&mut daemon, index);
-    daemon.suppress_duplicate_answers(&meta_answer_from_another_host(ttl - 1, index), index, true);
+    daemon.suppress_duplicate_answers(
+        &meta_answer_from_another_host(ttl - 1, index),
+        index,
+        other_v4,
+        true,
+    );
     assert_eq!(
         daemon.delayed_responses[0].out.answers_count(),
         1,
@@ -624,10 +637,53 @@ fn a_pending_shared_answer_another_host_just_sent_is_not_sent_again() {
     );
 
     pending_meta_answer(&mut daemon, index);
-    daemon.suppress_duplicate_answers(&meta_answer_from_another_host(ttl, index), index, false);
+    daemon.suppress_duplicate_answers(
+        &meta_answer_from_another_host(ttl, index),
+        index,
+        other_v6,
+        true,
+    );
     assert_eq!(
         daemon.delayed_responses[0].out.answers_count(),
         1,
         "IPv6 is another audience"
+    );
+}
+
+/// rlx patch: PATCHES.md §34. Guards against a stranger cancelling an
+/// agent's pending multicast answer with copies of it that no listener
+/// heard: sent to the agent's unicast address, or from a port other than
+/// 5353 (not an mDNS response at all, RFC 6762 §6).
+#[test]
+fn a_pending_shared_answer_stays_when_its_copy_came_by_unicast_or_from_another_port() {
+    let (mut daemon, index) = loopback_daemon();
+    daemon.register_service(service("box", "meta.local.", "1"));
+    finish_probes(&mut daemon, index);
+    let other = Ipv4Addr::new(127, 0, 0, 2);
+
+    let ttl = pending_meta_answer(&mut daemon, index);
+    let from_5353: SocketAddr = (other, daemon.port).into();
+    daemon.suppress_duplicate_answers(
+        &meta_answer_from_another_host(ttl, index),
+        index,
+        from_5353,
+        false,
+    );
+    assert_eq!(
+        daemon.delayed_responses[0].out.answers_count(),
+        1,
+        "a copy sent to our unicast address"
+    );
+
+    daemon.suppress_duplicate_answers(
+        &meta_answer_from_another_host(ttl, index),
+        index,
+        (other, 40000).into(),
+        true,
+    );
+    assert_eq!(
+        daemon.delayed_responses[0].out.answers_count(),
+        1,
+        "a copy to the group from another port"
     );
 }
