@@ -14,6 +14,7 @@
 
 mod admission;
 mod clash;
+mod downgrade;
 mod forgery;
 mod identity;
 mod relay;
