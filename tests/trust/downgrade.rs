@@ -25,6 +25,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long an agent may take to start (a loaded CI box is slow).
@@ -58,32 +60,74 @@ fn agent_x(lab: &Lab, host: usize, key: &Path, caps: &Path, state: &Path) -> Pro
 }
 
 /// Starts the claimant on host `host`'s agent port: it proves the cluster
-/// key (it is a member) and answers with x's caps, no node key. The
-/// listener lives in that namespace; the thread serving it ends with the
-/// test process.
+/// key (it is a member) and answers with x's caps, no node key.
 fn claimant(lab: &Lab, host: usize, key: &Path) {
     let ring = KeyRing::load(key).unwrap();
-    let caps = NodeCaps::from_json(&x_caps()).unwrap();
+    responder(lab, host, Some(ring), &x_caps()).forget();
+}
+
+/// A handshake responder on host `host`'s agent port (6184) answering
+/// every hello with `caps` and no node key (exactly what an agent older
+/// than node keys sends), proving `ring`'s first key when given. Serves
+/// until the returned guard is dropped.
+pub(crate) fn responder(lab: &Lab, host: usize, ring: Option<KeyRing>, caps: &str) -> Responder {
+    let caps = NodeCaps::from_json(caps).unwrap();
     assert!(caps.node_key.is_none());
     let ip = lab.host(host).ip;
     let l = in_netns(&lab.host(host).ns, move || {
-        TcpListener::bind((ip, 6184)).expect("the claimant's port")
+        TcpListener::bind((ip, 6184)).expect("the responder's port")
     })
     .unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
+    l.set_nonblocking(true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
+    let thread = std::thread::spawn(move || {
+        while !stopped.load(Ordering::SeqCst) {
+            let Ok((s, peer)) = l.accept() else {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
             let on = rlx_proto::handshake::Binding {
                 local: s.local_addr().unwrap(),
-                peer: s.peer_addr().unwrap(),
+                peer,
                 advertised: vec![],
             };
             let mut line = Vec::new();
             let _ = BufReader::new(&s).read_until(b'\n', &mut line);
-            if let Ok(out) = rlx_proto::handshake::answer(&line, &caps, Some(ring.first()), &on) {
+            let key = ring.as_ref().map(KeyRing::first);
+            if let Ok(out) = rlx_proto::handshake::answer(&line, &caps, key, &on) {
                 let _ = (&s).write_all(out.as_bytes());
             }
         }
     });
+    Responder {
+        stop,
+        thread: Some(thread),
+    }
+}
+
+/// A running [`responder`]; dropping it closes its port.
+pub(crate) struct Responder {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Responder {
+    /// Leaves it serving until the test process ends.
+    fn forget(mut self) {
+        self.thread.take();
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.stop.store(true, Ordering::SeqCst);
+            let _ = t.join();
+        }
+    }
 }
 
 /// Guards against the downgrade: a reply without `node_key` for a pinned

@@ -14,6 +14,7 @@
 
 mod admission;
 mod clash;
+mod comment_id;
 mod downgrade;
 mod forgery;
 mod identity;
