@@ -31,7 +31,7 @@ fn a_strangers_host_name_naming_an_id_never_moves_its_node_onto_that_machine() {
         &cfg,
         format!(
             "model = \"m\"\n[discover]\nckpt_dir = \"/m\"\nsubnet = \"{}\"\nmdns = false\n",
-            lab.subnet()
+            lab.hosts_block()
         ),
     )
     .unwrap();

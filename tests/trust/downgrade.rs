@@ -149,7 +149,7 @@ fn a_member_answering_with_a_pinned_id_and_no_node_key_is_refused_and_nothing_mo
         format!(
             "model = \"m\"\n[discover]\nkey_file = {:?}\nckpt_dir = \"/m\"\nsubnet = \"{}\"\nmdns = false\n",
             key.display().to_string(),
-            lab.subnet()
+            lab.hosts_block()
         ),
     )
     .unwrap();
