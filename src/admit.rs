@@ -22,7 +22,9 @@
 //! and another key for a known id is another machine claiming it, refused
 //! loudly with both fingerprints and the command that re-pins it. An agent
 //! without a node key (an older agent) is admitted as before, marked
-//! [`Pinning::Unpinned`]. This is the one admission path, so `expand`,
+//! [`Pinning::Unpinned`], unless its id is pinned: a pinned id is admitted
+//! only with a signature by its pinned key, so leaving the key out of a
+//! reply cannot downgrade a pin. This is the one admission path, so `expand`,
 //! `browse`, `watch` and every source (mDNS, DNS-SD, a scan) use the pins.
 //!
 //! SSH-found nodes are trusted by SSH itself and pass through untouched.
@@ -352,13 +354,29 @@ fn judge_identities(verdicts: Vec<Verdict>, pins: &Mutex<Pins>) -> Vec<Verdict> 
         }
         _ => None,
     };
-    if !verdicts.iter().any(|v| claimed(v).is_some()) {
+    let names_id =
+        |v: &Verdict| matches!(v, Verdict::Admit(s, _) if !s.id().unwrap_or_default().is_empty());
+    if !verdicts.iter().any(names_id) {
         return verdicts;
     }
     let mut pins = pins.lock().expect("pins lock");
     if let Err(e) = pins.reload() {
         tracing::warn!("{e}; judging node keys by the pins read earlier");
     }
+    // A pinned id is the pinned key's, whatever else the reply says: a
+    // reply that leaves `node_key` out (or caps that came from no
+    // handshake at all) cannot take it, or the pin would be downgraded by
+    // omission.
+    let verdicts: Vec<Verdict> = verdicts
+        .into_iter()
+        .map(|v| match v {
+            Verdict::Admit(s, None) => match s.id().and_then(|id| pins.get(id)) {
+                Some(pin) => refuse_unproved_pin(&s, &pins, &pin.key),
+                None => Verdict::Admit(s, None),
+            },
+            v => v,
+        })
+        .collect();
     let mut keys_of: HashMap<String, BTreeSet<NodePublicKey>> = HashMap::new();
     for (id, k) in verdicts.iter().filter_map(claimed) {
         keys_of.entry(id).or_default().insert(k);
@@ -427,6 +445,40 @@ fn refuse_pin_clash(
         shown: shown.fingerprint(),
         pins_file: pins.path().map(Into::into),
         fix,
+    });
+    Verdict::Refuse(p)
+}
+
+/// The refusal of a sighting that names a pinned node id without proving
+/// the pinned key: a reply with its `node_key` and `node_sig` left out, an
+/// older agent, or caps from TXT alone. Loud (it fails the run, like a
+/// clash): either a member or a stranger poses as the pinned machine, or
+/// that machine was reinstalled with an agent too old to have a node key.
+fn refuse_unproved_pin(s: &Sighting, pins: &Pins, pinned: &NodePublicKey) -> Verdict {
+    let id = s.id().unwrap_or_default();
+    let kept = pins.path().map_or_else(
+        || "in memory for this run".to_string(),
+        |p| format!("in {}", p.display()),
+    );
+    let how = match s.evidence {
+        Evidence::Handshake | Evidence::Authenticated => "its handshake proves no node key",
+        _ => "it answered no handshake, so it proves no node key",
+    };
+    let reason = format!(
+        "refused: node id {id} is pinned to node key {} ({kept}), and {how}: a pinned id is \
+         admitted only with a signature by its pinned key (another machine posing as it with \
+         the key left out, or an agent too old to have one); if this machine really was \
+         reinstalled with an older agent, upgrade it, or re-pin: {}",
+        pinned.fingerprint(),
+        pins.forget_command(id)
+    );
+    let mut p = Problem::new(s.source, s.host.clone(), reason)
+        .claiming(Some(s.addr.clone()), Some(id.to_string()));
+    p.pin_clash = Some(PinClash {
+        pinned: pinned.fingerprint(),
+        shown: "none".into(),
+        pins_file: pins.path().map(Into::into),
+        fix: pins.forget_command(id),
     });
     Verdict::Refuse(p)
 }

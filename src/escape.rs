@@ -27,6 +27,14 @@ pub fn untrusted(s: &str) -> String {
     if plain {
         return s.to_string();
     }
+    quoted(s)
+}
+
+/// `s` always in double quotes, escaped as [`untrusted`] escapes it: for
+/// a name that is plain by its characters but must not be read as the
+/// writer's own words (a host name `id:0123456789abcdef` in a `# found by`
+/// comment, which is read back for the node's id).
+pub(crate) fn quoted(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

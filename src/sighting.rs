@@ -254,7 +254,8 @@ pub struct Problem {
 pub struct PinClash {
     /// Fingerprint (`SHA256:...`) of the key pinned for the id.
     pub pinned: String,
-    /// Fingerprint of the key the claimant proved.
+    /// Fingerprint of the key the claimant proved; `none` when it proved
+    /// none (a pinned id claimed without a node key).
     pub shown: String,
     /// Where the pin is kept: the pins file, or absent for pins kept in
     /// memory for the run.

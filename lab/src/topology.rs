@@ -13,6 +13,9 @@ use rlx_net::netguard::GUARD_ENV;
 /// The variable that names `rlx-agent`'s config file (its `--config`,
 /// `worker-agent/src/cli.rs`).
 const AGENT_CONFIG_ENV: &str = "RLX_AGENT_CONFIG";
+/// systemd's variable for a service's state directory, which `rlx-agent`
+/// keeps its node id and key in.
+const STATE_ENV: &str = "STATE_DIRECTORY";
 use std::ffi::OsStr;
 use std::fmt;
 use std::fs;
@@ -413,6 +416,34 @@ impl Lab {
         self.subnet
     }
 
+    /// The smallest block of the subnet that holds every host: what a test
+    /// scans to find the lab's agents. Scanning the whole `/16` dials 65,534
+    /// addresses and fills the namespace's neighbour table (1,024 entries)
+    /// with unanswered ARP, and on a loaded machine a real agent's connect
+    /// then timed out among them (a CI flake, never a finding).
+    pub fn hosts_block(&self) -> Ipv4Net {
+        let ips: Vec<u32> = self.hosts.iter().map(|h| u32::from(h.ip)).collect();
+        let (lo, hi) = (ips.iter().min().copied(), ips.iter().max().copied());
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            return self.subnet;
+        };
+        // Widen until every host is a host address of the block (neither
+        // its network nor its broadcast address, which a scan skips).
+        let mut prefix = (lo ^ hi).leading_zeros().min(30) as u8;
+        while prefix > self.subnet.prefix_len() {
+            let Ok(block) = Ipv4Net::new(std::net::Ipv4Addr::from(lo), prefix) else {
+                break;
+            };
+            let block = block.trunc();
+            let (net, bcast) = (u32::from(block.network()), u32::from(block.broadcast()));
+            if lo > net && hi < bcast {
+                return block;
+            }
+            prefix -= 1;
+        }
+        self.subnet
+    }
+
     /// All hosts.
     pub fn hosts(&self) -> &[Host] {
         &self.hosts
@@ -448,13 +479,37 @@ impl Lab {
     /// `/etc/rlx/agent.toml`: on a box where the agent is installed, its
     /// interfaces, key or ports would otherwise change what every test
     /// sees. A test that wants a config sets the variable itself.
+    ///
+    /// Its `STATE_DIRECTORY` is the host's own ([`Lab::state_dir`]): an
+    /// agent keeps its node id and node key there, as a machine keeps them
+    /// on its disk. Without it every lab agent run as root shared this
+    /// machine's `/var/lib/rlx-agent`: agents of every lab and test had one
+    /// node key, two first starts at once raced to write it (so a restarted
+    /// agent could come back with another key than the one pinned), and
+    /// the demo wrote into the real machine's state. `--state-dir` still
+    /// wins.
     pub fn command(&self, i: usize, program: impl AsRef<OsStr>) -> Command {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.host(i).ns])
             .arg(program)
             .env(GUARD_ENV, "1")
-            .env(AGENT_CONFIG_ENV, "/dev/null");
+            .env(AGENT_CONFIG_ENV, "/dev/null")
+            .env(STATE_ENV, self.state_dir(i));
         cmd
+    }
+
+    /// Host `i`'s state directory, the agent's `$STATE_DIRECTORY` in the
+    /// lab: kept across restarts of an agent on that host (a reboot keeps
+    /// the disk), one per host, removed with the lab's logs.
+    pub fn state_dir(&self, i: usize) -> PathBuf {
+        let dir = self.logs.join(format!("h{i}-state"));
+        let _ = std::fs::create_dir_all(&dir);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        }
+        dir
     }
 
     /// Run `program args...` in host `i` to completion; its stdout, or an

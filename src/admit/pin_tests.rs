@@ -218,3 +218,64 @@ async fn pins_kept_in_memory_refuse_a_second_key_for_the_runs_lifetime() {
         claim.problems[0].reason
     );
 }
+
+/// The downgrade of issue 37: a reply that leaves `node_key` and
+/// `node_sig` out, with a pinned node's id, holding the cluster key or in a
+/// keyless cluster alike, is refused naming the pin, and the pin stays.
+#[tokio::test]
+async fn a_pinned_id_answered_without_a_node_key_is_refused_keyed_or_not() {
+    for cluster in [None, Some(Key::from_bytes([7; 32]))] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cluster.pins");
+        let r = rules(Pins::load(&file).unwrap(), cluster.clone());
+        let x = NodeKey::from_seed([1; 32]);
+        let first = admit_one(agent(Some(x.clone()), cluster.clone()).await, &r).await;
+        assert_eq!(first.sightings.len(), 1, "{:?}", first.problems);
+        let claim = admit_one(agent(None, cluster.clone()).await, &r).await;
+        assert!(
+            claim.sightings.is_empty(),
+            "keyed {}: a keyless claim on a pinned id is refused",
+            cluster.is_some()
+        );
+        let p = &claim.problems[0];
+        for needle in [
+            ID,
+            "proves no node key",
+            &x.public().fingerprint(),
+            "pins forget",
+        ] {
+            assert!(p.reason.contains(needle), "{needle} in {}", p.reason);
+        }
+        assert_eq!(p.concern, Concern::Yours, "it fails the run");
+        assert_eq!(p.pin_clash.as_ref().unwrap().shown, "none");
+        assert_eq!(Pins::load(&file).unwrap().get(ID).unwrap().key, x.public());
+        // The real machine is still admitted as itself.
+        let again = admit_one(agent(Some(x.clone()), cluster).await, &r).await;
+        assert_eq!(again.sightings.len(), 1, "{:?}", again.problems);
+        assert_eq!(again.sightings[0].identity, Pinning::Pinned);
+    }
+}
+
+/// Caps that came from no handshake (a keyless cluster keeps TXT caps when
+/// the port does not speak it) cannot take a pinned id either.
+#[tokio::test]
+async fn a_pinned_id_announced_in_txt_by_something_that_does_not_handshake_is_refused() {
+    let r = rules(Pins::in_memory(), None);
+    let x = NodeKey::from_seed([1; 32]);
+    admit_one(agent(Some(x), None).await, &r).await;
+    // A listener that accepts and closes without a word.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            drop(s);
+        }
+    });
+    let out = admit_one(a, &r).await;
+    assert!(out.sightings.is_empty(), "{:?}", out.sightings);
+    assert!(
+        out.problems[0].reason.contains("answered no handshake"),
+        "{}",
+        out.problems[0].reason
+    );
+}

@@ -221,7 +221,9 @@ pub(super) fn moves(
                 .map(|&m| machines[m].addr_sighting().addr.clone())
                 .collect();
             warnings.push(format!(
-                "[[node]] {} names node id {} in its comment, and {} all answer with that id:                  the node was not moved to any of them (a cloned disk may have carried the id                  along; give each machine its own id with rlx-agent --node-id)",
+                "[[node]] {} names node id {} in its comment, and {} all answer with that id: \
+                 the node was not moved to any of them (a cloned disk may have carried the id \
+                 along; give each machine its own id with rlx-agent --node-id)",
                 hand[i].addr,
                 marks[i].id.as_deref().unwrap_or_default(),
                 at.join(" and ")

@@ -277,7 +277,9 @@ impl Moved {
             )
         } else {
             format!(
-                "hand-written [[node]] {}: its machine ({who}) now answers at {}; the node was                  not changed (hand-written nodes are never rewritten) and the machine was not                  added again: set addr = \"{}\" in that node if the move is for good",
+                "hand-written [[node]] {}: its machine ({who}) now answers at {}; the node was \
+                 not changed (hand-written nodes are never rewritten) and the machine was not \
+                 added again: set addr = \"{}\" in that node if the move is for good",
                 self.from, self.to, self.to
             )
         }

@@ -46,18 +46,47 @@ pub(super) const PROVENANCE_PREFIX: &str = "# found by ";
 /// name goes through [`untrusted`] and the whole line through
 /// [`escape_line`]: a newline in it must not be able to write TOML into the
 /// user's file, nor an escape sequence reach the terminal of whoever cats it.
+///
+/// The comment is also read back: the id in it recognises the node's
+/// machine later ([`super::provenance::node_id_in`]). A name is the
+/// stranger's choice, and `id:0123456789abcdef` is a plain host name by
+/// the characters it uses, so a name that would read as an id is quoted
+/// (quoted text is never read for one); the line is checked to read back
+/// as exactly the id written, or none.
 pub(super) fn provenance_comment(a: &AddedNode, when: &str) -> String {
-    let sources: Vec<String> = a.sources.iter().map(|s| s.to_string()).collect();
     let name = if a.hostname.is_empty() {
         &a.host
     } else {
         &a.hostname
     };
+    let plain = untrusted(name);
+    let shown = if super::provenance::node_id_in(&plain).is_some() {
+        crate::escape::quoted(name)
+    } else {
+        plain
+    };
+    let line = provenance_line(a, when, &shown);
+    let wrote = Some(a.id.as_str()).filter(|i| !i.is_empty());
+    if super::provenance::node_id_in(&line).as_deref() == wrote {
+        return line;
+    }
+    // Some other field reads as an id: leave the name out rather than
+    // write a comment that names another machine.
+    tracing::warn!(
+        host = %crate::escape::escape_line(name),
+        "the found-by comment leaves out a name that reads as a node id"
+    );
+    provenance_line(a, when, "\"(name withheld)\"")
+}
+
+/// The provenance line with the name already made safe (`shown`).
+fn provenance_line(a: &AddedNode, when: &str, shown: &str) -> String {
+    let sources: Vec<String> = a.sources.iter().map(|s| s.to_string()).collect();
     let mut c = format!(
         "found by {} ({}) {when}: {}, {}",
         sources.join("+"),
         a.evidence,
-        untrusted(name),
+        shown,
         a.device_summary()
     );
     if a.cores > 0 {
@@ -514,6 +543,49 @@ mod tests {
             crate::write::provenance::node_id_in(&c).as_deref(),
             Some(p.id.as_str()).filter(|id| !id.is_empty()),
             "{c}"
+        );
+    }
+
+    /// Guards against issue 37's second id injection: a stranger's host
+    /// name `id:<16 hex>` is plain by its characters, was written unquoted
+    /// and read back as the node's id when the writer wrote none (an agent
+    /// without one), so a later run "moved" that node onto the real
+    /// machine. Whatever the name, the comment reads back as the id the
+    /// writer wrote, or none.
+    #[test]
+    fn a_host_name_that_reads_as_a_node_id_never_becomes_the_nodes_id() {
+        const OTHER: &str = "fedcba9876543210";
+        for own in ["", "0123456789abcdef"] {
+            for name in [
+                format!("id:{OTHER}"),
+                format!("id={OTHER}"),
+                format!("ID:{}", OTHER.to_uppercase()),
+                format!("x.id:{OTHER}"),
+                "id".to_string(),
+            ] {
+                let mut p = prov();
+                p.id = own.to_string();
+                p.hostname = name.clone();
+                let c = provenance_comment(&p, "t");
+                assert_eq!(
+                    crate::write::provenance::node_id_in(&c).as_deref(),
+                    Some(own).filter(|i| !i.is_empty()),
+                    "{name}: {c}"
+                );
+                let block = format!("{c}\n");
+                assert_eq!(
+                    crate::write::provenance::read(&block, None).id.as_deref(),
+                    Some(own).filter(|i| !i.is_empty()),
+                    "{name}: {c}"
+                );
+            }
+        }
+        let mut p = prov();
+        p.id.clear();
+        p.hostname = "gpu-a".into();
+        assert!(
+            provenance_comment(&p, "t").contains(": gpu-a, "),
+            "plain names stay plain"
         );
     }
 

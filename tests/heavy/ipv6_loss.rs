@@ -48,6 +48,14 @@ fn start_agent(lab: &Lab, i: usize, dir: &Path) -> Proc {
 /// here too: with four attempts 250 ms apart, one CI run refused one agent of
 /// the hundred (all its SYN exchanges lost); five 200 ms apart make that about
 /// ten times rarer ([`rlx_discover`]'s `admit::ATTEMPTS`).
+///
+/// The browse listens its whole window here (`early_stop = false`): what is
+/// under test is the handshake of every agent mDNS heard. With the early
+/// stop on, its loss estimate accepts a 1% chance per run of leaving an
+/// unheard agent out (`STOP_RISK`, said in the report), which over five runs
+/// made this test fail about one CI run in twenty for a reason it does not
+/// test (run 3 of one CI run: 18 of 20 heard, none refused); the browse's own
+/// tests hold that promise.
 #[test]
 fn on_an_ipv6_only_lan_at_twenty_percent_loss_every_agent_heard_is_admitted_five_runs_of_five() {
     let _alone = crate::alone();
@@ -76,7 +84,7 @@ fn on_an_ipv6_only_lan_at_twenty_percent_loss_every_agent_heard_is_admitted_five
         .map(|i| format!("[{}]:9100", lab.host(i).ipv6.expect("lab host with IPv6")))
         .collect();
     let cfg = dir.path().join("cluster.toml");
-    std::fs::write(&cfg, "[discover]\n").unwrap();
+    std::fs::write(&cfg, "[discover]\nearly_stop = false\n").unwrap();
     lab.set_loss(0, 20).unwrap();
     let mut missed = Vec::new();
     for run in 0..5 {

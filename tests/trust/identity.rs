@@ -177,8 +177,11 @@ fn a_member_claiming_a_stopped_members_id_is_refused_until_its_pin_is_forgotten(
     let after = std::fs::read_to_string(&cfg).unwrap();
     assert_eq!(
         after,
-        written.replace(&x_addr, &y_addr),
-        "the claim now moves the node: {}",
+        written.replace(&x_addr, &y_addr).replace(
+            &format!("ssh = \"{}\"", ip_of(&x_addr)),
+            &format!("ssh = \"{}\"", ip_of(&y_addr))
+        ),
+        "the claim now moves the node, and its ssh written from the address follows it: {}",
         again.stderr
     );
     assert_eq!(
@@ -279,4 +282,9 @@ fn watch_refuses_a_member_claiming_a_crashed_members_id_with_another_node_key() 
         "y never joins: {evs:?}"
     );
     drop(y);
+}
+
+/// The IP of an `ip:port` address, as an ssh written from it names it.
+fn ip_of(addr: &str) -> &str {
+    addr.rsplit_once(':').map_or(addr, |(ip, _)| ip)
 }

@@ -14,6 +14,8 @@
 
 mod admission;
 mod clash;
+mod comment_id;
+mod downgrade;
 mod forgery;
 mod identity;
 mod relay;
