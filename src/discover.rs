@@ -40,6 +40,9 @@ pub struct Overrides {
     /// `--dry-run`: the pins file is read (a known id with another node
     /// key is still refused) but never written; new pins last for the run.
     pub pins_read_only: bool,
+    /// `--prune`: the mDNS browse listens its whole window (no early stop),
+    /// so a node is not taken for gone because its agent answered late.
+    pub full_window: bool,
 }
 
 impl Overrides {
@@ -59,6 +62,9 @@ impl Overrides {
         }
         if self.no_mdns {
             d.mdns = false;
+        }
+        if self.full_window {
+            d.early_stop = false;
         }
         if self.dial_off_link {
             d.dial_off_link = true;

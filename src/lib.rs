@@ -86,7 +86,8 @@
 //! - `pipeline`: the one pipeline (coalesce, merge with the file, node
 //!   building, device selection, the address rule, the report).
 //! - `write`: `expand --write` (render, reconcile, the atomic write-back,
-//!   the `# found by` comments read back).
+//!   the `# found by` comments read back); [`absence`]: whether a node
+//!   `--prune` would cut is really gone (its agent port dialled).
 //! - [`sshtarget`]: the `ssh` written for each node (the user's alias for
 //!   its address, else the address; none for this machine), and
 //!   `expand --check-ssh`.
@@ -116,6 +117,7 @@ mod sighting;
 mod sources;
 mod watch;
 
+pub mod absence;
 pub mod config;
 pub mod doctor;
 pub mod pins;

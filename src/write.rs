@@ -12,7 +12,7 @@
 //! let (text, snapshot) = read(path)?;
 //! let cfg = ClusterConfig::parse(path, &text)?;
 //! let exp = expand_config(&cfg, &Overrides::default(), &Silent).await?;
-//! let plan = plan(&cfg, &exp, false, "2026-12-02 10:00 UTC")?;
+//! let plan = plan(&cfg, &exp, None, "2026-12-02 10:00 UTC")?;
 //! if plan.text != text {
 //!     write_atomic(&snapshot, &plan.text)?; // refused if the file changed meanwhile
 //! }
@@ -33,6 +33,6 @@ mod reconcile;
 mod render;
 mod writeback;
 
-pub use reconcile::{plan, Action, MissingNode, Origin, Plan};
+pub use reconcile::{plan, prune_candidates, seen_this_run, Action, MissingNode, Origin, Plan};
 pub use render::{file_nodes, FileNode, RenderError};
 pub use writeback::{read, write_atomic, Snapshot, WriteError, Written};

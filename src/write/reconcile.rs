@@ -24,10 +24,13 @@
 //! the flags. Pruning is also skipped when discovery saw no machine at all,
 //! because then the likeliest cause is the network, not the cluster.
 
+use crate::absence::Absences;
 use crate::addr::NodeAddr;
 use crate::config::{ClusterConfig, NodeConfig};
 use crate::pipeline::Expansion;
-use crate::write::render::{addr_string, file_nodes, render_expanded, splice, RenderError};
+use crate::write::render::{
+    addr_string, file_nodes, render_expanded, splice, FileNode, RenderError,
+};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -161,23 +164,51 @@ fn addr_order(addr: &str) -> (Option<std::net::IpAddr>, String) {
     (NodeAddr::split(addr).0.parse().ok(), addr.to_string())
 }
 
+/// Whether the file node at `addr` was seen this run: a source found its
+/// machine there (a duplicate of it) or at a new address (a move).
+pub fn seen_this_run(exp: &Expansion, addr: &str) -> bool {
+    exp.report.duplicates.iter().any(|d| d.same_as == addr)
+        || exp.report.moved.iter().any(|m| m.from == addr)
+}
+
+/// Whether a file node needs its absence confirmed before a prune
+/// ([`crate::absence`]): one found by the network. One found over SSH is
+/// judged by its source, which reached it or said why not.
+fn needs_confirming(n: &FileNode) -> bool {
+    n.found_by
+        .as_deref()
+        .is_some_and(|f| !f.starts_with("found by ssh"))
+}
+
+/// The `addr` of every node of `cfg`'s file that `--prune` could cut only
+/// after confirming its absence: appended by rlx-discover from the network
+/// and not seen this run. (A file the writer cannot read back has none; the
+/// plan then fails on it.)
+pub fn prune_candidates(cfg: &ClusterConfig, exp: &Expansion) -> Vec<String> {
+    let Ok(file) = file_nodes(&cfg.text) else {
+        return Vec::new();
+    };
+    file.iter()
+        .filter(|n| needs_confirming(n) && !seen_this_run(exp, &n.addr))
+        .map(|n| n.addr.clone())
+        .collect()
+}
+
 /// Works out the new text of `cfg`'s file from the discovery result:
-/// appends the added nodes, reports the missing ones and, with `prune`,
-/// cuts the missing ones that rlx-discover appended.
+/// appends the added nodes, reports the missing ones and, with `prune`
+/// (`--prune`: the absences [`crate::absence::confirm`] dialled), cuts the
+/// missing ones that rlx-discover appended and whose absence is confirmed.
 pub fn plan(
     cfg: &ClusterConfig,
     exp: &Expansion,
-    prune: bool,
+    prune: Option<&Absences>,
     when: &str,
 ) -> Result<Plan, RenderError> {
     let file = file_nodes(&cfg.text)?;
     let mut missing = Vec::new();
     let mut notes = Vec::new();
     if cfg.discover.is_some() {
-        let seen = |addr: &str| {
-            exp.report.duplicates.iter().any(|d| d.same_as == addr)
-                || exp.report.moved.iter().any(|m| m.from == addr)
-        };
+        let seen = |addr: &str| seen_this_run(exp, addr);
         let saw_anything = !exp.added.is_empty()
             || !exp.report.duplicates.is_empty()
             || !exp.report.moved.is_empty();
@@ -217,7 +248,7 @@ pub fn plan(
             } else {
                 Origin::HandWritten
             };
-            let (action, kept_because) = match (&n.cut, origin, prune) {
+            let (action, kept_because) = match (&n.cut, origin, prune.is_some()) {
                 (_, Origin::HandWritten, _) | (_, _, false) => (Action::Kept, None),
                 (Ok(_), _, true) if claimed.is_some() => {
                     let p = claimed.expect("checked");
@@ -240,6 +271,17 @@ pub fn plan(
                              was pruned"
                         )),
                     )
+                }
+                (Ok(_), _, true) if saw_anything && needs_confirming(n) => {
+                    let absence = prune.and_then(|a| a.get(&n.addr));
+                    match absence.map(|a| a.kept_because(n.line)) {
+                        Some(None) => (Action::Removed, None),
+                        Some(Some(why)) => (Action::Kept, Some(why)),
+                        None => (
+                            Action::Kept,
+                            Some("its absence was not confirmed (its agent port was not dialled), so it is not pruned".into()),
+                        ),
+                    }
                 }
                 (Ok(_), _, true) if saw_anything => (Action::Removed, None),
                 (Ok(_), _, true) => {
@@ -437,7 +479,7 @@ mod tests {
             mdns_links: Vec::new(),
         };
         let exp = expand(&cfg.nodes, &NodeDefaults::from(&d), found);
-        plan(&cfg, &exp, prune, "T").unwrap()
+        plan(&cfg, &exp, prune.then_some(&Absences::default()), "T").unwrap()
     }
 
     const BASE: &str =
@@ -503,7 +545,7 @@ mod tests {
             mdns_links: Vec::new(),
         };
         let exp = expand(&cfg.nodes, &NodeDefaults::from(&d), found);
-        let p = plan(&cfg, &exp, true, "T").unwrap();
+        let p = plan(&cfg, &exp, Some(&Absences::default()), "T").unwrap();
         assert!(p.removed.is_empty(), "{:?}", p.removed);
         let b = p.missing.iter().find(|m| m.addr == "b:9100").unwrap();
         assert_eq!(b.action, Action::Kept);
@@ -572,7 +614,7 @@ mod tests {
             ..Default::default()
         };
         let exp = crate::pipeline::expand_file(&cfg.nodes, &marks, &NodeDefaults::from(&d), found);
-        let p = plan(&cfg, &exp, false, "T").unwrap();
+        let p = plan(&cfg, &exp, None, "T").unwrap();
         (exp, p)
     }
 
@@ -646,6 +688,6 @@ mod tests {
     fn run_plain(text: &str) -> Plan {
         let cfg = ClusterConfig::parse(Path::new("c.toml"), text).unwrap();
         let exp = expand(&cfg.nodes, &NodeDefaults::default(), Discovery::default());
-        plan(&cfg, &exp, true, "T").unwrap()
+        plan(&cfg, &exp, Some(&Absences::default()), "T").unwrap()
     }
 }

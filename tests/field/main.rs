@@ -6,6 +6,7 @@
 //! - `clones`: one node per cloned machine, every run.
 //! - `exit`: strangers do not fail the run; a claimed address does.
 //! - `moves`: a changed address, a machine on two networks.
+//! - `prune`: `--prune` cuts only a machine confirmed gone.
 //! - `watch_churn`: `watch` under random stops, crashes and restarts.
 //! - `embed`: `examples/runtime.rs` follows a join, a restart and a leave.
 //! - `liveness`: a stalled agent suspect then up, crashes and cut links
@@ -16,4 +17,5 @@ mod embed;
 mod exit;
 mod liveness;
 mod moves;
+mod prune;
 mod watch_churn;

@@ -4,7 +4,8 @@
 use crate::cli::progress::Bars;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use rlx_discover::write::{self as writeback, plan, Plan};
+use rlx_discover::absence;
+use rlx_discover::write::{self as writeback, plan, prune_candidates, Plan};
 use rlx_discover::{expand_config, ClusterConfig, Overrides};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -33,7 +34,11 @@ and appends each new node under a `# found by ...` comment. Running it again
 with the same cluster changes nothing. A found node whose machine moved
 (recognised by the node id in that comment) gets its new addr in place. A node no source sees any more is
 reported as missing and kept; --prune removes it only if it carries that
-comment (delete the comment to make a found node yours). Hand-written nodes
+comment (delete the comment to make a found node yours) and, for one found
+on the network, only once it is confirmed gone: --prune listens the whole
+browse window, then dials the node's agent port, and cuts it only when its
+host refuses (up, no agent). An unheard agent that still answers, or a
+host that is off or cut off, is kept, with the line to delete by hand. Hand-written nodes
 are never removed. The file is replaced atomically, keeps its mode, and is
 not overwritten if someone changed it while discovery ran.";
 
@@ -61,7 +66,8 @@ pub struct ExpandArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// With --write or --dry-run: remove nodes that rlx-discover appended
-    /// earlier and that discovery no longer finds. Never removes a
+    /// earlier and that are confirmed gone (a full browse did not hear
+    /// them and their host refuses the agent port). Never removes a
     /// hand-written node.
     #[arg(long)]
     pub prune: bool,
@@ -167,8 +173,22 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     overrides.dial_off_link = a.dial_off_link;
     // A dry run changes nothing, the pins file included.
     overrides.pins_read_only = a.dry_run;
-    let exp = crate::cli::runtime::runtime()?.block_on(expand_config(&cfg, &overrides, bars))?;
-    let plan = plan(&cfg, &exp, a.prune, &now_utc())
+    // A prune cuts only what is confirmed gone: the browse listens its whole
+    // window (an agent answering late is still heard), and every node it
+    // would cut is dialled first (rlx_discover::absence).
+    overrides.full_window = a.prune;
+    let rt = crate::cli::runtime::runtime()?;
+    let exp = rt.block_on(expand_config(&cfg, &overrides, bars))?;
+    let absences = if a.prune {
+        let candidates = prune_candidates(&cfg, &exp);
+        Some(match &cfg.discover {
+            Some(d) => rt.block_on(absence::confirm(candidates, d.agent_port)),
+            None => Default::default(),
+        })
+    } else {
+        None
+    };
+    let plan = plan(&cfg, &exp, absences.as_ref(), &now_utc())
         .with_context(|| format!("updating the node list of {path}"))?;
 
     let mode = match (a.dry_run, a.write) {
