@@ -260,65 +260,14 @@ pub fn default_pins_path(cluster_file: &Path) -> PathBuf {
 /// to do, keeping toml's own description of the problem (for the runtime's
 /// keys, the runtime's words: it reads them with the same types).
 fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().trim().to_string();
-    if let Some(said) = rlx_proto::configfile::unknown_key(&msg) {
-        // "unknown field `devcie`, expected one of `addr`, ...": the
-        // nearest key, or the list when none is near.
-        return said;
-    }
+    let msg = e.message().trim();
     if msg.starts_with("missing field `ckpt_dir`") {
         return format!(
             "[[node]]: {msg}: the RLX runtime requires each node's checkpoint directory on \
              that host; add ckpt_dir = \"/path/to/model\""
         );
     }
-    let Some(span) = e.span() else { return msg };
-    let start = span.start.min(text.len());
-    // The key is whatever precedes `=` on the line where the bad value starts.
-    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-    let before = &text[line_start..start];
-    match before.split_once('=') {
-        Some((key, _)) if !key.trim().is_empty() => {
-            let key = key.trim();
-            let whole = ["u16", "u32", "u64", "usize"]
-                .into_iter()
-                .find(|t| msg.contains(&format!("expected {t}")));
-            if let (Some(t), Some(n)) = (whole, out_of_range(&msg)) {
-                return format!("`{key}`: {n} is out of range: {}", whole_range(key, t));
-            }
-            let hint = if whole.is_some() {
-                " (write a whole number without quotes)".to_string()
-            } else if msg.contains("expected a boolean") {
-                " (write true or false)".to_string()
-            } else {
-                old_spelling(key).map_or_else(String::new, |h| format!(" ({h})"))
-            };
-            format!("`{key}`: {msg}{hint}")
-        }
-        _ => msg,
-    }
-}
-
-/// The number of serde's "invalid value: integer `70000`, expected u16":
-/// a whole number written right, but out of its type's range.
-fn out_of_range(msg: &str) -> Option<&str> {
-    msg.strip_prefix("invalid value: integer `")?
-        .split('`')
-        .next()
-}
-
-/// What a whole-number key of type `t` takes, said as a range; a port's
-/// as a port's (0 is refused by the checks that follow).
-fn whole_range(key: &str, t: &str) -> String {
-    if key == "port" || key.ends_with("_port") {
-        return "a port is a whole number 1-65535".into();
-    }
-    let max = match t {
-        "u16" => u64::from(u16::MAX),
-        "u32" => u64::from(u32::MAX),
-        _ => u64::MAX,
-    };
-    format!("write a whole number 0-{max}")
+    rlx_proto::configfile::explain(text, e.span(), msg, old_spelling)
 }
 
 /// The runtime's spelling of a `[[node]]` value that this project's own

@@ -287,10 +287,71 @@ pub fn unknown_key(message: &str) -> Option<String> {
         Some(k) => format!("unknown key `{key}`: did you mean `{k}`?"),
         None if known.is_empty() => format!("unknown key `{key}`: remove it"),
         None => format!(
-            "unknown key `{key}`: remove it or fix its spelling (known keys: {})",
-            known.join(", ")
+            "unknown key `{key}`: remove it or fix its spelling (known keys: `{}`)",
+            known.join("`, `")
         ),
     })
+}
+
+/// A parser's message for the value at `span` said as what to do, the
+/// same in both programs: an unknown key with the nearest known one
+/// ([`unknown_key`]); a number out of its range with the range (a port's
+/// as 1-65535); a number or boolean written as text with how to write it;
+/// else the key and the parser's words, with `hint(key)` when it has one.
+pub fn explain(
+    text: &str,
+    span: Option<Range<usize>>,
+    msg: &str,
+    hint: impl Fn(&str) -> Option<&'static str>,
+) -> String {
+    let msg = msg.trim();
+    if let Some(said) = unknown_key(msg) {
+        return said;
+    }
+    let Some(key) = span.and_then(|s| key_at(text, s.start)) else {
+        return msg.to_string();
+    };
+    let whole = ["u16", "u32", "u64", "usize"]
+        .into_iter()
+        .find(|t| msg.contains(&format!("expected {t}")));
+    let number = msg
+        .strip_prefix("invalid value: integer `")
+        .and_then(|r| r.split('`').next());
+    if let (Some(t), Some(n)) = (whole, number) {
+        return format!("`{key}`: {n} is out of range: {}", whole_range(key, t));
+    }
+    let hint = if whole.is_some() {
+        " (write a whole number without quotes)".to_string()
+    } else if msg.contains("expected a boolean") {
+        " (write true or false)".to_string()
+    } else {
+        hint(key).map_or_else(String::new, |h| format!(" ({h})"))
+    };
+    format!("`{key}`: {msg}{hint}")
+}
+
+/// The key of the value that starts at `offset`: what precedes `=` on its
+/// line.
+fn key_at(text: &str, offset: usize) -> Option<&str> {
+    let start = floor_char(text, offset.min(text.len()));
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let (key, _) = text[line_start..start].split_once('=')?;
+    let key = key.trim();
+    (!key.is_empty()).then_some(key)
+}
+
+/// What a whole-number key of type `t` takes, said as a range; a port's
+/// as a port's (0 is refused by the checks that follow).
+fn whole_range(key: &str, t: &str) -> String {
+    if key == "port" || key.ends_with("_port") {
+        return "a port is a whole number 1-65535".into();
+    }
+    let max = match t {
+        "u16" => u64::from(u16::MAX),
+        "u32" => u64::from(u32::MAX),
+        _ => u64::MAX,
+    };
+    format!("write a whole number 0-{max}")
 }
 
 #[cfg(test)]
@@ -342,8 +403,31 @@ mod tests {
             Some("unknown key `key_flie`: did you mean `key_file`?")
         );
         let far = unknown_key("unknown field `zzz`, expected one of `name`, `port`").unwrap();
-        assert!(far.contains("known keys: name, port"), "{far}");
+        assert!(far.contains("known keys: `name`, `port`"), "{far}");
         assert_eq!(unknown_key("invalid type: string"), None);
+    }
+
+    #[test]
+    fn a_number_out_of_range_says_the_range_and_one_in_quotes_how_to_write_it() {
+        let none = |_: &str| None;
+        let text = "worker_port = 70000\n";
+        assert_eq!(
+            explain(
+                text,
+                Some(14..19),
+                "invalid value: integer `70000`, expected u16",
+                none
+            ),
+            "`worker_port`: 70000 is out of range: a port is a whole number 1-65535"
+        );
+        let text = "lease_secs = \"9\"\n";
+        let said = explain(
+            text,
+            Some(13..16),
+            "invalid type: string \"9\", expected u64",
+            none,
+        );
+        assert!(said.contains("without quotes"), "{said}");
     }
 
     #[test]
