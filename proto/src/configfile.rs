@@ -87,7 +87,9 @@ impl ReadError {
     /// directory...`, for a caller that names the file its own way.
     pub fn reason(&self) -> String {
         match self {
-            ReadError::Io { error, .. } => format!("cannot be read: {error}"),
+            ReadError::Io { error, .. } => {
+                format!("cannot be read: {error}; check the path and its permissions")
+            }
             ReadError::Directory { .. } => "is a directory: name the file itself".into(),
             ReadError::TooLarge { bytes, limit, .. } => {
                 let size = match bytes {
