@@ -16,7 +16,12 @@
 //! The file belongs to the user, so a mistake in it must never become a panic
 //! or a silently ignored key: unknown keys in `[discover]` and `[[node]]` are
 //! errors that name the key, and every error carries the file and line. Other
-//! top-level tables belong to the RLX runtime and are left alone.
+//! top-level tables belong to the RLX runtime and are left alone, unless
+//! they look like a mistake (`[discovr]`, `[[nodes]]`, a `[discover]` key
+//! above every header): those are warnings (`toplevel.rs`). Errors are shown
+//! by `rlx_proto::configfile`, the agent's renderer too, and the file is
+//! read through its bounded reader (4 MiB). Relative paths in the file are
+//! taken from its directory.
 //!
 //! One file per section, each type beside the checks it passes at load
 //! time: `discover.rs` (`[discover]` and its `dns_sd`), `node.rs`
