@@ -23,8 +23,8 @@ use rlx_proto::configfile::nearest;
 
 /// The top-level keys the RLX runtime reads (`rlx-distributed`'s
 /// `ClusterConfig`: `model`, `seq`, `rng_seed`, `reserve_ram_gb`,
-/// `[placement]`, `[discover]`, `[[node]]`). `compat/tests/parity.rs`
-/// holds the runtime to the same list.
+/// `[placement]`, `[discover]`, `[[node]]`; `cluster/config.rs` of
+/// rlx-distributed 0.2.16 to 0.2.19), the fields of `RawFile` beside it.
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "model",
     "seq",

@@ -482,4 +482,23 @@ mod tests {
         let e = read(&p).unwrap_err().to_string();
         assert!(e.contains("byte 2") && e.contains("UTF-8"), "{e}");
     }
+
+    /// "cannot write ...: creating a temporary file beside it: Permission
+    /// denied" was followed by "Permission denied" again, as its cause:
+    /// each error here says its cause in its message and has no `source()`.
+    #[test]
+    fn a_failed_read_or_write_says_its_cause_once() {
+        let denied = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let write = WriteError::Write {
+            path: "c.toml".into(),
+            what: "creating a temporary file beside it",
+            error: denied(),
+            hint: String::new(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let read = read(dir.path()).unwrap_err();
+        for e in [write, read] {
+            assert!(std::error::Error::source(&e).is_none(), "{e}");
+        }
+    }
 }
