@@ -131,19 +131,22 @@ pub(crate) struct Rules {
 /// the message names the file and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
 pub enum RulesError {
-    /// The key file cannot be used.
-    #[error("[discover] key_file: {source}")]
+    /// The key file cannot be used. The cause is in the message, not a
+    /// `source()`, so that `{:#}` says it once.
+    #[error("{by}: {error}")]
     Key {
         /// The key file named.
         path: std::path::PathBuf,
+        /// Who named it: `--key-file` or `[discover] key_file`, so the user
+        /// fixes the right one.
+        by: &'static str,
         /// What is wrong with it (missing, readable by others, malformed).
-        #[source]
-        source: rlx_proto::keys::KeyError,
+        error: rlx_proto::keys::KeyError,
     },
     /// The pins file cannot be read (admitting without it would pin
     /// whoever answers first, again).
     #[error("[discover] pins_file: {0}")]
-    Pins(#[source] PinsError),
+    Pins(PinsError),
 }
 
 impl Rules {
@@ -153,9 +156,14 @@ impl Rules {
     /// [`MIN_ATTEMPT`]) and the default concurrency.
     pub(crate) fn from_section(d: &crate::config::DiscoverSection) -> Result<Rules, RulesError> {
         let keys = match &d.key_file {
-            Some(p) => Some(KeyRing::load(p).map_err(|source| RulesError::Key {
+            Some(p) => Some(KeyRing::load(p).map_err(|error| RulesError::Key {
                 path: p.clone(),
-                source,
+                by: if d.key_file_from_flag {
+                    "--key-file"
+                } else {
+                    "[discover] key_file"
+                },
+                error,
             })?),
             None => None,
         };

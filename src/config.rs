@@ -16,7 +16,12 @@
 //! The file belongs to the user, so a mistake in it must never become a panic
 //! or a silently ignored key: unknown keys in `[discover]` and `[[node]]` are
 //! errors that name the key, and every error carries the file and line. Other
-//! top-level tables belong to the RLX runtime and are left alone.
+//! top-level tables belong to the RLX runtime and are left alone, unless
+//! they look like a mistake (`[discovr]`, `[[nodes]]`, a `[discover]` key
+//! above every header): those are warnings (`toplevel.rs`). Errors are shown
+//! by `rlx_proto::configfile`, the agent's renderer too, and the file is
+//! read through its bounded reader (4 MiB). Relative paths in the file are
+//! taken from its directory.
 //!
 //! One file per section, each type beside the checks it passes at load
 //! time: `discover.rs` (`[discover]` and its `dns_sd`), `node.rs`
@@ -28,6 +33,7 @@ mod discover;
 mod keypath;
 mod node;
 mod runtime;
+mod toplevel;
 mod values;
 
 pub(crate) use discover::DEFAULT_BROWSE_MS;
@@ -42,8 +48,10 @@ pub use runtime::{DeviceKind, DEFAULT_PRECISION};
 pub use values::{DeviceList, DevicePolicy, Precision, Subnet, ValueError};
 
 use keypath::{span_of, Invalid};
+use rlx_proto::configfile::{read_bounded, Place, MAX_CONFIG_FILE_BYTES};
 use serde::Deserialize;
 use std::fmt;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// The parts of `cluster.toml` this tool reads, and the runtime's own
@@ -96,26 +104,53 @@ pub struct ClusterConfig {
 
 /// A place in a config file and what is wrong there, with what to do: an
 /// error that stops the command, or one of [`ClusterConfig::warnings`].
+/// Shown as the agent shows its own config errors
+/// ([`rlx_proto::configfile::render`]): `path:line:column: message`, then
+/// the line, cut when long, with a caret under the mistake.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     /// The file.
     pub path: PathBuf,
     /// 1-based line, when known.
     pub line: Option<usize>,
+    /// 1-based column, in characters, when known.
+    pub column: Option<usize>,
     /// What is wrong and how to fix it.
     pub message: String,
-    /// The offending source line, for display.
+    /// The offending source line and a caret under the mistake, for display.
     pub snippet: Option<String>,
+}
+
+impl ConfigError {
+    /// The first line alone, `path:line:column: message`: what a report
+    /// line shows of a warning.
+    pub fn headline(&self) -> String {
+        let path = self.path.display();
+        match (self.line, self.column) {
+            (Some(l), Some(c)) => format!("{path}:{l}:{c}: {}", self.message),
+            (Some(l), None) => format!("{path}:{l}: {}", self.message),
+            _ => format!("{path}: {}", self.message),
+        }
+    }
+
+    /// An error at `span` (byte offsets) of `text`, the file at `path`.
+    fn at(path: &Path, text: &str, span: Option<Range<usize>>, message: String) -> ConfigError {
+        let place = span.map(|s| Place::of(text, s));
+        ConfigError {
+            path: path.to_path_buf(),
+            line: place.as_ref().map(|p| p.line),
+            column: place.as_ref().map(|p| p.column),
+            snippet: place.as_ref().map(Place::snippet),
+            message,
+        }
+    }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(l) => write!(f, "{}:{l}: {}", self.path.display(), self.message)?,
-            None => write!(f, "{}: {}", self.path.display(), self.message)?,
-        }
-        if let (Some(l), Some(s)) = (self.line, &self.snippet) {
-            write!(f, "\n  {l:>4} | {s}")?;
+        f.write_str(&self.headline())?;
+        if let Some(s) = &self.snippet {
+            write!(f, "\n{s}")?;
         }
         Ok(())
     }
@@ -123,21 +158,14 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
-fn line_text(text: &str, line: usize) -> Option<String> {
-    text.lines().nth(line - 1).map(|s| s.trim_end().to_string())
-}
-
 impl ClusterConfig {
     /// Reads and validates a cluster file.
     pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        let text = read_bounded(path, MAX_CONFIG_FILE_BYTES).map_err(|e| ConfigError {
             path: path.to_path_buf(),
             line: None,
-            message: format!("cannot read the cluster file: {e}"),
+            column: None,
+            message: format!("the cluster file {}", e.reason()),
             snippet: None,
         })?;
         Self::parse(path, &text)
@@ -145,22 +173,23 @@ impl ClusterConfig {
 
     /// Parses and validates cluster-file text; `path` is used in messages.
     pub fn parse(path: &Path, text: &str) -> Result<ClusterConfig, ConfigError> {
-        let err_at = |offset: Option<usize>, message: String| {
-            let line = offset.map(|o| line_of(text, o));
-            ConfigError {
-                path: path.to_path_buf(),
-                line,
-                snippet: line.and_then(|l| line_text(text, l)),
-                message,
-            }
+        let err_at = |span: Option<Range<usize>>, message: String| {
+            ConfigError::at(path, text, span, message)
         };
-        let raw: RawFile = toml::from_str(text).map_err(|e| {
-            let start = e.span().map(|s| s.start);
-            err_at(start, describe_toml_error(text, &e))
-        })?;
+        let at = |Invalid(key_path, message): Invalid| {
+            err_at(span_of(text, &key_path).map(|o| o..o), message)
+        };
+        if let Ok(doc) = toml_edit::ImDocument::parse(text) {
+            if let Some(bad) = toplevel::wrong_brackets(&doc) {
+                return Err(at(bad));
+            }
+        }
+        let raw: RawFile =
+            toml::from_str(text).map_err(|e| err_at(e.span(), describe_toml_error(text, &e)))?;
         let mut discover = raw.discover;
         if let Some(d) = &mut discover {
             d.pins_file = Some(pins_path(path, d.pins_file.as_deref()));
+            d.key_file = d.key_file.as_deref().map(|k| beside(path, k));
         }
         let mut cfg = ClusterConfig {
             path: path.to_path_buf(),
@@ -170,7 +199,6 @@ impl ClusterConfig {
             model: raw.model,
             warnings: Vec::new(),
         };
-        let at = |Invalid(key_path, message): Invalid| err_at(span_of(text, &key_path), message);
         if let Some(d) = &cfg.discover {
             d.check().map_err(at)?;
         }
@@ -191,6 +219,9 @@ impl ClusterConfig {
                     .into(),
             ));
         }
+        if let Ok(doc) = toml_edit::ImDocument::parse(self.text.as_str()) {
+            out.extend(toplevel::warnings(&doc));
+        }
         if let Some(d) = &self.discover {
             out.extend(d.warnings());
         }
@@ -204,10 +235,21 @@ impl ClusterConfig {
 /// (relative to the cluster file's directory), else `<stem>.pins` beside it.
 fn pins_path(path: &Path, named: Option<&Path>) -> PathBuf {
     match named {
-        Some(p) if p.is_absolute() => p.to_path_buf(),
-        Some(p) => path.parent().unwrap_or(Path::new("")).join(p),
+        Some(p) => beside(path, p),
         None => default_pins_path(path),
     }
+}
+
+/// A path the cluster file at `cluster_file` names (`key_file`,
+/// `pins_file`): a relative one is taken from the cluster file's
+/// directory, the one rule for every path in the file, so the file means
+/// the same whichever directory a command runs in (a flag's path, such as
+/// `--key-file`, is the shell's and taken from the working directory).
+fn beside(cluster_file: &Path, named: &Path) -> PathBuf {
+    if named.is_absolute() {
+        return named.to_path_buf();
+    }
+    cluster_file.parent().unwrap_or(Path::new("")).join(named)
 }
 
 /// The pins file of a cluster file when `[discover] pins_file` names none:
@@ -223,40 +265,14 @@ pub fn default_pins_path(cluster_file: &Path) -> PathBuf {
 /// to do, keeping toml's own description of the problem (for the runtime's
 /// keys, the runtime's words: it reads them with the same types).
 fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().trim().to_string();
-    if msg.starts_with("unknown field") {
-        // "unknown field `devcie`, expected one of `addr`, ..."
-        return format!("{msg}: remove the key or fix its spelling");
-    }
+    let msg = e.message().trim();
     if msg.starts_with("missing field `ckpt_dir`") {
         return format!(
             "[[node]]: {msg}: the RLX runtime requires each node's checkpoint directory on \
              that host; add ckpt_dir = \"/path/to/model\""
         );
     }
-    let Some(span) = e.span() else { return msg };
-    let start = span.start.min(text.len());
-    // The key is whatever precedes `=` on the line where the bad value starts.
-    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-    let before = &text[line_start..start];
-    match before.split_once('=') {
-        Some((key, _)) if !key.trim().is_empty() => {
-            let key = key.trim();
-            let hint = if msg.contains("expected u16")
-                || msg.contains("expected u64")
-                || msg.contains("expected u32")
-                || msg.contains("expected usize")
-            {
-                " (write a whole number without quotes)".to_string()
-            } else if msg.contains("expected a boolean") {
-                " (write true or false)".to_string()
-            } else {
-                old_spelling(key).map_or_else(String::new, |h| format!(" ({h})"))
-            };
-            format!("`{key}`: {msg}{hint}")
-        }
-        _ => msg,
-    }
+    rlx_proto::configfile::explain(text, e.span(), msg, old_spelling)
 }
 
 /// The runtime's spelling of a `[[node]]` value that this project's own

@@ -8,7 +8,7 @@
 //! ([`rlx_net::netguard`]).
 
 use crate::admit::{Admission, Rules, RulesError};
-use crate::config::{ClusterConfig, DiscoverSection, NodeConfig};
+use crate::config::{ClusterConfig, ConfigError, DiscoverSection, NodeConfig};
 use crate::links::{self, LinkSetupError};
 use crate::pipeline::{expand, expand_file, Expansion, NodeDefaults};
 use crate::progress::Progress;
@@ -53,6 +53,7 @@ impl Overrides {
         }
         if let Some(k) = &self.key_file {
             d.key_file = Some(k.clone());
+            d.key_file_from_flag = true;
         }
         if let Some(b) = self.browse_ms {
             d.browse_ms = b;
@@ -148,10 +149,7 @@ pub async fn expand_config(
     };
     // The file's own warnings come first: they are about what the user
     // wrote, the rest about what was found.
-    let file = cfg.warnings.iter().map(|w| match w.line {
-        Some(l) => format!("{}:{l}: {}", w.path.display(), w.message),
-        None => format!("{}: {}", w.path.display(), w.message),
-    });
+    let file = cfg.warnings.iter().map(ConfigError::headline);
     exp.report.warnings.splice(0..0, file);
     Ok(exp)
 }

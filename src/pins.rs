@@ -72,10 +72,10 @@ pub struct Pin {
 pub enum PinsError {
     /// The file could not be written.
     #[error("pins file: {0}")]
-    File(#[from] WriteError),
+    File(WriteError),
     /// The file could not be read or created, or its rules refuse it.
-    #[error(transparent)]
-    Checked(#[from] FileError),
+    #[error("{0}")]
+    Checked(FileError),
     /// A line is not `<id> ed25519 <base64 key> [# comment]`.
     #[error(
         "pins file {}:{line}: {why}; each line is `<16-hex node id> {ALGORITHM} <base64 key> \
@@ -90,6 +90,20 @@ pub enum PinsError {
         /// What is wrong.
         why: String,
     },
+}
+
+// By hand, not `#[from]`, which would make each also the error's
+// `source()`: `{:#}` would then print the cause a second time.
+impl From<WriteError> for PinsError {
+    fn from(e: WriteError) -> Self {
+        PinsError::File(e)
+    }
+}
+
+impl From<FileError> for PinsError {
+    fn from(e: FileError) -> Self {
+        PinsError::Checked(e)
+    }
 }
 
 /// What a node key shown for a node id means against the pins.
@@ -229,7 +243,7 @@ impl Pins {
                 return Err(FileError::Io {
                     path: path.clone(),
                     what: "creating",
-                    source: std::io::ErrorKind::NotFound.into(),
+                    error: std::io::ErrorKind::NotFound.into(),
                     hint: "; it was removed as soon as it was made: run again".into(),
                 }
                 .into());

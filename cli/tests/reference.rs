@@ -414,14 +414,14 @@ fn keys_the_parser_expects(toml: &str) -> BTreeSet<String> {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{toml}\n{err}");
-    let refusal = format!("unknown field `{UNKNOWN_KEY}`");
+    let refusal = format!("unknown key `{UNKNOWN_KEY}`");
     let at = err
         .find(&refusal)
         .unwrap_or_else(|| panic!("no {refusal:?} in the error for\n{toml}\n{err}"));
     let line = err[at..].lines().next().unwrap_or("");
     let (_, expected) = line
-        .split_once("expected")
-        .unwrap_or_else(|| panic!("the error names no expected keys: {line}"));
+        .split_once("known keys:")
+        .unwrap_or_else(|| panic!("the error names no known keys: {line}"));
     let keys: BTreeSet<String> = expected
         .split('`')
         .skip(1)

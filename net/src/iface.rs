@@ -134,7 +134,7 @@ pub fn is_virtual_name(name: &str) -> bool {
 pub enum IfaceError {
     /// `getifaddrs` failed (very unusual: out of memory or no netlink).
     #[error("cannot list network interfaces (getifaddrs): {0}")]
-    List(#[from] nix::Error),
+    List(nix::Error),
     /// A name given by `--interface` or `interfaces = [...]` does not exist.
     #[error("no network interface named {name:?}; available: {available}")]
     Unknown {
@@ -152,6 +152,13 @@ pub enum IfaceError {
         /// The interfaces that exist, with their addresses.
         available: String,
     },
+}
+
+// By hand, not `#[from]`, so that `{:#}` says the cause once.
+impl From<nix::Error> for IfaceError {
+    fn from(e: nix::Error) -> Self {
+        IfaceError::List(e)
+    }
 }
 
 /// Every interface of this network namespace, in index order.

@@ -23,6 +23,9 @@
 //! - [`dnssd`]: DNS-SD over unicast DNS, the zone client (browse, leases,
 //!   the server to ask) that the coordinator's DNS source and the agent's
 //!   registration sweep share.
+//! - [`configfile`]: the size cap and bounded read of both programs'
+//!   config files, and the one renderer of a place in one (line, column,
+//!   caret, nearest key).
 //!
 //! `docs/protocol.md` is the prose version of these modules.
 
@@ -31,6 +34,7 @@
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod caps;
+pub mod configfile;
 pub mod dnssd;
 pub mod handshake;
 pub mod identity;

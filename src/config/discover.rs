@@ -111,8 +111,14 @@ pub struct DiscoverSection {
     #[serde(default = "default_link_window_ms")]
     pub link_window_ms: u64,
     /// Shared-secret key file; agents must prove it in the handshake.
+    /// Loaded from a cluster file, a relative path is taken from the
+    /// cluster file's directory, as `pins_file` is.
     #[serde(default)]
     pub key_file: Option<PathBuf>,
+    /// `key_file` came from the `--key-file` flag, not the file: its
+    /// errors name the flag. Not a key of the file: set by the caller.
+    #[serde(skip)]
+    pub key_file_from_flag: bool,
     /// Where node id -> node key pins are kept (`src/pins.rs`). Loaded from
     /// a cluster file it defaults to `<stem>.pins` beside it, and a
     /// relative path is taken from the cluster file's directory; without a

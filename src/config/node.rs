@@ -237,7 +237,7 @@ pub(crate) fn unknown_keys(text: &str) -> Vec<Invalid> {
             if NODE_KEYS.contains(&key) {
                 continue;
             }
-            let hint = match nearest(key, NODE_KEYS) {
+            let hint = match rlx_proto::configfile::nearest(key, NODE_KEYS) {
                 Some(k) => format!("did you mean `{k}`?"),
                 None => format!("the keys it reads are {}", NODE_KEYS.join(", ")),
             };
@@ -252,16 +252,4 @@ pub(crate) fn unknown_keys(text: &str) -> Vec<Invalid> {
         }
     }
     out
-}
-
-/// The known key closest to `key`, when it is close enough to be a typo
-/// of it (Jaro-Winkler similarity of at least 0.8, or the same letters in
-/// another case).
-pub(crate) fn nearest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
-    known
-        .iter()
-        .map(|k| (strsim::jaro_winkler(&key.to_ascii_lowercase(), k), *k))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| k)
 }

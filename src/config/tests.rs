@@ -34,7 +34,11 @@ fn dns_sd_is_an_inline_table_checked_with_its_line() {
         "{e}"
     );
     let e = parse("[discover]\ndns_sd = { domian = \"lab.test\" }\n").unwrap_err();
-    assert!(e.message.contains("unknown field `domian`"), "{e}");
+    assert!(
+        e.message
+            .contains("unknown key `domian`: did you mean `domain`?"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -175,7 +179,7 @@ fn what_the_runtime_loads_but_ignores_is_a_warning_with_its_line() {
     let has = |needle: &str| all.iter().any(|w| w.contains(needle));
     assert!(has("no `model`"), "{all:#?}");
     assert!(
-        has("cluster.toml:4: [[node]] #1: the RLX runtime does not read `devcie`")
+        has("cluster.toml:4:1: [[node]] #1: the RLX runtime does not read `devcie`")
             && has("did you mean `device`?"),
         "{all:#?}"
     );
@@ -255,4 +259,86 @@ fn link_window_ms_is_checked_against_the_agents_limit() {
             "{e}"
         );
     }
+}
+
+/// A number written right but out of range was told to be written "as a
+/// whole number without quotes", which it was (issue 38, item 6).
+#[test]
+fn a_port_out_of_range_says_the_range_not_how_to_write_a_number() {
+    let e = parse("[discover]\nport = 70000\n").unwrap_err();
+    assert!(
+        e.message.contains("70000 is out of range") && e.message.contains("1-65535"),
+        "{e}"
+    );
+    assert!(!e.message.contains("without quotes"), "{e}");
+    assert_eq!((e.line, e.column), (Some(2), Some(8)), "{e}");
+    assert!(
+        e.to_string().contains("|        ^^^^^"),
+        "a caret under the value: {e}"
+    );
+}
+
+/// serde said "invalid type: ..." for our tables with the wrong brackets,
+/// which does not say what to write.
+#[test]
+fn a_table_with_the_wrong_brackets_says_which_brackets_to_write() {
+    let e = parse("model = \"m\"\n[[discover]]\nmdns = true\n").unwrap_err();
+    assert!(e.message.contains("single [discover] table"), "{e}");
+    assert_eq!(e.line, Some(2), "{e}");
+    let e = parse("model = \"m\"\n[node]\naddr = \"a:1\"\nckpt_dir = \"/m\"\n").unwrap_err();
+    assert!(e.message.contains("write [[node]]"), "{e}");
+}
+
+/// `key_file` was taken from the working directory and `pins_file` from
+/// the cluster file's: one rule now, the cluster file's directory.
+#[test]
+fn a_relative_key_file_and_pins_file_are_both_taken_from_the_cluster_files_directory() {
+    let c = ClusterConfig::parse(
+        Path::new("/etc/rlx/cluster.toml"),
+        "[discover]\nkey_file = \"cluster.key\"\npins_file = \"p/cluster.pins\"\n",
+    )
+    .unwrap();
+    let d = c.discover.unwrap();
+    assert_eq!(
+        d.key_file.as_deref(),
+        Some(Path::new("/etc/rlx/cluster.key"))
+    );
+    assert_eq!(
+        d.pins_file.as_deref(),
+        Some(Path::new("/etc/rlx/p/cluster.pins"))
+    );
+    let c = ClusterConfig::parse(
+        Path::new("/etc/rlx/cluster.toml"),
+        "[discover]\nkey_file = \"/keys/k\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.discover.unwrap().key_file.as_deref(),
+        Some(Path::new("/keys/k"))
+    );
+}
+
+/// A 200 KB line was echoed whole under its error.
+#[test]
+fn an_error_on_a_very_long_line_shows_a_cut_line_with_the_caret_on_the_error() {
+    let text = format!(
+        "[discover]\nssh_hosts = [{}7]\nckpt_dir = \"/m\"\n",
+        "\"h\", ".repeat(40_000)
+    );
+    let e = parse(&text).unwrap_err();
+    let shown = e.snippet.clone().unwrap();
+    assert!(shown.len() < 400, "the line is cut: {} bytes", shown.len());
+    assert!(shown.contains('…'), "{shown}");
+    assert!(e.message.contains("ssh_hosts"), "{e}");
+}
+
+#[test]
+fn a_misspelt_top_level_table_is_a_warning_with_its_line() {
+    let c = parse("model = \"m\"\n\n[discovr]\nmdns = true\n").unwrap();
+    let all: Vec<String> = c.warnings.iter().map(ConfigError::headline).collect();
+    assert!(
+        all.iter()
+            .any(|w| w.starts_with("cluster.toml:3:") && w.contains("did you mean [discover]?")),
+        "{all:#?}"
+    );
 }

@@ -30,14 +30,14 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     /// The file could not be read, checked or created.
-    #[error("cannot use pins file {path}: {what} it: {source}{hint}", path = path.display())]
+    #[error("cannot use pins file {path}: {what} it: {error}{hint}", path = path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The step that failed.
         what: &'static str,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not a `source()`: `{:#}` says it once).
+        error: std::io::Error,
         /// What to do about it.
         hint: String,
     },
@@ -57,7 +57,9 @@ pub enum FileError {
     },
 }
 
-/// A pins file is a few lines per node; this is thousands of nodes.
+/// A pins file is a line of about 90 bytes per node; 4 MiB is some 45,000
+/// nodes, beyond any cluster, and keeps a wrong `pins_file` (a log, a
+/// checkpoint) from being read into memory whole.
 const MAX_PINS_BYTES: u64 = 4 << 20;
 
 /// Reads the pins file after its checks, with the snapshot that
@@ -95,7 +97,10 @@ pub(super) fn read_checked(path: &Path) -> Result<Option<(String, Snapshot)>, Fi
     if bytes.len() as u64 > MAX_PINS_BYTES {
         return Err(unsafe_file(
             path,
-            format!("is over {MAX_PINS_BYTES} bytes"),
+            format!(
+                "is {} bytes, over the {MAX_PINS_BYTES}-byte cap on a pins file",
+                meta.len().max(bytes.len() as u64)
+            ),
             "is this the right file? set [discover] pins_file to the pins file".into(),
         ));
     }
@@ -217,8 +222,8 @@ fn unsafe_file(path: &Path, why: String, fix: String) -> FileError {
     }
 }
 
-fn io(path: &Path, what: &'static str, source: std::io::Error) -> FileError {
-    let hint = if source.kind() == std::io::ErrorKind::PermissionDenied {
+fn io(path: &Path, what: &'static str, error: std::io::Error) -> FileError {
+    let hint = if error.kind() == std::io::ErrorKind::PermissionDenied {
         format!(
             "; the directory of {} must be writable by you, or set [discover] pins_file",
             path.display()
@@ -229,7 +234,7 @@ fn io(path: &Path, what: &'static str, source: std::io::Error) -> FileError {
     FileError::Io {
         path: path.to_path_buf(),
         what,
-        source,
+        error,
         hint,
     }
 }

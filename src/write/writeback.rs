@@ -29,9 +29,10 @@
 //! the snapshot taken when it was parsed; if it changed, nothing is written.
 //! The window left between that check and the rename is a few microseconds.
 
+use rlx_proto::configfile::{read_bounded, ReadError, MAX_CONFIG_FILE_BYTES};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -55,22 +56,11 @@ pub struct Snapshot {
 /// retrying as is; the others need the user to fix something first.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}; check the path and its permissions")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not UTF-8 text, so it cannot be a TOML file.
-    #[error("{path} is not UTF-8 text (byte {at}), so it cannot be a TOML cluster file; save it as UTF-8")]
-    NotText {
-        /// The file.
-        path: PathBuf,
-        /// Offset of the first bad byte.
-        at: usize,
-    },
+    /// The file could not be read: missing, a directory, over the cap on
+    /// a config file, not UTF-8. The message names the file and says the
+    /// cause once.
+    #[error("{0}")]
+    Read(rlx_proto::configfile::ReadError),
     /// Someone changed (or removed) the file after it was read.
     #[error(
         "{path} changed on disk while discovery ran (someone saved or replaced it), so it \
@@ -104,7 +94,7 @@ pub enum WriteError {
     /// could not be given back to them.
     #[error(
         "{path} belongs to uid {owner} gid {group}; replacing it would make it yours (uid {me}), \
-         and you may not give it back ({source}), so nothing was written: run the command as \
+         and you may not give it back ({error}), so nothing was written: run the command as \
          its owner, or as root",
         path = path.display()
     )]
@@ -117,18 +107,19 @@ pub enum WriteError {
         group: u32,
         /// This process's effective uid.
         me: u32,
-        /// Why the owner could not be kept.
-        source: std::io::Error,
+        /// Why the owner could not be kept (in the message, not a
+        /// `source()`, so that `{:#}` says it once).
+        error: std::io::Error,
     },
     /// Writing the new version failed; the old file is untouched.
-    #[error("cannot write {path}: {what}: {source}; the file was not changed{hint}")]
+    #[error("cannot write {path}: {what}: {error}; the file was not changed{hint}")]
     Write {
         /// The file.
         path: PathBuf,
         /// The step that failed.
         what: &'static str,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
         /// What to do about it.
         hint: String,
     },
@@ -138,31 +129,51 @@ fn hash(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// Reads the cluster file and takes its snapshot.
+/// Reads the cluster file (at most [`MAX_CONFIG_FILE_BYTES`]) and takes
+/// its snapshot.
 pub fn read(path: &Path) -> Result<(String, Snapshot), WriteError> {
-    let read_err = |source| WriteError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let target = fs::canonicalize(path).map_err(read_err)?;
-    let bytes = fs::read(&target).map_err(read_err)?;
+    let target = fs::canonicalize(path).map_err(|error| {
+        WriteError::Read(ReadError::Io {
+            path: path.to_path_buf(),
+            error,
+        })
+    })?;
+    let text = read_bounded(&target, MAX_CONFIG_FILE_BYTES).map_err(|e| {
+        // Named as the user named it, not by its canonical path.
+        WriteError::Read(match e {
+            ReadError::Io { error, .. } => ReadError::Io {
+                path: path.to_path_buf(),
+                error,
+            },
+            ReadError::Directory { .. } => ReadError::Directory {
+                path: path.to_path_buf(),
+            },
+            ReadError::TooLarge { bytes, limit, .. } => ReadError::TooLarge {
+                path: path.to_path_buf(),
+                bytes,
+                limit,
+            },
+            ReadError::NotText { at, .. } => ReadError::NotText {
+                path: path.to_path_buf(),
+                at,
+            },
+        })
+    })?;
     let snap = Snapshot {
         path: path.to_path_buf(),
         target,
-        sha256: hash(&bytes),
-        len: bytes.len() as u64,
+        sha256: hash(text.as_bytes()),
+        len: text.len() as u64,
     };
-    let text = String::from_utf8(bytes).map_err(|e| WriteError::NotText {
-        path: path.to_path_buf(),
-        at: e.utf8_error().valid_up_to(),
-    })?;
     Ok((text, snap))
 }
 
 /// True when the file still holds exactly the snapshot's bytes.
 pub(super) fn unchanged(snap: &Snapshot) -> bool {
-    match fs::read(&snap.target) {
-        Ok(b) => b.len() as u64 == snap.len && hash(&b) == snap.sha256,
+    // Bounded like the first read: the file may have grown since.
+    let mut b = Vec::new();
+    match fs::File::open(&snap.target).and_then(|f| f.take(snap.len + 1).read_to_end(&mut b)) {
+        Ok(_) => b.len() as u64 == snap.len && hash(&b) == snap.sha256,
         Err(_) => false,
     }
 }
@@ -212,8 +223,8 @@ pub fn write_atomic(snap: &Snapshot, text: &str) -> Result<Written, WriteError> 
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "cluster.toml".into());
-    let fail = |what: &'static str, source: std::io::Error| {
-        let hint = match source.kind() {
+    let fail = |what: &'static str, error: std::io::Error| {
+        let hint = match error.kind() {
             std::io::ErrorKind::PermissionDenied => format!(
                 "; the directory {} must be writable by you (the new version is written \
                  beside the file and renamed over it)",
@@ -225,7 +236,7 @@ pub fn write_atomic(snap: &Snapshot, text: &str) -> Result<Written, WriteError> 
         WriteError::Write {
             path: path.clone(),
             what,
-            source,
+            error,
             hint,
         }
     };
@@ -265,12 +276,12 @@ pub fn write_atomic(snap: &Snapshot, text: &str) -> Result<Written, WriteError> 
         // Root editing a user's file must not hand it to root; a user who
         // may write another's file must not take it over.
         std::os::unix::fs::fchown(tmp.as_file(), Some(meta.uid()), Some(meta.gid())).map_err(
-            |source| WriteError::Owner {
+            |error| WriteError::Owner {
                 path: path.clone(),
                 owner: meta.uid(),
                 group: meta.gid(),
                 me,
-                source,
+                error,
             },
         )?;
     }
@@ -470,5 +481,24 @@ mod tests {
         fs::write(&p, b"ok\xff").unwrap();
         let e = read(&p).unwrap_err().to_string();
         assert!(e.contains("byte 2") && e.contains("UTF-8"), "{e}");
+    }
+
+    /// "cannot write ...: creating a temporary file beside it: Permission
+    /// denied" was followed by "Permission denied" again, as its cause:
+    /// each error here says its cause in its message and has no `source()`.
+    #[test]
+    fn a_failed_read_or_write_says_its_cause_once() {
+        let denied = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let write = WriteError::Write {
+            path: "c.toml".into(),
+            what: "creating a temporary file beside it",
+            error: denied(),
+            hint: String::new(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let read = read(dir.path()).unwrap_err();
+        for e in [write, read] {
+            assert!(std::error::Error::source(&e).is_none(), "{e}");
+        }
     }
 }

@@ -132,7 +132,7 @@ fn errors_say_what_is_wrong_and_what_to_do_and_exit_2() {
         (
             vec!["expand", "cluster.toml"],
             "[discover]\nmdns = false\nprot = 9100\n",
-            &["cluster.toml:3", "prot", "fix its spelling"],
+            &["cluster.toml:3", "prot", "did you mean `port`?"],
         ),
         (
             vec!["expand", "cluster.toml", "--write"],

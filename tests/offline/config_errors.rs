@@ -168,8 +168,130 @@ fn a_missing_file_is_named() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("/nonexistent/cluster.toml") && err.contains("cannot read"),
+        err.contains("/nonexistent/cluster.toml") && err.contains("cannot be read"),
         "{err}"
+    );
+    assert_eq!(
+        err.matches("No such file").count(),
+        1,
+        "the cause is said once, not again as its own cause:\n{err}"
+    );
+}
+
+/// Runs `rlx-discover ARGS` with the namespace guard on (nothing here
+/// may reach the network) and returns (exit code, stderr).
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(rlx_lab::kit::discover_bin())
+        .args(args)
+        .env("RLX_NETNS_GUARD", "1")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    (out.status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn a_directory_given_as_the_cluster_file_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, err) = run(&["expand", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.matches("directory").count(), 1, "{err}");
+}
+
+/// A 200 MB cluster file took 985 MB of memory: a file over the cap is
+/// refused before it is parsed, with its size and the cap.
+#[test]
+fn a_cluster_file_over_the_cap_is_refused_naming_its_size_and_the_cap() {
+    let cap = rlx_proto::configfile::MAX_CONFIG_FILE_BYTES;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.toml");
+    std::fs::write(&path, "#".repeat(cap as usize + 1)).unwrap();
+    let (code, err) = run(&["expand", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    for needle in [
+        "cluster.toml".to_string(),
+        format!("is {} bytes", cap + 1),
+        format!("{cap}-byte cap"),
+    ] {
+        assert!(err.contains(&needle), "{needle:?} in:\n{err}");
+    }
+}
+
+/// `[discovr]`, `[[nodes]]` and `[discover]` keys above the header made
+/// `expand` print "0 node(s) added" and exit 0 without a word.
+#[test]
+fn a_misspelt_table_or_a_stray_discover_key_is_warned_with_its_line_and_the_name_meant() {
+    let err = expand_ok(
+        "model = \"m\"\nbrowse_ms = 100\n[discovr]\nmdns = false\n[[nodes]]\naddr = \"a:9100\"\n",
+    );
+    for needle in [
+        "cluster.toml:2:1: `browse_ms` is a [discover] key written at the top level",
+        "cluster.toml:3:2: [discovr]",
+        "did you mean [discover]?",
+        "cluster.toml:5:3: [[nodes]]",
+        "did you mean [[node]]?",
+    ] {
+        assert!(err.contains(needle), "expected {needle:?} in:\n{err}");
+    }
+    let quiet = expand_ok(
+        "model = \"m\"\nseq = 8\nreserve_ram_gb = 4.0\n[placement]\npolicy = \"auto\"\n\
+         [[node]]\naddr = \"a:9100\"\nckpt_dir = \"/m\"\n",
+    );
+    assert!(
+        !quiet.contains("did you mean") && !quiet.contains("top level"),
+        "the runtime's own keys are no typos:\n{quiet}"
+    );
+}
+
+/// A bad `--key-file` was reported as "[discover] key_file", sending the
+/// user to a file that names no key.
+#[test]
+fn a_key_file_flag_problem_names_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.toml");
+    std::fs::write(&path, "model = \"m\"\n[discover]\nmdns = false\n").unwrap();
+    let key = dir.path().join("missing.key");
+    let (code, err) = run(&[
+        "expand",
+        path.to_str().unwrap(),
+        "--key-file",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--key-file: "), "{err}");
+    assert!(!err.contains("[discover] key_file"), "{err}");
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+}
+
+/// rlx-discover showed no column and no caret where the agent did, and
+/// echoed a 200 KB line whole.
+#[test]
+fn an_error_shows_line_column_and_caret_and_a_long_line_is_cut() {
+    let (_, err) = expand("[discover]\nport = 70000\n");
+    assert!(err.contains("cluster.toml:2:8:"), "{err}");
+    assert!(
+        err.contains("1-65535") && !err.contains("without quotes"),
+        "{err}"
+    );
+    assert!(err.contains("|        ^^^^^"), "{err}");
+    let long = format!("[discover]\nssh_hosts = [{}7]\n", "\"h\", ".repeat(40_000));
+    let (code, err) = expand(&long);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.len() < 2000,
+        "the line is cut, not echoed: {} bytes",
+        err.len()
+    );
+    assert!(err.contains('…'), "{err}");
+}
+
+/// serde's "invalid type: ..." did not say which brackets to write.
+#[test]
+fn discover_written_as_a_list_of_tables_says_it_is_a_single_table() {
+    assert_error(
+        "model = \"m\"\n[[discover]]\nmdns = false\n",
+        &["cluster.toml:2", "single [discover] table"],
     );
 }
 

@@ -17,12 +17,14 @@
 //!   JSON through `expand`, judged by the runtime.
 //! - `fakessh`: the stand-in ssh the others run discovery through.
 //! - `docs`: every file and heading the Markdown docs point at exists.
+//! - `release`: `.ci/release` builds where cargo builds (`CARGO_TARGET_DIR`).
 
 mod cli;
 mod config_errors;
 mod docs;
 mod fakessh;
 mod proptest_parsers;
+mod release;
 mod runtime_files;
 mod write_owner;
 mod writeback;

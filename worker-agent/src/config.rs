@@ -30,6 +30,7 @@ use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, ValueEnum};
 use rlx_proto::caps::Device;
+use rlx_proto::configfile;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use std::net::{IpAddr, SocketAddr};
@@ -121,13 +122,17 @@ fn register<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RegisterTarget>, D
 }
 
 impl AgentConfig {
-    /// Parses `text`, the file at `path` (named in every error).
+    /// Parses `text`, the file at `path` (named in every error), and says
+    /// an error as the coordinator says one in its cluster file
+    /// ([`rlx_proto::configfile`]): `path:line:column`, the line cut when
+    /// long, a caret, the nearest key for a misspelt one.
     pub fn parse(text: &str, path: &Path) -> anyhow::Result<AgentConfig> {
         toml::from_str(text).map_err(|e| {
+            let said = configfile::explain(text, e.span(), e.message(), |_| None);
+            let place = e.span().map(|s| configfile::Place::of(text, s));
             anyhow::anyhow!(
-                "the agent config {}: {}",
-                path.display(),
-                e.to_string().trim_end()
+                "the agent config {}",
+                configfile::render(path, place.as_ref(), &said)
             )
         })
     }
@@ -141,17 +146,22 @@ impl AgentConfig {
             None if Path::new(DEFAULT_CONFIG).exists() => PathBuf::from(DEFAULT_CONFIG),
             None => return Ok(None),
         };
-        let text = std::fs::read_to_string(&path).with_context(|| match explicit {
-            Some(_) => format!(
-                "cannot read the agent config {} (given by --config or RLX_AGENT_CONFIG)",
-                path.display()
-            ),
-            None => format!(
-                "cannot read the agent config {} (read by default when it exists; \
-                 --config FILE names another)",
-                path.display()
-            ),
-        })?;
+        // Bounded: a wrong --config (a log, /dev/zero) is refused at the
+        // cap, not read whole.
+        let text =
+            configfile::read_bounded(&path, configfile::MAX_CONFIG_FILE_BYTES).map_err(|e| {
+                match explicit {
+                    Some(_) => anyhow::anyhow!(
+                        "the agent config {} (given by --config or RLX_AGENT_CONFIG)",
+                        e
+                    ),
+                    None => anyhow::anyhow!(
+                        "the agent config {} (read by default when it exists; --config FILE \
+                     names another)",
+                        e
+                    ),
+                }
+            })?;
         Ok(Some((path.clone(), AgentConfig::parse(&text, &path)?)))
     }
 
@@ -307,9 +317,9 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("/etc/rlx/agent.toml"), "{e}");
-        assert!(e.contains("line 2"), "{e}");
-        assert!(e.contains("key_flie") && e.contains("key_file"), "{e}");
+        assert!(e.contains("/etc/rlx/agent.toml:2:1:"), "{e}");
+        assert!(e.contains("did you mean `key_file`?"), "{e}");
+        assert!(e.contains("^^^^^^^^"), "a caret under the key: {e}");
     }
 
     #[test]
@@ -322,12 +332,13 @@ mod tests {
             ("\nnode_id = \"xyz\"\n", "16 lowercase hex"),
             ("advertise = [\"0.0.0.0:9100\"]\n", "a coordinator can dial"),
             ("port = \"6184\"\n", "expected u16"),
+            ("port = 70000\n", "a port is a whole number 1-65535"),
             ("targets = [\"tpu\"]\n", "tpu"),
         ] {
             let e = AgentConfig::parse(text, Path::new("agent.toml"))
                 .unwrap_err()
                 .to_string();
-            assert!(e.contains("line"), "{text}: {e}");
+            assert!(e.contains("agent.toml:"), "{text}: {e}");
             assert!(e.contains(want), "{text}: {e}");
         }
     }
@@ -375,6 +386,34 @@ mod tests {
                 "{k} has no example line in agent.toml"
             );
         }
+    }
+
+    /// A 200 MB config file took 985 MB to parse: a file over the cap is
+    /// refused before it is parsed, naming it, its size and the cap.
+    #[test]
+    fn a_config_file_over_the_cap_is_refused_naming_its_size_and_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.toml");
+        let big = configfile::MAX_CONFIG_FILE_BYTES + 1;
+        std::fs::write(&path, "#".repeat(big as usize)).unwrap();
+        let e = format!("{:#}", AgentConfig::load(Some(&path)).unwrap_err());
+        assert!(e.contains("agent.toml"), "{e}");
+        assert!(e.contains(&format!("is {big} bytes")), "{e}");
+        assert!(
+            e.contains(&format!("{}-byte cap", configfile::MAX_CONFIG_FILE_BYTES)),
+            "{e}"
+        );
+    }
+
+    /// "No such file or directory" was said twice: once in the message,
+    /// once more as its cause.
+    #[test]
+    fn a_missing_config_file_says_its_cause_once() {
+        let e = format!(
+            "{:#}",
+            AgentConfig::load(Some(Path::new("/nonexistent/agent.toml"))).unwrap_err()
+        );
+        assert_eq!(e.matches("No such file").count(), 1, "{e}");
     }
 
     /// Guards against a key added to [`AgentConfig`] and not to [`KEYS`]

@@ -92,20 +92,20 @@ pub enum AnnounceError {
     Guard(#[from] GuardError),
     /// A named interface does not exist or is down, or none could be listed.
     #[error("cannot choose interfaces for mDNS: {0}")]
-    Interfaces(#[from] IfaceError),
+    Interfaces(IfaceError),
     /// The caps cannot be written as TXT schema v1.
     #[error("cannot announce these caps: {0}")]
-    Txt(#[from] TxtError),
+    Txt(TxtError),
     /// The instance name is not usable.
     #[error(transparent)]
     Name(#[from] NameError),
     /// mdns-sd refused or failed an operation.
-    #[error("mDNS: cannot {what}: {source}")]
+    #[error("mDNS: cannot {what}: {error}")]
     Mdns {
         /// What was being done (`start the daemon`, `register ...`).
         what: String,
-        /// mdns-sd's error.
-        source: mdns_sd::Error,
+        /// mdns-sd's error (in the message, not a `source()`).
+        error: mdns_sd::Error,
     },
     /// The system responder (mDNSResponder, avahi) or its client library
     /// is missing or refused.
@@ -122,9 +122,24 @@ pub enum AnnounceError {
     NoRuntime,
 }
 
+// By hand, not `#[from]`: that would also make the cause the error's
+// `source()`, and `{:#}` would print it a second time after the message
+// that already says it (`--interface eth9` named its missing interface twice).
+impl From<IfaceError> for AnnounceError {
+    fn from(e: IfaceError) -> Self {
+        AnnounceError::Interfaces(e)
+    }
+}
+
+impl From<TxtError> for AnnounceError {
+    fn from(e: TxtError) -> Self {
+        AnnounceError::Txt(e)
+    }
+}
+
 pub(super) fn mdns_err(what: impl Into<String>) -> impl FnOnce(mdns_sd::Error) -> AnnounceError {
     let what = what.into();
-    move |source| AnnounceError::Mdns { what, source }
+    move |error| AnnounceError::Mdns { what, error }
 }
 
 /// What stays the same across re-registrations.
@@ -133,4 +148,25 @@ pub(super) struct Registration {
     pub(super) instance: String,
     pub(super) host: String,
     pub(super) port: u16,
+}
+
+#[cfg(test)]
+mod cause_tests {
+    use super::*;
+
+    /// `rlx-agent --interface eth9` said "no network interface named
+    /// \"eth9\"" twice: in the message, then again as its cause.
+    #[test]
+    fn an_unknown_interface_is_named_once_in_the_printed_chain() {
+        let e = AnnounceError::from(IfaceError::Unknown {
+            name: "eth9".into(),
+            available: "lo".into(),
+        });
+        let printed = format!("{:#}", anyhow::Error::from(e));
+        assert_eq!(
+            printed.matches("no network interface named").count(),
+            1,
+            "{printed}"
+        );
+    }
 }
