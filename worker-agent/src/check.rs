@@ -14,6 +14,7 @@
 
 use crate::announce::Responder;
 use crate::cli::AgentArgs;
+use crate::worker::WorkerPort;
 use rlx_net::check::{Check, Status};
 use rlx_net::{firewall, iface, netguard};
 use rlx_proto::keys::KeyRing;
@@ -177,15 +178,30 @@ fn agent_port_check(port: u16) -> Check {
     }
 }
 
+/// Whether the RLX worker holds its port: a listener the scan's rules name
+/// (node_exporter's HTTP on 9100, its default) is another program, and
+/// coordinators would otherwise write an `addr` that reaches it.
 fn worker_port_check(port: u16) -> Check {
-    if crate::worker::listening_now(port) {
-        Check::new(
+    match crate::worker::state_now(port) {
+        WorkerPort::Worker => Check::new(
             "worker port",
             Status::Ok,
-            format!("the RLX worker listens on TCP {port}"),
+            format!("the RLX worker listens on TCP {port} (nothing else answered there)"),
+        ),
+        WorkerPort::HeldBy(who) => Check::new(
+            "worker port",
+            Status::Fail,
+            format!(
+                "{port} is held by {who}, not an RLX worker: coordinators report this node's \
+                 worker port as held by it"
+            ),
         )
-    } else {
-        Check::new(
+        .fix(format!(
+            "move the worker (worker_port = N in /etc/rlx/agent.toml, or --worker-port N, and \
+             start the RLX worker there) or move {who} off TCP {port} (node_exporter: \
+             --web.listen-address=:9101)"
+        )),
+        WorkerPort::Free => Check::new(
             "worker port",
             Status::Warn,
             format!(
@@ -193,7 +209,7 @@ fn worker_port_check(port: u16) -> Check {
                  and report its worker as not listening"
             ),
         )
-        .fix("start the RLX worker, or set worker_port = N (--worker-port) to the port it listens on")
+        .fix("start the RLX worker, or set worker_port = N (--worker-port) to the port it listens on"),
     }
 }
 
