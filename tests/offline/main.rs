@@ -22,6 +22,7 @@ mod cli;
 mod config_errors;
 mod docs;
 mod fakessh;
+mod packaging;
 mod proptest_parsers;
 mod runtime_files;
 mod write_owner;

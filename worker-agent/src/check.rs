@@ -287,6 +287,18 @@ async fn firewall_check(port: u16, worker_port: u16) -> Check {
     ))
 }
 
+/// Run as root (`sudo rlx-agent check`), every file reads: whether the
+/// packaged service's user could read key `path` on this systemd
+/// ([`crate::credential::service_read_problem`]). `None` when not root,
+/// or without systemd.
+fn root_problem(path: &Path) -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let v = crate::credential::systemd_version()?;
+    crate::credential::service_read_problem(path, v, rlx_proto::keys::service_gid())
+}
+
 fn key_check(args: &AgentArgs) -> Check {
     let path = match args.key_path() {
         Ok(p) => p,
@@ -302,19 +314,24 @@ fn key_check(args: &AgentArgs) -> Check {
         .fix("on the coordinator `rlx-discover keygen /etc/rlx/cluster.key`; copy it here (mode 0600) and set key_file = \"/etc/rlx/cluster.key\"");
     };
     match KeyRing::load(&path) {
-        Ok(ring) => Check::new(
-            "key",
-            Status::Ok,
-            format!(
-                "{}: {} key(s), current {}",
-                path.display(),
-                ring.keys().len(),
-                ring.keys()[0].fingerprint()
+        // Root reads any file: ask whether the service's user could.
+        Ok(ring) => match root_problem(&path) {
+            Some(problem) => Check::new("key", Status::Fail, problem),
+            None => Check::new(
+                "key",
+                Status::Ok,
+                format!(
+                    "{}: {} key(s), current {}",
+                    path.display(),
+                    ring.keys().len(),
+                    ring.keys()[0].fingerprint()
+                ),
             ),
-        ),
+        },
         Err(e) => Check::new("key", Status::Fail, e.to_string()).fix(format!(
             "`chown $(id -un) {p} && chmod 600 {p}` for the user the agent runs as (the package's \
-             unit: root reads it and hands it over as a credential), and a key from `rlx-discover keygen`",
+             unit: root reads it and hands it over as a credential; on systemd before 247, \
+             `chown root:rlx-agent {p} && chmod 640 {p}`), and a key from `rlx-discover keygen`",
             p = path.display()
         )),
     }
