@@ -14,6 +14,9 @@ packaged_unit() {
     -e '/^# systemd unit for rlx-agent, installed by hand/,/^#   sudo systemctl enable --now rlx-agent/c\
 # systemd unit for rlx-agent, from its package. Settings: /etc/rlx/agent.toml\
 # (then `sudo systemctl restart rlx-agent`); `rlx-agent check` shows them.' \
+    -e 's|^SupplementaryGroups=video render$|# rlx-agent: the group the package makes, which reads the key on systemd\
+# before 247 (no LoadCredential=; docs/security.md, "Keys on older systemd").\
+SupplementaryGroups=video render rlx-agent|' \
     worker-agent/rlx-agent.service
 }
 
@@ -115,7 +118,9 @@ package_agent() { # ARCH BINARY
     install -D -m 644 "$docs/agent/man/man1/rlx-agent.1.gz" "$s/usr/share/man/man1/rlx-agent.1.gz"
     common_files "$s" rlx-agent "$docs/agent/completions" "$zshdir"
     if [ "$kind" = deb ]; then
-      build_deb "$s" rlx-agent "$arch" "libc6 (>= $floor)" \
+      # passwd: groupadd in the postinst; systemd 235: DynamicUser= with
+      # StateDirectory= (docs/security.md, "systemd versions").
+      build_deb "$s" rlx-agent "$arch" "libc6 (>= $floor), passwd, systemd (>= 235)" \
         "announces this machine to RLX coordinators (mDNS _rlx._tcp)
  rlx-agent runs on every box of an RLX cluster, beside the RLX worker. It
  probes the hardware (cores, memory, disk, CUDA, ROCm, Vulkan, Metal),

@@ -170,6 +170,39 @@ impl LiveWatch {
         })
     }
 
+    /// [`LiveWatch::start`], waiting while no interface is up to browse
+    /// on: a coordinator booting before its network, a laptop undocked.
+    /// `waiting` is called once, with the interfaces that exist, when the
+    /// wait begins (for a log line); the list is read again every
+    /// [`LiveWatch::INTERFACE_POLL`], as `rlx-agent` waits for its first
+    /// interface. Every other error, and an interface named in
+    /// `[discover] interfaces` that is missing or down, is returned at
+    /// once: that is a mistake to fix, not a network still coming up.
+    pub async fn start_when_up(
+        d: &DiscoverSection,
+        opts: WatchOptions,
+        waiting: impl FnOnce(&str),
+    ) -> Result<LiveWatch, StartError> {
+        let mut waiting = Some(waiting);
+        loop {
+            match LiveWatch::start(d, opts.clone()) {
+                Err(StartError::Mdns(MdnsError::NoInterface { available })) => {
+                    if let Some(say) = waiting.take() {
+                        say(&available);
+                    }
+                    tokio::time::sleep(Self::INTERFACE_POLL).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// How often [`LiveWatch::start_when_up`] looks for an interface
+    /// again: the list is one `getifaddrs` call, and a watch that starts
+    /// within a second of the link coming up misses no agent (they
+    /// announce for seconds, and answer the browse's queries).
+    pub const INTERFACE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
     /// The interfaces the mDNS browse listens on (empty without one).
     pub fn interfaces(&self) -> Vec<String> {
         self.browse

@@ -386,6 +386,7 @@ mod tests {
             measured_link: Some(m),
             agent: Some("10.0.0.2:6184".into()),
             worker_listening: None,
+            worker_held_by: None,
         };
         let v = serde_json::json!({ "nodes": [node] });
         let n = &nodes(&v)[0];

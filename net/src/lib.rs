@@ -20,6 +20,8 @@
 //! - [`firewall`]: the host firewall's rules (nftables, legacy iptables)
 //!   that would stop mDNS or a TCP port; [`check`]: one self-check's
 //!   outcome, for `rlx-discover doctor` and `rlx-agent check`.
+//! - [`identify`]: what listens on a TCP port (HTTP, SSH, TLS, a printer
+//!   ...), for the subnet scan and for the agent's check of its worker port.
 //!
 //! # Platforms
 //! Each module says what it does where:
@@ -42,6 +44,7 @@
 
 pub mod check;
 pub mod firewall;
+pub mod identify;
 pub mod iface;
 pub mod linkfacts;
 pub mod links;

@@ -353,6 +353,15 @@ pub struct NodeCaps {
     /// running is a fact, not an error: the runtime may start it over ssh.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_listening: Option<bool>,
+    /// What holds the worker port when something other than an RLX worker
+    /// listens there, as the agent named it by the subnet scan's rules
+    /// (`rlx_net::identify`): `node_exporter (HTTP)`. Given only with
+    /// `worker_listening` false: node_exporter's default port is the
+    /// worker's 9100, and "something listens" must not read as "the worker
+    /// is up". `None`: nothing else holds it, or not checked (an older
+    /// agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_held_by: Option<String>,
     /// The port of this node's agent (handshake, link measurement, health
     /// checks), when it is not the worker's. `None` from older agents, whose
     /// handshake is on the SRV port.
@@ -499,6 +508,9 @@ impl NodeCaps {
         }
         if let Some(c) = &self.cluster {
             check_string("cluster", c)?;
+        }
+        if let Some(h) = &self.worker_held_by {
+            check_string("worker_held_by", h)?;
         }
         if let Some(c) = &self.ckpt_dir {
             if c.len() > 4096 || c.contains('\0') {

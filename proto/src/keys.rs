@@ -270,6 +270,39 @@ pub fn check_private_path(path: &Path) -> Result<(), KeyError> {
     check_private(path, &meta)
 }
 
+/// The group a packaged agent's key file may be readable by, owned by root
+/// (`root:rlx-agent`, mode 0640). systemd before 247 (Ubuntu 20.04 and DGX
+/// OS 5, Debian 10, RHEL and Rocky 8) has no `LoadCredential=`, so the
+/// agent, a throwaway user of the unit, must read the file itself; the
+/// packages create this system group and the unit adds it to the agent's
+/// groups (docs/security.md, "Keys on older systemd"). A group that exists
+/// for no other purpose, so group-read gives the key to the agent alone.
+pub const SERVICE_GROUP: &str = "rlx-agent";
+
+/// The id of [`SERVICE_GROUP`] on this machine, if it exists.
+pub fn service_gid() -> Option<u32> {
+    #[cfg(unix)]
+    {
+        nix::unistd::Group::from_name(SERVICE_GROUP)
+            .ok()
+            .flatten()
+            .map(|g| g.gid.as_raw())
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Whether a key file's `mode` (permission bits), owner `uid` and group
+/// `gid` keep it private: no access for group or others, or, for a file
+/// owned by root in the agent's own group `service_gid`, group read and
+/// nothing more (`root:rlx-agent 0640`, [`SERVICE_GROUP`]).
+pub fn mode_is_private(mode: u32, uid: u32, gid: u32, service_gid: Option<u32>) -> bool {
+    let extra = mode & 0o077;
+    extra == 0 || (extra == 0o040 && uid == 0 && Some(gid) == service_gid)
+}
+
 /// The rules of [`read_private`] on `meta`, the file's own metadata (not a
 /// link's), and on its directory.
 fn check_private(path: &Path, meta: &std::fs::Metadata) -> Result<(), KeyError> {
@@ -291,7 +324,7 @@ fn check_private(path: &Path, meta: &std::fs::Metadata) -> Result<(), KeyError> 
             });
         }
         let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
+        if !mode_is_private(mode, meta.uid(), meta.gid(), service_gid()) {
             return Err(KeyError::Permissions {
                 path: path.to_path_buf(),
                 mode,
@@ -422,7 +455,7 @@ pub enum KeyError {
     },
     /// Group or others may read or write the key.
     #[error(
-        "key file {path} is accessible by group or others (mode {mode:04o}); a shared key must be private: run `chmod 600 {path}`",
+        "key file {path} is accessible by group or others (mode {mode:04o}); a shared key must be private: run `chmod 600 {path}` (a packaged agent's key may also be root:rlx-agent 0640)",
         path = path.display()
     )]
     Permissions {
@@ -470,6 +503,22 @@ pub enum KeyError {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 38, item 2: on systemd before 247 the packaged agent reads its
+    /// key itself, through the `rlx-agent` group; that one grant is private
+    /// enough, and nothing wider is.
+    #[test]
+    fn a_key_is_private_at_0600_or_root_owned_0640_in_the_agents_own_group_only() {
+        use super::mode_is_private as ok;
+        let svc = Some(998);
+        assert!(ok(0o600, 1000, 1000, svc), "0600 by anyone");
+        assert!(ok(0o640, 0, 998, svc), "root:rlx-agent 0640");
+        assert!(!ok(0o640, 0, 0, svc), "another group");
+        assert!(!ok(0o640, 0, 998, None), "no rlx-agent group here");
+        assert!(!ok(0o640, 1000, 998, svc), "owned by a user, not root");
+        assert!(!ok(0o660, 0, 998, svc), "group write");
+        assert!(!ok(0o644, 0, 998, svc), "others read");
+    }
+
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 

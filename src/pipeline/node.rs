@@ -130,6 +130,7 @@ pub(super) fn build(
         measured_link: None,
         agent: addr_s.agent_addr(),
         worker_listening: caps.worker_listening,
+        worker_held_by: caps.worker_held_by.clone(),
     };
     report.warnings.extend(worker::warnings(
         &addr,

@@ -79,6 +79,11 @@ pub struct AddedNode {
     /// written all the same: the runtime may start it over ssh.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_listening: Option<bool>,
+    /// What holds its worker port when that is not an RLX worker, as its
+    /// agent named it (`node_exporter (HTTP)`); `worker_listening` is then
+    /// false. Absent otherwise, and from agents that do not name it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_held_by: Option<String>,
 }
 
 /// A node whose link was not measured, and why (an agent too old, a
@@ -123,13 +128,17 @@ impl AddedNode {
     }
 
     /// Its worker as people say it: `worker listening`, `worker not
-    /// listening`, or `None` when no agent said.
-    pub fn worker_text(&self) -> Option<&'static str> {
+    /// listening`, `worker port held by node_exporter (HTTP)` (escaped: the
+    /// agent's text), or `None` when no agent said.
+    pub fn worker_text(&self) -> Option<String> {
+        if let Some(h) = &self.worker_held_by {
+            return Some(format!("worker port held by {}", escape_line(h)));
+        }
         self.worker_listening.map(|up| {
             if up {
-                "worker listening"
+                "worker listening".to_string()
             } else {
-                "worker not listening"
+                "worker not listening".to_string()
             }
         })
     }

@@ -3,7 +3,7 @@
 //! worker is not running, or cannot be reached from here, is written all
 //! the same (the runtime may start it) and said.
 
-use crate::escape::untrusted;
+use crate::escape::{escape_line, untrusted};
 use crate::sighting::Sighting;
 use rlx_proto::caps::NodeCaps;
 
@@ -19,6 +19,14 @@ pub(super) fn warnings(
     seen: &[Sighting],
 ) -> Vec<String> {
     let who = untrusted(host);
+    if let Some(held) = &caps.worker_held_by {
+        return vec![format!(
+            "{addr} ({who}): {port} is held by {}, not an RLX worker (its agent named it): the \
+             runtime would dial that program; move the worker (worker_port on the agent, and \
+             [discover] worker_port here) or move the other program off TCP {port}",
+            escape_line(held)
+        )];
+    }
     match caps.worker_listening {
         Some(false) => vec![format!(
             "{addr} ({who}): nothing listens on its worker port (its agent just looked); the \

@@ -184,11 +184,19 @@ pub(super) fn news(
     } else if let Some(why) = material(&m.node, node) {
         out.emit(Kind::Updated, label, Some(node), inc.as_deref(), Some(why));
     }
+    let held_changed =
+        node.worker_held_by.is_some() && node.worker_held_by != m.node.worker_held_by;
     if let Some(up) = node
         .worker_listening
-        .filter(|&up| Some(up) != m.node.worker_listening)
+        .filter(|&up| Some(up) != m.node.worker_listening || held_changed)
     {
-        let why = if up {
+        let why = if let Some(held) = &node.worker_held_by {
+            format!(
+                "its worker port is held by {}, not an RLX worker ({})",
+                crate::escape::escape_line(held),
+                node.addr
+            )
+        } else if up {
             format!("its worker listens on {}", node.addr)
         } else {
             format!(

@@ -433,6 +433,7 @@ mod tests {
             link: None,
             agent: Some("10.0.0.5:6184".into()),
             worker_listening: Some(true),
+            worker_held_by: None,
         }
     }
 

@@ -403,3 +403,40 @@ fn watch_reports_joins_a_goodbye_within_two_seconds_and_a_crash_within_its_bound
     let left: Vec<_> = events(&w).into_iter().filter(|e| e.0 == "left").collect();
     assert_eq!(left.len(), 2, "each agent left once: {left:?}");
 }
+
+/// Issue 38, item 7: `watch` exited 2 at start when no interface was up
+/// (a coordinator booting, a laptop undocked). It says it waits, waits,
+/// and once the link comes up it browses and sees the agent join.
+#[test]
+fn watch_started_with_its_link_down_waits_for_it_and_then_sees_the_agent() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(2);
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&lab, 1, 1, dir.path());
+    wait_up(std::slice::from_ref(&agent));
+    let coordinator = lab.host(0).ns.clone();
+    run_ok(Command::new("ip").args(["-n", &coordinator, "link", "set", "eth0", "down"]));
+
+    let w = start_watch(&lab, 60_000);
+    w.expect_output("waiting for one", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        w.0.try_wait(),
+        None,
+        "watch waits instead of exiting: {}",
+        w.0.dump()
+    );
+
+    run_ok(Command::new("ip").args(["-n", &coordinator, "link", "set", "eth0", "up"]));
+    // Taking the link down removed the routes through it.
+    run_ok(Command::new("ip").args([
+        "-n",
+        &coordinator,
+        "route",
+        "replace",
+        "224.0.0.0/4",
+        "dev",
+        "eth0",
+    ]));
+    wait_event(&w, "joined", "box1", Duration::from_secs(20));
+}

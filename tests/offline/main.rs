@@ -23,6 +23,7 @@ mod cli;
 mod config_errors;
 mod docs;
 mod fakessh;
+mod packaging;
 mod proptest_parsers;
 mod release;
 mod runtime_files;

@@ -281,6 +281,64 @@ fn a_scan_reports_node_exporter_on_the_worker_port_as_http_and_does_not_write_it
     );
 }
 
+/// Issue 38, item 3: node_exporter on the worker port beside an agent
+/// was taken for the RLX worker: `rlx-agent check` said "the RLX worker
+/// listens on TCP 9100" and coordinators showed the worker up. The agent
+/// names it by the scan's rules, says so at start, `check` fails with the
+/// fix, and the coordinator's report and JSON show the port held by it.
+#[test]
+fn node_exporter_on_an_agents_worker_port_is_reported_as_holding_it_not_as_the_worker() {
+    let name = "node_exporter_on_an_agents_worker_port_is_reported_as_holding_it_not_as_the_worker";
+    if !peer::require(name, &[Peer::Python]) {
+        return;
+    }
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(2);
+    let dir = tempfile::tempdir().unwrap();
+    let _http = start_exporter(&lab, 1, dir.path());
+    let agent = start_agent(&lab, 1, dir.path(), &[]);
+    agent.expect_output(
+        "9100 is held by node_exporter (HTTP), not an RLX worker",
+        UP,
+    );
+
+    let check = lab
+        .command(1, agent_bin())
+        .arg("check")
+        .env("RLX_AGENT_CONFIG", "/dev/null")
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(!check.status.success(), "check fails: {said}");
+    assert!(
+        said.contains("9100 is held by node_exporter (HTTP), not an RLX worker")
+            && said.contains("move the worker"),
+        "check names the holder and the fix: {said}"
+    );
+    assert!(
+        !said.contains("the RLX worker listens on TCP 9100"),
+        "{said}"
+    );
+
+    let (code, v) = expand(&lab, dir.path(), "[discover]\n");
+    assert_eq!(code, 0, "{v:#}");
+    let node = added(&v)
+        .into_iter()
+        .find(|n| n["addr"].as_str().is_some_and(|a| a.ends_with(":9100")))
+        .unwrap_or_else(|| panic!("the agent's node is written: {v:#}"));
+    assert_eq!(node["worker_listening"], false, "not the worker: {node:#}");
+    assert_eq!(node["worker_held_by"], "node_exporter (HTTP)", "{node:#}");
+    let warned = v["report"]["warnings"].to_string();
+    assert!(
+        warned.contains("9100 is held by node_exporter (HTTP), not an RLX worker"),
+        "the report says who holds the port: {warned}"
+    );
+}
+
 /// The same identification through `rlx-discover scan`, with a silent
 /// listener beside it: the silent one is listed as nothing vouching for it.
 #[test]

@@ -14,6 +14,7 @@
 
 use crate::announce::Responder;
 use crate::cli::AgentArgs;
+use crate::worker::WorkerPort;
 use rlx_net::check::{Check, Status};
 use rlx_net::{firewall, iface, netguard};
 use rlx_proto::keys::KeyRing;
@@ -177,15 +178,30 @@ fn agent_port_check(port: u16) -> Check {
     }
 }
 
+/// Whether the RLX worker holds its port: a listener the scan's rules name
+/// (node_exporter's HTTP on 9100, its default) is another program, and
+/// coordinators would otherwise write an `addr` that reaches it.
 fn worker_port_check(port: u16) -> Check {
-    if crate::worker::listening_now(port) {
-        Check::new(
+    match crate::worker::state_now(port) {
+        WorkerPort::Worker => Check::new(
             "worker port",
             Status::Ok,
-            format!("the RLX worker listens on TCP {port}"),
+            format!("the RLX worker listens on TCP {port} (nothing else answered there)"),
+        ),
+        WorkerPort::HeldBy(who) => Check::new(
+            "worker port",
+            Status::Fail,
+            format!(
+                "{port} is held by {who}, not an RLX worker: coordinators report this node's \
+                 worker port as held by it"
+            ),
         )
-    } else {
-        Check::new(
+        .fix(format!(
+            "move the worker (worker_port = N in /etc/rlx/agent.toml, or --worker-port N, and \
+             start the RLX worker there) or move {who} off TCP {port} (node_exporter: \
+             --web.listen-address=:9101)"
+        )),
+        WorkerPort::Free => Check::new(
             "worker port",
             Status::Warn,
             format!(
@@ -193,7 +209,7 @@ fn worker_port_check(port: u16) -> Check {
                  and report its worker as not listening"
             ),
         )
-        .fix("start the RLX worker, or set worker_port = N (--worker-port) to the port it listens on")
+        .fix("start the RLX worker, or set worker_port = N (--worker-port) to the port it listens on"),
     }
 }
 
@@ -271,6 +287,18 @@ async fn firewall_check(port: u16, worker_port: u16) -> Check {
     ))
 }
 
+/// Run as root (`sudo rlx-agent check`), every file reads: whether the
+/// packaged service's user could read key `path` on this systemd
+/// ([`crate::credential::service_read_problem`]). `None` when not root,
+/// or without systemd.
+fn root_problem(path: &Path) -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let v = crate::credential::systemd_version()?;
+    crate::credential::service_read_problem(path, v, rlx_proto::keys::service_gid())
+}
+
 fn key_check(args: &AgentArgs) -> Check {
     let path = match args.key_path() {
         Ok(p) => p,
@@ -286,19 +314,24 @@ fn key_check(args: &AgentArgs) -> Check {
         .fix("on the coordinator `rlx-discover keygen /etc/rlx/cluster.key`; copy it here (mode 0600) and set key_file = \"/etc/rlx/cluster.key\"");
     };
     match KeyRing::load(&path) {
-        Ok(ring) => Check::new(
-            "key",
-            Status::Ok,
-            format!(
-                "{}: {} key(s), current {}",
-                path.display(),
-                ring.keys().len(),
-                ring.keys()[0].fingerprint()
+        // Root reads any file: ask whether the service's user could.
+        Ok(ring) => match root_problem(&path) {
+            Some(problem) => Check::new("key", Status::Fail, problem),
+            None => Check::new(
+                "key",
+                Status::Ok,
+                format!(
+                    "{}: {} key(s), current {}",
+                    path.display(),
+                    ring.keys().len(),
+                    ring.keys()[0].fingerprint()
+                ),
             ),
-        ),
+        },
         Err(e) => Check::new("key", Status::Fail, e.to_string()).fix(format!(
             "`chown $(id -un) {p} && chmod 600 {p}` for the user the agent runs as (the package's \
-             unit: root reads it and hands it over as a credential), and a key from `rlx-discover keygen`",
+             unit: root reads it and hands it over as a credential; on systemd before 247, \
+             `chown root:rlx-agent {p} && chmod 640 {p}`), and a key from `rlx-discover keygen`",
             p = path.display()
         )),
     }

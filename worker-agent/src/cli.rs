@@ -508,7 +508,9 @@ impl AgentArgs {
         let mut caps = self.hardware()?;
         caps.worker_port = Some(self.worker_port);
         caps.agent_port = (self.port != 0 && self.port != self.worker_port).then_some(self.port);
-        caps.worker_listening = Some(crate::worker::listening_now(self.worker_port));
+        let worker = crate::worker::state_now(self.worker_port);
+        caps.worker_listening = Some(worker.worker_listening());
+        caps.worker_held_by = worker.held_by();
         let ssh = crate::sshd::port_now();
         caps.ssh_listening = Some(ssh.is_some());
         caps.ssh_port = ssh;

@@ -26,6 +26,15 @@
 //! Without `$CREDENTIALS_DIRECTORY` (not under systemd, or a systemd
 //! without `LoadCredential=`), the configured path is read itself, with
 //! the same rules ([`rlx_proto::keys::read_private`]).
+//!
+//! **systemd before 247** (Ubuntu 20.04 and DGX OS 5: 245, Debian 10:
+//! 241, RHEL and Rocky 8: 239) ignores `LoadCredential=`, so there the
+//! agent reads the file itself, as its throwaway user: the packages create
+//! the group `rlx-agent` ([`rlx_proto::keys::SERVICE_GROUP`]), the unit
+//! adds it to the agent's groups, and the key is `root:rlx-agent 0640`
+//! (the postinst sets that on keys already there). `rlx-agent check`, run
+//! as root, asks whether the service user could read the key, not whether
+//! root can ([`service_read_problem`]).
 
 use std::path::{Path, PathBuf};
 
@@ -130,6 +139,86 @@ pub fn key_source(path: &Path, creds: Option<&Path>) -> anyhow::Result<PathBuf> 
              re-point or rewrite it chooses it; fix it, then `systemctl restart rlx-agent`)"
         )),
     }
+}
+
+/// The first systemd with `LoadCredential=` and `SetCredential=`.
+pub const CREDENTIALS_SINCE: u32 = 247;
+
+/// This box's systemd version, from `systemctl --version`; `None` where
+/// there is no systemd (a Mac, a container without it).
+pub fn systemd_version() -> Option<u32> {
+    let out = std::process::Command::new("systemctl")
+        .arg("--version")
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    parse_systemd_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The version in `systemctl --version`'s first line: `systemd 245
+/// (245.4-4ubuntu3)` is 245.
+pub fn parse_systemd_version(text: &str) -> Option<u32> {
+    let mut words = text.lines().next()?.split_whitespace();
+    (words.next()? == "systemd").then_some(())?;
+    words.next()?.parse().ok()
+}
+
+/// Why the packaged service could not read key file `path` under
+/// systemd `systemd`, or `None` when it can. From 247 on, systemd reads
+/// it as root (a credential): nothing more to ask. Before, the agent reads
+/// it as a throwaway user whose one useful group is `service_gid`
+/// ([`rlx_proto::keys::SERVICE_GROUP`]): the file needs group read in that
+/// group (or others' read, which the key rules refuse), and each directory
+/// above it search permission for that user. Permission math on the
+/// metadata, since the dynamic user does not exist while the service is
+/// stopped.
+pub fn service_read_problem(path: &Path, systemd: u32, service_gid: Option<u32>) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if systemd >= CREDENTIALS_SINCE {
+        return None;
+    }
+    let in_group = |gid: u32| Some(gid) == service_gid;
+    let group = rlx_proto::keys::SERVICE_GROUP;
+    let p = path.display();
+    let why = format!(
+        "systemd {systemd} has no LoadCredential= (new in {CREDENTIALS_SINCE}), so the agent's \
+         throwaway user reads {p} itself"
+    );
+    if service_gid.is_none() {
+        return Some(format!(
+            "{why}, through the group {group}, which does not exist here: `groupadd --system \
+             {group}` (the packages do), then `chgrp {group} {p} && chmod 640 {p}`"
+        ));
+    }
+    for dir in path
+        .ancestors()
+        .skip(1)
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        let Ok(m) = std::fs::metadata(dir) else {
+            continue;
+        };
+        let mode = m.mode();
+        if mode & 0o001 == 0 && !(in_group(m.gid()) && mode & 0o010 != 0) {
+            return Some(format!(
+                "{why}, and cannot enter {} (mode {:04o}): `chmod o+x {}`",
+                dir.display(),
+                mode & 0o7777,
+                dir.display()
+            ));
+        }
+    }
+    let m = std::fs::metadata(path).ok()?;
+    let mode = m.mode();
+    if mode & 0o004 != 0 || (in_group(m.gid()) && mode & 0o040 != 0) {
+        return None;
+    }
+    Some(format!(
+        "{why}, and cannot: it is mode {:04o}, group {}; run `chgrp {group} {p} && chmod 640 {p}` \
+         (then `systemctl restart rlx-agent`)",
+        mode & 0o7777,
+        m.gid()
+    ))
 }
 
 /// Whether the credential `c` holds something other than white space (at

@@ -272,6 +272,7 @@ pub fn probe(opts: &ProbeOptions) -> anyhow::Result<NodeCaps> {
         agent_port: None,
         ssh_listening: None,
         ssh_port: None,
+        worker_held_by: None,
     };
     caps.validate().with_context(|| {
         format!(

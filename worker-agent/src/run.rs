@@ -105,7 +105,14 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
     let port = listener.local_addr()?.port();
     // With `--port 0` the port is known only now.
     caps.agent_port = Some(port);
-    if caps.worker_listening == Some(false) {
+    if let Some(held) = &caps.worker_held_by {
+        tracing::warn!(
+            worker_port = args.worker_port,
+            "{} is held by {held}, not an RLX worker: coordinators report the worker port as held \
+             by it; move the worker (worker_port = N, --worker-port) or the other program",
+            args.worker_port
+        );
+    } else if caps.worker_listening == Some(false) {
         tracing::info!(
             worker_port = args.worker_port,
             "nothing listens on the worker port yet: coordinators write this node all the same \

@@ -95,6 +95,8 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
                 // Whether something listens on the worker port in ADDRESS,
                 // as its agent saw just now: up, down, or - (no agent said).
                 match n.worker_listening {
+                    // Another program (node_exporter) holds the port.
+                    Some(false) if n.worker_held_by.is_some() => "held",
                     Some(true) => "up",
                     Some(false) => "down",
                     None => "-",

@@ -136,7 +136,16 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
         let opts = WatchOptions::default()
             .suspect_timeout(Duration::from_millis(a.suspect_timeout_ms))
             .cluster_size(roster.as_ref().map_or(0, |(_, r)| r.len()));
-        let live = LiveWatch::start(&d, opts)?;
+        // No interface up yet (a coordinator booting, a laptop undocked):
+        // wait for one, as the agent does, rather than exit.
+        let live = LiveWatch::start_when_up(&d, opts, |available| {
+            eprintln!(
+                "no network interface is up to browse on yet (available: {available}); waiting \
+                 for one, checking every {} s",
+                LiveWatch::INTERFACE_POLL.as_secs()
+            )
+        })
+        .await?;
         if !a.json {
             let mut on = Vec::new();
             let ifaces = live.interfaces();

@@ -6,7 +6,7 @@ use super::error::{caps_error, quote};
 use super::schema::{
     device_index, is_key, AGENT_PORT_KEY, AGENT_VERSION_KEY, ARCH_KEY, CKPT_KEY, CLUSTER_KEY,
     CORES_KEY, DISK_KEY, GFLOPS_KEY, ID_KEY, INCARNATION_KEY, IO_KEY, MAX_DECODE_BYTES, OS_KEY,
-    RAM_FREE_KEY, RAM_KEY, SSH_KEY, TXTVERS_KEY, TXT_VERSION, WORKER_KEY,
+    RAM_FREE_KEY, RAM_KEY, SSH_KEY, TXTVERS_KEY, TXT_VERSION, WORKER_HELD_KEY, WORKER_KEY,
 };
 use crate::caps::{limits, DeviceInfo, NodeCaps};
 use std::collections::HashMap;
@@ -95,6 +95,10 @@ pub fn decode<S: AsRef<[u8]>>(strings: &[S]) -> Result<NodeCaps, TxtError> {
         cluster: fields
             .contains_key(CLUSTER_KEY)
             .then(|| text(CLUSTER_KEY))
+            .transpose()?,
+        worker_held_by: fields
+            .contains_key(WORKER_HELD_KEY)
+            .then(|| text(WORKER_HELD_KEY))
             .transpose()?,
         ckpt_dir: fields
             .contains_key(CKPT_KEY)

@@ -7,7 +7,8 @@ use super::error::{caps_error, quote};
 use super::schema::{
     device_key, AGENT_PORT_KEY, AGENT_VERSION_KEY, ARCH_KEY, CKPT_KEY, CLUSTER_KEY, CORES_KEY,
     DISK_KEY, GFLOPS_KEY, ID_KEY, INCARNATION_KEY, IO_KEY, MAX_RECORD_BYTES, MAX_STRING_BYTES,
-    OS_KEY, RAM_FREE_KEY, RAM_KEY, SHORT_NAME_BYTES, SSH_KEY, TXTVERS_KEY, TXT_VERSION, WORKER_KEY,
+    OS_KEY, RAM_FREE_KEY, RAM_KEY, SHORT_NAME_BYTES, SSH_KEY, TXTVERS_KEY, TXT_VERSION,
+    WORKER_HELD_KEY, WORKER_KEY,
 };
 use crate::caps::{limits, Device, DeviceInfo, NodeCaps};
 use std::fmt;
@@ -64,6 +65,9 @@ pub fn encode(caps: &NodeCaps) -> Result<Vec<(String, String)>, TxtError> {
     }
     if let Some(up) = caps.worker_listening {
         head.push((WORKER_KEY.into(), if up { "1" } else { "0" }.into()));
+    }
+    if let Some(held) = &caps.worker_held_by {
+        push_str(&mut head, WORKER_HELD_KEY, held);
     }
     if caps.ssh_listening.is_some() {
         // Validated above: a port exactly when one listens; 0 says none.

@@ -66,6 +66,15 @@ pub const AGENT_PORT_KEY: &str = "agent";
 /// [`NodeCaps::worker_listening`]: crate::caps::NodeCaps::worker_listening
 pub const WORKER_KEY: &str = "worker";
 
+/// The TXT key naming what holds the worker port when it is not an RLX
+/// worker ([`NodeCaps::worker_held_by`]): `wheld=node_exporter (HTTP)`,
+/// beside `worker=0`. Additive to schema v1: an older coordinator reads
+/// `worker=0` alone (the worker is not up, which is true). Nine bytes or
+/// fewer, as RFC 6763 §6.4 asks of keys.
+///
+/// [`NodeCaps::worker_held_by`]: crate::caps::NodeCaps::worker_held_by
+pub const WORKER_HELD_KEY: &str = "wheld";
+
 /// The TXT key saying whether an SSH server listened on the node when the
 /// agent last looked, and on which port ([`NodeCaps::ssh_listening`],
 /// [`NodeCaps::ssh_port`]): the port in decimal, or `0` when none did (the
@@ -167,7 +176,7 @@ const fn key(name: &'static str, field: &'static str) -> TxtKey {
 /// [`encode`](super::encode) writes them; the device keys go between
 /// [`IO_KEY`] and [`AGENT_VERSION_KEY`]. A key not listed here (and not a
 /// device key) is unknown to this build, and readers skip it.
-pub const KEYS: [TxtKey; 17] = [
+pub const KEYS: [TxtKey; 18] = [
     TxtKey {
         name: TXTVERS_KEY,
         field: None,
@@ -176,6 +185,7 @@ pub const KEYS: [TxtKey; 17] = [
     key(INCARNATION_KEY, "incarnation"),
     key(AGENT_PORT_KEY, "agent_port"),
     key(WORKER_KEY, "worker_listening"),
+    key(WORKER_HELD_KEY, "worker_held_by"),
     key(SSH_KEY, "ssh_port"),
     key(CLUSTER_KEY, "cluster"),
     key(OS_KEY, "os"),

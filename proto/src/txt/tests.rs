@@ -110,8 +110,8 @@ fn every_key_is_spelled_on_the_wire_as_the_protocol_says() {
     assert_eq!(
         names,
         [
-            "txtvers", "id", "inc", "agent", "worker", "ssh", "cluster", "os", "arch", "cores",
-            "ram", "ramfree", "disk", "ckpt", "gflops", "io", "ver"
+            "txtvers", "id", "inc", "agent", "worker", "wheld", "ssh", "cluster", "os", "arch",
+            "cores", "ram", "ramfree", "disk", "ckpt", "gflops", "io", "ver"
         ]
     );
     assert_eq!(
@@ -127,7 +127,8 @@ fn every_key_is_spelled_on_the_wire_as_the_protocol_says() {
 fn every_key_of_the_table_names_a_field_of_the_caps_json() {
     let mut c = sample();
     c.agent_port = Some(6184);
-    c.worker_listening = Some(true);
+    c.worker_listening = Some(false);
+    c.worker_held_by = Some("node_exporter (HTTP)".into());
     c.ssh_listening = Some(true);
     c.ssh_port = Some(22);
     let json: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
@@ -142,13 +143,30 @@ fn every_key_of_the_table_names_a_field_of_the_caps_json() {
     }
 }
 
+/// node_exporter on the worker port reaches the coordinator by TXT alone
+/// (a browse that does no handshake), beside `worker=0` for older readers.
+#[test]
+fn a_worker_port_held_by_another_program_survives_a_txt_round_trip() {
+    let mut c = sample();
+    c.worker_listening = Some(false);
+    c.worker_held_by = Some("node_exporter (HTTP)".into());
+    let pairs = encode(&c).unwrap();
+    assert!(pairs.contains(&("worker".into(), "0".into())), "{pairs:?}");
+    assert!(
+        pairs.contains(&("wheld".into(), "node_exporter (HTTP)".into())),
+        "{pairs:?}"
+    );
+    assert_eq!(decode(&to_strings(&pairs)).unwrap(), c);
+}
+
 /// A record with every key: encode writes them in the order of the table,
 /// the device keys between `io` and `ver`.
 #[test]
 fn encode_writes_the_keys_in_the_order_of_the_table() {
     let mut c = sample();
     c.agent_port = Some(6184);
-    c.worker_listening = Some(true);
+    c.worker_listening = Some(false);
+    c.worker_held_by = Some("node_exporter (HTTP)".into());
     c.ssh_listening = Some(true);
     c.ssh_port = Some(22);
     let keys: Vec<String> = encode(&c).unwrap().into_iter().map(|(k, _)| k).collect();

@@ -147,3 +147,67 @@ fn a_credential_with_no_file_behind_it_is_read() {
     let src = key_source(&s.key, Some(s.creds.path())).unwrap();
     assert_eq!(src, s.creds.path().join(credential_name(&s.key).unwrap()));
 }
+
+/// `systemctl --version`'s first line, as the distros the README names
+/// print it.
+#[test]
+fn the_systemd_version_is_read_from_systemctls_first_line() {
+    for (text, v) in [
+        ("systemd 245 (245.4-4ubuntu3.24)\n+PAM +AUDIT", Some(245)),
+        ("systemd 239 (239-82.el8)\n", Some(239)),
+        ("systemd 252 (252.33-1~deb12u1)\n", Some(252)),
+        ("", None),
+        ("something else 1\n", None),
+    ] {
+        assert_eq!(super::parse_systemd_version(text), v, "{text:?}");
+    }
+}
+
+/// Issue 38, item 2: `sudo rlx-agent check` read the key as root and
+/// passed, while on systemd before 247 (no LoadCredential=) the packaged
+/// agent, a throwaway user, could not read it and restarted every 2 s.
+/// As root, check asks whether the service's user could read it.
+#[test]
+fn before_systemd_247_the_key_must_be_readable_through_the_agents_group() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = dir.path().join("cluster.key");
+    std::fs::write(&key, "k\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let gid = std::fs::metadata(&key).unwrap().gid();
+    // The tempdir's ancestors (/tmp) are searchable by anyone.
+    assert_eq!(
+        super::service_read_problem(&key, 252, Some(gid)),
+        None,
+        "systemd reads it as root (a credential)"
+    );
+    let problem = super::service_read_problem(&key, 245, Some(gid)).expect("0600: unreadable");
+    assert!(
+        problem.contains("systemd 245 has no LoadCredential=")
+            && problem.contains("chgrp rlx-agent")
+            && problem.contains("chmod 640"),
+        "{problem}"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(
+        super::service_read_problem(&key, 239, Some(gid)),
+        None,
+        "0640 in its group"
+    );
+    assert!(
+        super::service_read_problem(&key, 239, Some(gid + 1)).is_some(),
+        "0640 in another group"
+    );
+    assert!(
+        super::service_read_problem(&key, 241, None)
+            .is_some_and(|p| p.contains("groupadd --system rlx-agent")),
+        "no group: say how to make it"
+    );
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o750)).unwrap();
+    assert!(
+        super::service_read_problem(&key, 245, Some(gid + 1))
+            .is_some_and(|p| p.contains("cannot enter")),
+        "a directory it cannot enter"
+    );
+}

@@ -306,3 +306,24 @@ proptest::proptest! {
         }
     }
 }
+
+/// The agent's report says who holds its worker port in the words its
+/// operator knows (node_exporter is a program name, not a page title), and
+/// names no one for a listener that may be the RLX worker.
+#[test]
+fn node_exporter_holds_a_port_by_its_program_name_and_an_unnamed_listener_by_no_one() {
+    let exporter = Identity::Other {
+        protocol: "HTTP",
+        detail: "Node Exporter, serves /metrics".into(),
+    };
+    assert_eq!(exporter.held_by().as_deref(), Some("node_exporter (HTTP)"));
+    let sshd = Identity::Other {
+        protocol: "SSH",
+        detail: "SSH-2.0-OpenSSH_9.2p1".into(),
+    };
+    assert_eq!(
+        sshd.held_by().as_deref(),
+        Some("SSH (SSH-2.0-OpenSSH_9.2p1)")
+    );
+    assert_eq!(Identity::Unknown { greeting: None }.held_by(), None);
+}
