@@ -31,16 +31,13 @@
 //! `cluster` filtering is applied to every source; it is a filter for
 //! keeping neighbouring clusters apart, not security.
 
-use crate::pins::{Judgement, Pins, PinsError};
-use crate::sighting::{
-    Discovery, Evidence, OnSighting, PinClash, Pinning, Problem, Sighting, Source,
-};
+use crate::pins::{Pins, PinsError};
+use crate::sighting::{Discovery, Evidence, OnSighting, Pinning, Problem, Sighting, Source};
 use futures::stream::{self, StreamExt};
 use rlx_net::neighbour::Nudger;
 use rlx_proto::handshake::{query_in_cluster, HandshakeError, HandshakeReply};
-use rlx_proto::identity::NodePublicKey;
 use rlx_proto::keys::KeyRing;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -337,160 +334,6 @@ fn handshake_key(s: &Sighting, rules: &Rules) -> Option<Key> {
     Some((s.agent_endpoint()?, s.id().map(str::to_string)))
 }
 
-/// Outcome for one sighting: admitted with the node key its handshake
-/// proved (if any), or refused.
-enum Verdict {
-    Admit(Box<Sighting>, Option<NodePublicKey>),
-    Refuse(Problem),
-}
-
-/// Judges every admitted sighting's node key against the pins, after all
-/// the run's handshakes are in: the pinned key is [`Pinning::Pinned`], a
-/// new id is pinned ([`Pinning::New`]) and the pins file written, and
-/// another key for a pinned id is refused ([`refuse_pin_clash`]).
-///
-/// An id that two keys claim in the same run, neither pinned, pins
-/// neither: which one answered first says nothing about which is real.
-/// Both go on as new (the pipeline's clash rule then decides, as for any
-/// two machines claiming one id), and the next run pins the one written.
-/// Pins are read again first, so a `pins forget` since the last run (or,
-/// for `watch`, since the last check) counts.
-fn judge_identities(verdicts: Vec<Verdict>, pins: &Mutex<Pins>) -> Vec<Verdict> {
-    let claimed = |v: &Verdict| match v {
-        Verdict::Admit(s, Some(k)) if !s.id().unwrap_or_default().is_empty() => {
-            Some((s.id().unwrap_or_default().to_string(), *k))
-        }
-        _ => None,
-    };
-    let names_id =
-        |v: &Verdict| matches!(v, Verdict::Admit(s, _) if !s.id().unwrap_or_default().is_empty());
-    if !verdicts.iter().any(names_id) {
-        return verdicts;
-    }
-    let mut pins = pins.lock().expect("pins lock");
-    if let Err(e) = pins.reload() {
-        tracing::warn!("{e}; judging node keys by the pins read earlier");
-    }
-    // A pinned id is the pinned key's, whatever else the reply says: a
-    // reply that leaves `node_key` out (or caps that came from no
-    // handshake at all) cannot take it, or the pin would be downgraded by
-    // omission.
-    let verdicts: Vec<Verdict> = verdicts
-        .into_iter()
-        .map(|v| match v {
-            Verdict::Admit(s, None) => match s.id().and_then(|id| pins.get(id)) {
-                Some(pin) => refuse_unproved_pin(&s, &pins, &pin.key),
-                None => Verdict::Admit(s, None),
-            },
-            v => v,
-        })
-        .collect();
-    let mut keys_of: HashMap<String, BTreeSet<NodePublicKey>> = HashMap::new();
-    for (id, k) in verdicts.iter().filter_map(claimed) {
-        keys_of.entry(id).or_default().insert(k);
-    }
-    let mut pinned_now = false;
-    let out = verdicts
-        .into_iter()
-        .map(|v| {
-            let Some((id, key)) = claimed(&v) else {
-                return v;
-            };
-            let Verdict::Admit(mut s, k) = v else {
-                return v;
-            };
-            match pins.judge(&id, &key) {
-                Judgement::Pinned => s.identity = Pinning::Pinned,
-                Judgement::Clash { pinned } => return refuse_pin_clash(&s, &pins, &pinned, &key),
-                Judgement::New => {
-                    s.identity = Pinning::New;
-                    if keys_of.get(&id).is_some_and(|ks| ks.len() == 1) {
-                        pins.pin(&id, key, s.caps.as_ref().map_or(&s.host, |c| &c.hostname));
-                        pinned_now = true;
-                    } else {
-                        tracing::warn!(%id, "two node keys claim this id in one run: pinning neither");
-                    }
-                }
-            }
-            Verdict::Admit(s, k)
-        })
-        .collect();
-    if pinned_now {
-        if let Err(e) = pins.save(&[]) {
-            tracing::warn!("{e}; the new pins are kept in memory for this run only");
-        }
-    }
-    out
-}
-
-/// The loud refusal of a known node id that proved another node key: the
-/// user's concern (it fails the run), naming the id, both fingerprints and
-/// the command that re-pins it after a real reinstall.
-fn refuse_pin_clash(
-    s: &Sighting,
-    pins: &Pins,
-    pinned: &NodePublicKey,
-    shown: &NodePublicKey,
-) -> Verdict {
-    let id = s.id().unwrap_or_default();
-    let fix = pins.forget_command(id);
-    let kept = pins.path().map_or_else(
-        || "in memory for this run".to_string(),
-        |p| format!("in {}", p.display()),
-    );
-    let reason = format!(
-        "refused: node id {id} proved another node key than the one pinned for it: pinned {} \
-         ({kept}), shown {}; another machine claims this id (a member posing as another, a \
-         cloned disk), or this machine was reinstalled: only after a real reinstall, re-pin \
-         it: {fix}",
-        pinned.fingerprint(),
-        shown.fingerprint()
-    );
-    let mut p = Problem::new(s.source, s.host.clone(), reason)
-        .claiming(Some(s.addr.clone()), Some(id.to_string()));
-    p.pin_clash = Some(PinClash {
-        pinned: pinned.fingerprint(),
-        shown: shown.fingerprint(),
-        pins_file: pins.path().map(Into::into),
-        fix,
-    });
-    Verdict::Refuse(p)
-}
-
-/// The refusal of a sighting that names a pinned node id without proving
-/// the pinned key: a reply with its `node_key` and `node_sig` left out, an
-/// older agent, or caps from TXT alone. Loud (it fails the run, like a
-/// clash): either a member or a stranger poses as the pinned machine, or
-/// that machine was reinstalled with an agent too old to have a node key.
-fn refuse_unproved_pin(s: &Sighting, pins: &Pins, pinned: &NodePublicKey) -> Verdict {
-    let id = s.id().unwrap_or_default();
-    let kept = pins.path().map_or_else(
-        || "in memory for this run".to_string(),
-        |p| format!("in {}", p.display()),
-    );
-    let how = match s.evidence {
-        Evidence::Handshake | Evidence::Authenticated => "its handshake proves no node key",
-        _ => "it answered no handshake, so it proves no node key",
-    };
-    let reason = format!(
-        "refused: node id {id} is pinned to node key {} ({kept}), and {how}: a pinned id is \
-         admitted only with a signature by its pinned key (another machine posing as it with \
-         the key left out, or an agent too old to have one); if this machine really was \
-         reinstalled with an older agent, upgrade it, or re-pin: {}",
-        pinned.fingerprint(),
-        pins.forget_command(id)
-    );
-    let mut p = Problem::new(s.source, s.host.clone(), reason)
-        .claiming(Some(s.addr.clone()), Some(id.to_string()));
-    p.pin_clash = Some(PinClash {
-        pinned: pinned.fingerprint(),
-        shown: "none".into(),
-        pins_file: pins.path().map(Into::into),
-        fix: pins.forget_command(id),
-    });
-    Verdict::Refuse(p)
-}
-
 fn refuse(s: &Sighting, reason: String) -> Verdict {
     // Every network source's refusals start as strangers'; the pipeline
     // makes one the user's when it claims a node of the file.
@@ -612,6 +455,9 @@ fn cluster_mismatch(has: Option<&str>, want: &str) -> Option<String> {
 pub(crate) async fn admit(d: Discovery, rules: &Rules) -> Discovery {
     Admission::new(rules.clone()).admit(d).await
 }
+
+mod identities;
+use identities::{judge_identities, Verdict};
 
 #[cfg(test)]
 mod pin_tests;

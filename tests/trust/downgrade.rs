@@ -17,7 +17,7 @@
 
 use rlx_lab::kit::discover::expand;
 use rlx_lab::kit::netns::in_netns;
-use rlx_lab::kit::{agent_bin, discover_bin, eventually, require_lab, run_ok, Proc};
+use rlx_lab::kit::{discover_bin, eventually, require_lab, run_ok, Proc};
 use rlx_lab::Lab;
 use rlx_proto::caps::NodeCaps;
 use rlx_proto::keys::KeyRing;
@@ -36,27 +36,12 @@ const UP: Duration = Duration::from_secs(30);
 const X_ID: &str = "d0000000000000a1";
 
 fn x_caps() -> String {
-    format!(
-        r#"{{"id":"{X_ID}","hostname":"x-host","os":"linux","arch":"x86_64","cores":8,
-           "ram_total":68719476736,"ram_avail":60000000000,
-           "devices":[{{"device":"cpu","name":"cpu","mem_bytes":0}}]}}"#
-    )
+    crate::identity::caps_of(X_ID)
 }
 
 /// The real keyed agent x on `host`, with its own node key in `state`.
 fn agent_x(lab: &Lab, host: usize, key: &Path, caps: &Path, state: &Path) -> Proc {
-    let mut cmd = Command::new(agent_bin());
-    cmd.arg("--caps-file")
-        .arg(caps)
-        .args(["--name", "x-host", "--node-id", X_ID])
-        .arg("--key-file")
-        .arg(key)
-        .arg("--state-dir")
-        .arg(state)
-        .env("RUST_LOG", "info");
-    let p = Proc::spawn(lab, host, cmd);
-    p.expect_output("mDNS: announced on", UP);
-    p
+    crate::identity::keyed_agent(lab, host, X_ID, key, caps, state)
 }
 
 /// Starts the claimant on host `host`'s agent port: it proves the cluster

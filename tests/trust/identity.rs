@@ -29,22 +29,36 @@ const PORT: u16 = 9100;
 /// x's node id, which y claims.
 const X_ID: &str = "1de0000000000001";
 
-/// x's caps, which y is given as its own.
-fn x_caps() -> String {
+/// The caps of a simulated CPU machine `x-host` with node id `id` (x's,
+/// which y is given as its own; the downgrade tests' claimant's too).
+pub(crate) fn caps_of(id: &str) -> String {
     format!(
-        r#"{{"id":"{X_ID}","hostname":"x-host","os":"linux","arch":"x86_64","cores":8,
+        r#"{{"id":"{id}","hostname":"x-host","os":"linux","arch":"x86_64","cores":8,
            "ram_total":68719476736,"ram_avail":60000000000,
            "devices":[{{"device":"cpu","name":"cpu","mem_bytes":0}}]}}"#
     )
 }
 
-/// A keyed agent on `host` with x's id and caps, announcing as `x-host`,
-/// keeping its node key in `state`.
-fn agent(lab: &Lab, host: usize, key: &Path, caps: &Path, state: &Path) -> Proc {
+/// x's caps.
+fn x_caps() -> String {
+    caps_of(X_ID)
+}
+
+/// A keyed agent on `host` with node id `id` and the caps in `caps`,
+/// announcing as `x-host`, keeping its node key in `state`; started and
+/// announced.
+pub(crate) fn keyed_agent(
+    lab: &Lab,
+    host: usize,
+    id: &str,
+    key: &Path,
+    caps: &Path,
+    state: &Path,
+) -> Proc {
     let mut cmd = Command::new(agent_bin());
     cmd.arg("--caps-file")
         .arg(caps)
-        .args(["--name", "x-host", "--node-id", X_ID])
+        .args(["--name", "x-host", "--node-id", id])
         .arg("--key-file")
         .arg(key)
         .arg("--state-dir")
@@ -53,6 +67,11 @@ fn agent(lab: &Lab, host: usize, key: &Path, caps: &Path, state: &Path) -> Proc 
     let p = Proc::spawn(lab, host, cmd);
     p.expect_output("mDNS: announced on", UP);
     p
+}
+
+/// A keyed agent on `host` with x's id and caps.
+fn agent(lab: &Lab, host: usize, key: &Path, caps: &Path, state: &Path) -> Proc {
+    keyed_agent(lab, host, X_ID, key, caps, state)
 }
 
 /// The fingerprint an agent logged for its node key.
