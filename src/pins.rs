@@ -427,7 +427,9 @@ mod tests {
             comment.starts_with("gpu\\u{202e}a\\u{200b}b first seen"),
             "{comment}"
         );
-        assert!(comment.chars().all(|c| !matches!(c, '\u{202e}' | '\u{200b}')));
+        assert!(comment
+            .chars()
+            .all(|c| !matches!(c, '\u{202e}' | '\u{200b}')));
     }
 
     #[test]
