@@ -269,7 +269,13 @@ fn the_same_agent_found_by_ssh_and_mdns_is_one_node() {
         "box",
         "0.0.0.0",
         2222,
-        &format!("PATH={}:/usr/bin:/bin", bin_dir.display()),
+        // The host's own state directory, as its agent has it: the probe
+        // over ssh then names the agent's node id.
+        &format!(
+            "PATH={}:/usr/bin:/bin STATE_DIRECTORY={}",
+            bin_dir.display(),
+            lab.state_dir(1).display()
+        ),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let sshd = Proc::spawn(&lab, 1, sshd::server_command(&cfg));

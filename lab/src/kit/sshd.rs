@@ -175,7 +175,11 @@ pub fn client_wrapper(dir: &Path, config: &Path) -> Result<PathBuf> {
 /// it with [`wait_listening`].
 pub fn start_in_lab(lab: &Lab, i: usize, dir: &Path, name: &str, set_env: &str) -> Result<Proc> {
     let ip = lab.host(i).ip.to_string();
-    let cfg = server_config(dir, name, &ip, 22, set_env)?;
+    // A command run over ssh on the host sees that host's state directory,
+    // as the agent started there does (Lab::command), so `rlx-agent
+    // --probe` over ssh names the same node id and key.
+    let set_env = format!("{set_env} STATE_DIRECTORY={}", lab.state_dir(i).display());
+    let cfg = server_config(dir, name, &ip, 22, &set_env)?;
     Ok(Proc(lab.spawn(i, server_command(&cfg))?))
 }
 
