@@ -199,13 +199,22 @@ impl Pins {
     }
 
     /// Pins `key` for `id` in memory (see [`Pins::save`]); the comment
-    /// names `host` and today's date.
+    /// names `host` and today's date. The host name is the agent's to
+    /// choose, and the pins file is read in editors and terminals: control
+    /// characters and `#` become `?`, white space goes, and bidi overrides
+    /// and other invisible format characters are escaped (`\u{202e}`), so a
+    /// name cannot break the line, start a comment, or make the line read
+    /// in another order than it is parsed.
     pub fn pin(&mut self, id: &str, key: NodePublicKey, host: &str) {
         let host: String = host
             .chars()
             .map(|c| if c.is_control() || c == '#' { '?' } else { c })
             .filter(|c| !c.is_whitespace())
             .take(64)
+            .flat_map(|c| match c {
+                '"' | '\'' | '\\' => vec![c],
+                c => c.escape_debug().collect(),
+            })
             .collect();
         let comment = format!("{host} first seen {}", today());
         self.entries.insert(id.to_string(), Pin { key, comment });
@@ -404,6 +413,23 @@ mod tests {
                 .starts_with("bad?host?name first seen"),
             "a host name cannot break the line or start a comment: {text}"
         );
+    }
+
+    /// Guards against a host name that reorders its pin line on screen: a
+    /// right-to-left override in the name made an editor show the key and
+    /// the comment in another order than the file is parsed.
+    #[test]
+    fn a_host_names_bidi_and_format_characters_are_escaped_in_its_pin_comment() {
+        let mut pins = Pins::default();
+        pins.pin("0123456789abcdef", k(1), "gpu\u{202e}a\u{200b}b");
+        let comment = &pins.get("0123456789abcdef").unwrap().comment;
+        assert!(
+            comment.starts_with("gpu\\u{202e}a\\u{200b}b first seen"),
+            "{comment}"
+        );
+        assert!(comment
+            .chars()
+            .all(|c| !matches!(c, '\u{202e}' | '\u{200b}')));
     }
 
     #[test]
