@@ -346,7 +346,24 @@ async fn connection(
         }
         Ok(Err(why)) => tracing::debug!(%peer, "handshake: {why}"),
         Ok(Ok(None)) => tracing::debug!(%peer, "handshake: answered"),
-        Ok(Ok(Some(Handoff::Follow(conn)))) => {
+        Ok(Ok(Some(Handoff::Follow(mut conn, asked)))) => {
+            // A keyed agent's stream first proves its coordinator, still
+            // under the handshake's bound and limit: a slot is never
+            // given to a stranger.
+            if let (Some(key), Some((nonce, reply))) = (key.as_ref(), asked) {
+                let proved = follow::proved(&mut conn, key, &nonce, reply.as_bytes());
+                match tokio::time::timeout(timeout, proved).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(why)) => {
+                        tracing::debug!(%peer, "{why}");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "liveness stream refused: no stream proof within {} ms", timeout.as_millis());
+                        return;
+                    }
+                }
+            }
             // Out of the connection limit's reach: the streams have their own.
             held.store(true, Ordering::Relaxed);
             let why = follow::serve(conn, peer.ip(), followers, stop, idle).await;
@@ -365,10 +382,11 @@ async fn connection(
 
 /// A connection handed back to run outside the handshake's time bound: a
 /// measurement request (with its first line), or a liveness stream whose
-/// follow hello was answered.
+/// follow hello was answered (with that hello's nonce and the reply, which
+/// a keyed agent's coordinator must prove it holds the key for).
 enum Handoff {
     Measure(BufReader<TcpStream>, Vec<u8>),
-    Follow(BufReader<TcpStream>),
+    Follow(BufReader<TcpStream>, Option<(handshake::Nonce, String)>),
 }
 
 /// Reads one hello line (at most [`MAX_HELLO_BYTES`]) and writes the reply,
@@ -404,7 +422,10 @@ async fn exchange(
     if handshake::measure::is_request(&line) {
         return Ok(Some(Handoff::Measure(conn, line)));
     }
-    let follow = handshake::parse_hello(&line).is_ok_and(|h| h.follow);
+    let follow = handshake::parse_hello(&line)
+        .ok()
+        .filter(|h| h.follow)
+        .map(|h| h.nonce);
     let (out, refused) = match handshake::answer_signed(&line, caps, key, node_key, on) {
         Ok(reply) => (reply, None),
         Err(e) => (e.to_line(), Some(e)),
@@ -413,8 +434,9 @@ async fn exchange(
     wr.write_all(out.as_bytes())
         .await
         .map_err(|e| format!("write failed: {e}"))?;
-    if follow && refused.is_none() {
-        return Ok(Some(Handoff::Follow(conn)));
+    if let (Some(nonce), None) = (follow, &refused) {
+        let asked = key.map(|_| (nonce, out));
+        return Ok(Some(Handoff::Follow(conn, asked)));
     }
     let _ = wr.shutdown().await;
     match refused {

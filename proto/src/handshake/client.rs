@@ -262,7 +262,7 @@ pub async fn query_in_cluster(
     let hello = |n: &Nonce| hello_line_for(n, cluster);
     exchange(addr, (deadline, timeout), hello, keys, expect_id)
         .await
-        .map(|(reply, _)| reply)
+        .map(|(reply, _, _)| reply)
 }
 
 /// The connection a handshake was made on, after its reply: what was
@@ -273,14 +273,16 @@ pub(super) type Connection = (BufReader<OwnedReadHalf>, OwnedWriteHalf);
 /// `deadline` (`timeout` is that deadline as the caller gave it, for the
 /// messages): the hello `hello` makes for a fresh nonce out, one bounded
 /// reply line in, checked with [`check_reply`]. Returns the connection
-/// too, for a caller that keeps it (the liveness stream, [`super::follow`]).
+/// too, for a caller that keeps it (the liveness stream, [`super::follow`]),
+/// with the nonce sent and the reply line as received, which the stream's
+/// proof covers.
 pub(super) async fn exchange(
     addr: SocketAddr,
     (deadline, timeout): (Instant, Duration),
     hello: impl FnOnce(&Nonce) -> String,
     keys: Option<&KeyRing>,
     expect_id: Option<&str>,
-) -> Result<(HandshakeReply, Connection), HandshakeError> {
+) -> Result<(HandshakeReply, Connection, Exchanged), HandshakeError> {
     let nonce = Nonce::random().map_err(|why| HandshakeError::Local { addr, why })?;
     let not_rlx = |why: String| HandshakeError::NotRlx { addr, why };
 
@@ -367,7 +369,16 @@ pub(super) async fn exchange(
     reply.clock = reply
         .agent_time_ms
         .and_then(|t| ClockOffset::from_exchange(sent_ms, t, got_ms));
-    Ok((reply, (reader.into_inner(), wr)))
+    Ok((reply, (reader.into_inner(), wr), Exchanged { nonce, line }))
+}
+
+/// What a handshake exchanged, for the liveness stream's proof.
+#[derive(Debug)]
+pub(super) struct Exchanged {
+    /// The hello's nonce.
+    pub(super) nonce: Nonce,
+    /// The reply line exactly as received.
+    pub(super) line: Vec<u8>,
 }
 
 /// Checks one reply line against the nonce we sent, on the connection we

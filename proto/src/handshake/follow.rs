@@ -27,11 +27,29 @@
 //! coordinator that vanished does not leave the agent queueing pulses into
 //! a dead connection for the quarter of an hour TCP takes to give up
 //! ([`FOLLOWER_IDLE`]).
+//!
+//! **A keyed agent gives a stream only to a coordinator that proves the
+//! key.** The reply proves the agent to the coordinator, not the other
+//! way round, and the agent holds at most [`MAX_FOLLOWERS`] streams: were
+//! they free for the asking, sixteen strangers' addresses would close a
+//! coordinator's stream. So after its reply a keyed agent asks once, and
+//! the coordinator answers with an HMAC of the hello's nonce and the reply
+//! line exactly as sent (which the agent's own proof binds to this
+//! connection's endpoints), within the handshake's time bound:
+//!
+//! ```text
+//! agent -> coordinator   {"rlx":"prove"}\n
+//! coordinator -> agent   {"rlx":"proof","proof":"<64 hex>"}\n
+//! ```
+//!
+//! Only then does the stream take a slot and pulse. An agent without a key
+//! pulses at once, as before; a coordinator that predates the question
+//! takes it for garbage and checks the agent by handshakes only.
 
 use super::client::{exchange, preview, Connection, HandshakeError, HandshakeReply};
 use super::messages::follow_hello_line;
-use super::proof::Nonce;
-use crate::keys::KeyRing;
+use super::proof::{check, field, sign, Nonce};
+use crate::keys::{Key, KeyRing};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -77,9 +95,56 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "rlx", rename_all = "lowercase")]
 enum Line {
-    Pulse { seq: u64, every_ms: u64 },
+    Pulse {
+        seq: u64,
+        every_ms: u64,
+    },
     Bye,
     Ping,
+    /// A keyed agent's question, before its first pulse.
+    Prove,
+    /// The coordinator's answer to it.
+    Proof {
+        proof: String,
+    },
+}
+
+/// What the coordinator's stream proof is a MAC of begins with this, so it
+/// can never be taken for any other proof of the protocol.
+pub const FOLLOW_TAG: &[u8] = b"rlx-follow-v1";
+
+fn follow_input(mac: &mut impl hmac::Mac, nonce: &Nonce, reply: &[u8]) {
+    mac.update(FOLLOW_TAG);
+    mac.update(nonce.as_bytes());
+    field(mac, reply.trim_ascii_end());
+}
+
+/// The coordinator's proof that it holds `key`, for the stream whose hello
+/// carried `nonce` and whose reply was `reply` (the line as sent; the
+/// newline does not count).
+pub fn prove_follow(key: &Key, nonce: &Nonce, reply: &[u8]) -> String {
+    sign(key, |mac| follow_input(mac, nonce, reply))
+}
+
+/// The agent's check of a line that should be the coordinator's
+/// `{"rlx":"proof"}`: whether it proves `key` for this stream.
+pub fn is_follow_proof(key: &Key, nonce: &Nonce, reply: &[u8], l: &[u8]) -> bool {
+    match serde_json::from_slice(l.trim_ascii_end()) {
+        Ok(Line::Proof { proof }) => check(key, &proof, |mac| follow_input(mac, nonce, reply)),
+        _ => false,
+    }
+}
+
+/// A keyed agent's question after its reply.
+pub fn prove_line() -> String {
+    line(&Line::Prove)
+}
+
+/// The coordinator's answer to [`prove_line`].
+pub fn proof_line(key: &Key, nonce: &Nonce, reply: &[u8]) -> String {
+    line(&Line::Proof {
+        proof: prove_follow(key, nonce, reply),
+    })
 }
 
 fn line(l: &Line) -> String {
@@ -125,6 +190,10 @@ pub enum Heard {
     },
     /// The agent is stopping.
     Bye,
+    /// A keyed agent asks the coordinator to prove the key before it
+    /// pulses; only [`follow_in_cluster`] answers it, a later one is
+    /// garbage.
+    Prove,
     /// The connection ended cleanly (a FIN: the agent's process exited or
     /// closed it).
     Closed,
@@ -245,6 +314,8 @@ impl Follower {
             }
             Ok(Line::Bye) => Heard::Bye,
             Ok(Line::Ping) => Heard::Garbage("a ping from the agent".into()),
+            Ok(Line::Prove) => Heard::Prove,
+            Ok(Line::Proof { .. }) => Heard::Garbage("a stream proof from the agent".into()),
             Err(e) => Heard::Garbage(format!("{} is not a pulse or a bye: {e}", preview(l))),
         }
     }
@@ -276,10 +347,27 @@ pub(crate) async fn follow_pinging(
 ) -> Result<(HandshakeReply, Option<Follower>), HandshakeError> {
     let deadline = Instant::now() + timeout;
     let hello = |n: &Nonce| follow_hello_line(n, cluster);
-    let (reply, conn) = exchange(addr, (deadline, timeout), hello, keys, expect_id).await?;
+    let (reply, conn, said) = exchange(addr, (deadline, timeout), hello, keys, expect_id).await?;
     let mut f = Follower::new(conn, ping_every);
     let first = deadline.max(Instant::now() + Duration::from_millis(500));
-    match timeout_at(first, f.next()).await {
+    let mut heard = timeout_at(first, f.next()).await;
+    if let Ok(Heard::Prove) = heard {
+        // The key the agent proved, so it is the one it checks.
+        let key = keys.zip(reply.key_index).map(|(ring, i)| &ring.keys()[i]);
+        let Some(key) = key else {
+            tracing::debug!(%addr, "the agent asks for a stream proof and we hold no key: no liveness stream");
+            return Ok((reply, None));
+        };
+        let proof = proof_line(key, &said.nonce, &said.line);
+        match timeout_at(first, f.conn.1.write_all(proof.as_bytes())).await {
+            Ok(Ok(())) => heard = timeout_at(first, f.next()).await,
+            _ => {
+                tracing::debug!(%addr, "the agent did not take our stream proof: no liveness stream");
+                return Ok((reply, None));
+            }
+        }
+    }
+    match heard {
         Ok(Heard::Pulse { .. }) => Ok((reply, Some(f))),
         Ok(Heard::Closed) => Ok((reply, None)),
         Ok(other) => {

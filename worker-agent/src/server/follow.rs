@@ -11,15 +11,20 @@
 //! reading (a write not taken within [`WRITE_TIMEOUT`]). Streams are not
 //! counted against the connection limit: a flood of handshakes must not
 //! close a coordinator's stream (a false death), and they have their own.
+//! A keyed agent gives a slot only to a coordinator that proved the key
+//! ([`proved`]): without that, sixteen strangers' addresses would close a
+//! coordinator's stream.
 
-use rlx_proto::handshake::follow::WRITE_TIMEOUT;
+use rlx_proto::handshake::follow::{is_follow_proof, prove_line, WRITE_TIMEOUT};
+use rlx_proto::handshake::Nonce;
 use rlx_proto::handshake::{
     bye_line, is_ping, pulse_line, FOLLOWER_IDLE, MAX_FOLLOWERS, MAX_FOLLOW_LINE, PULSE_INTERVAL,
 };
+use rlx_proto::keys::Key;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::time::{timeout, Instant};
@@ -67,6 +72,33 @@ impl Followers {
             .lock()
             .expect("followers lock")
             .retain(|(i, _, _)| *i != id);
+    }
+}
+
+/// A keyed agent's question to the coordinator of a new stream, and the
+/// check of its answer ([`rlx_proto::handshake::follow`]): `Ok` when its
+/// first line proves `key` for the hello's `nonce` and our `reply`. The
+/// caller bounds the time.
+pub(crate) async fn proved(
+    conn: &mut BufReader<TcpStream>,
+    key: &Key,
+    nonce: &Nonce,
+    reply: &[u8],
+) -> Result<(), String> {
+    write(conn, &prove_line()).await?;
+    let mut l = Vec::with_capacity(MAX_FOLLOW_LINE + 1);
+    let n = (&mut *conn)
+        .take(MAX_FOLLOW_LINE as u64 + 1)
+        .read_until(b'\n', &mut l)
+        .await
+        .map_err(|e| format!("liveness stream refused: {e}"))?;
+    if n == 0 {
+        return Err("liveness stream refused: closed without a stream proof".into());
+    }
+    if is_follow_proof(key, nonce, reply, &l) {
+        Ok(())
+    } else {
+        Err("liveness stream refused: its first line does not prove the cluster key".into())
     }
 }
 

@@ -245,3 +245,49 @@ async fn handshakes_and_a_flood_of_connections_leave_the_streams_alone() {
         assert!(matches!(f.next().await, Heard::Pulse { .. }));
     }
 }
+
+/// A keyed agent holds a stream only for a coordinator that proves the
+/// cluster key: strangers from sixteen addresses (the limit) answer its
+/// question with nothing or with a made-up proof, are closed, and never
+/// take a slot, so the coordinator's stream, opened first, keeps pulsing.
+#[tokio::test]
+async fn a_keyed_agent_gives_no_stream_slot_to_strangers_and_keeps_a_proving_coordinators() {
+    let agent = start(Some(key(1)), Limits::default()).await;
+    let ring = KeyRing::single(key(1));
+    let (_, f) = follow_in_cluster(agent.addr, GOOD, Some(&ring), None, None)
+        .await
+        .unwrap();
+    let mut coordinator = f.expect("a coordinator holding the key gets a stream");
+    let mut strangers = Vec::new();
+    for i in 0..MAX_FOLLOWERS as u8 {
+        let mut s = raw_follower(agent.addr, &format!("127.0.1.{}", i + 1)).await;
+        assert_eq!(
+            line_of(&mut s).await.as_deref().map(str::trim_end),
+            Some(r#"{"rlx":"prove"}"#),
+            "the agent asks before it pulses"
+        );
+        if i % 2 == 0 {
+            let forged = format!("{{\"rlx\":\"proof\",\"proof\":\"{}\"}}\n", "ab".repeat(32));
+            s.get_mut().write_all(forged.as_bytes()).await.unwrap();
+        }
+        strangers.push(s);
+    }
+    for (i, s) in strangers.iter_mut().enumerate() {
+        let mut pulsed = false;
+        while let Some(l) = line_of(s).await {
+            pulsed |= l.contains("pulse");
+        }
+        assert!(!pulsed, "stranger {} got pulses without a proof", i + 1);
+    }
+    for _ in 0..3 {
+        assert!(
+            matches!(coordinator.next().await, Heard::Pulse { .. }),
+            "the proving coordinator's stream keeps pulsing"
+        );
+    }
+    // A coordinator without the key is answered, and gets no stream.
+    let (_, none) = follow_in_cluster(agent.addr, GOOD, None, None, None)
+        .await
+        .unwrap();
+    assert!(none.is_none(), "no stream without the key");
+}
