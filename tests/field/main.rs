@@ -6,6 +6,7 @@
 //! - `clones`: one node per cloned machine, every run.
 //! - `exit`: strangers do not fail the run; a claimed address does.
 //! - `moves`: a changed address, a machine on two networks.
+//! - `interfaces`: an agent told its interfaces serves nowhere else.
 //! - `prune`: `--prune` cuts only a machine confirmed gone.
 //! - `watch_churn`: `watch` under random stops, crashes and restarts.
 //! - `embed`: `examples/runtime.rs` follows a join, a restart and a leave.
@@ -15,6 +16,7 @@
 mod clones;
 mod embed;
 mod exit;
+mod interfaces;
 mod liveness;
 mod moves;
 mod prune;

@@ -282,7 +282,7 @@ fn a_hand_written_node_whose_machine_moved_is_reported_and_neither_rewritten_nor
 /// lab's own /16 is 10.X.0.0 with X from 1 to 254, so the two never
 /// overlap, and the second link's addresses are the lower ones: the rule
 /// picks the link that is not `eth0`, where the agent is heard first.
-fn second_link(lab: &Lab, hosts: &[usize]) -> Vec<Ipv4Addr> {
+pub(crate) fn second_link(lab: &Lab, hosts: &[usize]) -> Vec<Ipv4Addr> {
     let sw = lab.switch_ns().expect("a switched lab").to_string();
     run_ok(Command::new("ip").args([
         "-n",

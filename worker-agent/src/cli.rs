@@ -222,9 +222,12 @@ pub struct AgentArgs {
     #[arg(long, value_delimiter = ',', value_name = "KINDS", default_values_t = Device::ALL.to_vec(), env = "RLX_AGENT_TARGETS")]
     pub targets: Vec<Device>,
 
-    /// Network interface to announce on; repeat for several [default: every
-    /// up, multicast-capable interface except virtual ones such as docker0,
-    /// veth*, br-*, virbr*].
+    /// Network interface to announce on and answer on; repeat for several.
+    /// Given, the handshake port listens only on these interfaces'
+    /// addresses (and loopback), following them as they change [default:
+    /// announce on every up, multicast-capable interface except virtual
+    /// ones such as docker0, veth*, br-*, virbr*, and answer on every
+    /// address].
     #[arg(
         long = "interface",
         value_name = "IFACE",

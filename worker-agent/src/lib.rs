@@ -48,6 +48,7 @@ pub mod cli;
 pub mod config;
 pub mod credential;
 pub mod links;
+pub mod listen;
 pub mod measure;
 pub mod naming;
 pub mod probe;

@@ -20,10 +20,8 @@ use rlx_proto::caps::NodeCaps;
 use rlx_proto::identity::NodeKey;
 use rlx_proto::keys::KeyRing;
 use std::future::Future;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// How often a probing agent looks at its box again (RAM and disk free, a
@@ -45,23 +43,6 @@ pub const REPROBE_INTERVAL: Duration = Duration::from_secs(60);
 /// fault straight back in). Trimming earlier pages out code that is then
 /// pulled back in.
 pub const TRIM_AFTER: Duration = Duration::from_secs(6);
-
-/// Binds the handshake port: dual-stack `[::]` when the host has IPv6, else
-/// IPv4 only (IPv6 disabled by sysctl, as in many containers and labs).
-async fn bind(port: u16) -> Result<TcpListener> {
-    match TcpListener::bind(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))).await {
-        Ok(l) => Ok(l),
-        Err(v6) => TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot listen on the agent's port {port} (IPv6: {v6}); is another agent \
-                     running, or another daemon on that port? choose another with --port \
-                     (coordinators: [discover] agent_port for scans)"
-                )
-            }),
-    }
-}
 
 /// A fresh incarnation for this run: 64 random bits as 16 hex characters,
 /// announced in TXT ([`rlx_proto::txt::INCARNATION_KEY`]) and in every
@@ -101,8 +82,15 @@ pub async fn run(args: &AgentArgs, mut caps: NodeCaps) -> Result<()> {
         args.advertise.len(),
         rlx_proto::handshake::MAX_ADVERTISED
     );
-    let listener = bind(args.port).await?;
-    let port = listener.local_addr()?.port();
+    let listener = crate::listen::Incoming::bind(args.port, &args.interfaces).await?;
+    let port = listener.port()?;
+    if !args.interfaces.is_empty() {
+        tracing::info!(
+            addresses = ?listener.addresses(),
+            "the handshake port listens on the addresses of {} and loopback only",
+            args.interfaces.join(", ")
+        );
+    }
     // With `--port 0` the port is known only now.
     caps.agent_port = Some(port);
     if let Some(held) = &caps.worker_held_by {

@@ -183,7 +183,7 @@ pub async fn serve_with(
 /// answer its QU questions with more bytes than they carried
 /// ([`crate::proved`]).
 pub async fn serve_signed(
-    listener: TcpListener,
+    listener: impl Into<crate::listen::Incoming>,
     caps: Arc<watch::Sender<Arc<NodeCaps>>>,
     (key, node_key): Credentials,
     advertised: Vec<SocketAddr>,
@@ -191,6 +191,7 @@ pub async fn serve_signed(
     proved: crate::proved::ProvedPeers,
     shutdown: impl Future,
 ) {
+    let mut listener = listener.into();
     let advertised: Arc<[SocketAddr]> = advertised.into();
     let max = limits.max_connections.max(1);
     let mut tasks = JoinSet::new();
