@@ -121,6 +121,10 @@ pub(crate) struct Rules {
     /// Node id -> node key, shared by every admission of the run (and of a
     /// `watch`'s lifetime): a file's, or in memory.
     pub pins: Arc<Mutex<Pins>>,
+    /// For a coordinator that never stops (`watch`, `LiveWatch`): new pins
+    /// held a few seconds ([`hold`]); `None` for a run, which judges all
+    /// its handshakes at once.
+    pub pin_hold: Option<Arc<Mutex<hold::PinHold>>>,
 }
 
 /// Why `[discover]`'s admission rules cannot be had: its key file or its
@@ -175,6 +179,7 @@ impl Rules {
             timeout: Duration::from_millis(d.timeout_ms).max(MIN_ATTEMPT),
             concurrency: DEFAULT_HANDSHAKE_CONCURRENCY,
             pins: Arc::new(Mutex::new(pins)),
+            pin_hold: None,
         })
     }
 }
@@ -278,7 +283,7 @@ impl Admission {
             task.abort();
         }
         let mut admitted = Vec::new();
-        for v in judge_identities(verdicts, &self.rules.pins) {
+        for v in judge_identities(verdicts, &self.rules.pins, self.rules.pin_hold.as_deref()) {
             match v {
                 Verdict::Admit(s, _) => admitted.push(*s),
                 Verdict::Refuse(p) => problems.push(p),
@@ -456,6 +461,7 @@ pub(crate) async fn admit(d: Discovery, rules: &Rules) -> Discovery {
     Admission::new(rules.clone()).admit(d).await
 }
 
+pub(crate) mod hold;
 mod identities;
 use identities::{judge_identities, Verdict};
 
@@ -494,6 +500,7 @@ mod tests {
     fn rules(cluster: &str) -> Rules {
         Rules {
             pins: Default::default(),
+            pin_hold: None,
             keys: None,
             cluster: Some(cluster.into()),
             timeout: Duration::from_millis(10),
@@ -574,6 +581,7 @@ mod tests {
         s.caps.as_mut().unwrap().id = "00000000000000aa".into();
         let admission = Admission::new(Rules {
             pins: Default::default(),
+            pin_hold: None,
             keys: None,
             cluster: None,
             timeout: Duration::from_secs(2),

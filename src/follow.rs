@@ -134,7 +134,10 @@ impl LiveWatch {
     /// inside a tokio runtime); events begin when [`LiveWatch::run`] does.
     pub fn start(d: &DiscoverSection, opts: WatchOptions) -> Result<LiveWatch, StartError> {
         let started = Instant::now();
-        let rules = Rules::from_section(d)?;
+        let mut rules = Rules::from_section(d)?;
+        // Admissions finish one by one here: a new pin waits to be sure
+        // no second key claims its id (crate::admit::hold).
+        rules.pin_hold = Some(Default::default());
         let browse = if d.mdns || d.dns_sd.is_none() {
             // The dial policy `[discover]` asks for (on-link only with a
             // key), which the embedding may lift.

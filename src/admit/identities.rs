@@ -3,6 +3,7 @@
 //! new (pinned now), another machine's key for a pinned id, or no proof for
 //! a pinned id (docs/security.md, "Who is who").
 
+use super::hold::{Hold, PinHold, PIN_HOLD};
 use crate::pins::{Judgement, Pins};
 use crate::sighting::{Evidence, PinClash, Pinning, Problem, Sighting};
 use rlx_proto::identity::NodePublicKey;
@@ -27,7 +28,15 @@ pub(super) enum Verdict {
 /// two machines claiming one id), and the next run pins the one written.
 /// Pins are read again first, so a `pins forget` since the last run (or,
 /// for `watch`, since the last check) counts.
-pub(super) fn judge_identities(verdicts: Vec<Verdict>, pins: &Mutex<Pins>) -> Vec<Verdict> {
+///
+/// With a `hold` (a coordinator that never stops, whose admissions finish
+/// one by one), a new id's key is pinned only once it has been the id's
+/// only claimant for [`super::hold::PIN_HOLD`] ([`super::hold`]).
+pub(super) fn judge_identities(
+    verdicts: Vec<Verdict>,
+    pins: &Mutex<Pins>,
+    hold: Option<&Mutex<PinHold>>,
+) -> Vec<Verdict> {
     let claimed = |v: &Verdict| match v {
         Verdict::Admit(s, Some(k)) if !s.id().unwrap_or_default().is_empty() => {
             Some((s.id().unwrap_or_default().to_string(), *k))
@@ -76,11 +85,24 @@ pub(super) fn judge_identities(verdicts: Vec<Verdict>, pins: &Mutex<Pins>) -> Ve
                 Judgement::Clash { pinned } => return refuse_pin_clash(&s, &pins, &pinned, &key),
                 Judgement::New => {
                     s.identity = Pinning::New;
-                    if keys_of.get(&id).is_some_and(|ks| ks.len() == 1) {
-                        pins.pin(&id, key, s.caps.as_ref().map_or(&s.host, |c| &c.hostname));
-                        pinned_now = true;
-                    } else {
-                        tracing::warn!(%id, "two node keys claim this id in one run: pinning neither");
+                    let alone = keys_of.get(&id).is_some_and(|ks| ks.len() == 1);
+                    let held = match (alone, hold) {
+                        (false, _) => Hold::Contested,
+                        (true, None) => Hold::Pin,
+                        (true, Some(h)) => {
+                            h.lock()
+                                .expect("pin hold lock")
+                                .observe(&id, key, tokio::time::Instant::now())
+                        }
+                    };
+                    match held {
+                        Hold::Pin => {
+                            pins.pin(&id, key, s.caps.as_ref().map_or(&s.host, |c| &c.hostname));
+                            pinned_now = true;
+                            tracing::info!(%id, host = %s.host, "pinned node key {}", key.fingerprint());
+                        }
+                        Hold::Wait => tracing::debug!(%id, "a new node key: pinned once it has claimed this id alone for {} s", PIN_HOLD.as_secs()),
+                        Hold::Contested => tracing::warn!(%id, "two node keys claim this id within {} s: pinning neither until one is gone", PIN_HOLD.as_secs()),
                     }
                 }
             }

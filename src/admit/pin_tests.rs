@@ -80,6 +80,7 @@ fn rules(pins: Pins, cluster: Option<Key>) -> Rules {
         timeout: Duration::from_secs(2),
         concurrency: 4,
         pins: Arc::new(Mutex::new(pins)),
+        pin_hold: None,
     }
 }
 
@@ -278,4 +279,51 @@ async fn a_pinned_id_announced_in_txt_by_something_that_does_not_handshake_is_re
         "{}",
         out.problems[0].reason
     );
+}
+
+/// `watch` admits candidates one by one: the first of two keys claiming a
+/// new id must not be pinned just because its handshake finished first,
+/// or the real machine, a moment later, is refused as an impostor. With
+/// the hold, both are admitted unpinned, neither is pinned while both
+/// claim, and the one left alone is pinned once the hold has passed.
+#[tokio::test]
+async fn with_the_pin_hold_two_keys_claiming_a_new_id_one_after_the_other_pin_neither() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.pins");
+    let mut r = rules(Pins::load(&file).unwrap(), None);
+    r.pin_hold = Some(Default::default());
+    let x = NodeKey::from_seed([1; 32]);
+    let y = NodeKey::from_seed([2; 32]);
+    let (ax, ay) = (
+        agent(Some(x.clone()), None).await,
+        agent(Some(y), None).await,
+    );
+    let first = admit_one(ay, &r).await;
+    let second = admit_one(ax, &r).await;
+    for d in [&first, &second] {
+        assert_eq!(
+            d.sightings.len(),
+            1,
+            "admitted, not refused: {:?}",
+            d.problems
+        );
+        assert_eq!(d.sightings[0].identity, Pinning::New);
+    }
+    assert!(
+        r.pins.lock().unwrap().get(ID).is_none(),
+        "neither key is pinned while both claim the id"
+    );
+    // y stops claiming; x, checked again as a member is every few
+    // seconds, is pinned once y has been gone for the hold.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = admit_one(ax, &r).await;
+    assert_eq!(still.sightings.len(), 1, "{:?}", still.problems);
+    assert!(
+        r.pins.lock().unwrap().get(ID).is_none(),
+        "y claimed 3 s ago"
+    );
+    tokio::time::sleep(hold::PIN_HOLD - Duration::from_secs(3) + Duration::from_millis(300)).await;
+    let later = admit_one(ax, &r).await;
+    assert_eq!(later.sightings.len(), 1, "{:?}", later.problems);
+    assert_eq!(r.pins.lock().unwrap().get(ID).unwrap().key, x.public());
 }

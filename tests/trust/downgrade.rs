@@ -202,7 +202,7 @@ fn watch_does_not_take_a_keyless_answer_at_a_crashed_members_address_for_it() {
     let mut cmd = Command::new(discover_bin());
     cmd.args(["watch", "--json", "--interface", "eth0", "--key-file"])
         .arg(&key)
-        .env("RUST_LOG", "warn");
+        .env("RUST_LOG", "warn,rlx_discover::admit=info");
     let w = Proc::spawn(&lab, 0, cmd);
     let x = agent_x(&lab, 1, &key, &caps, &d.join("x-state"));
     eventually(UP, "x joined", || {
@@ -212,6 +212,9 @@ fn watch_does_not_take_a_keyless_answer_at_a_crashed_members_address_for_it() {
             .then_some(())
             .ok_or(format!("{evs:?}"))
     });
+    // watch holds a new pin until the key has claimed the id alone for
+    // a few seconds (no second key answering a moment later).
+    w.expect_output("pinned node key", Duration::from_secs(15));
     x.kill();
     drop(x);
     claimant(&lab, 1, &key);

@@ -250,7 +250,7 @@ fn watch_refuses_a_member_claiming_a_crashed_members_id_with_another_node_key() 
     let mut cmd = Command::new(discover_bin());
     cmd.args(["watch", "--json", "--interface", "eth0", "--key-file"])
         .arg(&key)
-        .env("RUST_LOG", "warn");
+        .env("RUST_LOG", "warn,rlx_discover::admit=info");
     let w = Proc::spawn(&lab, 0, cmd);
     let (x_addr, y_addr) = (
         format!("{}:{PORT}", lab.host(1).ip),
@@ -267,6 +267,9 @@ fn watch_refuses_a_member_claiming_a_crashed_members_id_with_another_node_key() 
     });
     assert_eq!(joined["node"]["identity"], "new", "{joined}");
     assert_eq!(joined["node"]["node_key"], x_fp.as_str(), "{joined}");
+    // watch holds a new pin until the key has claimed the id alone for
+    // a few seconds (no second key answering a moment later).
+    w.expect_output("pinned node key", Duration::from_secs(15));
 
     // x crashes (no goodbye): watch's health check finds it gone.
     x.kill();
