@@ -75,6 +75,10 @@ pub(super) struct Farewell {
     checking: bool,
     /// When the last goodbye check started.
     last: Option<Instant>,
+    /// What the waiting or running check is for when it is not an mDNS
+    /// goodbye (a DNS-SD registration gone from the zone), for the reason
+    /// of a `left`.
+    cause: Option<&'static str>,
 }
 
 impl Farewell {
@@ -88,6 +92,19 @@ impl Farewell {
         let earliest = self.last.map_or(now, |t| (t + GOODBYE_SPACING).max(now));
         self.due = Some(earliest);
         true
+    }
+
+    /// [`Farewell::heard`] for another claim than an mDNS goodbye: a
+    /// DNS-SD registration missing from a browse of the zone (deleted,
+    /// expired, or only missing from one answer), said in the `left`.
+    pub(super) fn heard_because(&mut self, now: Instant, cause: &'static str) -> bool {
+        self.cause = Some(cause);
+        self.heard(now)
+    }
+
+    /// What the check is for: `"goodbye"`, or the cause it was heard for.
+    pub(super) fn cause(&self) -> &'static str {
+        self.cause.unwrap_or("goodbye")
     }
 
     /// Whether the waiting check may start at `now` (none under way, its
@@ -111,6 +128,9 @@ impl Farewell {
     /// The check under way has ended.
     pub(super) fn done(&mut self) {
         self.checking = false;
+        if self.due.is_none() {
+            self.cause = None;
+        }
     }
 }
 

@@ -75,6 +75,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         else {
             return; // it left (and maybe joined again) meanwhile
         };
+        let cause = m.farewell.cause();
         m.farewell.done();
         let answer = checked
             .sightings
@@ -139,7 +140,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         let cause = if m.contender.is_some() {
             "its records changed"
         } else {
-            "goodbye"
+            cause
         };
         self.gone(
             out,

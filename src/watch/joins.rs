@@ -19,7 +19,11 @@ use tokio::time::Instant;
 
 impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
     /// One DNS-SD browse's result: new registrations join through
-    /// admission; DNS members whose registration is gone have left.
+    /// admission; a DNS member whose registration is missing is checked
+    /// like a member said goodbye for ([`super::farewell`]), and leaves
+    /// only if its machine does not answer: a registration missing from
+    /// one answer (a server restarting, a lease renewed late, a forged or
+    /// truncated reply) is not a departure.
     pub(super) fn dns_browsed(
         &mut self,
         out: &mut Out<impl FnMut(Event)>,
@@ -40,15 +44,12 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
             .filter(|(k, m)| m.sighting.source == Source::Dns && !present.contains(*k))
             .map(|(k, _)| k.clone())
             .collect();
+        let now = Instant::now();
         for k in gone {
-            if let Some(m) = self.members.remove(&k) {
-                out.emit(
-                    Kind::Left,
-                    &k,
-                    Some(&m.node),
-                    m.incarnation.as_deref(),
-                    Some("DNS registration deleted or expired".into()),
-                );
+            if let Some(m) = self.members.get_mut(&k) {
+                tracing::debug!("{k}: missing from the zone; checking its machine");
+                m.farewell
+                    .heard_because(now, "DNS registration missing from the zone");
             }
         }
         self.report_refusals(out, &problems);

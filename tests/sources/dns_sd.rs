@@ -429,7 +429,7 @@ fn watch_with_a_domain_reports_a_registered_agent_joining_and_leaving() {
     let out = watch.stdout();
     let left = out.lines().find(|l| l.contains("\"left\"")).unwrap();
     assert!(
-        left.contains("DNS registration deleted")
+        left.contains("DNS registration missing from the zone")
             || left.contains("health check failed")
             || left.contains("goodbye on its liveness connection"),
         "{left}"
