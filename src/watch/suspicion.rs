@@ -11,9 +11,9 @@
 //!   [`PARTITION_HOLD`], unless at least two members and more than half of
 //!   the cluster (the larger of its file's nodes and the members seen) are
 //!   dark together, which is a partition: one `partitioned` event, and the
-//!   dark members held as suspects, never left, while it lasts. They are
-//!   dialled every [`SUSPECT_PROBE`], and each is `up` as soon as it is
-//!   reachable and pulses again. When the dark ones are no longer a
+//!   dark members held as suspects, not left while it lasts, up to the
+//!   suspicion timeout. They are dialled every [`SUSPECT_PROBE`], and each
+//!   is `up` as soon as it is reachable and pulses again. When the dark ones are no longer a
 //!   majority, those still dark are judged one by one again.
 //! - **local health** ([`super::local`]): the engine ticks every 50 ms; a
 //!   tick more than 250 ms late means the watch itself was not running (SIGSTOPped,
@@ -308,21 +308,30 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
     /// vanished, or a partition.
     pub(super) fn due_suspicions(&mut self, out: &mut Out<impl FnMut(Event)>, now: Instant) {
         let timeout = self.tuning.suspect_timeout;
-        let expired: Vec<(String, Duration)> = self
+        // Held members too: a partition explains a silence, it does not
+        // keep a member for ever. One that nothing has heard from for the
+        // whole suspicion timeout is left, whatever the reason.
+        let expired: Vec<(String, Duration, bool)> = self
             .members
             .iter()
-            .filter(|(_, m)| !m.held)
             .filter_map(|(l, m)| {
                 let s = m.suspicion.as_ref()?;
                 let for_ = now.saturating_duration_since(s.since);
-                (for_ >= timeout).then(|| (l.clone(), for_))
+                (for_ >= timeout).then(|| (l.clone(), for_, m.held))
             })
             .collect();
-        for (label, for_) in expired {
-            let why = format!(
-                "suspect for {} s without a pulse or an answer (the suspicion timeout)",
-                for_.as_secs()
-            );
+        for (label, for_, held) in expired {
+            let why = if held {
+                format!(
+                    "unreachable for {} s in a partition (the suspicion timeout)",
+                    for_.as_secs()
+                )
+            } else {
+                format!(
+                    "suspect for {} s without a pulse or an answer (the suspicion timeout)",
+                    for_.as_secs()
+                )
+            };
             self.gone(out, &label, why, true);
         }
         let dark: Vec<String> = self

@@ -409,3 +409,40 @@ async fn when_a_partition_heals_but_one_member_stays_dark_it_alone_is_left() {
     assert_eq!(got.len(), 3, "{got:?}");
     w.stop().await.unwrap();
 }
+
+/// A partition explains a silence for a while, not for ever: members held
+/// in one are left once nothing has been heard from them for the whole
+/// suspicion timeout, and the partition event said so from the start.
+#[tokio::test(start_paused = true)]
+async fn members_held_in_a_partition_are_left_after_the_suspicion_timeout() {
+    let tuning = WatchTuning {
+        cluster_size: 5,
+        suspect_timeout: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let mut w = cluster(5, tuning).await;
+    for h in ["m0", "m2", "m4"] {
+        w.kill(h, Death::Vanished);
+    }
+    let cut = at(&w);
+    let got = w.during(Duration::from_secs(50)).await;
+    let kinds: Vec<Kind> = got.iter().map(|e| e.event).collect();
+    assert_eq!(kinds, vec![Kind::Partitioned], "held first: {got:?}");
+    let got = w.during(Duration::from_secs(20)).await;
+    let left: BTreeSet<&str> = got
+        .iter()
+        .filter(|e| e.event == Kind::Left)
+        .map(|e| e.instance.as_str())
+        .collect();
+    assert_eq!(left, BTreeSet::from(["m0", "m2", "m4"]), "{got:?}");
+    for e in got.iter().filter(|e| e.event == Kind::Left) {
+        assert!(
+            e.reason.as_deref().unwrap().contains("in a partition"),
+            "{e:?}"
+        );
+        // The suspicion starts when the partition is seen, a few seconds
+        // after the cut.
+        assert!(e.at_ms - cut <= 66_000, "left by the timeout: {e:?}");
+    }
+    w.stop().await.unwrap();
+}
