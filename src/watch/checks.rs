@@ -74,6 +74,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         }
         if let Some(s) = answer {
             m.failed_once = false;
+            m.reset_unanswered = false;
             m.next_check = Some(now + health::next_interval(&mut self.rng));
             let node = node_of(&s, &self.defaults);
             news(out, label, m, &node, incarnation_of(&s));
@@ -134,6 +135,18 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
             // Refused (or answered wrongly) twice: its host is up and its
             // agent is not.
             self.gone(out, label, format!("health check failed: {reason}"), true);
+            return;
+        }
+        // Its stream was reset (a stalled agent's is not) and now its port
+        // proves nothing for a whole round: no proof, no suspicion. Another
+        // host took its address (and accepts there), or its agent hangs.
+        if m.reset_unanswered {
+            let why = format!(
+                "its liveness connection was reset, and what accepts connections at {dialled} \
+                 proves nothing for a whole handshake round ({reason}): another host has its \
+                 address, or its agent hangs"
+            );
+            self.gone(out, label, why, true);
             return;
         }
         // Unanswered for the whole round: a stalled agent or a vanished

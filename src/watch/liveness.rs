@@ -85,8 +85,11 @@ pub(crate) enum Told {
     Pulse,
     /// The agent said goodbye on the stream: it is stopping.
     Bye,
-    /// The stream ended (EOF, a reset, or garbage), with why.
-    Ended { why: String },
+    /// The stream ended (EOF, a reset, or garbage), with why; `reset`
+    /// when the connection failed (a reset, a write that timed out), not
+    /// closed: what a host that took over the member's address answers
+    /// on a connection it never had.
+    Ended { why: String, reset: bool },
     /// The agent answered the follow hello and closed: an agent that
     /// predates the stream, checked by handshakes only.
     Unsupported,
@@ -209,12 +212,15 @@ impl Liveness for Streams {
                 Heard::Bye => Told::Bye,
                 Heard::Closed => Told::Ended {
                     why: "its liveness connection closed".into(),
+                    reset: false,
                 },
                 Heard::Reset(why) => Told::Ended {
                     why: format!("its liveness connection failed ({why})"),
+                    reset: true,
                 },
                 Heard::Garbage(why) => Told::Ended {
                     why: format!("its liveness connection sent garbage ({why}); dropped"),
+                    reset: false,
                 },
                 #[allow(unreachable_patterns)]
                 _ => continue,

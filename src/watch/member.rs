@@ -25,6 +25,11 @@ pub(super) struct Member {
     pub(super) next_check: Option<Instant>,
     /// Its last check was refused at once; the next failure is a leave.
     pub(super) failed_once: bool,
+    /// Its stream failed with a reset, and nothing has answered as it
+    /// since: a stalled agent's kernel keeps its connections (no reset),
+    /// so a port that then accepts and proves nothing for a whole round
+    /// is another host at its address, or an agent that hangs.
+    pub(super) reset_unanswered: bool,
     /// The goodbyes said for it, and their checks.
     pub(super) farewell: Farewell,
     /// A confirmed sighting under its name that is not where, or not what,
@@ -88,6 +93,7 @@ impl Member {
             generation,
             next_check: Some(next_check),
             failed_once: false,
+            reset_unanswered: false,
             farewell: Default::default(),
             contender: None,
             live: Live::Off {

@@ -116,6 +116,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                 if same {
                     *open = true;
                     *heard = now;
+                    m.reset_unanswered = false;
                     return;
                 }
                 // Another machine, or another incarnation, answers there:
@@ -155,8 +156,9 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                 let why = "goodbye on its liveness connection (its agent is stopping)";
                 self.gone(out, &t.label, why.to_string(), true);
             }
-            Told::Ended { why } => {
+            Told::Ended { why, reset } => {
                 tracing::debug!("{}: {why}; dialling its port", t.label);
+                m.reset_unanswered |= reset;
                 m.live = Live::Off {
                     retry: now + FOLLOW_RETRY,
                 };

@@ -57,6 +57,10 @@ enum Death {
     /// SIGSTOPped: its kernel accepts connections, its handshake goes
     /// unanswered for the whole round, and its stream sends nothing.
     Stalled,
+    /// Dead, and another host took its address and accepts on its agent
+    /// port without answering: its stream is reset (that host never had
+    /// the connection), its handshakes go unanswered.
+    TakenOver,
 }
 
 /// One full handshake round against a host that never answers: the last of
@@ -124,7 +128,9 @@ impl Check for FakeCheck {
                             Death::Reset => (Duration::ZERO, "connection refused"),
                             Death::Vanished => (whole_round(), "no answer within 1.5 s"),
                             Death::Hangs => (Duration::from_secs(86_400), "never answered"),
-                            Death::Stalled => (whole_round(), "no reply within 1.5 s"),
+                            Death::Stalled | Death::TakenOver => {
+                                (whole_round(), "no reply within 1.5 s")
+                            }
                         };
                         wait = wait.max(delay);
                         out.problems
@@ -159,6 +165,15 @@ impl Liveness for FakeCheck {
                 to.tell(Told::Failed { why, refused: true });
                 return;
             }
+            if m.death(&s) == Some(Death::TakenOver) {
+                drop(m);
+                let why = "no reply to the follow hello".to_string();
+                to.tell(Told::Failed {
+                    why,
+                    refused: false,
+                });
+                return;
+            }
             *m.follows.entry(s.host.clone()).or_default() += 1;
             let caps = m.fresh.get(&s.host).cloned().or(s.caps.clone());
             let opened = Told::Opened {
@@ -187,16 +202,21 @@ impl Liveness for FakeCheck {
             };
             if restarted {
                 let why = "its liveness connection closed".to_string();
-                to.tell(Told::Ended { why });
+                to.tell(Told::Ended { why, reset: false });
                 return;
             }
             match death {
+                Some(Death::TakenOver) => {
+                    let why = "its liveness connection failed (connection reset)".to_string();
+                    to.tell(Told::Ended { why, reset: true });
+                    return;
+                }
                 Some(Death::Reset) => {
                     let told = if bye {
                         Told::Bye
                     } else {
                         let why = "its liveness connection closed".to_string();
-                        Told::Ended { why }
+                        Told::Ended { why, reset: false }
                     };
                     to.tell(told);
                     return;

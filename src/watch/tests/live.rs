@@ -446,3 +446,34 @@ async fn members_held_in_a_partition_are_left_after_the_suspicion_timeout() {
     }
     w.stop().await.unwrap();
 }
+
+/// A member that died and whose address another host took, accepting on
+/// its agent port without answering: its stream is reset (a stalled
+/// agent's never is), and a port that then proves nothing for a whole
+/// handshake round is no reason to keep it: left within a health check
+/// and a round, not held as a suspect for the suspicion timeout.
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_address_another_host_took_is_left_without_waiting_out_the_suspicion() {
+    let mut w = cluster(2, WatchTuning::default()).await;
+    let t = at(&w);
+    w.kill("m0", Death::TakenOver);
+    let got = w.during(Duration::from_secs(20)).await;
+    let left: Vec<&Event> = got.iter().filter(|e| e.event == Kind::Left).collect();
+    assert_eq!(left.len(), 1, "{got:?}");
+    let e = left[0];
+    assert_eq!(e.instance, "m0");
+    assert!(
+        e.reason.as_deref().unwrap().contains("proves nothing"),
+        "{e:?}"
+    );
+    assert!(
+        e.at_ms - t <= ms(health::HEALTH_INTERVAL + whole_round()) + 1_000,
+        "left {} ms after the takeover",
+        e.at_ms - t
+    );
+    assert!(
+        got.iter().all(|e| e.instance == "m0"),
+        "m1 untouched: {got:?}"
+    );
+    w.stop().await.unwrap();
+}
