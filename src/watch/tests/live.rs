@@ -418,7 +418,6 @@ async fn members_held_in_a_partition_are_left_after_the_suspicion_timeout() {
     let tuning = WatchTuning {
         cluster_size: 5,
         suspect_timeout: Duration::from_secs(60),
-        ..Default::default()
     };
     let mut w = cluster(5, tuning).await;
     for h in ["m0", "m2", "m4"] {
