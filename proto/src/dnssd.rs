@@ -88,8 +88,8 @@ pub const TSIG_FUDGE: u16 = 60;
 
 pub use conn::{DnsError, Pool};
 pub use rules::{
-    add_addr, instance_label, MAX_ADDRS_PER_HOST, MAX_INSTANCES, MAX_IN_FLIGHT,
-    MAX_REGISTERED_TXT_BYTES, QUERY_TIMEOUT,
+    add_addr, instance_label, MAX_ADDRS_PER_HOST, MAX_INSTANCES, MAX_IN_FLIGHT, MAX_POOL_BYTES,
+    MAX_POOL_RECORDS, MAX_REGISTERED_TXT_BYTES, QUERY_TIMEOUT,
 };
 pub use server::{check_server, resolve_server, system_server};
 pub use zone::{

@@ -182,6 +182,12 @@ fn browse_of(z: ZoneBrowse, started: Instant) -> Browse {
             stats.over_limit
         ));
     }
+    if stats.over_budget > 0 {
+        what.push_str(&format!(
+            ", {} record(s) beyond the browse's budget not kept",
+            stats.over_budget
+        ));
+    }
     let attempt = Attempt {
         source: Source::Dns,
         what,

@@ -2,7 +2,7 @@
 //! pipelined on the connection (RFC 7766 §6.2.1.1), a zone transfer, and the
 //! pool every answered record goes into.
 
-use super::rules::{MAX_INSTANCES, MAX_IN_FLIGHT, QUERY_TIMEOUT};
+use super::rules::{MAX_INSTANCES, MAX_IN_FLIGHT, MAX_POOL_BYTES, MAX_POOL_RECORDS, QUERY_TIMEOUT};
 use futures::stream::{self, StreamExt};
 use hickory_client::client::{Client, ClientHandle};
 use hickory_proto::op::ResponseCode;
@@ -36,7 +36,13 @@ pub enum DnsError {
 /// thousands must not cost a quadratic scan).
 #[derive(Debug, Default)]
 pub struct Pool {
-    records: HashMap<(Name, RecordType), RrSet>,
+    pub(super) records: HashMap<(Name, RecordType), RrSet>,
+    /// Records kept, and the bytes of their owner names and data: within
+    /// [`MAX_POOL_RECORDS`] and [`MAX_POOL_BYTES`].
+    kept: usize,
+    bytes: usize,
+    /// Records dropped for the budget.
+    dropped: usize,
 }
 
 /// One RRset: its records in arrival order, and their wire forms (RData is
@@ -48,16 +54,28 @@ impl Pool {
         if r.dns_class() != DNSClass::IN {
             return;
         }
+        let Ok(wire) = r.data().to_bytes() else {
+            return;
+        };
+        let cost = wire.len() + r.name().len();
+        if self.kept >= MAX_POOL_RECORDS || self.bytes + cost > MAX_POOL_BYTES {
+            self.dropped += 1;
+            return;
+        }
         let key = (r.name().to_lowercase(), r.record_type());
         let (list, seen) = self.records.entry(key).or_default();
         // Bounded: no RRset we read is legitimately larger (a PTR set is
         // capped separately, by instances).
-        let Ok(wire) = r.data().to_bytes() else {
-            return;
-        };
         if list.len() <= MAX_INSTANCES && seen.insert(wire) {
             list.push(r.data().clone());
+            self.kept += 1;
+            self.bytes += cost;
         }
+    }
+
+    /// Records not kept because the browse's budget was spent.
+    pub fn dropped(&self) -> usize {
+        self.dropped
     }
 
     /// Adds every record of class IN, bounded per RRset.
@@ -159,13 +177,19 @@ impl Conn {
         self.queries += 1;
         let mut s = self.client.zone_transfer(zone.clone(), None);
         let mut out = Vec::new();
+        let mut bytes = 0usize;
         while let Some(part) = s.next().await {
             let resp = part.map_err(|e| e.to_string())?;
             if resp.response_code() != ResponseCode::NoError {
                 return Err(resp.response_code().to_string());
             }
+            bytes += resp
+                .answers()
+                .iter()
+                .map(|r| r.name().len() + r.data().to_bytes().map_or(0, |b| b.len()))
+                .sum::<usize>();
             out.extend_from_slice(resp.answers());
-            if out.len() > 16 * MAX_INSTANCES {
+            if out.len() > MAX_POOL_RECORDS || bytes > MAX_POOL_BYTES {
                 return Err("the zone is larger than any rlx registration zone".into());
             }
         }

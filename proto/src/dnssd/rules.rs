@@ -13,6 +13,18 @@ use std::time::Duration;
 /// are counted and reported.
 pub const MAX_INSTANCES: usize = 4096;
 
+/// Most records one browse keeps in all: a registration is a PTR, an SRV,
+/// a TXT and at most [`MAX_ADDRS_PER_HOST`] addresses, so this is room for
+/// every instance [`MAX_INSTANCES`] allows. Without it a hostile server,
+/// answering every query with thousands of records of names never asked
+/// for, would grow the coordinator without end; the rest are counted
+/// ([`crate::dnssd::BrowseStats::over_budget`]) and reported.
+pub const MAX_POOL_RECORDS: usize = 20 * MAX_INSTANCES;
+
+/// Most bytes of record data one browse keeps (the records' wire form):
+/// every instance at the TXT limit with its addresses, about 6 MB, fits.
+pub const MAX_POOL_BYTES: usize = 8 << 20;
+
 /// Most addresses kept per host name: a dual-stack host with a few
 /// interfaces has well under this; more is noise or an attack.
 pub const MAX_ADDRS_PER_HOST: usize = 16;

@@ -44,6 +44,10 @@ pub struct BrowseStats {
     pub expired: usize,
     /// Instances beyond [`MAX_INSTANCES`], not resolved.
     pub over_limit: usize,
+    /// Records the server sent beyond the browse's budget
+    /// ([`crate::dnssd::MAX_POOL_RECORDS`], [`crate::dnssd::MAX_POOL_BYTES`]),
+    /// not kept: a server answering with junk by the thousand.
+    pub over_budget: usize,
     /// Milliseconds the browse took.
     pub elapsed_ms: u64,
 }
@@ -163,6 +167,17 @@ async fn browse_at(opts: &ZoneOptions, server: SocketAddr) -> Result<ZoneBrowse,
     let (names, strays) = instances_of(&pool, &svc, &mut stats);
     let failed = complete(&mut conn, &mut pool, &names, &mut stats).await;
     stats.queries = conn.queries;
+    stats.over_budget = pool.dropped();
+    if stats.over_budget > 0 {
+        tracing::warn!(
+            %server,
+            "the DNS server sent {} record(s) beyond the browse's budget ({} records, {} MiB); \
+             not kept: is it an rlx registration zone?",
+            stats.over_budget,
+            super::rules::MAX_POOL_RECORDS,
+            super::rules::MAX_POOL_BYTES >> 20
+        );
+    }
 
     let now = unix_now();
     let mut instances = Vec::new();
@@ -420,6 +435,43 @@ mod tests {
             .collect();
         pool.add_all(&rs);
         pool
+    }
+
+    /// A hostile server answering with records of names never asked for,
+    /// by the hundred thousand: the pool keeps its budget and counts the
+    /// rest, and the records that came first are all there.
+    #[test]
+    fn a_pool_fed_junk_without_end_keeps_its_budget_and_counts_the_rest() {
+        use super::super::rules::{MAX_POOL_BYTES, MAX_POOL_RECORDS};
+        use hickory_proto::serialize::binary::BinEncodable;
+        let mut pool = Pool::default();
+        let first = Record::from_rdata(
+            name("a._rlx._tcp.z."),
+            60,
+            RData::SRV(SRV::new(0, 0, 9100, name("a.z."))),
+        );
+        pool.add_all(std::slice::from_ref(&first));
+        let junk = 3 * MAX_POOL_RECORDS;
+        for i in 0..junk {
+            let txt = RData::TXT(TXT::new(vec!["x".repeat(200)]));
+            pool.add(&Record::from_rdata(name(&format!("j{i}.z.")), 60, txt));
+        }
+        let kept: usize = pool.records.values().map(|(l, _)| l.len()).sum();
+        assert!(kept <= MAX_POOL_RECORDS, "{kept} records kept");
+        let bytes: usize = pool
+            .records
+            .iter()
+            .flat_map(|((n, _), (l, _))| {
+                l.iter().map(move |r| n.len() + r.to_bytes().unwrap().len())
+            })
+            .sum();
+        assert!(bytes <= MAX_POOL_BYTES, "{bytes} bytes kept");
+        assert_eq!(
+            pool.dropped(),
+            junk + 1 - kept,
+            "every record not kept is counted"
+        );
+        assert!(pool.has(&name("a._rlx._tcp.z."), RecordType::SRV));
     }
 
     /// The agent's sweep deletes what this calls expired: a live
