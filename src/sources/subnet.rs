@@ -20,6 +20,7 @@ use crate::progress::Progress;
 use crate::sighting::{Attempt, Discovery, Evidence, Problem, Sighting, Source};
 use crate::sources::identify::{identify, Identity};
 use futures::stream::{self, StreamExt};
+use rlx_net::netguard::GuardError;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
@@ -205,7 +206,16 @@ async fn probe(ip: IpAddr, ports: Ports, timeout: Duration) -> Probed {
 
 /// Dials both ports on every host of the block, with at most
 /// `concurrency` addresses in flight and `timeout` per connect.
-pub async fn scan(opts: &ScanOptions, progress: &dyn Progress) -> ScanResult {
+///
+/// The network-namespace guard ([`rlx_net::netguard`]) is checked here,
+/// where the sockets are opened, so that no caller of the library can
+/// scan a shared network by forgetting it: with `RLX_NETNS_GUARD=1` a
+/// scan from the machine's initial namespace is refused, unless the
+/// block is loopback's (127.0.0.0/8 never leaves the host).
+pub async fn scan(opts: &ScanOptions, progress: &dyn Progress) -> Result<ScanResult, GuardError> {
+    if !opts.net.0.network().is_loopback() {
+        rlx_net::netguard::ensure_private_netns("a subnet scan")?;
+    }
     let ScanOptions {
         net,
         ports,
@@ -243,7 +253,7 @@ pub async fn scan(opts: &ScanOptions, progress: &dyn Progress) -> ScanResult {
     }
     res.found.sort_by_key(Listener::worker);
     res.elapsed = t0.elapsed();
-    res
+    Ok(res)
 }
 
 /// Scans `[discover] subnet` and returns one sighting per agent or
@@ -255,7 +265,19 @@ pub(crate) async fn discover(
     started: Instant,
     progress: &dyn Progress,
 ) -> Discovery {
-    let r = scan(opts, progress).await;
+    let r = match scan(opts, progress).await {
+        Ok(r) => r,
+        Err(e) => {
+            let mut d = Discovery::default();
+            let subnet = opts.net.to_string();
+            d.problems.push(Problem::new(
+                Source::Subnet,
+                subnet,
+                format!("not scanned: {e}"),
+            ));
+            return d;
+        }
+    };
     let (net, ports, timeout) = (&opts.net, opts.ports, opts.timeout);
     let found_ms = started.elapsed().as_millis() as u64;
     let mut d = Discovery::default();
@@ -387,7 +409,41 @@ mod tests {
     }
 
     async fn scan_lo(ports: Ports) -> ScanResult {
-        scan(&lo_opts(ports), &crate::progress::Silent).await
+        scan(&lo_opts(ports), &crate::progress::Silent)
+            .await
+            .expect("loopback is never refused")
+    }
+
+    /// The library's own scan checks the namespace guard, so a caller that
+    /// forgot it cannot scan a shared network: a non-loopback block is
+    /// refused from where the guard refuses (checked against the guard's
+    /// own verdict here, so the test means the same inside a namespace).
+    #[tokio::test]
+    async fn the_librarys_scan_refuses_a_lan_block_wherever_the_guard_refuses() {
+        let opts = ScanOptions {
+            net: net("192.0.2.0/30").unwrap(),
+            ..lo_opts(Ports {
+                worker: 9100,
+                agent: 6184,
+            })
+        };
+        // Where the guard allows it, the block is not scanned at all: this
+        // test must never send a SYN off the machine.
+        match rlx_net::netguard::ensure_private_netns("a test") {
+            Err(_) => {
+                let got = scan(&opts, &crate::progress::Silent).await;
+                let e = got.expect_err("refused where the guard refuses");
+                assert!(e.to_string().contains("a subnet scan"), "{e}");
+            }
+            Ok(()) => eprintln!(
+                "SKIP the_librarys_scan_refuses_a_lan_block_wherever_the_guard_refuses: the guard \
+                 allows scanning here (RLX_NETNS_GUARD unset, or a private namespace)"
+            ),
+        }
+        // Loopback is never refused.
+        assert!(scan(&lo_opts(opts.ports), &crate::progress::Silent)
+            .await
+            .is_ok());
     }
 
     /// Loopback only (no traffic leaves the machine): an agent beside a
