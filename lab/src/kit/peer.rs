@@ -137,6 +137,23 @@ pub fn require(test: &str, peers: &[Peer]) -> bool {
     false
 }
 
+/// `Err` with a message naming the check the calling test forgot when
+/// `peer` is missing: the kit's helpers that start a peer (avahi, BIND,
+/// sshd, the python-zeroconf browser) ask it first, so a test that skipped
+/// [`require`] fails saying so instead of with a bare "cannot run".
+pub fn ensure(peer: Peer) -> Result<(), String> {
+    if peer.present() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is not installed (apt-get install {}): a test that starts it must call \
+         rlx_lab::kit::peer::require(.., &[Peer::{peer:?}]) first, so that it says SKIP \
+         here instead of failing",
+        peer.what(),
+        peer.packages()
+    ))
+}
+
 /// Says `SKIP <what>` on stderr, past the test harness's output capture
 /// (which takes only `print!`/`eprint!`), so a skip shows in plain `cargo
 /// test` output instead of passing silently.
@@ -173,6 +190,20 @@ mod tests {
             Peer::Acl,
         ] {
             assert!(!p.packages().is_empty() && !p.what().is_empty(), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_peer_names_the_check_the_test_forgot() {
+        // Present or not here, the message is the same shape.
+        for p in [Peer::Nftables, Peer::Avahi, Peer::Bind, Peer::OpenSsh] {
+            if let Err(e) = ensure(p) {
+                assert!(
+                    e.contains(&format!("peer::require(.., &[Peer::{p:?}])")),
+                    "{e}"
+                );
+                assert!(e.contains(p.packages()), "{e}");
+            }
         }
     }
 
