@@ -2,7 +2,7 @@
 //! unanswered (see the crate docs, "Impairments"). nftables rules in the
 //! host's namespace, since this kernel has no netem.
 
-use crate::cmd::run;
+use crate::cmd::{on_path, run};
 use crate::error::{LabError, Result};
 use crate::Lab;
 use ipnet::Ipv4Net;
@@ -62,7 +62,29 @@ impl Lab {
     }
 
     /// Load an nftables script in host `i`'s namespace (`nft -f -`).
+    /// Without nftables installed, an error that says which check the
+    /// calling test forgot, instead of a bare "cannot run".
     pub fn nft(&self, i: usize, script: &str) -> Result<()> {
+        if !on_path("nft") {
+            return Err(LabError::Unsupported(NO_NFT.to_string()));
+        }
         run(self.command(i, "nft").args(["-f", "-"]), Some(script)).map(|_| ())
+    }
+}
+
+/// What [`Lab::nft`] (and so [`Lab::set_loss`], [`Lab::silence_tcp`]) says
+/// on a machine without `nft`: a test reaching it skipped its peer check.
+pub(crate) const NO_NFT: &str = "nft is not installed (apt-get install nftables): a test that \
+     impairs a link must call rlx_lab::kit::peer::require(.., &[Peer::Nftables]) before \
+     building its lab, so that it says SKIP here instead of failing";
+
+#[cfg(test)]
+mod tests {
+    use super::NO_NFT;
+
+    #[test]
+    fn the_missing_nft_message_names_the_check_the_test_forgot() {
+        assert!(NO_NFT.contains("peer::require") && NO_NFT.contains("Peer::Nftables"));
+        assert!(NO_NFT.contains("apt-get install nftables"));
     }
 }

@@ -23,7 +23,8 @@
 //! # The skip policy
 //!
 //! A test that needs a lab asks [`require_lab`]; one that needs a peer
-//! program asks [`peer::require`]. On a machine that cannot (not root, or
+//! program asks [`peer::require`] (or both at once, peers first:
+//! [`require_lab_with`]), before it runs anything. On a machine that cannot (not root, or
 //! the package missing) the test prints `SKIP <test>: <why and what to
 //! install>` and passes, so `cargo test --workspace` typed on a fresh
 //! machine is green and says what it did not check. Under `CI=true` both
@@ -31,7 +32,8 @@
 //! skip there would hide a broken runner.
 //!
 //! # Layout
-//! - `gate`: [`require_lab`] and [`Labs`], the lab half of the policy.
+//! - `gate`: [`require_lab`] and [`Labs`], the lab half of the policy;
+//!   [`require_lab_with`] asks for peers first, then the lab.
 //! - [`peer`]: the peer programs, [`peer::require`], [`PYTHON`].
 //! - `wait`: [`eventually`], [`eventually_every`], [`wait_until`].
 //! - `proc`: [`Proc`], a lab process that dumps its output when a test fails.
@@ -60,7 +62,7 @@ mod wait;
 pub mod zeroconf;
 
 pub use bins::{agent_bin, discover_bin, example_bin, rerun, script};
-pub use gate::{require_lab, test_name, Labs};
+pub use gate::{require_lab, require_lab_with, test_name, Labs};
 pub use peer::{Peer, PYTHON};
 pub use proc::Proc;
 pub use run::{run_ok, Run};

@@ -8,7 +8,8 @@
 //! §30, §34 and §36.
 
 use super::wire::{prove_from, records, run_wire, start_agent, UP};
-use rlx_lab::kit::{agent_bin, require_lab, script, Proc, PYTHON};
+use rlx_lab::kit::peer::Peer;
+use rlx_lab::kit::{agent_bin, require_lab_with, script, Proc, PYTHON};
 use rlx_lab::LabOptions;
 use serde_json::Value;
 use std::path::Path;
@@ -50,7 +51,9 @@ fn has_ptr_to(replies: &[Value], agent: &str, target: &str) -> bool {
 /// meta-query in capitals; multicast and legacy alike.
 #[test]
 fn any_queries_meta_queries_and_names_in_other_letter_cases_are_answered_multicast_and_legacy() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(2);
     let dir = tempfile::tempdir().unwrap();
     let agent = start_agent(&lab, 0, "case0", dir.path(), &[]);
@@ -89,7 +92,9 @@ fn any_queries_meta_queries_and_names_in_other_letter_cases_are_answered_multica
 /// by unicast (PATCHES.md §36).
 #[test]
 fn multicast_replies_carry_id_zero_legacy_ones_the_querys_and_every_reply_ip_ttl_255() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(2);
     let dir = tempfile::tempdir().unwrap();
     let agent = start_agent(&lab, 0, "ids0", dir.path(), &[]);
@@ -123,7 +128,9 @@ fn multicast_replies_carry_id_zero_legacy_ones_the_querys_and_every_reply_ip_ttl
 /// addresses from it.
 #[test]
 fn an_answer_over_ipv4_carries_the_agents_ipv6_addresses_too() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.with(LabOptions {
         hosts: 2,
         ipv6: true,
@@ -156,7 +163,9 @@ fn an_answer_over_ipv4_carries_the_agents_ipv6_addresses_too() {
 /// a second) in unicast replies.
 #[test]
 fn forty_qu_questions_from_one_address_draw_at_most_a_small_burst_of_unicast_replies() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(2);
     let dir = tempfile::tempdir().unwrap();
     let agent = start_agent(&lab, 0, "qul0", dir.path(), &[]);
@@ -199,7 +208,9 @@ fn forty_qu_questions_from_one_address_draw_at_most_a_small_burst_of_unicast_rep
 /// is three per query on average, not one.
 #[test]
 fn a_meta_query_to_eight_agents_draws_about_one_multicast_answer_not_eight() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(9);
     let dir = tempfile::tempdir().unwrap();
     let agents: Vec<_> = (1..9)
@@ -331,7 +342,9 @@ fn answered_under_copies(
 /// (RFC 6762 §6), and says so in the agent's debug log.
 #[test]
 fn an_agents_pending_answer_survives_copies_sent_to_it_alone_or_from_another_port() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(3);
     let dir = tempfile::tempdir().unwrap();
     let agent = start_agent_logging(&lab, 0, "dup0", dir.path());

@@ -6,7 +6,8 @@
 //! as its own and stays quiet, so the two take turns where each asked.
 
 use super::wire::{start_agent, UP};
-use rlx_lab::kit::{discover_bin, require_lab, script, Proc, PYTHON};
+use rlx_lab::kit::peer::Peer;
+use rlx_lab::kit::{discover_bin, require_lab_with, script, Proc, PYTHON};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -18,7 +19,9 @@ const LISTEN_SECS: &str = "8";
 
 #[test]
 fn a_second_watch_on_the_lan_keeps_quiet_while_the_first_asks_the_same_question() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(4);
     let dir = tempfile::tempdir().unwrap();
     let agent = start_agent(&lab, 2, "asked", dir.path(), &[]);
@@ -131,7 +134,9 @@ const FLOOD_SECS: u64 = 12;
 /// group count now: the flood changes nothing.
 #[test]
 fn a_browser_flooded_with_unicast_questions_still_asks_the_link_and_finds_idle_agents() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(4);
     let dir = tempfile::tempdir().unwrap();
     let agents = [

@@ -26,7 +26,8 @@
 //! inside the host's namespace; the forged-source case uses a raw socket
 //! (the lab runs as root).
 
-use rlx_lab::kit::{agent_bin, require_lab, run_ok, Proc, PYTHON};
+use rlx_lab::kit::peer::Peer;
+use rlx_lab::kit::{agent_bin, require_lab_with, run_ok, Proc, PYTHON};
 use rlx_lab::{Lab, RoutedOptions};
 use std::process::Command;
 use std::time::Duration;
@@ -217,7 +218,9 @@ fn start_agent(lab: &Lab, host: usize, dir: &std::path::Path) -> Proc {
 #[test]
 fn an_agent_answers_legacy_queries_from_its_own_link_only_and_never_reflects_to_an_off_link_source()
 {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.routed(RoutedOptions {
         subnets: vec![2, 1],
     });
@@ -281,7 +284,9 @@ const FLOOD: u64 = 200;
 /// (`vendor/mdns-sd/PATCHES.md`), and is answered again once it slows down.
 #[test]
 fn an_on_link_source_flooding_legacy_queries_is_answered_at_a_bounded_rate() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.routed(RoutedOptions { subnets: vec![2] });
     let dir = tempfile::tempdir().unwrap();
     let _agent = start_agent(&lab, 0, dir.path());
@@ -377,7 +382,9 @@ fn forge_qu(lab: &Lab, stranger: usize, victim: usize) -> (u64, Heard, Vec<(Stri
 /// agent.
 #[test]
 fn forged_qu_queries_naming_a_victim_draw_no_more_bytes_toward_it_than_they_carry() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(AGENTS + 2);
     let (stranger, victim) = (AGENTS, AGENTS + 1);
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,8 @@
 //! another of its interfaces are never conflicts (PATCHES.md §31).
 
 use super::wire::{start_agent, UP};
-use rlx_lab::kit::{discover, eventually, require_lab, script, Proc, PYTHON};
+use rlx_lab::kit::peer::Peer;
+use rlx_lab::kit::{discover, eventually, require_lab_with, script, Proc, PYTHON};
 use rlx_lab::{Lab, LabOptions};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -109,7 +110,9 @@ fn listener(lab: &Lab, family: &str) -> Proc {
 /// another host finds one node.
 #[test]
 fn a_box_with_two_nics_on_one_dual_stack_lan_keeps_one_name_and_one_host_for_a_minute() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.with(LabOptions {
         hosts: 2,
         ipv6: true,

@@ -5,7 +5,8 @@
 //! "Conformance to RFC 6762"; the patches they check are in
 //! vendor/mdns-sd/PATCHES.md §20-26.
 
-use rlx_lab::kit::{agent_bin, eventually, require_lab, script, Proc, PYTHON};
+use rlx_lab::kit::peer::Peer;
+use rlx_lab::kit::{agent_bin, eventually, require_lab_with, script, Proc, PYTHON};
 use rlx_lab::{Lab, LabOptions};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -142,7 +143,9 @@ fn ip(lab: &Lab, host: usize, args: &[&str]) {
 /// answers by multicast, PATCHES.md §36).
 #[test]
 fn every_qu_question_gets_a_unicast_reply_even_two_within_a_second() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(2);
     let dir = tempfile::tempdir().unwrap();
     let agent = start_agent(&lab, 0, "qu0", dir.path(), &[]);
@@ -196,7 +199,9 @@ fn assert_two_unicast_ptr_answers(v: &Value, agent_ip: &str, name: &str) {
 /// ignored there too).
 #[test]
 fn a_qu_question_over_ipv6_from_a_link_local_address_gets_a_unicast_reply() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.with(LabOptions {
         hosts: 2,
         ipv6: true,
@@ -229,7 +234,9 @@ fn a_qu_question_over_ipv6_from_a_link_local_address_gets_a_unicast_reply() {
 /// QU bit in probes).
 #[test]
 fn the_agents_probes_carry_the_qu_bit() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(2);
     let dir = tempfile::tempdir().unwrap();
     let listener = start_listener(
@@ -263,7 +270,9 @@ fn the_agents_probes_carry_the_qu_bit() {
 /// bound is strict: load only makes replies later).
 #[test]
 fn ptr_answers_to_a_multicast_question_wait_20_to_120_ms() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(2);
     let dir = tempfile::tempdir().unwrap();
     let agent = start_agent(&lab, 0, "delay0", dir.path(), &[]);
@@ -314,7 +323,9 @@ fn ptr_answers_to_a_multicast_question_wait_20_to_120_ms() {
 /// addresses of the interface the packet went out of.
 #[test]
 fn a_two_nic_agent_puts_only_each_links_own_ipv6_addresses_on_it() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.with(LabOptions {
         hosts: 3,
         ipv6: true,
@@ -414,7 +425,9 @@ fn a_two_nic_agent_puts_only_each_links_own_ipv6_addresses_on_it() {
 /// mdns-sd both did, after an IPv6 temporary address expired).
 #[test]
 fn a_removed_address_is_withdrawn_with_a_goodbye_that_flushes_nothing_else() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(2);
     let o = lab.host(0).ip.octets();
     let extra = format!("{}.{}.200.200", o[0], o[1]);
@@ -481,7 +494,9 @@ fn a_removed_address_is_withdrawn_with_a_goodbye_that_flushes_nothing_else() {
 /// none the answer comes only after the wait.
 #[test]
 fn a_truncated_query_waits_for_its_known_answers() {
-    let Some(labs) = require_lab() else { return };
+    let Some(labs) = require_lab_with(&[Peer::Python]) else {
+        return;
+    };
     let lab = labs.hosts(2);
     let dir = tempfile::tempdir().unwrap();
     let agent = start_agent(&lab, 0, "tc0", dir.path(), &[]);

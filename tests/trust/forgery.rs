@@ -17,7 +17,8 @@
 //! Everything runs inside namespaces built by [`rlx_lab`].
 
 use nix::sys::signal::Signal;
-use rlx_lab::kit::{self, agent_bin, discover_bin, require_lab, Proc, PYTHON};
+use rlx_lab::kit::peer::Peer;
+use rlx_lab::kit::{self, agent_bin, discover_bin, require_lab_with, Proc, PYTHON};
 use rlx_lab::Lab;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -161,7 +162,7 @@ fn scene(keyed: bool) -> Option<Scene> {
 
 /// [`scene`] on a dual-stack LAN when `ipv6`.
 fn scene_on(keyed: bool, ipv6: bool) -> Option<Scene> {
-    let labs = require_lab()?;
+    let labs = require_lab_with(&[Peer::Python])?;
     let lab = labs.with(rlx_lab::LabOptions { hosts: 4, ipv6 });
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -65,6 +65,7 @@ impl Avahi {
     /// Starts the bus and the daemon in host `i`; returns once avahi logged
     /// "Server startup complete".
     pub fn start(lab: &Lab, i: usize, opts: &AvahiOptions) -> Result<Avahi> {
+        super::peer::ensure(super::peer::Peer::Avahi).map_err(LabError::Unsupported)?;
         let dir = lab.log_dir().join(format!("avahi-h{i}"));
         let services = dir.join("services");
         write(&services, None)?;

@@ -33,6 +33,9 @@ pub struct Named {
 /// Starts `named` in host `host` of `lab`, authoritative for [`ZONE`] with
 /// updates allowed to a fresh `tsig-keygen` key.
 pub fn start_named(lab: &Lab, host: usize) -> Named {
+    if let Err(e) = super::peer::ensure(super::peer::Peer::Bind) {
+        panic!("{e}");
+    }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let ip = lab.host(host).ip.to_string();

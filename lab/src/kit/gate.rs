@@ -65,6 +65,17 @@ pub fn require_lab() -> Option<Labs> {
     None
 }
 
+/// [`require_lab`] for a test that also needs peer programs: the peers are
+/// asked first ([`peer::require`](super::peer::require), under the running
+/// test's name), so a machine without them says `SKIP` naming the package
+/// before any lab is built, and never reaches an `exec` that would fail.
+pub fn require_lab_with(peers: &[super::peer::Peer]) -> Option<Labs> {
+    if !super::peer::require(&test_name(), peers) {
+        return None;
+    }
+    require_lab()
+}
+
 /// The running test's name as the harness gives it (its thread's name:
 /// `module::test` in a test binary of several modules), for skip messages.
 pub fn test_name() -> String {

@@ -103,7 +103,8 @@ impl Peer {
                 "/usr/lib/aarch64-linux-gnu",
             ]
             .iter()
-            .any(|d| Path::new(d).join("libdns_sd.so.1").exists()),
+            // A file, not just a name: `.ci/fresh` hides it under /dev/null.
+            .any(|d| Path::new(d).join("libdns_sd.so.1").is_file()),
             Peer::Bind => executable(Path::new("/usr/sbin/named")) && on_path("tsig-keygen"),
             Peer::OpenSsh => {
                 executable(Path::new("/usr/sbin/sshd")) && on_path("ssh") && on_path("ssh-keygen")
@@ -134,6 +135,23 @@ pub fn require(test: &str, peers: &[Peer]) -> bool {
     assert!(!in_ci(), "{msg}; CI must install it (see .ci/run)");
     skip(&msg);
     false
+}
+
+/// `Err` with a message naming the check the calling test forgot when
+/// `peer` is missing: the kit's helpers that start a peer (avahi, BIND,
+/// sshd, the python-zeroconf browser) ask it first, so a test that skipped
+/// [`require`] fails saying so instead of with a bare "cannot run".
+pub fn ensure(peer: Peer) -> Result<(), String> {
+    if peer.present() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is not installed (apt-get install {}): a test that starts it must call \
+         rlx_lab::kit::peer::require(.., &[Peer::{peer:?}]) first, so that it says SKIP \
+         here instead of failing",
+        peer.what(),
+        peer.packages()
+    ))
 }
 
 /// Says `SKIP <what>` on stderr, past the test harness's output capture
@@ -172,6 +190,20 @@ mod tests {
             Peer::Acl,
         ] {
             assert!(!p.packages().is_empty() && !p.what().is_empty(), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_peer_names_the_check_the_test_forgot() {
+        // Present or not here, the message is the same shape.
+        for p in [Peer::Nftables, Peer::Avahi, Peer::Bind, Peer::OpenSsh] {
+            if let Err(e) = ensure(p) {
+                assert!(
+                    e.contains(&format!("peer::require(.., &[Peer::{p:?}])")),
+                    "{e}"
+                );
+                assert!(e.contains(p.packages()), "{e}");
+            }
         }
     }
 

@@ -26,6 +26,7 @@ pub fn have_sshd() -> bool {
 
 /// A new ed25519 key pair at `path` and `path.pub`.
 pub fn keygen(path: &Path) -> Result<()> {
+    super::peer::ensure(super::peer::Peer::OpenSsh).map_err(LabError::Unsupported)?;
     run(
         Command::new("ssh-keygen")
             .args(["-q", "-t", "ed25519", "-N", "", "-f"])

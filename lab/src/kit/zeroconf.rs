@@ -91,6 +91,9 @@ pub struct Browser(pub Proc);
 impl Browser {
     /// Start browsing in host `i` and wait until it is ready.
     pub fn start(lab: &Lab, i: usize) -> Browser {
+        if let Err(e) = super::peer::ensure(super::peer::Peer::PythonZeroconf) {
+            panic!("{e}");
+        }
         let mut cmd = Command::new(PYTHON);
         cmd.arg("-u").arg(script("zc_browse.py"));
         let b = Browser(Proc::spawn(lab, i, cmd));
