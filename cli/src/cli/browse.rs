@@ -7,13 +7,26 @@ use rlx_discover::{escape_line, expand_section, untrusted};
 
 use std::process::ExitCode;
 
+fn after_help() -> String {
+    format!(
+        "Examples:
+  rlx-discover browse                          # every agent on the LAN
+  rlx-discover browse --json                   # the same, for scripts (per-node found_ms)
+  rlx-discover browse --browse 800ms --links   # a short listen, and each link measured
+  rlx-discover browse --interface eth1 --cluster lab --key-file /etc/rlx/cluster.key
+  rlx-discover browse --domain rlx.example.org --dns-server 10.0.0.53   # LAN and wide-area nodes
+
+{}",
+        crate::cli::runtime::exit_status(
+            "no agent was found, or a problem of yours was reported (with --strict, any \
+             refused announcement)"
+        )
+    )
+}
+
 /// Arguments of `browse`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  \
-    rlx-discover browse                          # every agent on the LAN\n  \
-    rlx-discover browse --json                   # the same, for scripts (per-node found_ms)\n  \
-    rlx-discover browse --interface eth1 --cluster lab --key-file /etc/rlx/cluster.key\n  \
-    rlx-discover browse --domain rlx.example.org --dns-server 10.0.0.53   # LAN and wide-area nodes\n")]
+#[command(after_help = after_help())]
 pub struct BrowseArgs {
     /// Where to look and whom to admit.
     #[command(flatten)]
@@ -152,7 +165,7 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         }
     }
     Ok(if exp.added.is_empty() || exp.report.fails_run(a.strict) {
-        ExitCode::from(1)
+        ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK)
     } else {
         ExitCode::SUCCESS
     })
