@@ -75,7 +75,8 @@ fn a_usage_error_and_a_bad_config_file_give_the_same_code_from_both_programs() {
     let agent = |args: &[&str]| {
         let mut c = Command::new(rlx_lab::kit::agent_bin());
         // No machine's /etc/rlx/agent.toml in the way.
-        c.env_remove("RUST_LOG").env("RLX_AGENT_CONFIG", "/dev/null");
+        c.env_remove("RUST_LOG")
+            .env("RLX_AGENT_CONFIG", "/dev/null");
         c.args(args);
         Run::of(c)
     };

@@ -523,7 +523,8 @@ fn the_readme_keeps_the_two_commands_word_for_word() {
             .unwrap_or_else(|| panic!("README.md has no \"## {h}\" section"))
     };
     assert!(
-        at("What it does, on four machines") < at("Install") && at("Install") < at("The two commands"),
+        at("What it does, on four machines") < at("Install")
+            && at("Install") < at("The two commands"),
         "README.md's order: what it does (the demo's output), then Install, then The two commands"
     );
     for script in [".ci/run", ".ci/fresh"] {

@@ -3,8 +3,8 @@
 
 use clap::CommandFactory;
 use rlx_agent::cli::{AgentArgs, AgentCommand, LogFormat};
-use std::io::Write;
 use rlx_proto::exit::{ERROR, NEEDS_A_LOOK};
+use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -145,7 +145,11 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if !exp.added.is_empty() {
         let rows: Vec<Vec<String>> = exp.added.iter().map(|n| row(n, links)).collect();
-        let cols = if links { COLUMNS } else { &COLUMNS[..COLUMNS.len() - 1] };
+        let cols = if links {
+            COLUMNS
+        } else {
+            &COLUMNS[..COLUMNS.len() - 1]
+        };
         print!("{}", table::render(cols, &rows));
     }
     if !quiet {

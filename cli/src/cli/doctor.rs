@@ -87,6 +87,6 @@ pub fn run(a: DoctorArgs) -> Result<ExitCode> {
     Ok(if diag.healthy {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK)
     })
 }

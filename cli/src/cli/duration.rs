@@ -53,7 +53,12 @@ mod tests {
 
     #[test]
     fn a_default_duration_is_shown_with_its_unit_and_reads_back_the_same() {
-        for (ms, shown) in [(120_000, "2m"), (300, "300ms"), (90_000, "1m 30s"), (0, "0s")] {
+        for (ms, shown) in [
+            (120_000, "2m"),
+            (300, "300ms"),
+            (90_000, "1m 30s"),
+            (0, "0s"),
+        ] {
             assert_eq!(Millis(ms).to_string(), shown);
             assert_eq!(Millis::parse(shown), Ok(Millis(ms)));
         }

@@ -283,7 +283,7 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             || exp.report.hand_written_moved()
             || ssh_failed
         {
-            ExitCode::from(1)
+            ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK)
         } else {
             ExitCode::SUCCESS
         },

@@ -106,7 +106,7 @@ pub fn run(a: PinsArgs) -> Result<ExitCode> {
                 .unwrap_or_default();
             let Some(old) = pins.get(&id).cloned() else {
                 eprintln!("{id} is not pinned in {path}: nothing to forget");
-                return Ok(ExitCode::from(1));
+                return Ok(ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK));
             };
             pins.forget(&id);
             pins.save(std::slice::from_ref(&id))

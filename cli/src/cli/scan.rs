@@ -1,6 +1,7 @@
 //! `rlx-discover scan`: which addresses of a block run an agent or listen on
 //! the worker port, and what the listeners without an agent are.
 
+use crate::cli::duration::Millis;
 use crate::cli::progress::Bars;
 use anyhow::Result;
 use clap::Args;
@@ -9,7 +10,6 @@ use rlx_discover::config::{
 };
 use rlx_discover::scan::{scan, Identity, Listener, Ports, ScanOptions};
 use std::process::ExitCode;
-use crate::cli::duration::Millis;
 
 fn after_help() -> String {
     format!(

@@ -143,6 +143,10 @@ mod tests {
         let t = render(COLS, &[row(&["東京東京東京東京東京東京", "8", "x"])]);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[0].find("CLUSTER"), Some(24 + 1 + 5 + 2), "{t}");
-        assert_eq!(lines[1].width(), lines[0].find("CLUSTER").unwrap() + 1, "{t}");
+        assert_eq!(
+            lines[1].width(),
+            lines[0].find("CLUSTER").unwrap() + 1,
+            "{t}"
+        );
     }
 }

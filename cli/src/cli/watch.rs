@@ -7,10 +7,10 @@
 //! and prints the events, as aligned lines or (`--json`) one JSON object
 //! per line.
 
+use crate::cli::duration::Millis;
 use anyhow::Result;
 use clap::Args;
 use rlx_discover::{escape_line, untrusted, Event, Kind, LiveWatch, WatchOptions};
-use crate::cli::duration::Millis;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 

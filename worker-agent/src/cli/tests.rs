@@ -189,7 +189,10 @@ fn the_help_ends_in_the_exit_table_rlx_discover_shares_and_says_what_1_means() {
 #[test]
 fn every_example_in_the_help_parses() {
     let cmd = AgentArgs::command();
-    let after = cmd.get_after_help().map(|s| s.to_string()).unwrap_or_default();
+    let after = cmd
+        .get_after_help()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
     let mut parsed = 0;
     for line in after.lines().map(str::trim_start) {
         let Some(rest) = line.strip_prefix("rlx-agent ") else {

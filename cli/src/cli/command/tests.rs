@@ -78,7 +78,10 @@ fn every_example_in_every_help_text_parses() {
             parsed += 1;
         }
     }
-    assert!(parsed >= 20, "only {parsed} examples found: is the scanner broken?");
+    assert!(
+        parsed >= 20,
+        "only {parsed} examples found: is the scanner broken?"
+    );
 }
 
 #[test]
@@ -86,7 +89,9 @@ fn the_old_millisecond_flag_names_appear_in_no_example() {
     for cmd in commands() {
         for words in examples(&after_help(&cmd)) {
             assert!(
-                !words.iter().any(|w| w.starts_with("--") && w.ends_with("-ms")),
+                !words
+                    .iter()
+                    .any(|w| w.starts_with("--") && w.ends_with("-ms")),
                 "`{}` uses an old -ms flag name: write the duration flag with a unit",
                 words.join(" ")
             );
@@ -127,10 +132,18 @@ fn duration_defaults_are_shown_with_a_unit_not_as_raw_milliseconds() {
     }
     assert!(checked >= 2, "no duration default found");
     let mut scan = Cli::command();
-    let scan = scan.find_subcommand_mut("scan").unwrap().render_long_help().to_string();
+    let scan = scan
+        .find_subcommand_mut("scan")
+        .unwrap()
+        .render_long_help()
+        .to_string();
     assert!(scan.contains("[default: 300ms]"), "{scan}");
     let mut watch = Cli::command();
-    let watch = watch.find_subcommand_mut("watch").unwrap().render_long_help().to_string();
+    let watch = watch
+        .find_subcommand_mut("watch")
+        .unwrap()
+        .render_long_help()
+        .to_string();
     assert!(watch.contains("[default: 2m]"), "{watch}");
 }
 
