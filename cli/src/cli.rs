@@ -21,6 +21,7 @@ pub mod pins;
 pub mod progress;
 pub mod runtime;
 pub mod scan;
+pub mod table;
 pub mod watch;
 
 pub use command::{Cli, Command};

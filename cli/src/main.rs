@@ -1,5 +1,6 @@
 //! `rlx-discover`: the coordinator CLI. Parses flags, starts logging and
-//! calls the library; all behaviour lives in `rlx_discover`.
+//! calls the library; all behaviour lives in `rlx_discover`. (What the
+//! program does for its users is the `Cli` doc comment, its `--help`.)
 
 use clap::Parser;
 mod cli;
@@ -25,7 +26,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("rlx-discover: error: {e:#}");
-            ExitCode::from(2)
+            ExitCode::from(rlx_proto::exit::ERROR)
         }
     }
 }

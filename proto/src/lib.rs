@@ -26,6 +26,8 @@
 //! - [`configfile`]: the size cap and bounded read of both programs'
 //!   config files, and the one renderer of a place in one (line, column,
 //!   caret, nearest key).
+//! - [`exit`]: the exit codes both programs exit by, and their `--help`
+//!   table.
 //!
 //! `docs/protocol.md` is the prose version of these modules.
 
@@ -36,6 +38,7 @@
 pub mod caps;
 pub mod configfile;
 pub mod dnssd;
+pub mod exit;
 pub mod handshake;
 pub mod identity;
 pub mod keys;

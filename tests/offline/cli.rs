@@ -63,7 +63,62 @@ fn the_top_level_help_lists_the_exit_codes() {
         assert!(help.contains(code), "{code:?} missing from:\n{help}");
     }
     let expand = run(&["expand", "--help"]).stdout();
-    assert!(expand.contains("Exit codes:"), "{expand}");
+    assert!(expand.contains("Exit status"), "{expand}");
+}
+
+/// The two programs exit by one table (`rlx_proto::exit`): a script or a
+/// service manager reads a code the same whichever of them gave it. Before,
+/// a bad config file was 2 from `rlx-discover` and 1 from `rlx-agent`.
+#[test]
+fn a_usage_error_and_a_bad_config_file_give_the_same_code_from_both_programs() {
+    let error = i32::from(rlx_proto::exit::ERROR);
+    let agent = |args: &[&str]| {
+        let mut c = Command::new(rlx_lab::kit::agent_bin());
+        // No machine's /etc/rlx/agent.toml in the way.
+        c.env_remove("RUST_LOG")
+            .env("RLX_AGENT_CONFIG", "/dev/null");
+        c.args(args);
+        Run::of(c)
+    };
+    // A flag neither knows.
+    let d = run(&["browse", "--no-such-flag"]);
+    let a = agent(&["--probe", "--no-such-flag"]);
+    d.expect_code(error);
+    a.expect_code(error);
+    // A config file with an unknown key: each names the key and the file.
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = dir.path().join("cluster.toml");
+    std::fs::write(&cluster, "[discover]\nmdns = false\nprot = 9100\n").unwrap();
+    let agent_toml = dir.path().join("agent.toml");
+    std::fs::write(&agent_toml, "prot = 9100\n").unwrap();
+    let d = run(&["expand", cluster.to_str().unwrap()]);
+    let a = agent(&[
+        "--probe",
+        "--no-bench",
+        "--config",
+        agent_toml.to_str().unwrap(),
+    ]);
+    d.expect_code(error);
+    a.expect_code(error);
+    for r in [&d, &a] {
+        assert!(r.stderr().contains("prot"), "{}", r.dump());
+    }
+}
+
+/// The one table is what both programs' `--help` ends in.
+#[test]
+fn both_programs_help_show_the_same_exit_table() {
+    let table = rlx_proto::exit::TABLE;
+    let d = run(&["--help"]).expect_code(0).stdout();
+    let mut c = Command::new(rlx_lab::kit::agent_bin());
+    c.arg("--help");
+    let a = Run::of(c).expect_code(0).stdout();
+    for (name, help) in [("rlx-discover", &d), ("rlx-agent", &a)] {
+        assert!(
+            help.contains(table),
+            "{name} --help lacks the shared exit table:\n{help}"
+        );
+    }
 }
 
 #[test]
@@ -96,7 +151,10 @@ fn man_pages_generate_with_examples_and_exit_codes() {
         page.starts_with(".ie") || page.contains(".TH rlx-discover"),
         "{page}"
     );
-    assert!(page.contains("Exit codes"), "{page}");
+    assert!(page.contains("Exit status"), "{page}");
+    for section in ["ENVIRONMENT", "FILES", "SEE ALSO"] {
+        assert!(page.contains(&format!(".SH \"{section}\"")), "{page}");
+    }
     let dir = tempfile::tempdir().unwrap();
     let r = run(&["man", "--dir", dir.path().to_str().unwrap()]);
     r.expect_code(0);

@@ -494,8 +494,8 @@ fn every_anchor_into_the_readme_and_the_guide_names_a_heading() {
     );
 }
 
-/// The README's first section is the newcomer's whole contract: one command
-/// for the demo, one for the tests. `.ci/run` and `.ci/fresh` run the second
+/// The README's "The two commands" is the newcomer's whole contract: one
+/// command for the demo, one for the tests. `.ci/run` and `.ci/fresh` run the second
 /// exactly as written, so the README must keep it word for word.
 #[test]
 fn the_readme_keeps_the_two_commands_word_for_word() {
@@ -510,10 +510,22 @@ fn the_readme_keeps_the_two_commands_word_for_word() {
     let section = readme
         .split("\n## ")
         .find(|s| s.starts_with("The two commands\n"))
-        .expect("README.md has a \"## The two commands\" section: put it back, first after the introduction");
+        .expect("README.md has a \"## The two commands\" section: put it back, after Install");
     assert!(
         section.contains(block),
         "README.md's \"The two commands\" section must hold this block exactly (CI runs the test command as written):\n{block}"
+    );
+    // What it does and the demo's output come first, then Install, then
+    // the two commands.
+    let at = |h: &str| {
+        readme
+            .find(&format!("\n## {h}\n"))
+            .unwrap_or_else(|| panic!("README.md has no \"## {h}\" section"))
+    };
+    assert!(
+        at("What it does, on four machines") < at("Install")
+            && at("Install") < at("The two commands"),
+        "README.md's order: what it does (the demo's output), then Install, then The two commands"
     );
     for script in [".ci/run", ".ci/fresh"] {
         assert!(

@@ -25,6 +25,8 @@ fn main() -> std::io::Result<()> {
     std::fs::create_dir_all(&comp)?;
     let mut page = Vec::new();
     clap_mangen::Man::new(AgentArgs::command()).render(&mut page)?;
+    // clap's page, with ENVIRONMENT, FILES and SEE ALSO added.
+    let page = rlx_agent::cli::manual::with_sections(&String::from_utf8_lossy(&page));
     std::fs::write(man.join("rlx-agent.1"), page)?;
     for (shell, name) in [
         (Shell::Bash, "rlx-agent.bash"),

@@ -16,6 +16,8 @@ use rlx_proto::caps::{is_valid_id, limits, Device, NodeCaps};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub mod manual;
+
 /// What `rlx-agent` does instead of running, when a subcommand is given.
 /// (Its man page and shell completions are files the packages install,
 /// written by `cargo run -p rlx-agent --example agent_docs -- DIR`.)
@@ -70,6 +72,26 @@ impl Color {
     }
 }
 
+/// What ends `rlx-agent --help` and its man page: examples, then the exit
+/// status table `rlx-discover` shares ([`rlx_proto::exit`]).
+fn after_help() -> String {
+    format!(
+        "Examples:
+  rlx-agent --probe --no-bench
+  rlx-agent --probe --addr gpu-a:9100 --ckpt /data/models   # what the RLX runtime runs over ssh
+  rlx-agent --probe --caps-file node.json
+  rlx-agent --ckpt-dir /data/models/GLM-5.3-Flash --cluster lab --key-file /etc/rlx/cluster.key
+  rlx-agent --register dns://10.0.0.53/rlx.example.org --tsig-key /etc/rlx/update.key
+  rlx-agent check --json
+
+{}
+Here, 1 means: rlx-agent check found a failed check (its fix is printed beside it); \
+         the agent itself and --probe never exit 1. A running agent stopped by SIGINT or \
+         SIGTERM exits 0.",
+        rlx_proto::exit::TABLE
+    )
+}
+
 /// The agent's own port and the worker's, when no flag names them.
 pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
 
@@ -84,13 +106,7 @@ pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
 #[command(
     name = "rlx-agent",
     version,
-    after_help = "Exit status: 0 success; 1 error (the message names the file, field or device); \
-                  2 usage error.\n\nExamples:\n  rlx-agent --probe --no-bench\n  \
-                  rlx-agent --probe --addr gpu-a:9100 --ckpt /data/models   \
-                  (what the RLX runtime runs over ssh)\n  \
-                  rlx-agent --probe --caps-file node.json\n  \
-                  rlx-agent --ckpt-dir /data/models/GLM-5.3-Flash --cluster lab --key-file /etc/rlx/cluster.key\n  \
-                  rlx-agent --register dns://10.0.0.53/rlx.example.org --tsig-key /etc/rlx/update.key"
+    after_help = after_help()
 )]
 pub struct AgentArgs {
     /// Instead of running: check this worker.

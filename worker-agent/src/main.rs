@@ -3,6 +3,7 @@
 
 use clap::CommandFactory;
 use rlx_agent::cli::{AgentArgs, AgentCommand, LogFormat};
+use rlx_proto::exit::{ERROR, NEEDS_A_LOOK};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -15,7 +16,7 @@ fn main() -> ExitCode {
         Ok(x) => x,
         Err(e) => {
             eprintln!("rlx-agent: error: {e:#}");
-            return ExitCode::from(1);
+            return ExitCode::from(ERROR);
         }
     };
     let default = match (args.quiet, args.verbose) {
@@ -49,7 +50,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("rlx-agent: error: {e:#}");
-            ExitCode::from(1)
+            ExitCode::from(ERROR)
         }
     }
 }
@@ -98,7 +99,8 @@ fn run(args: &AgentArgs, config: Option<&std::path::Path>) -> anyhow::Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-/// `rlx-agent check`: the checks, printed; exit 1 when one failed.
+/// `rlx-agent check`: the checks, printed; exit 1 when one failed (every
+/// error, config or run, exits 2: the one table, [`rlx_proto::exit`]).
 fn check(
     args: &AgentArgs,
     config: Option<&std::path::Path>,
@@ -120,6 +122,6 @@ fn check(
     Ok(if healthy {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        ExitCode::from(NEEDS_A_LOOK)
     })
 }

@@ -1,19 +1,33 @@
 //! `rlx-discover browse`: a one-shot table of the agents on the LAN.
 
 use crate::cli::progress::Bars;
+use crate::cli::table::{self, Align, Align::Left, Align::Right, Column};
 use anyhow::Result;
 use clap::Args;
 use rlx_discover::{escape_line, expand_section, untrusted};
 
 use std::process::ExitCode;
 
+fn after_help() -> String {
+    format!(
+        "Examples:
+  rlx-discover browse                          # every agent on the LAN
+  rlx-discover browse --json                   # the same, for scripts (per-node found_ms)
+  rlx-discover browse --browse 800ms --links   # a short listen, and each link measured
+  rlx-discover browse --interface eth1 --cluster lab --key-file /etc/rlx/cluster.key
+  rlx-discover browse --domain rlx.example.org --dns-server 10.0.0.53   # LAN and wide-area nodes
+
+{}",
+        crate::cli::runtime::exit_status(
+            "no agent was found, or a problem of yours was reported (with --strict, any \
+             refused announcement)"
+        )
+    )
+}
+
 /// Arguments of `browse`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  \
-    rlx-discover browse                          # every agent on the LAN\n  \
-    rlx-discover browse --json                   # the same, for scripts (per-node found_ms)\n  \
-    rlx-discover browse --interface eth1 --cluster lab --key-file /etc/rlx/cluster.key\n  \
-    rlx-discover browse --domain rlx.example.org --dns-server 10.0.0.53   # LAN and wide-area nodes\n")]
+#[command(after_help = after_help())]
 pub struct BrowseArgs {
     /// Where to look and whom to admit.
     #[command(flatten)]
@@ -41,6 +55,78 @@ pub struct BrowseArgs {
     pub strict: bool,
 }
 
+/// The table's columns: each as wide as its widest cell (a long Mac host
+/// name widens HOST, the rows stay aligned), never narrower than it always
+/// was. MEASURED, last, only with --links.
+const COLUMNS: &[Column] = &[
+    col("HOST", Left, 20, 0),
+    col("ADDRESS", Left, 26, 1),
+    col("WORKER", Left, 6, 1),
+    col("DEVICE", Left, 8, 1),
+    col("MEMORY", Right, 10, 1),
+    col("CORES", Right, 5, 1),
+    col("CLUSTER", Left, 10, 2),
+    col("FOUND BY", Left, 16, 1),
+    col("MS", Right, 6, 1),
+    col("LINK", Left, 8, 2),
+    col("MEASURED", Left, 0, 2),
+];
+
+const fn col(head: &'static str, align: Align, min: usize, gap: usize) -> Column {
+    Column {
+        head,
+        align,
+        min,
+        gap,
+    }
+}
+
+/// A found node's cells, in [`COLUMNS`] order.
+fn row(n: &rlx_discover::AddedNode, links: bool) -> Vec<String> {
+    let host = if n.hostname.is_empty() {
+        &n.host
+    } else {
+        &n.hostname
+    };
+    let by: Vec<String> = n.sources.iter().map(|s| s.to_string()).collect();
+    // Host and cluster name are whatever the agent (or a stranger) said:
+    // one cell each, never a fake row or an escape sequence.
+    let mut cells = vec![
+        untrusted(host).to_string(),
+        escape_line(&n.addr).to_string(),
+        // Whether something listens on the worker port in ADDRESS, as its
+        // agent saw just now: up, down, or - (no agent said).
+        match n.worker_listening {
+            // Another program (node_exporter) holds the port.
+            Some(false) if n.worker_held_by.is_some() => "held",
+            Some(true) => "up",
+            Some(false) => "down",
+            None => "-",
+        }
+        .to_string(),
+        n.device_cell(),
+        n.memory_cell(),
+        n.cores.to_string(),
+        n.cluster
+            .as_deref()
+            .map_or_else(|| "-".to_string(), |c| untrusted(c).to_string()),
+        format!("{} ({})", by.join("+"), n.evidence),
+        n.found_ms.to_string(),
+        // Built from the agent's numbers only (no text of its own reaches
+        // it), so it needs no quoting.
+        n.link_text().unwrap_or_else(|| "-".to_string()),
+    ];
+    // "-" for a node not measured (the reason is on stderr).
+    if links {
+        cells.push(
+            n.measured_link
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |l| l.summary()),
+        );
+    }
+    cells
+}
+
 /// Browses, admits, selects devices through the one pipeline, and prints.
 pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     let mut d = a.lan.section(a.browse_ms, "browse")?;
@@ -58,62 +144,13 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if !exp.added.is_empty() {
-        let measured_head = if links { "  MEASURED" } else { "" };
-        println!(
-            "{:<20} {:<26} {:<6} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {:<8}{measured_head}",
-            "HOST",
-            "ADDRESS",
-            "WORKER",
-            "DEVICE",
-            "MEMORY",
-            "CORES",
-            "CLUSTER",
-            "FOUND BY",
-            "MS",
-            "LINK"
-        );
-        for n in &exp.added {
-            let host = if n.hostname.is_empty() {
-                &n.host
-            } else {
-                &n.hostname
-            };
-            let by: Vec<String> = n.sources.iter().map(|s| s.to_string()).collect();
-            // Host and cluster name are whatever the agent (or a stranger)
-            // said: one cell each, never a fake row or an escape sequence.
-            // The MEASURED column only when asked for: "-" for a node
-            // not measured (the reason is on stderr).
-            let measured = match (links, &n.measured_link) {
-                (false, _) => String::new(),
-                (true, Some(l)) => format!("  {}", l.summary()),
-                (true, None) => "  -".to_string(),
-            };
-            println!(
-                "{:<20} {:<26} {:<6} {:<8} {:>10} {:>5}  {:<10} {:<16} {:>6}  {:<8}{measured}",
-                untrusted(host),
-                escape_line(&n.addr),
-                // Whether something listens on the worker port in ADDRESS,
-                // as its agent saw just now: up, down, or - (no agent said).
-                match n.worker_listening {
-                    // Another program (node_exporter) holds the port.
-                    Some(false) if n.worker_held_by.is_some() => "held",
-                    Some(true) => "up",
-                    Some(false) => "down",
-                    None => "-",
-                },
-                n.device_cell(),
-                n.memory_cell(),
-                n.cores,
-                n.cluster
-                    .as_deref()
-                    .map_or_else(|| "-".to_string(), untrusted),
-                format!("{} ({})", by.join("+"), n.evidence),
-                n.found_ms,
-                // Built from the agent's numbers only (no text of its own
-                // reaches it), so it needs no quoting.
-                n.link_text().unwrap_or_else(|| "-".to_string())
-            );
-        }
+        let rows: Vec<Vec<String>> = exp.added.iter().map(|n| row(n, links)).collect();
+        let cols = if links {
+            COLUMNS
+        } else {
+            &COLUMNS[..COLUMNS.len() - 1]
+        };
+        print!("{}", table::render(cols, &rows));
     }
     if !quiet {
         let r = &exp.report;
@@ -152,7 +189,7 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
         }
     }
     Ok(if exp.added.is_empty() || exp.report.fails_run(a.strict) {
-        ExitCode::from(1)
+        ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK)
     } else {
         ExitCode::SUCCESS
     })

@@ -12,8 +12,20 @@ use super::{browse, completions, demo, doctor, expand, keygen, man, pins, scan, 
 use clap::{Parser, Subcommand};
 
 /// Find the machines of an RLX cluster and write their [[node]] list.
+///
+/// rlx-discover runs on the coordinator. It finds the cluster's machines
+/// (rlx-agents announcing themselves over mDNS, SSH hosts, a subnet scan or
+/// a DNS-SD zone, as the cluster file's [discover] stanza says), asks each
+/// for its hardware, and prints or writes the [[node]] list the RLX runtime
+/// loads: address, ssh, checkpoint directory and the device each box can
+/// run. It also lists the agents on the LAN (browse), follows the cluster
+/// live (watch) and finds what keeps agents from being found (doctor).
+//
+// The about text is this doc comment, not the package's description: that
+// one describes the crate to its developers ("parses flags, calls the
+// library"), this one the program to its users.
 #[derive(Debug, Parser)]
-#[command(name = "rlx-discover", version, about, after_help = EXIT_CODES)]
+#[command(name = "rlx-discover", version, after_help = EXIT_CODES)]
 pub struct Cli {
     /// Print less: errors only.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
@@ -62,3 +74,6 @@ pub enum Command {
     #[command(hide = true)]
     LabWorker(demo::LabWorkerArgs),
 }
+
+#[cfg(test)]
+mod tests;

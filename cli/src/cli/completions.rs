@@ -8,11 +8,13 @@ use std::process::ExitCode;
 
 /// Arguments of `completions`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:
+#[command(after_help = format!("Examples:
   rlx-discover completions bash > ~/.local/share/bash-completion/completions/rlx-discover
   rlx-discover completions zsh  > ~/.zfunc/_rlx-discover    # with fpath+=~/.zfunc
   rlx-discover completions fish > ~/.config/fish/completions/rlx-discover.fish
-  rlx-discover completions powershell >> $PROFILE")]
+  rlx-discover completions powershell >> $PROFILE
+
+{}", crate::cli::runtime::exit_status("never")))]
 pub struct CompletionsArgs {
     /// The shell to write completions for.
     #[arg(value_enum)]

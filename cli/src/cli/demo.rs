@@ -30,12 +30,23 @@ const INNER_ENV: &str = "RLX_DEMO_INNER";
 /// loaded machine.
 const AGENT_START_TIMEOUT: Duration = Duration::from_secs(20);
 
+fn after_help() -> String {
+    format!(
+        "Examples:
+  sudo rlx-discover demo          # as root: namespaces built directly
+  rlx-discover demo               # as a user: inside an unprivileged user namespace
+  rlx-discover demo --keep-going  # leave the lab up until Enter is pressed
+
+{}",
+        crate::cli::runtime::exit_status(
+            "the expand the demo ran in its lab exited 1 (the demo exits with that expand's code)"
+        )
+    )
+}
+
 /// Arguments of `demo`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  \
-    sudo rlx-discover demo          # as root: namespaces built directly\n  \
-    rlx-discover demo               # as a user: inside an unprivileged user namespace\n  \
-    rlx-discover demo --keep-going  # leave the lab up until Enter is pressed\n")]
+#[command(after_help = after_help())]
 pub struct DemoArgs {
     /// The rlx-agent binary [default: next to this rlx-discover].
     #[arg(long, value_name = "PATH")]

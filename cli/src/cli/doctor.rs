@@ -9,14 +9,7 @@ use std::process::ExitCode;
 
 /// Arguments of `doctor`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  \
-    rlx-discover doctor                          # every check, on every interface the browse uses\n  \
-    rlx-discover doctor --interface eth1 --json  # one interface, for scripts\n  \
-    rlx-discover doctor --config cluster.toml    # with the file's port, cluster and key\n\n\
-Exit codes:\n  \
-  0  no check failed (warnings may be printed)\n  \
-  1  a check failed: its fix is printed beside it\n  \
-  2  error: bad flags or config")]
+#[command(after_help = after_help())]
 pub struct DoctorArgs {
     /// Where to look and whom to admit, as for browse.
     #[command(flatten)]
@@ -29,6 +22,20 @@ pub struct DoctorArgs {
     /// Print JSON: {"checks": [{"check", "status", "detail", "fix"}], "healthy"}.
     #[arg(long)]
     pub json: bool,
+}
+
+fn after_help() -> String {
+    format!(
+        "Examples:
+  rlx-discover doctor                          # every check, on every interface the browse uses
+  rlx-discover doctor --interface eth1 --json  # one interface, for scripts
+  rlx-discover doctor --config cluster.toml    # with the file's port, cluster and key
+
+{}",
+        crate::cli::runtime::exit_status(
+            "a check failed (its fix is printed beside it); warnings alone exit 0"
+        )
+    )
 }
 
 /// Runs the checks and prints them; exit 1 when one failed.
@@ -80,6 +87,6 @@ pub fn run(a: DoctorArgs) -> Result<ExitCode> {
     Ok(if diag.healthy {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK)
     })
 }

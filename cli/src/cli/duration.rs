@@ -22,9 +22,47 @@ pub fn millis(s: &str) -> Result<u64, String> {
         })
 }
 
+/// A flag's duration that has a default: shown in `--help` the way it is
+/// typed (`[default: 2m]`, not `[default: 120000]`), parsed by [`millis`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Millis(pub u64);
+
+impl Millis {
+    /// [`millis`], for clap's `value_parser`.
+    pub fn parse(s: &str) -> Result<Millis, String> {
+        millis(s).map(Millis)
+    }
+
+    /// As a [`Duration`].
+    pub fn duration(self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+}
+
+/// The largest unit that divides it (`2m`, `300ms`, `1m 30s`), as humantime
+/// writes it, so that the help's default reads back through [`millis`].
+impl std::fmt::Display for Millis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.duration()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_default_duration_is_shown_with_its_unit_and_reads_back_the_same() {
+        for (ms, shown) in [
+            (120_000, "2m"),
+            (300, "300ms"),
+            (90_000, "1m 30s"),
+            (0, "0s"),
+        ] {
+            assert_eq!(Millis(ms).to_string(), shown);
+            assert_eq!(Millis::parse(shown), Ok(Millis(ms)));
+        }
+    }
 
     #[test]
     fn a_duration_takes_a_unit_and_a_bare_number_is_milliseconds_as_before() {

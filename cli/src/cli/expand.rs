@@ -43,7 +43,8 @@ are never removed. The file is replaced atomically, keeps its mode, and is
 not overwritten if someone changed it while discovery ran.";
 
 fn after_help() -> String {
-    format!("{EXAMPLES}\n\n{}", crate::cli::runtime::EXIT_CODES)
+    use crate::cli::runtime::{exit_status, EXPAND_ONE};
+    format!("{EXAMPLES}\n\n{}", exit_status(EXPAND_ONE))
 }
 
 /// Arguments of `expand`.
@@ -63,7 +64,8 @@ pub struct ExpandArgs {
     #[arg(short, long)]
     pub write: bool,
     /// Print the unified diff that --write would apply, and change nothing.
-    #[arg(long)]
+    /// Not with --write: one shows the change, the other makes it.
+    #[arg(long, conflicts_with = "write")]
     pub dry_run: bool,
     /// With --write or --dry-run: remove nodes that rlx-discover appended
     /// earlier and that are confirmed gone (a full browse did not hear
@@ -281,7 +283,7 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
             || exp.report.hand_written_moved()
             || ssh_failed
         {
-            ExitCode::from(1)
+            ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK)
         } else {
             ExitCode::SUCCESS
         },

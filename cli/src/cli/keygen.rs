@@ -7,7 +7,10 @@ use std::process::ExitCode;
 
 /// Arguments of `keygen`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  rlx-discover keygen /etc/rlx/cluster.key\n")]
+#[command(after_help = format!(
+    "Examples:\n  rlx-discover keygen /etc/rlx/cluster.key\n\n{}",
+    crate::cli::runtime::exit_status("never (an existing file is an error, 2)")
+))]
 pub struct KeygenArgs {
     /// Where to write it; an existing file is never overwritten.
     #[arg(default_value = "rlx-cluster.key")]

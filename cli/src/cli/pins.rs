@@ -21,9 +21,20 @@ Forget a pin only for a machine you reinstalled (or whose state directory
 you wiped): a refusal naming two fingerprints is otherwise another machine
 claiming that node's id.";
 
+fn after_help() -> String {
+    format!(
+        "{EXAMPLES}\n\n{}",
+        crate::cli::runtime::exit_status(FORGET_ONE)
+    )
+}
+
+/// What 1 means for `pins` (only `forget` exits 1).
+const FORGET_ONE: &str = "pins forget found no pin for the id, so there was nothing to forget; \
+                          pins list never exits 1";
+
 /// Arguments of `pins`.
 #[derive(Debug, Args)]
-#[command(after_help = EXAMPLES)]
+#[command(after_help = after_help())]
 pub struct PinsArgs {
     /// What to do with the pins.
     #[command(subcommand)]
@@ -47,9 +58,11 @@ pub struct Where {
 pub enum PinsAction {
     /// Print every pin: node id, key fingerprint, and the comment (host,
     /// first seen).
+    #[command(after_help = after_help())]
     List(Where),
     /// Drop the pin of a node id, so that the next run pins the key it
     /// then sees (after a real reinstall).
+    #[command(after_help = after_help())]
     Forget {
         /// The node id (16 hex characters).
         id: String,
@@ -93,7 +106,7 @@ pub fn run(a: PinsArgs) -> Result<ExitCode> {
                 .unwrap_or_default();
             let Some(old) = pins.get(&id).cloned() else {
                 eprintln!("{id} is not pinned in {path}: nothing to forget");
-                return Ok(ExitCode::from(1));
+                return Ok(ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK));
             };
             pins.forget(&id);
             pins.save(std::slice::from_ref(&id))

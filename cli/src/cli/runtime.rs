@@ -3,23 +3,30 @@
 
 use anyhow::{Context, Result};
 
-/// The exit codes, shown in `--help` and documented in docs/reference.md
-/// ("Exit codes").
-pub const EXIT_CODES: &str = "\
-Exit codes:
-  0  success: every configured source answered and the output is complete;
-     refused announcements of strangers (not in the file, claiming nothing of
-     it) are reported on stderr but do not count
-  1  output printed, but something needs a look: an ssh_hosts entry failed, a
-     configured subnet or dns_sd found nothing, an announcement claims the
-     address of a node in the file, an id clash, discovery found no node at
-     all, a node appended earlier is no longer found, or a hand-written
-     node's machine answers at another address (see the report on stderr);
-     with --strict also any refused announcement; with --write the file was
-     still written. A found node whose machine moved is updated in place and
-     does not count
-  2  error: bad config or flags, a refused operation (e.g. --write when the
-     file changed during discovery), or an I/O failure";
+/// The exit codes: the table both programs share ([`rlx_proto::exit`]),
+/// shown at the end of `rlx-discover --help` and in its man page.
+pub const EXIT_CODES: &str = rlx_proto::exit::TABLE;
+
+/// What exit 1 means for `expand`, the command scripts and CI gates run:
+/// every cause, so that a 1 is never a guess (docs/reference.md, "Exit
+/// codes").
+pub const EXPAND_ONE: &str = "\
+an ssh_hosts entry failed, a configured subnet or dns_sd found nothing, an
+announcement claims the address of a node in the file, an id clash,
+discovery found no node at all, a node appended earlier is no longer found,
+or a hand-written node's machine answers at another address; with
+--check-ssh a node's ssh failed; with --strict
+also any refused announcement of a stranger (refused announcements of
+machines not in the file that claim nothing of it are otherwise reported
+only). With --write the file was still written. A found node whose machine
+moved is updated in place and does not count";
+
+/// A subcommand's `Exit status:` block: the shared table, then what this
+/// subcommand's 1 means (`one`), so that every `--help` and man page says
+/// it where the reader is.
+pub fn exit_status(one: &str) -> String {
+    format!("{EXIT_CODES}\nHere, 1 means: {one}.")
+}
 
 /// The `"v"` of every JSON output of `expand`, `browse`, `scan` and
 /// `doctor` (`watch`'s event lines carry the library's own, also 1): raised

@@ -1,6 +1,7 @@
 //! `rlx-discover scan`: which addresses of a block run an agent or listen on
 //! the worker port, and what the listeners without an agent are.
 
+use crate::cli::duration::Millis;
 use crate::cli::progress::Bars;
 use anyhow::Result;
 use clap::Args;
@@ -9,12 +10,21 @@ use rlx_discover::config::{
 };
 use rlx_discover::scan::{scan, Identity, Listener, Ports, ScanOptions};
 use std::process::ExitCode;
-use std::time::Duration;
+
+fn after_help() -> String {
+    format!(
+        "Examples:
+  rlx-discover scan 10.0.0.0/24
+  rlx-discover scan 10.1.0.0/16 --port 9100 --agent-port 6184 --timeout 200ms --json
+
+{}",
+        crate::cli::runtime::exit_status("no address was listening")
+    )
+}
 
 /// Arguments of `scan`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  rlx-discover scan 10.0.0.0/24\n  \
-                        rlx-discover scan 10.1.0.0/16 --port 9100 --agent-port 6184 --timeout-ms 200 --json\n")]
+#[command(after_help = after_help())]
 pub struct ScanArgs {
     /// The block to scan, at most a /16.
     pub cidr: String,
@@ -26,8 +36,8 @@ pub struct ScanArgs {
     pub agent_port: u16,
     /// Per-connect timeout (300ms, 1s; a bare number is ms).
     #[arg(long = "timeout", visible_alias = "timeout-ms", value_name = "DURATION",
-          default_value_t = DEFAULT_TIMEOUT_MS, value_parser = crate::cli::duration::millis)]
-    pub timeout_ms: u64,
+          default_value_t = Millis(DEFAULT_TIMEOUT_MS), value_parser = Millis::parse)]
+    pub timeout_ms: Millis,
     /// Most connects in flight.
     #[arg(long, default_value_t = DEFAULT_SCAN_CONCURRENCY)]
     pub concurrency: usize,
@@ -51,7 +61,7 @@ pub fn run(a: ScanArgs, bars: &Bars) -> Result<ExitCode> {
     let opts = ScanOptions {
         net: net.clone(),
         ports,
-        timeout: Duration::from_millis(a.timeout_ms),
+        timeout: a.timeout_ms.duration(),
         concurrency: a.concurrency,
     };
     let r = crate::cli::runtime::runtime()?.block_on(scan(&opts, bars))?;
@@ -124,7 +134,7 @@ pub fn run(a: ScanArgs, bars: &Bars) -> Result<ExitCode> {
         );
     }
     Ok(if r.found.is_empty() {
-        ExitCode::from(1)
+        ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK)
     } else {
         ExitCode::SUCCESS
     })

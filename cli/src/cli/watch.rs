@@ -7,20 +7,31 @@
 //! and prints the events, as aligned lines or (`--json`) one JSON object
 //! per line.
 
+use crate::cli::duration::Millis;
 use anyhow::Result;
 use clap::Args;
 use rlx_discover::{escape_line, untrusted, Event, Kind, LiveWatch, WatchOptions};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+fn after_help() -> String {
+    format!(
+        "Examples:
+  rlx-discover watch                       # joined / updated / left, as lines
+  rlx-discover watch --json                # one JSON object per event
+  rlx-discover watch --suspect-timeout 30s # re-plan a silent box sooner
+  rlx-discover watch --for 10m --json      # ten minutes of events, then exit
+  rlx-discover watch --config cluster.toml --interface eth1
+  rlx-discover watch --domain rlx.example.org --dns-server 10.0.0.53
+
+{}",
+        crate::cli::runtime::exit_status("never: watch runs until interrupted or --for ends")
+    )
+}
+
 /// Arguments of `watch`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  \
-    rlx-discover watch                       # joined / updated / left, as lines\n  \
-    rlx-discover watch --json                # one JSON object per event\n  \
-    rlx-discover watch --suspect-timeout-ms 30000   # re-plan a silent box sooner\n  \
-    rlx-discover watch --config cluster.toml --interface eth1\n  \
-    rlx-discover watch --domain rlx.example.org --dns-server 10.0.0.53\n")]
+#[command(after_help = after_help())]
 pub struct WatchArgs {
     /// Where to look and whom to admit.
     #[command(flatten)]
@@ -39,9 +50,9 @@ pub struct WatchArgs {
     /// vanished host is `left` at once whatever this is.
     /// (2m, 30s; a bare number is ms.)
     #[arg(long = "suspect-timeout", visible_alias = "suspect-timeout-ms", value_name = "DURATION",
-          default_value_t = LiveWatch::SUSPECT_TIMEOUT.as_millis() as u64,
-          value_parser = crate::cli::duration::millis)]
-    pub suspect_timeout_ms: u64,
+          default_value_t = Millis(LiveWatch::SUSPECT_TIMEOUT.as_millis() as u64),
+          value_parser = Millis::parse)]
+    pub suspect_timeout_ms: Millis,
 }
 
 mod roster;
@@ -134,7 +145,7 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
         };
         // What "more than half of the cluster went dark" is a half of.
         let opts = WatchOptions::default()
-            .suspect_timeout(Duration::from_millis(a.suspect_timeout_ms))
+            .suspect_timeout(a.suspect_timeout_ms.duration())
             .cluster_size(roster.as_ref().map_or(0, |(_, r)| r.len()));
         // No interface up yet (a coordinator booting, a laptop undocked):
         // wait for one, as the agent does, rather than exit.
@@ -165,7 +176,7 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
                 rlx_proto::service::SERVICE,
                 on.join("; "),
                 LiveWatch::HEALTH_INTERVAL.as_secs_f64(),
-                a.suspect_timeout_ms as f64 / 1000.0
+                a.suspect_timeout_ms.duration().as_secs_f64()
             );
         }
         let stop_at = a.for_ms.map(|ms| started + Duration::from_millis(ms));

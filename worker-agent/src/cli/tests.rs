@@ -178,3 +178,56 @@ fn caps_file_values_yield_to_explicit_flags() {
         ("00000000000000bb", Some("lab"), 4)
     );
 }
+
+#[test]
+fn the_help_ends_in_the_exit_table_rlx_discover_shares_and_says_what_1_means() {
+    let help = AgentArgs::command().render_long_help().to_string();
+    assert!(help.contains(rlx_proto::exit::TABLE), "{help}");
+    assert!(help.contains("Here, 1 means: rlx-agent check"), "{help}");
+}
+
+#[test]
+fn every_example_in_the_help_parses() {
+    let cmd = AgentArgs::command();
+    let after = cmd
+        .get_after_help()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let mut parsed = 0;
+    for line in after.lines().map(str::trim_start) {
+        let Some(rest) = line.strip_prefix("rlx-agent ") else {
+            continue;
+        };
+        let rest = rest.split(" #").next().unwrap_or_default();
+        let words = std::iter::once("rlx-agent").chain(rest.split_whitespace());
+        if let Err(e) = AgentArgs::try_parse_from(words) {
+            panic!("the example `{line}` does not parse:\n{e}");
+        }
+        parsed += 1;
+    }
+    assert!(parsed >= 5, "only {parsed} examples in:\n{after}");
+}
+
+#[test]
+fn the_man_page_has_environment_files_and_see_also_sections() {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(AgentArgs::command())
+        .render(&mut page)
+        .unwrap();
+    let page = manual::with_sections(&String::from_utf8(page).unwrap());
+    for want in [
+        ".SH \"ENVIRONMENT\"",
+        "RLX_NETNS_GUARD",
+        "RUST_LOG",
+        "CREDENTIALS_DIRECTORY",
+        ".SH \"FILES\"",
+        "/etc/rlx/agent.toml",
+        "/var/lib/rlx\\-agent",
+        "node\\-key",
+        ".SH \"SEE ALSO\"",
+        "rlx\\-discover(1)",
+        "Exit status",
+    ] {
+        assert!(page.contains(want), "{want:?} missing from:\n{page}");
+    }
+}

@@ -147,7 +147,11 @@ fn expect_caps_file_error(json: &str, field: &str) {
         ["--probe".as_ref(), "--caps-file".as_ref(), file.as_os_str()],
         &[],
     );
-    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(rlx_proto::exit::ERROR)),
+        "a bad caps file is an error, exit 2 as rlx-discover's bad files are\n{report}"
+    );
     assert!(
         out.stdout.is_empty(),
         "nothing on stdout for a bad file\n{report}"
@@ -206,7 +210,11 @@ fn a_misspelt_optional_key_in_a_caps_file_is_warned_about() {
 #[test]
 fn a_missing_caps_file_is_an_error_naming_it() {
     let (out, report) = agent(["--probe", "--caps-file", "/nonexistent/node.json"], &[]);
-    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(rlx_proto::exit::ERROR)),
+        "a bad caps file is an error, exit 2 as rlx-discover's bad files are\n{report}"
+    );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("/nonexistent/node.json"),
         "{report}"
