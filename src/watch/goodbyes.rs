@@ -240,6 +240,16 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         {
             return;
         }
+        // A claim on the departed member's pinned identity at its address
+        // (another key, or none) is the user's concern, never a silent
+        // reschedule: reported once, like any admission's refusal.
+        let claims: Vec<Problem> = checked
+            .problems
+            .iter()
+            .filter(|p| p.host == label && p.pin_clash.is_some())
+            .cloned()
+            .collect();
+        self.report_refusals(out, &claims);
         // A machine that once answered its handshake must answer one again
         // (a port that only accepts is a stalled agent, not a return).
         let was_answered = revisit.sighting.evidence.answered();

@@ -96,6 +96,9 @@ struct Machines {
     streaming: BTreeSet<String>,
     /// Streams opened, per host.
     follows: BTreeMap<String, u32>,
+    /// Hosts whose address now answers as their pinned id without the
+    /// pinned node key: admission refuses it as a pin clash.
+    claimed: BTreeSet<String>,
 }
 
 impl Machines {
@@ -119,6 +122,21 @@ impl Check for FakeCheck {
             for mut s in d.sightings {
                 m.dials.push((s.host.clone(), Instant::now()));
                 m.dialled_at.push((s.host.clone(), s.addr.clone()));
+                if m.claimed.contains(&s.host) {
+                    let mut p = Problem::stranger(
+                        s.source,
+                        s.host.clone(),
+                        "refused: node id is pinned and its handshake proves no node key",
+                    );
+                    p.pin_clash = Some(crate::sighting::PinClash {
+                        pinned: "SHA256:pinned".into(),
+                        shown: "none".into(),
+                        pins_file: None,
+                        fix: "rlx-discover pins forget".into(),
+                    });
+                    out.problems.push(p);
+                    continue;
+                }
                 let death = m
                     .death(&s)
                     .or_else(|| m.unanswered.contains(&s.host).then_some(Death::Stalled));
@@ -437,6 +455,14 @@ impl Running {
     }
 
     /// `host` is alive again (resumed, or its link back).
+    /// Another host takes `host`'s address and answers as its pinned id
+    /// without its node key.
+    fn claim(&self, host: &str) {
+        let mut m = self.machines.0.lock().unwrap();
+        m.dead.remove(host);
+        m.claimed.insert(host.into());
+    }
+
     fn revive(&self, host: &str) {
         self.machines.0.lock().unwrap().dead.remove(host);
     }
@@ -726,6 +752,34 @@ async fn a_registration_missing_from_one_browse_while_its_machine_answers_is_no_
     );
     w.zone.0.lock().unwrap().push(box3);
     assert_eq!(w.during(DNS_POLL_INTERVAL * 2).await, vec![]);
+    w.stop().await.unwrap();
+}
+
+/// A member that left and whose address a claimant then answers at, as
+/// its pinned id without its node key: the revisit of the departed
+/// instance reports the refusal (once), never reschedules it in silence,
+/// and the claimant never joins.
+#[tokio::test(start_paused = true)]
+async fn a_claim_on_a_departed_members_pinned_id_at_its_address_is_reported_at_the_revisit() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(what(&w.next().await), (Kind::Joined, "box1", 0, None));
+    w.kill("box1", Death::Reset);
+    w.goodbye("box1");
+    assert_eq!(w.next().await.event, Kind::Left);
+    w.claim("box1");
+    let got = w.during(Duration::from_secs(30)).await;
+    let refused: Vec<&Event> = got.iter().filter(|e| e.event == Kind::Refused).collect();
+    assert_eq!(refused.len(), 1, "reported once: {got:?}");
+    assert!(refused[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("proves no node key"));
+    assert!(
+        got.iter().all(|e| e.event != Kind::Joined),
+        "the claimant never joins: {got:?}"
+    );
     w.stop().await.unwrap();
 }
 
