@@ -145,9 +145,7 @@ impl LiveWatch {
             if opts.dial_off_link {
                 bo.dial = DialPolicy::Any;
             }
-            let mut b = ContinuousBrowse::start(&bo, started)?;
-            b.set_dial_policy(bo.dial);
-            Some(b)
+            Some(ContinuousBrowse::start(&bo, started)?)
         } else {
             None
         };

@@ -14,8 +14,9 @@
 //! rule, and may name any existing interface, `lo` included: a test namespace
 //! holding many agents on one host has only loopback (see [`select`]).
 //!
-//! [`pick_address`] then chooses, among the addresses a node announced, the
-//! one on the subnet of the interface it was heard on.
+//! Which of a node's addresses is dialled is not decided here: one rule for
+//! every source does that (`rlx_discover`'s `pipeline/prefer.rs`,
+//! docs/protocol.md, "Which address a machine on several networks gets").
 
 use ipnet::IpNet;
 use nix::net::if_::InterfaceFlags;
@@ -266,70 +267,6 @@ pub fn describe(all: &[Iface]) -> String {
         .join("; ")
 }
 
-/// How good an address is for reaching a node: lower is better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Reach {
-    Routable,
-    LinkLocal,
-    Loopback,
-}
-
-fn reach(ip: &IpAddr) -> Option<Reach> {
-    match ip {
-        IpAddr::V4(v4) => {
-            if v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast() {
-                None
-            } else if v4.is_loopback() {
-                Some(Reach::Loopback)
-            } else if v4.is_link_local() {
-                Some(Reach::LinkLocal)
-            } else {
-                Some(Reach::Routable)
-            }
-        }
-        IpAddr::V6(v6) => {
-            if v6.is_unspecified() || v6.is_multicast() {
-                None
-            } else if v6.is_loopback() {
-                Some(Reach::Loopback)
-            } else if v6.is_unicast_link_local() {
-                Some(Reach::LinkLocal)
-            } else if let Some(v4) = v6.to_ipv4_mapped() {
-                reach(&IpAddr::V4(v4))
-            } else {
-                Some(Reach::Routable)
-            }
-        }
-    }
-}
-
-/// The address to dial for a node that announced `candidates` and was heard
-/// on `heard_on`.
-///
-/// Order of preference: a routable address beats a link-local one, which
-/// beats loopback (never link-local or loopback while a routable address
-/// exists); within a class, one on `heard_on`'s subnets wins, then IPv4 over
-/// IPv6 (an IPv4 `addr` is what most configs and firewalls expect), then the
-/// announced order. Loopback is accepted only when heard on a loopback
-/// interface (a node on another host that announces 127.0.0.1 is
-/// misconfigured, not reachable there). A link-local IPv6 result needs the
-/// scope of `heard_on` (`fe80::1%eth0`, index [`Iface::index`]) to be dialled.
-/// `None` when nothing usable was announced.
-pub fn pick_address(candidates: &[IpAddr], heard_on: &Iface) -> Option<IpAddr> {
-    candidates
-        .iter()
-        .enumerate()
-        .filter_map(|(order, ip)| {
-            let class = reach(ip)?;
-            if class == Reach::Loopback && !heard_on.is_loopback() {
-                return None;
-            }
-            Some(((class, !heard_on.on_subnet(ip), ip.is_ipv6(), order), *ip))
-        })
-        .min_by_key(|(key, _)| *key)
-        .map(|(_, ip)| ip)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,14 +305,6 @@ mod tests {
 
     fn names(list: &[Iface]) -> Vec<&str> {
         list.iter().map(|i| i.name.as_str()).collect()
-    }
-
-    fn ips(list: &[&str]) -> Vec<IpAddr> {
-        list.iter().map(|a| a.parse().unwrap()).collect()
-    }
-
-    fn pick(list: &[&str], heard_on: &Iface) -> Option<String> {
-        pick_address(&ips(list), heard_on).map(|ip| ip.to_string())
     }
 
     #[test]
@@ -451,75 +380,6 @@ mod tests {
     fn naming_an_interface_twice_uses_it_once() {
         let chosen = select_from(vec![eth0()], &["eth0".into(), "eth0".into()]).unwrap();
         assert_eq!(names(&chosen), ["eth0"]);
-    }
-
-    #[test]
-    fn the_address_on_the_heard_subnet_wins() {
-        let heard = iface("eth1", lan(), &["10.5.0.1/16"]);
-        assert_eq!(
-            pick(&["192.168.1.7", "10.5.3.4", "172.16.0.9"], &heard).as_deref(),
-            Some("10.5.3.4")
-        );
-    }
-
-    #[test]
-    fn routable_beats_link_local_and_loopback_even_off_subnet() {
-        let heard = iface("eth0", lan(), &["fe80::1/64"]);
-        assert_eq!(
-            pick(&["127.0.0.1", "fe80::9", "169.254.3.3", "10.9.9.9"], &heard).as_deref(),
-            Some("10.9.9.9")
-        );
-    }
-
-    #[test]
-    fn ipv6_works_and_ipv4_wins_a_tie() {
-        let e = eth0();
-        assert_eq!(
-            pick(&["fe80::7", "fd00:1::7"], &e).as_deref(),
-            Some("fd00:1::7")
-        );
-        assert_eq!(
-            pick(&["fd00:1::7", "192.168.1.7"], &e).as_deref(),
-            Some("192.168.1.7")
-        );
-        // On-subnet IPv6 beats off-subnet IPv4.
-        assert_eq!(
-            pick(&["10.77.0.1", "fd00:1::7"], &e).as_deref(),
-            Some("fd00:1::7")
-        );
-    }
-
-    #[test]
-    fn link_local_is_used_only_when_nothing_routable_exists() {
-        assert_eq!(pick(&["fe80::7"], &eth0()).as_deref(), Some("fe80::7"));
-    }
-
-    #[test]
-    fn loopback_is_accepted_only_when_heard_on_loopback() {
-        assert_eq!(pick(&["127.0.0.1"], &eth0()), None);
-        assert_eq!(pick(&["127.0.0.1"], &lo()).as_deref(), Some("127.0.0.1"));
-        assert_eq!(
-            pick(&["127.0.0.1", "10.1.1.1"], &lo()).as_deref(),
-            Some("10.1.1.1")
-        );
-    }
-
-    #[test]
-    fn unusable_addresses_are_never_picked() {
-        assert_eq!(
-            pick(
-                &[
-                    "0.0.0.0",
-                    "224.0.0.251",
-                    "255.255.255.255",
-                    "::",
-                    "ff02::fb"
-                ],
-                &eth0()
-            ),
-            None
-        );
-        assert_eq!(pick(&[], &eth0()), None);
     }
 
     #[test]

@@ -31,7 +31,9 @@
 //!   ("A light browse" below). The same wrapper serves a continuous `watch`.
 //!
 //! Each instance keeps the interface it was first heard on, and its address
-//! is chosen by [`iface::pick_address`](rlx_net::iface::pick_address) among the addresses heard there.
+//! is chosen among the addresses heard by the one rule every source uses
+//! (`crate::pipeline::prefer`, docs/protocol.md, "Which address a machine
+//! on several networks gets").
 //!
 //! # Schedule
 //!

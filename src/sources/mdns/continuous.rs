@@ -185,7 +185,8 @@ impl ContinuousBrowse {
             table,
             opts: opts.clone(),
             started,
-            policy: DialPolicy::default(),
+            // The policy the options ask for, from the first snapshot on.
+            policy: opts.dial,
             heard,
             reader,
             last_prune: Instant::now(),
@@ -238,11 +239,6 @@ impl ContinuousBrowse {
             "asked the LAN again for lost instances: {sent} packet(s), {} known answer(s)",
             known.len()
         );
-    }
-
-    /// Sets which addresses go on to admission (default [`DialPolicy::Any`]).
-    pub(crate) fn set_dial_policy(&mut self, policy: DialPolicy) {
-        self.policy = policy;
     }
 
     /// The names of the interfaces browsed.
