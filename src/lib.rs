@@ -125,15 +125,17 @@ pub mod sshtarget;
 pub mod write;
 
 // Expand.
+pub use admit::RulesError;
 pub use config::{ClusterConfig, ConfigError, DiscoverSection, NodeConfig};
 pub use discover::{expand_config, expand_section, ExpandError, Overrides};
+pub use links::LinkSetupError;
 pub use pipeline::Expansion;
 pub use progress::{Progress, Silent, Task};
 
 // What was found.
 pub use addr::{AddrError, NodeAddr};
 pub use pipeline::report::{AddedNode, Report};
-pub use sighting::{Evidence, PinClash, Pinning, Problem, Sighting, Source};
+pub use sighting::{Discovery, Evidence, PinClash, Pinning, Problem, Sighting, Source};
 
 // Watch.
 pub use follow::{LiveWatch, StartError, WatchOptions};
@@ -160,7 +162,7 @@ pub mod report {
 /// same browse with both.
 pub mod mdns {
     pub use crate::sources::mdns::{
-        browse, browse_json, Browse, BrowseOptions, BrowseStats, MdnsError,
+        browse, browse_json, Browse, BrowseOptions, BrowseStats, MdnsError, StopRule,
     };
 }
 

@@ -192,7 +192,7 @@ pub use browse::browse;
 pub use json::browse_json;
 pub(crate) use options::DialPolicy;
 pub use options::{BrowseOptions, MdnsError};
-pub use stats::{Browse, BrowseStats};
+pub use stats::{Browse, BrowseStats, StopRule};
 
 pub(crate) use crate::sources::dnssd::MAX_INSTANCES;
 pub(crate) use browse::discover;

@@ -534,3 +534,22 @@ fn the_readme_keeps_the_two_commands_word_for_word() {
         );
     }
 }
+
+/// Every error or result a library caller receives can be named from the
+/// crate's root or its modules (they could not: `RulesError`,
+/// `LinkSetupError`, `Discovery`, `StopRule`). This fails to compile if one
+/// is hidden again.
+#[test]
+fn the_types_a_caller_receives_can_be_named() {
+    fn named<T>() -> &'static str {
+        std::any::type_name::<T>()
+    }
+    for name in [
+        named::<rlx_discover::RulesError>(),
+        named::<rlx_discover::LinkSetupError>(),
+        named::<rlx_discover::Discovery>(),
+        named::<rlx_discover::mdns::StopRule>(),
+    ] {
+        assert!(name.starts_with("rlx_discover::"), "{name}");
+    }
+}

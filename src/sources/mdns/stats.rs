@@ -76,8 +76,8 @@ pub struct BrowseStats {
     pub unparsed_replies: usize,
 }
 
-/// Which rule let a browse stop before its window ended (see "When it
-/// stops early" in the [`mdns`](super) docs).
+/// Which rule let a browse stop before its window ended
+/// ([`BrowseStats::stopped_early`]; docs/protocol.md explains each rule).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum StopRule {
     /// Every agent answered every early query.
