@@ -684,8 +684,28 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         ctx.notes.push(format!("faults: an injection failed: {f}"));
     }
     drop(procs);
+    // CI's guard of the promise "0 false `left`": a figure in the full
+    // run, a failure there (RLX_BENCH_FAIL_ON_FALSE_LEFT=1, set by .ci/run).
+    let strict = std::env::var_os(FAIL_ON_FALSE_LEFT).is_some_and(|v| v == "1");
+    if let Some((_, v)) = verdicts.iter().find(|(t, _)| *t == WATCH) {
+        if strict && !v.false_left.is_empty() {
+            anyhow::bail!(
+                "rlx-discover watch reported {} false `left` ({FAIL_ON_FALSE_LEFT}=1): {}",
+                v.false_left.len(),
+                v.false_left
+                    .iter()
+                    .map(|(t, i, why)| format!("node-{i} at {:.1} s ({why})", (t - from) / 1000.0))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
     Ok(())
 }
+
+/// Set to 1, a false `left` of `watch` fails the scenario (and the suite's
+/// exit status) instead of being a figure.
+pub const FAIL_ON_FALSE_LEFT: &str = "RLX_BENCH_FAIL_ON_FALSE_LEFT";
 
 /// One tool's verdict as samples: each latency, the false deaths and
 /// their rate, and (watch) the unexplained suspicions, the short pauses

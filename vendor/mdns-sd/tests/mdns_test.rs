@@ -1036,7 +1036,13 @@ fn subtype() {
                             info.get_subtype()
                         );
                         assert_eq!(fullname.as_str(), info.get_fullname());
-                        assert_eq!(subtype_domain, info.get_subtype().as_ref().unwrap());
+                        // rlx patch: PATCHES.md §28: a browse of the main
+                        // type caches only PTRs of that type, not the
+                        // subtype's PTR riding in the same response, so it
+                        // learns the subtype only when browsing the subtype.
+                        if *domain == subtype_domain {
+                            assert_eq!(subtype_domain, info.get_subtype().as_ref().unwrap());
+                        }
                         break;
                     }
                     e => {
