@@ -13,8 +13,9 @@
 //!   dark together, which is a partition: one `partitioned` event, and the
 //!   dark members held as suspects, not left while it lasts, up to the
 //!   suspicion timeout. They are dialled every [`SUSPECT_PROBE`], and each
-//!   is `up` as soon as it is reachable and pulses again. When the dark ones are no longer a
-//!   majority, those still dark are judged one by one again.
+//!   is `up` as soon as it is reachable and pulses again. When the dark
+//!   ones are no longer a majority, those still dark are judged one by one
+//!   again.
 //! - **local health** ([`super::local`]): the engine ticks every 50 ms; a
 //!   tick more than 250 ms late means the watch itself was not running (SIGSTOPped,
 //!   its cores saturated, the machine suspended), and then nobody's
