@@ -1,7 +1,8 @@
 //! **The cluster file's nodes beside the live ones** (`watch --config`):
 //! each `[[node]]` of the file is down until a member matches it, by the
-//! node id its `# found by` provenance names, else by its `addr`; members
-//! that match none are newcomers.
+//! node id its comments name (read by the library's one reader,
+//! [`rlx_discover::write::file_nodes`], as `expand` reads it), else by its
+//! `addr`; members that match none are newcomers.
 
 use anyhow::{Context, Result};
 use rlx_discover::write::file_nodes;
@@ -13,7 +14,7 @@ use std::path::Path;
 #[derive(Debug)]
 struct Listed {
     addr: String,
-    /// From `..., id <16 hex>` at the end of its provenance comment.
+    /// The node id its comments name, as `expand` reads it.
     id: Option<String>,
     line: usize,
     /// The instance that is this node now, while it is up.
@@ -42,11 +43,15 @@ impl Roster {
     pub fn load(path: &Path) -> Result<Roster> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading {} for its [[node]] list", path.display()))?;
-        let nodes = file_nodes(&text)
-            .with_context(|| format!("{}: the [[node]] list", path.display()))?
+        Roster::from_text(&text).with_context(|| format!("{}: the [[node]] list", path.display()))
+    }
+
+    /// The `[[node]]` tables of a cluster file's text, all down.
+    fn from_text(text: &str) -> Result<Roster> {
+        let nodes = file_nodes(text)?
             .into_iter()
             .map(|n| Listed {
-                id: n.found_by.as_deref().and_then(id_of_provenance),
+                id: n.id,
                 addr: n.addr,
                 line: n.line,
                 up: None,
@@ -68,14 +73,14 @@ impl Roster {
     /// Which file node `node` is: the same id (from provenance), else the
     /// same address.
     fn find(&self, node: &AddedNode) -> Option<usize> {
-        let by_id = (!node.id.is_empty())
-            .then(|| {
-                self.nodes
-                    .iter()
-                    .position(|n| n.id.as_deref() == Some(node.id.as_str()))
-            })
+        self.find_by(&node.id, &node.addr)
+    }
+
+    fn find_by(&self, id: &str, addr: &str) -> Option<usize> {
+        let by_id = (!id.is_empty())
+            .then(|| self.nodes.iter().position(|n| n.id.as_deref() == Some(id)))
             .flatten();
-        by_id.or_else(|| self.nodes.iter().position(|n| n.addr == node.addr))
+        by_id.or_else(|| self.nodes.iter().position(|n| n.addr == addr))
     }
 
     /// Applies `e`: the file node it is (up or down after it), or `None`
@@ -104,26 +109,38 @@ impl Roster {
     }
 }
 
-/// The node id at the end of a provenance comment (`..., id 0123456789abcdef`).
-fn id_of_provenance(found_by: &str) -> Option<String> {
-    let (_, id) = found_by.rsplit_once(", id ")?;
-    let id = id.trim();
-    rlx_proto::caps::is_valid_id(id).then(|| id.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Guards against the roster reading ids its own way: comments the
+    /// library accepts (`id=`, `id:`, an adopted node's own comment) made
+    /// a move for `expand` and an unknown node for `watch --config`. Each
+    /// spelling must name the node here exactly as `expand` reads it, and
+    /// a quoted host name (a stranger's) names none.
     #[test]
-    fn the_id_is_read_from_the_provenance_comment() {
-        assert_eq!(
-            id_of_provenance(
-                "found by mdns (handshake) 2026-11-30: gpu-a, cuda 24.0 GiB, 32 cores, id 0123456789abcdef"
-            )
-            .as_deref(),
-            Some("0123456789abcdef")
-        );
-        assert_eq!(id_of_provenance("found by ssh: gpu-a, 8 cores"), None);
+    fn every_comment_spelling_expand_reads_names_the_same_node_in_watch() {
+        let id = "0123456789abcdef";
+        let table = [
+            (
+                format!("# found by mdns (handshake) 2026-11-30: gpu-a, 32 cores, id {id}"),
+                true,
+            ),
+            (format!("# found by mdns: gpu-a, id={id}"), true),
+            (format!("# found by mdns: gpu-a, id: {id}"), true),
+            (format!("# my box, id {id}"), true),
+            (format!("# ID {}", id.to_uppercase()), true),
+            (format!("# found by mdns: \"gpu id {id}\", 8 cores"), false),
+            (format!("# found by mdns: gpu-a.id.{id}"), false),
+        ];
+        for (comment, names) in table {
+            let text = format!("{comment}\n[[node]]\naddr = \"10.0.0.9:9100\"\n");
+            let expand_reads = file_nodes(&text).unwrap()[0].id.clone();
+            let roster = Roster::from_text(&text).unwrap();
+            assert_eq!(roster.nodes[0].id, expand_reads, "{comment}");
+            // A member with that id at another address is this node.
+            let found = roster.find_by(id, "10.0.0.50:9100");
+            assert_eq!(found.is_some(), names, "{comment}: {expand_reads:?}");
+        }
     }
 }
