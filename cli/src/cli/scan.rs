@@ -49,6 +49,10 @@ pub struct ScanArgs {
 /// Scans and prints the open addresses; exit 1 when none.
 pub fn run(a: ScanArgs, bars: &Bars) -> Result<ExitCode> {
     let net: Subnet = a.cidr.parse()?;
+    // Stricter than the library's own check, which lets a loopback block
+    // through for its tests: the command scans nothing from the machine's
+    // initial namespace under the guard (the project's rule, as written).
+    rlx_net::netguard::ensure_private_netns("a subnet scan")?;
     anyhow::ensure!(
         a.port != a.agent_port,
         "--port and --agent-port are both {}: the worker and the agent each have their own port",
