@@ -42,5 +42,6 @@ pub mod exit;
 pub mod handshake;
 pub mod identity;
 pub mod keys;
+pub mod manpage;
 pub mod service;
 pub mod txt;

@@ -5,6 +5,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
+use rlx_proto::manpage::Section;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -29,15 +30,6 @@ fn after_help() -> String {
 {}",
         crate::cli::runtime::exit_status("never")
     )
-}
-
-/// A section of a page that clap cannot derive: its title and its
-/// entries, each a term (set in bold) and what it means.
-pub struct Section {
-    /// The heading, as man pages spell it (`ENVIRONMENT`).
-    pub title: &'static str,
-    /// (term, meaning) pairs.
-    pub entries: &'static [(&'static str, &'static str)],
 }
 
 /// The sections every page gets, main page and subcommands alike: what the
@@ -80,45 +72,13 @@ pub const SECTIONS: &[Section] = &[
     },
 ];
 
-/// `s` as roff text: backslashes and hyphens escaped, and a line that
-/// starts with a control character (`.` or `'`) kept as text.
-fn roff_text(s: &str) -> String {
-    let t = s.replace('\\', "\\e").replace('-', "\\-");
-    if t.starts_with('.') || t.starts_with('\'') {
-        format!("\\&{t}")
-    } else {
-        t
-    }
-}
-
-/// The [`SECTIONS`] as roff.
-fn render_sections() -> String {
-    let mut out = String::new();
-    for s in SECTIONS {
-        out.push_str(&format!(".SH \"{}\"\n", s.title));
-        for (term, text) in s.entries {
-            out.push_str(&format!(
-                ".TP\n\\fB{}\\fR\n{}\n",
-                roff_text(term),
-                roff_text(text)
-            ));
-        }
-    }
-    out
-}
-
 /// Renders one page: clap's, with [`SECTIONS`] before its VERSION section
 /// (where man pages keep them), or at the end when it has none.
 fn render(cmd: clap::Command) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     clap_mangen::Man::new(cmd).render(&mut out)?;
     let page = String::from_utf8(out).context("clap_mangen wrote a page that is not UTF-8")?;
-    let ours = render_sections();
-    let page = match page.find(".SH VERSION") {
-        Some(at) => format!("{}{ours}{}", &page[..at], &page[at..]),
-        None => format!("{page}{ours}"),
-    };
-    Ok(page.into_bytes())
+    Ok(rlx_proto::manpage::with_sections(&page, SECTIONS).into_bytes())
 }
 
 /// Renders the main page (`rlx-discover.1`) as roff.
@@ -222,11 +182,5 @@ mod tests {
                 p.display()
             );
         }
-    }
-
-    #[test]
-    fn roff_text_escapes_hyphens_backslashes_and_leading_dots() {
-        assert_eq!(roff_text("a-b\\c"), "a\\-b\\ec");
-        assert_eq!(roff_text(".pins"), "\\&.pins");
     }
 }

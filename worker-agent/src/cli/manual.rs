@@ -6,14 +6,7 @@
 //! man-page generator); it passes clap's page through [`with_sections`].
 //! Kept in step with docs/reference.md ("Environment of `rlx-agent`").
 
-/// A section of the page: its heading and its entries, each a term (set
-/// in bold) and what it means.
-pub struct Section {
-    /// The heading, as man pages spell it (`ENVIRONMENT`).
-    pub title: &'static str,
-    /// (term, meaning) pairs.
-    pub entries: &'static [(&'static str, &'static str)],
-}
+use rlx_proto::manpage::Section;
 
 /// The sections [`with_sections`] adds.
 pub const SECTIONS: &[Section] = &[
@@ -50,59 +43,8 @@ pub const SECTIONS: &[Section] = &[
     },
 ];
 
-/// `s` as roff text: backslashes and hyphens escaped, and a line that
-/// starts with a control character (`.` or `'`) kept as text.
-fn roff_text(s: &str) -> String {
-    let t = s.replace('\\', "\\e").replace('-', "\\-");
-    if t.starts_with('.') || t.starts_with('\'') {
-        format!("\\&{t}")
-    } else {
-        t
-    }
-}
-
-/// The [`SECTIONS`] as roff.
-pub fn render_sections() -> String {
-    let mut out = String::new();
-    for s in SECTIONS {
-        out.push_str(&format!(".SH \"{}\"\n", s.title));
-        for (term, text) in s.entries {
-            out.push_str(&format!(
-                ".TP\n\\fB{}\\fR\n{}\n",
-                roff_text(term),
-                roff_text(text)
-            ));
-        }
-    }
-    out
-}
-
-/// clap's page (`page`, roff) with [`SECTIONS`] before its VERSION
-/// section, where man pages keep them, or at its end when it has none.
+/// clap's page (`page`, roff) with [`SECTIONS`] added
+/// ([`rlx_proto::manpage::with_sections`]).
 pub fn with_sections(page: &str) -> String {
-    let ours = render_sections();
-    match page.find(".SH VERSION") {
-        Some(at) => format!("{}{ours}{}", &page[..at], &page[at..]),
-        None => format!("{page}{ours}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_sections_go_before_version_or_at_the_end() {
-        let page = with_sections(".TH x 1\n.SH NAME\nx\n.SH VERSION\nv1\n");
-        let env = page.find(".SH \"ENVIRONMENT\"").unwrap();
-        assert!(env < page.find(".SH VERSION").unwrap(), "{page}");
-        let page = with_sections(".TH x 1\n");
-        assert!(page.ends_with(&render_sections()), "{page}");
-    }
-
-    #[test]
-    fn roff_text_escapes_hyphens_backslashes_and_leading_dots() {
-        assert_eq!(roff_text("a-b\\c"), "a\\-b\\ec");
-        assert_eq!(roff_text(".x"), "\\&.x");
-    }
+    rlx_proto::manpage::with_sections(page, SECTIONS)
 }
