@@ -654,13 +654,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         if v.false_left.is_empty() && v.unexplained_suspect.is_empty() {
             continue;
         }
-        let list = |x: &[(f64, usize, String)]| {
-            x.iter()
-                .take(12)
-                .map(|(t, i, why)| format!("node-{i} at {:.1} s ({why})", (t - from) / 1000.0))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let list = |x: &[(f64, usize, String)]| judge::listed(x, from, 12);
         ctx.notes.push(format!(
             "faults: {tool}: false `left` {}{}{}",
             v.false_left.len(),
@@ -684,28 +678,12 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         ctx.notes.push(format!("faults: an injection failed: {f}"));
     }
     drop(procs);
-    // CI's guard of the promise "0 false `left`": a figure in the full
-    // run, a failure there (RLX_BENCH_FAIL_ON_FALSE_LEFT=1, set by .ci/run).
-    let strict = std::env::var_os(FAIL_ON_FALSE_LEFT).is_some_and(|v| v == "1");
-    if let Some((_, v)) = verdicts.iter().find(|(t, _)| *t == WATCH) {
-        if strict && !v.false_left.is_empty() {
-            anyhow::bail!(
-                "rlx-discover watch reported {} false `left` ({FAIL_ON_FALSE_LEFT}=1): {}",
-                v.false_left.len(),
-                v.false_left
-                    .iter()
-                    .map(|(t, i, why)| format!("node-{i} at {:.1} s ({why})", (t - from) / 1000.0))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
+    // CI's guard of the promise "0 false `left`" (judge::FAIL_ON_FALSE_LEFT).
+    match verdicts.iter().find(|(t, _)| *t == WATCH) {
+        Some((_, v)) => v.fail_on_false_left(from),
+        None => Ok(()),
     }
-    Ok(())
 }
-
-/// Set to 1, a false `left` of `watch` fails the scenario (and the suite's
-/// exit status) instead of being a figure.
-pub const FAIL_ON_FALSE_LEFT: &str = "RLX_BENCH_FAIL_ON_FALSE_LEFT";
 
 /// One tool's verdict as samples: each latency, the false deaths and
 /// their rate, and (watch) the unexplained suspicions, the short pauses

@@ -67,6 +67,21 @@ const SUSPECT_AFTER_CONT_MS: f64 = 500.0;
 /// One latency sample: metric, value (`None`: never reported), why not.
 pub(crate) type Latency = (&'static str, Option<f64>, &'static str);
 
+/// Set to 1 (as .ci/run does), a false `left` of `watch` fails the
+/// scenario, and so the suite's exit status, instead of being a figure:
+/// the promise is 0.
+pub(crate) const FAIL_ON_FALSE_LEFT: &str = "RLX_BENCH_FAIL_ON_FALSE_LEFT";
+
+/// The first `take` of `x` (when, whose, what was going on) in words, with
+/// times from `from` (wall ms).
+pub(crate) fn listed(x: &[(f64, usize, String)], from: f64, take: usize) -> String {
+    x.iter()
+        .take(take)
+        .map(|(t, i, why)| format!("node-{i} at {:.1} s ({why})", (t - from) / 1000.0))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The verdict on one tool's news.
 #[derive(Debug, Default)]
 pub(crate) struct Verdict {
@@ -83,6 +98,20 @@ pub(crate) struct Verdict {
 }
 
 impl Verdict {
+    /// An error naming every false `left` when [`FAIL_ON_FALSE_LEFT`] is
+    /// set to 1 and there is one.
+    pub(crate) fn fail_on_false_left(&self, from: f64) -> anyhow::Result<()> {
+        let strict = std::env::var_os(FAIL_ON_FALSE_LEFT).is_some_and(|v| v == "1");
+        if strict && !self.false_left.is_empty() {
+            anyhow::bail!(
+                "rlx-discover watch reported {} false `left` ({FAIL_ON_FALSE_LEFT}=1): {}",
+                self.false_left.len(),
+                listed(&self.false_left, from, usize::MAX)
+            );
+        }
+        Ok(())
+    }
+
     /// The false `left`s counted by what was going on.
     pub(crate) fn false_left_by_context(&self) -> BTreeMap<&str, usize> {
         let mut m = BTreeMap::new();

@@ -172,3 +172,31 @@ async fn a_machine_taking_a_members_name_joins_only_once_the_member_is_gone() {
     assert_eq!(got[1].node.as_ref().unwrap().addr, "10.0.0.5:9100");
     w.stop().await.unwrap();
 }
+
+/// A member that left and whose address a claimant then answers at, as
+/// its pinned id without its node key: the revisit of the departed
+/// instance reports the refusal (once), never reschedules it in silence,
+/// and the claimant never joins.
+#[tokio::test(start_paused = true)]
+async fn a_claim_on_a_departed_members_pinned_id_at_its_address_is_reported_at_the_revisit() {
+    let mut w = Running::start(false);
+    w.announce(vec![box1()], vec![]);
+    assert_eq!(what(&w.next().await), (Kind::Joined, "box1", 0, None));
+    w.kill("box1", Death::Reset);
+    w.goodbye("box1");
+    assert_eq!(w.next().await.event, Kind::Left);
+    w.claim("box1");
+    let got = w.during(Duration::from_secs(30)).await;
+    let refused: Vec<&Event> = got.iter().filter(|e| e.event == Kind::Refused).collect();
+    assert_eq!(refused.len(), 1, "reported once: {got:?}");
+    assert!(refused[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("proves no node key"));
+    assert!(
+        got.iter().all(|e| e.event != Kind::Joined),
+        "the claimant never joins: {got:?}"
+    );
+    w.stop().await.unwrap();
+}
