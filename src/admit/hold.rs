@@ -37,7 +37,9 @@ pub(crate) enum Hold {
     /// Not yet: admitted as new, pinned at a later check.
     Wait,
     /// Another key claimed the id within [`PIN_HOLD`]: pin neither.
-    Contested,
+    /// `began` on the claim that made it contested (said once, not at
+    /// every check while it lasts).
+    Contested { began: bool },
 }
 
 #[derive(Debug)]
@@ -75,15 +77,17 @@ impl PinHold {
         // A claimant not heard from for the whole hold has given up.
         h.keys
             .retain(|(_, last)| now.saturating_duration_since(*last) <= PIN_HOLD);
+        let mut added = false;
         match h.keys.iter_mut().find(|(k, _)| *k == key) {
             Some(seen) => seen.1 = now,
             None => {
                 h.keys.push((key, now));
                 h.since = now;
+                added = true;
             }
         }
         if h.keys.len() > 1 {
-            Hold::Contested
+            Hold::Contested { began: added }
         } else if now.saturating_duration_since(h.since) >= PIN_HOLD {
             self.held.remove(id);
             Hold::Pin
@@ -120,9 +124,18 @@ mod tests {
         let t = Instant::now();
         let s = Duration::from_secs(1);
         assert_eq!(h.observe("a", key(1), t), Hold::Wait);
-        assert_eq!(h.observe("a", key(2), t + s), Hold::Contested);
-        assert_eq!(h.observe("a", key(1), t + 4 * s), Hold::Contested);
-        assert_eq!(h.observe("a", key(1), t + 6 * s), Hold::Contested);
+        assert_eq!(
+            h.observe("a", key(2), t + s),
+            Hold::Contested { began: true }
+        );
+        assert_eq!(
+            h.observe("a", key(1), t + 4 * s),
+            Hold::Contested { began: false }
+        );
+        assert_eq!(
+            h.observe("a", key(1), t + 6 * s),
+            Hold::Contested { began: false }
+        );
         // Key 2 was last seen at 1 s: by 7 s it has been gone for more
         // than the hold, and key 1 is pinned.
         assert_eq!(h.observe("a", key(1), t + 7 * s), Hold::Pin);
@@ -135,8 +148,11 @@ mod tests {
         assert_eq!(h.observe("a", key(2), t), Hold::Wait);
         assert_eq!(
             h.observe("a", key(1), t + Duration::from_millis(300)),
-            Hold::Contested
+            Hold::Contested { began: true }
         );
-        assert_eq!(h.observe("a", key(2), t + PIN_HOLD), Hold::Contested);
+        assert_eq!(
+            h.observe("a", key(2), t + PIN_HOLD),
+            Hold::Contested { began: false }
+        );
     }
 }

@@ -87,7 +87,7 @@ pub(super) fn judge_identities(
                     s.identity = Pinning::New;
                     let alone = keys_of.get(&id).is_some_and(|ks| ks.len() == 1);
                     let held = match (alone, hold) {
-                        (false, _) => Hold::Contested,
+                        (false, _) => Hold::Contested { began: true },
                         (true, None) => Hold::Pin,
                         (true, Some(h)) => {
                             h.lock()
@@ -102,7 +102,8 @@ pub(super) fn judge_identities(
                             tracing::info!(%id, host = %s.host, "pinned node key {}", key.fingerprint());
                         }
                         Hold::Wait => tracing::debug!(%id, "a new node key: pinned once it has claimed this id alone for {} s", PIN_HOLD.as_secs()),
-                        Hold::Contested => tracing::warn!(%id, "two node keys claim this id within {} s: pinning neither until one is gone", PIN_HOLD.as_secs()),
+                        Hold::Contested { began: true } => tracing::warn!(%id, "two node keys claim this id within {} s: pinning neither until one is gone", PIN_HOLD.as_secs()),
+                        Hold::Contested { began: false } => tracing::debug!(%id, "still two node keys for this id: pinning neither"),
                     }
                 }
             }
