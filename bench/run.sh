@@ -59,9 +59,11 @@ fi
 export RLX_BENCH_SOURCE="${RLX_BENCH_SOURCE:-unknown}"
 
 profile="${RLX_BENCH_PROFILE:-release}"
+# Where cargo builds ($CARGO_TARGET_DIR or ./target), as .ci/release finds it.
+target=$(. .ci/target-dir && target_dir_of "$PWD" "${CARGO_TARGET_DIR:-}")
 case "$profile" in
-  release) bin_dir=target/release ;;
-  dev) bin_dir=target/debug ;;
+  release) bin_dir=$target/release ;;
+  dev) bin_dir=$target/debug ;;
   *) echo "bench/run.sh: RLX_BENCH_PROFILE must be release or dev" >&2; exit 2 ;;
 esac
 echo "bench/run.sh: building ($profile)..." >&2
