@@ -234,6 +234,40 @@ def main():
         for comp in sccs:
             if len(comp) > 1:
                 bad.append(f"{crate}: import cycle: " + " <-> ".join(sorted(name(m) for m in comp)))
+        # The same rule one floor up: a top-level module with its folder
+        # (`pipeline` and everything in `pipeline/`) is one room, and no two
+        # rooms may depend on each other, even through different files (a
+        # road that doubles back). The crate root is structure, not a room.
+        room = lambda m: m[:1]
+        rooms = {room(m) for m in mods if m}
+        up = {r: set() for r in rooms}
+        for m in mods:
+            for t in edges[m]:
+                if m and t and m not in tests and room(m) != room(t):
+                    up[room(m)].add(room(t))
+
+        def reach(a):
+            seen, todo = set(), [a]
+            while todo:
+                for b in up[todo.pop()]:
+                    if b not in seen:
+                        seen.add(b)
+                        todo.append(b)
+            return seen
+
+        reached = {r: reach(r) for r in rooms}
+        done = set()
+        for a in sorted(rooms):
+            ring = sorted(b for b in rooms if b in reached[a] and a in reached[b])
+            if not ring or a in done:
+                continue
+            done.update(ring)
+            why = sorted(
+                f"{name(m)} -> {name(t)}" for m in mods for t in edges[m]
+                if m and t and m not in tests and room(m) in ring and room(t) in ring
+                and room(m) != room(t))
+            bad.append(f"{crate}: rooms that depend on each other: "
+                       + " <-> ".join(name(r) for r in ring) + " (" + "; ".join(why) + ")")
         if show:
             for m in sorted(mods):
                 print(f"{crate}: {name(m)} -> {', '.join(sorted(name(t) for t in edges[m]))}")
@@ -242,7 +276,7 @@ def main():
     if bad:
         print(f"modgraph: {len(bad)} violation(s) of the house rules")
         return 1
-    print(f"modgraph: no import cycles, no source file over {MAX_LINES} lines of code")
+    print(f"modgraph: no import cycles (modules or rooms), no source file over {MAX_LINES} lines of code")
     return 0
 
 

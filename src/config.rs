@@ -47,6 +47,7 @@ pub use rlx_proto::service::{DEFAULT_AGENT_PORT, DEFAULT_WORKER_PORT};
 pub use runtime::{DeviceKind, DEFAULT_PRECISION};
 pub use values::{DeviceList, DevicePolicy, Precision, Subnet, ValueError};
 
+use crate::clusterfile::{file_nodes, FileNode, NodesError};
 use keypath::{span_of, Invalid};
 use rlx_proto::configfile::{read_bounded, Place, MAX_CONFIG_FILE_BYTES};
 use serde::Deserialize;
@@ -92,6 +93,12 @@ pub struct ClusterConfig {
     pub discover: Option<DiscoverSection>,
     /// The hand-written nodes, in file order (the runtime's pipeline order).
     pub nodes: Vec<NodeConfig>,
+    /// The same `[[node]]` tables as written: their lines, spans, `# found
+    /// by` comments and the node ids those name, read once here
+    /// ([`crate::clusterfile::file_nodes`]; `file_nodes[i].index == i`).
+    /// The error says why a file whose `node` is not `[[node]]` tables
+    /// (`node = [...]`) has none: nothing can be written back into it.
+    pub file_nodes: Result<Vec<FileNode>, NodesError>,
     /// The runtime's `model` (a Hugging Face id or a local directory), if
     /// the file names one: the runtime refuses a file without it.
     pub model: Option<String>,
@@ -195,6 +202,7 @@ impl ClusterConfig {
             path: path.to_path_buf(),
             text: text.to_string(),
             discover,
+            file_nodes: file_nodes(text),
             nodes: raw.node,
             model: raw.model,
             warnings: Vec::new(),

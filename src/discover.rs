@@ -8,13 +8,13 @@
 //! ([`rlx_net::netguard`]).
 
 use crate::admit::{Admission, Rules, RulesError};
+use crate::clusterfile::FileNode;
 use crate::config::{ClusterConfig, ConfigError, DiscoverSection, NodeConfig};
 use crate::links::{self, LinkSetupError};
 use crate::pipeline::{expand, expand_file, Expansion, NodeDefaults};
 use crate::progress::Progress;
 use crate::sighting::Discovery;
 use crate::sources::{self, Configured};
-use crate::write::marks::{file_marks, FileMark};
 use futures::future::join_all;
 use rlx_net::netguard::GuardError;
 use std::time::Instant;
@@ -144,7 +144,13 @@ pub async fn expand_config(
         None => expand(&cfg.nodes, &NodeDefaults::default(), Discovery::default()),
         Some(mut d) => {
             overrides.apply(&mut d);
-            run(&d, &cfg.nodes, &file_marks(cfg), progress).await?
+            run(
+                &d,
+                &cfg.nodes,
+                cfg.file_nodes.as_deref().unwrap_or_default(),
+                progress,
+            )
+            .await?
         }
     };
     // The file's own warnings come first: they are about what the user
@@ -168,7 +174,7 @@ pub async fn expand_section(
 async fn run(
     d: &DiscoverSection,
     hand: &[NodeConfig],
-    marks: &[FileMark],
+    file: &[FileNode],
     progress: &dyn Progress,
 ) -> Result<Expansion, ExpandError> {
     let started = Instant::now();
@@ -188,7 +194,7 @@ async fn run(
     let versions = links::versions(&found);
     let mut defaults = NodeDefaults::from(d);
     defaults.ssh = ssh;
-    let mut exp = expand_file(hand, marks, &defaults, found);
+    let mut exp = expand_file(hand, file, &defaults, found);
     exp.report.started_unix_us = started_unix_us;
     if let Some(opts) = links {
         links::measure_expansion(&mut exp, &versions, &opts).await;

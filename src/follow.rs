@@ -33,11 +33,14 @@
 //!   instead; the zone is polled every [`crate::watch::DNS_POLL_INTERVAL`].
 
 use crate::admit::{Rules, RulesError};
-use crate::config::DiscoverSection;
+use crate::config::{ClusterConfig, DiscoverSection};
 use crate::pipeline::NodeDefaults;
 use crate::sources::dns::DnsSdOptions;
 use crate::sources::mdns::{BrowseOptions, ContinuousBrowse, DialPolicy, MdnsError};
-use crate::watch::{DnsZone, Event, Streams, Watch, WatchError, WatchTuning, SUSPECT_TIMEOUT};
+use crate::watch::{
+    DnsZone, Event, InFile, Streams, Watch, WatchError, WatchTuning, SUSPECT_TIMEOUT,
+};
+use roster::Roster;
 use std::future::Future;
 use std::time::Instant;
 
@@ -111,11 +114,17 @@ pub enum StartError {
     DnsSd(String),
 }
 
+mod roster;
+
 /// A watch ready to run: its inputs built from `[discover]`.
 pub struct LiveWatch {
     engine: Watch<Rules, Streams>,
     browse: Option<ContinuousBrowse>,
     zone: Option<DnsZone>,
+    /// Keyed: a member's id proves who it is only with the cluster key.
+    keyed: bool,
+    /// The cluster file's nodes, with [`LiveWatch::with_file`].
+    roster: Option<Roster>,
 }
 
 impl LiveWatch {
@@ -135,6 +144,7 @@ impl LiveWatch {
     pub fn start(d: &DiscoverSection, opts: WatchOptions) -> Result<LiveWatch, StartError> {
         let started = Instant::now();
         let mut rules = Rules::from_section(d)?;
+        let keyed = rules.keys.is_some();
         // Admissions finish one by one here: a new pin waits to be sure
         // no second key claims its id (crate::admit::hold).
         rules.pin_hold = Some(Default::default());
@@ -168,7 +178,28 @@ impl LiveWatch {
             ),
             browse,
             zone,
+            keyed,
+            roster: None,
         })
+    }
+
+    /// This watch, saying in each event which `[[node]]` of `cfg` the
+    /// member is ([`Event::in_file`]), by the identity rule `expand` uses:
+    /// the node id its comments name when the member proves it, else its
+    /// address. Give it the file the `[discover]` came from (or any file
+    /// listing the cluster's nodes). When
+    /// [`WatchOptions::cluster_size`] was left at 0, the file's node count
+    /// is the cluster's size for partitions.
+    pub fn with_file(mut self, cfg: &ClusterConfig) -> LiveWatch {
+        self.engine.size_unless_set(cfg.nodes.len());
+        self.roster = Some(Roster::new(cfg, self.keyed));
+        self
+    }
+
+    /// The file's nodes ([`LiveWatch::with_file`]) as they stand before
+    /// the first event: all down. Empty without a file.
+    pub fn file_nodes(&self) -> Vec<InFile> {
+        self.roster.as_ref().map(Roster::listed).unwrap_or_default()
     }
 
     /// [`LiveWatch::start`], waiting while no interface is up to browse
@@ -223,11 +254,18 @@ impl LiveWatch {
     pub async fn run(
         mut self,
         stop: impl Future<Output = ()>,
-        emit: impl FnMut(Event),
+        mut emit: impl FnMut(Event),
     ) -> Result<(), WatchError> {
+        let mut roster = self.roster.take();
+        let placed = |mut e: Event| {
+            if let Some(r) = roster.as_mut() {
+                e.in_file = r.apply(&e);
+            }
+            emit(e)
+        };
         let ran = self
             .engine
-            .run(self.browse.as_mut(), self.zone.as_mut(), stop, emit)
+            .run(self.browse.as_mut(), self.zone.as_mut(), stop, placed)
             .await;
         if let Some(b) = self.browse {
             b.shutdown();

@@ -118,6 +118,7 @@ mod sources;
 mod watch;
 
 pub mod absence;
+pub mod clusterfile;
 pub mod config;
 pub mod doctor;
 pub mod pins;
@@ -139,7 +140,7 @@ pub use sighting::{Discovery, Evidence, PinClash, Pinning, Problem, Sighting, So
 
 // Watch.
 pub use follow::{LiveWatch, StartError, WatchOptions};
-pub use watch::{Event, Kind, WatchError, PARTITION_INSTANCE};
+pub use watch::{Event, InFile, Kind, WatchError, PARTITION_INSTANCE};
 
 // Print.
 pub use escape::{escape_line, untrusted};

@@ -120,17 +120,17 @@ pub(crate) async fn measure_expansion(
     // The measurement is the agent's, on its own port; a node no agent
     // vouched for has nothing to measure with.
     let (with_agent, without): (Vec<usize>, Vec<usize>) =
-        (0..exp.added.len()).partition(|&i| exp.added[i].agent.is_some());
+        (0..exp.report.added.len()).partition(|&i| exp.report.added[i].agent.is_some());
     for i in without {
         exp.report.link_problems.push(LinkProblem {
-            addr: exp.added[i].addr.clone(),
+            addr: exp.report.added[i].addr.clone(),
             why: "no rlx-agent answered there, and the measurement is the agent's".into(),
         });
     }
     let targets: Vec<Target> = with_agent
         .iter()
         .map(|&i| {
-            let a = &exp.added[i];
+            let a = &exp.report.added[i];
             Target {
                 addr: a.agent.clone().unwrap_or_default(),
                 version: versions.get(&a.id).cloned().unwrap_or_default(),
@@ -139,7 +139,7 @@ pub(crate) async fn measure_expansion(
         .collect();
     let results = measure_all(&targets, opts).await;
     for (&i, r) in with_agent.iter().zip(results) {
-        let a = &mut exp.added[i];
+        let a = &mut exp.report.added[i];
         match r {
             Ok(m) => a.measured_link = Some(m),
             Err(why) => exp.report.link_problems.push(LinkProblem {
@@ -148,7 +148,6 @@ pub(crate) async fn measure_expansion(
             }),
         }
     }
-    exp.report.added = exp.added.clone();
 }
 
 /// Agent versions by node id, from the caps the sources brought.

@@ -14,7 +14,7 @@
 //! `<cluster file's stem>.pins` beside the cluster file (`cluster.toml` →
 //! `cluster.pins`) unless `[discover] pins_file` names another (a relative
 //! path is taken from the cluster file's directory). It is replaced
-//! atomically ([`crate::write::write_atomic`]), and a run that pins a node
+//! atomically ([`crate::clusterfile::write_atomic`]), and a run that pins a node
 //! re-reads it first, so a `pins forget` done meanwhile is kept. It is a
 //! trust store, so it gets the key file's protections (`file`): no
 //! symbolic link, owned by this user or root, writable by nobody else, in a
@@ -32,7 +32,7 @@
 
 mod file;
 
-use crate::write::{write_atomic, WriteError};
+use crate::clusterfile::{write_atomic, WriteError};
 pub use file::FileError;
 use rlx_proto::identity::{NodePublicKey, ALGORITHM};
 use std::collections::BTreeMap;

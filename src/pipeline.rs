@@ -15,18 +15,20 @@
 //! node moved ([`expand_file`]), and a machine seen at several addresses
 //! gets the one [`crate::pipeline::prefer`]'s rule picks.
 
+use crate::clusterfile::FileNode;
 use crate::config::NodeConfig;
 use crate::sighting::{Concern, Discovery, Problem};
-use crate::write::marks::FileMark;
 use coalesce::coalesce;
 use coalesce::unheard_by_mdns;
-use merge::{claimed_node, duplicate, hand_matches, moved, moves, settle_clashes};
+use identity::{Known, MatchedBy};
+use merge::{claimed_node, duplicate, moved, recognise_all, settle_clashes};
 use report::{AddedNode, Report};
 
 pub(crate) use coalesce::same_machine;
 pub(crate) use node::NodeDefaults;
 
 pub(crate) mod coalesce;
+pub(crate) mod identity;
 pub(crate) mod merge;
 pub(crate) mod node;
 pub(crate) mod prefer;
@@ -43,12 +45,20 @@ mod device_tests;
 /// The finished node list and its report.
 #[derive(Debug, Clone)]
 pub struct Expansion {
-    /// Hand-written nodes first, unchanged, then the added ones.
+    /// Hand-written nodes first (a moved discovered node with its new
+    /// `addr`), then the added ones.
     pub nodes: Vec<NodeConfig>,
-    /// Provenance of each added node, in the same order as the tail of `nodes`.
-    pub added: Vec<AddedNode>,
-    /// What happened.
+    /// What happened, the added nodes' provenance included
+    /// ([`Report::added`], in the same order as the tail of `nodes`).
     pub report: Report,
+}
+
+impl Expansion {
+    /// The provenance of each added node, in the same order as the tail of
+    /// [`Expansion::nodes`] (kept once, in the report).
+    pub fn added(&self) -> &[AddedNode] {
+        &self.report.added
+    }
 }
 
 /// Runs the pipeline: hand-written nodes plus what the sources found.
@@ -57,20 +67,23 @@ pub(crate) fn expand(hand: &[NodeConfig], defaults: &NodeDefaults, found: Discov
 }
 
 /// [`expand`] for the nodes of a file, with what their comments say
-/// (`marks[i]` for `hand[i]`; missing entries mean nothing known): a
-/// machine found at a new address whose node id a node names is that
-/// node, moved ([`crate::pipeline::report::Moved`]), not a new one. A discovered
-/// node gets the new `addr`; a hand-written one is left as it is and the
-/// move is reported.
+/// (`file`, the file's [`FileNode`]s, by index; a node without one is
+/// hand-written and names no id): which node each machine is, by the one
+/// identity rule ([`identity`]). A machine found at a new address whose
+/// node id a node names is that node, moved
+/// ([`crate::pipeline::report::Moved`]), not a new one. A discovered node
+/// gets the new `addr`; a hand-written one is left as it is and the move
+/// is reported.
 pub(crate) fn expand_file(
     hand: &[NodeConfig],
-    marks: &[FileMark],
+    file: &[FileNode],
     defaults: &NodeDefaults,
     found: Discovery,
 ) -> Expansion {
+    let known = Known::all(hand, file);
     let mut failed = found.problems;
     for p in &mut failed {
-        if let Some(h) = claimed_node(hand, p) {
+        if let Some(h) = claimed_node(&known, p) {
             p.concern = Concern::Yours;
             p.reason.push_str(&format!(
                 " (it claims the address of [[node]] {h} in the file)"
@@ -88,10 +101,9 @@ pub(crate) fn expand_file(
     for m in &mut machines {
         m.choose_addr(&mdns_links);
     }
-    report.clashes = settle_clashes(hand, &mut machines, clashes);
+    report.clashes = settle_clashes(&known, &mut machines, clashes);
     machines.sort_by_key(|m| (m.first_found_ms(), m.addr_sighting().addr.clone()));
-    let hits = hand_matches(hand, &machines);
-    let moved_to = moves(hand, marks, &machines, &hits, &mut report.warnings);
+    let hits = recognise_all(&known, &machines, &mut report.warnings);
 
     let mut nodes: Vec<NodeConfig> = hand.to_vec();
     for (k, m) in machines.into_iter().enumerate() {
@@ -106,26 +118,26 @@ pub(crate) fn expand_file(
         report
             .unheard_by_mdns
             .extend(unheard_by_mdns(&m, &mdns_links));
-        if let Some(i) = moved_to[k] {
-            let moved = moved(&hand[i], &marks[i], &m);
-            if moved.rewritten {
-                nodes[i].addr = moved.to.clone();
+        match hits[k] {
+            Some(hit) if hit.by == MatchedBy::NodeId => {
+                let moved = moved(hit.node, &known[hit.node], &m);
+                if moved.rewritten {
+                    nodes[hit.node].addr = moved.to.clone();
+                }
+                report.moved.push(moved);
             }
-            report.moved.push(moved);
-        } else if let Some((i, why)) = hits[k] {
-            let (dup, warning) = duplicate(&hand[i], why, &m);
-            report.duplicates.push(dup);
-            report.warnings.extend(warning);
-        } else {
-            report.duplicates.extend(m.folded());
-            let (node, added) = node::build(&m, defaults, &mut report);
-            report.added.push(added);
-            nodes.push(node);
+            Some(hit) => {
+                let (dup, warning) = duplicate(hit, &known[hit.node], &m);
+                report.duplicates.push(dup);
+                report.warnings.extend(warning);
+            }
+            None => {
+                report.duplicates.extend(m.folded());
+                let (node, added) = node::build(&m, defaults, &mut report);
+                report.added.push(added);
+                nodes.push(node);
+            }
         }
     }
-    Expansion {
-        nodes,
-        added: report.added.clone(),
-        report,
-    }
+    Expansion { nodes, report }
 }

@@ -131,6 +131,6 @@ mod tests;
 
 pub use engine::WatchError;
 pub(crate) use engine::{Watch, WatchTuning, SUSPECT_TIMEOUT};
-pub use event::{Event, Kind, PARTITION_INSTANCE};
+pub use event::{Event, InFile, Kind, PARTITION_INSTANCE};
 pub(crate) use inputs::{DnsZone, DNS_POLL_INTERVAL};
 pub(crate) use liveness::Streams;

@@ -19,7 +19,7 @@
 //! Owner, mode and type are checked on the opened file, the directory by
 //! path, as for the key file. Each refusal names the file and the fix.
 
-use crate::write::Snapshot;
+use crate::clusterfile::Snapshot;
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};

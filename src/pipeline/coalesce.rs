@@ -120,6 +120,7 @@ impl Machine {
                 host: s.host.clone(),
                 addr: s.addr.clone(),
                 same_as: addr.clone(),
+                node: None,
                 matched_by: if s.id().is_some() && s.addr != *addr {
                     "id"
                 } else {

@@ -87,7 +87,7 @@ fn a_box_with_two_gpus_is_reported_with_both_and_keeps_the_seeds_device() {
         gpu("cuda", 24 * GIB),
         gpu("cuda", 24 * GIB),
     ]));
-    let a = &e.added[0];
+    let a = &e.added()[0];
     assert_eq!(
         e.nodes[0].device.as_str(),
         "cuda",
@@ -102,15 +102,15 @@ fn a_box_with_two_gpus_is_reported_with_both_and_keeps_the_seeds_device() {
 #[test]
 fn the_link_of_the_chosen_address_is_reported_with_the_node() {
     let e = run(node_with(vec![cpu(), gpu("cuda", 24 * GIB)]));
-    let link = e.added[0].link.as_ref().expect("10.0.0.5 is on eth0");
+    let link = e.added()[0].link.as_ref().expect("10.0.0.5 is on eth0");
     assert_eq!(
         (link.name.as_str(), link.speed_mbps),
         ("eth0", Some(10_000))
     );
-    assert_eq!(e.added[0].link_text().as_deref(), Some("10 GbE"));
+    assert_eq!(e.added()[0].link_text().as_deref(), Some("10 GbE"));
     let mut old = node_with(vec![cpu()]);
     old.links.clear();
-    assert_eq!(run(old).added[0].link, None, "an older agent");
+    assert_eq!(run(old).added()[0].link, None, "an older agent");
 }
 
 /// The runtime reaches every box over `ssh` and takes a node without it

@@ -1,19 +1,38 @@
-//! **The found machines against the file** — which hand-written node a
-//! machine already is (by address, ssh alias, IP and port, or host name),
-//! which node a machine moved from (the node id its comments name), which
-//! claimant of a clashing id keeps its place, and where a hand-written
-//! device is wrong.
+//! **The found machines against the file** — each machine's claim to the
+//! one identity rule ([`super::identity`]: its proven node id, then its
+//! addresses), which claimant of a clashing id keeps its place, and where
+//! a hand-written device is wrong.
 
 use super::coalesce::Machine;
+use super::identity::{self, Claim, Hit, Known, MatchedBy, Seen, Unmoved};
 use super::report::{Clash, Duplicate, Moved};
 use super::select::best_device;
-use crate::addr::NodeAddr;
-use crate::config::NodeConfig;
 use crate::sighting::{Concern, Evidence, Problem};
-use crate::write::marks::FileMark;
 use rlx_proto::caps::NodeCaps;
 use std::collections::BTreeSet;
-use std::net::IpAddr;
+
+/// What machine `m` offers the identity rule; `keyed` when a cluster key
+/// is in play this run (some machine proved it).
+pub(super) fn claim(m: &Machine, keyed: bool) -> Claim<'_> {
+    let best = m.best();
+    Claim {
+        id: best
+            .id()
+            .filter(|_| identity::proves_id(best.evidence, keyed)),
+        over_ssh: m.ssh().is_some(),
+        seen: m
+            .sightings
+            .iter()
+            .map(|s| Seen {
+                addr: &s.addr,
+                ssh: s.ssh.as_deref(),
+                ip: s.ip,
+                port: s.port,
+                hostname: s.caps.as_ref().map_or("", |c| c.hostname.as_str()),
+            })
+            .collect(),
+    }
+}
 
 /// Turns the id clashes into report entries. Under the cluster key
 /// neither side of a clash is silently preferred: a claimant already in the
@@ -22,7 +41,7 @@ use std::net::IpAddr;
 /// claimant is marked refused, with the reason naming the other endpoints.
 /// Without a key an id proves nothing, and each claimant stays its own node.
 pub(super) fn settle_clashes(
-    hand: &[NodeConfig],
+    known: &[Known],
     machines: &mut [Machine],
     clashes: Vec<(String, Vec<usize>)>,
 ) -> Vec<Clash> {
@@ -43,9 +62,16 @@ pub(super) fn settle_clashes(
             });
             continue;
         }
+        // In the file by an address of its own, not merely by a host name
+        // any member could report.
         let in_file = |m: &Machine| {
-            hand.iter()
-                .any(|h| matches!(hand_match(h, m), Some(w) if w != "host name"))
+            let at = Claim {
+                id: None,
+                ..claim(m, false)
+            };
+            identity::recognise(known, &at, |_| false)
+                .0
+                .is_some_and(|h| h.by != MatchedBy::HostName)
         };
         let (kept, refused): (Vec<usize>, Vec<usize>) =
             claimants.iter().partition(|&&i| in_file(&machines[i]));
@@ -96,53 +122,26 @@ pub(super) fn settle_clashes(
 /// The `addr` of the file's node whose endpoint a stranger's refused
 /// announcement names, if any: then it is not a stranger's problem but an
 /// agent of the file that failed (or an impostor of one).
-pub(super) fn claimed_node<'a>(hand: &'a [NodeConfig], p: &Problem) -> Option<&'a str> {
+pub(super) fn claimed_node<'a>(known: &[Known<'a>], p: &Problem) -> Option<&'a str> {
     if p.concern != Concern::Stranger {
         return None;
     }
-    let (host, port) = NodeAddr::split(p.addr.as_deref()?);
-    hand.iter()
-        .find(|h| {
-            let (hh, hp) = NodeAddr::split(&h.addr);
-            hp == port && hh.eq_ignore_ascii_case(host)
-        })
-        .map(|h| h.addr.as_str())
-}
-
-/// How a hand-written node matches a discovered machine, if it does.
-pub(super) fn hand_match(hand: &NodeConfig, m: &Machine) -> Option<&'static str> {
-    // Leniently: a node built through the library API need not have passed
-    // the config check.
-    let (hand_host, hand_port) = NodeAddr::split(&hand.addr);
-    let hand_ip = hand_host.parse::<IpAddr>().ok();
-    for s in &m.sightings {
-        if hand.addr == s.addr {
-            return Some("addr");
-        }
-        if let (Some(a), Some(b)) = (&hand.ssh, &s.ssh) {
-            if a == b {
-                return Some("ssh alias");
-            }
-        }
-        if hand_ip.is_some() && hand_ip == s.ip && hand_port == Some(s.port) {
-            return Some("IP and port");
-        }
-        if let Some(c) = &s.caps {
-            let h = hand_host.strip_suffix(".local").unwrap_or(hand_host);
-            if !c.hostname.is_empty()
-                && h.eq_ignore_ascii_case(&c.hostname)
-                && hand_port == Some(s.port)
-            {
-                return Some("host name");
-            }
-        }
+    let at = Claim {
+        seen: vec![Seen::addr(p.addr.as_deref()?)],
+        ..Claim::default()
+    };
+    match identity::recognise(known, &at, |_| false).0 {
+        Some(Hit {
+            node,
+            by: MatchedBy::Addr | MatchedBy::IpAndPort,
+        }) => Some(known[node].node.addr.as_str()),
+        _ => None,
     }
-    None
 }
 
 /// Warns when a hand-written node names a device its machine does not have
 /// (or cannot use): the mistake this whole tool exists to catch.
-pub(super) fn disagreement(hand: &NodeConfig, caps: &NodeCaps) -> Option<String> {
+pub(super) fn disagreement(hand: &crate::config::NodeConfig, caps: &NodeCaps) -> Option<String> {
     let usable: BTreeSet<_> = caps
         .devices
         .iter()
@@ -170,97 +169,54 @@ pub(super) fn disagreement(hand: &NodeConfig, caps: &NodeCaps) -> Option<String>
     ))
 }
 
-/// For each machine, the file node (index into `hand`) it is a move of:
-/// a machine no node of the file matched by address, alias or name, whose
-/// fresh caps (a handshake or SSH; with a cluster key in play, an
-/// authenticated handshake, since any member could claim an id otherwise)
-/// carry the node id that `marks` names for a node no machine matched.
-/// An id two machines claim moves nothing (a warning says so), and nodes
-/// reached through an ssh alias are matched by the alias, not moved.
-pub(super) fn moves(
-    hand: &[NodeConfig],
-    marks: &[FileMark],
+/// Each machine's node in the file (none for a refused machine), and a
+/// warning for each proven id that did not decide.
+pub(super) fn recognise_all(
+    known: &[Known],
     machines: &[Machine],
-    hits: &[Option<(usize, &'static str)>],
     warnings: &mut Vec<String>,
-) -> Vec<Option<usize>> {
-    let taken: BTreeSet<usize> = hits.iter().flatten().map(|(i, _)| *i).collect();
+) -> Vec<Option<Hit>> {
     let keyed = machines
         .iter()
         .any(|m| m.best().evidence == Evidence::Authenticated);
-    let mut out: Vec<Option<usize>> = machines
+    let claims: Vec<Option<Claim>> = machines
         .iter()
-        .zip(hits)
-        .map(|(m, hit)| {
-            if hit.is_some() || m.refused.is_some() || m.ssh().is_some() {
-                return None;
-            }
-            let best = m.best();
-            let proven = if keyed {
-                best.evidence == Evidence::Authenticated
-            } else {
-                best.evidence.is_fresh()
-            };
-            let id = best.id().filter(|_| proven)?;
-            marks.iter().enumerate().position(|(i, k)| {
-                !taken.contains(&i)
-                    && hand.get(i).is_some_and(|h| {
-                        h.ssh
-                            .as_deref()
-                            .is_none_or(|s| crate::sshtarget::follows_addr(s, &h.addr))
-                    })
-                    && k.id.as_deref() == Some(id)
-            })
-        })
+        .map(|m| m.refused.is_none().then(|| claim(m, keyed)))
         .collect();
-    for i in 0..hand.len() {
-        let claimants: Vec<usize> = (0..out.len()).filter(|&m| out[m] == Some(i)).collect();
-        if claimants.len() > 1 {
-            let at: Vec<String> = claimants
-                .iter()
-                .map(|&m| machines[m].addr_sighting().addr.clone())
-                .collect();
-            warnings.push(format!(
+    let (hits, notes) = identity::assign(known, &claims);
+    let at = |c: usize| machines[c].addr_sighting().addr.clone();
+    for n in notes {
+        warnings.push(match n {
+            Unmoved::Contested { named, claims } => format!(
                 "[[node]] {} names node id {} in its comment, and {} all answer with that id: \
                  the node was not moved to any of them (a cloned disk may have carried the id \
                  along; give each machine its own id with rlx-agent --node-id)",
-                hand[i].addr,
-                marks[i].id.as_deref().unwrap_or_default(),
-                at.join(" and ")
-            ));
-            for m in claimants {
-                out[m] = None;
-            }
-        }
+                known[named].node.addr,
+                known[named].id.unwrap_or_default(),
+                claims.into_iter().map(at).collect::<Vec<_>>().join(" and ")
+            ),
+            Unmoved::AddressTaken { named, at } => format!(
+                "[[node]] {} names node id {} in its comment, and its machine now answers at \
+                 {}, the address of [[node]] {} in the file: the node was not moved there \
+                 (the file would list one address twice); remove the stale node, then run again",
+                known[named].node.addr,
+                known[named].id.unwrap_or_default(),
+                known[at].node.addr,
+                known[at].node.addr
+            ),
+        });
     }
-    out
-}
-
-/// For each machine, the hand-written node it already is (index into
-/// `hand`) and by what it matched; none for a refused machine.
-pub(super) fn hand_matches(
-    hand: &[NodeConfig],
-    machines: &[Machine],
-) -> Vec<Option<(usize, &'static str)>> {
-    machines
-        .iter()
-        .map(|m| match m.refused {
-            Some(_) => None,
-            None => hand
-                .iter()
-                .enumerate()
-                .find_map(|(i, h)| hand_match(h, m).map(|w| (i, w))),
-        })
-        .collect()
+    hits
 }
 
 /// The report entry of file node `hand` moved to machine `m`: a
 /// discovered node is rewritten to the new address, a hand-written one is
 /// only reported.
-pub(super) fn moved(hand: &NodeConfig, mark: &FileMark, m: &Machine) -> Moved {
+pub(super) fn moved(node: usize, known: &Known, m: &Machine) -> Moved {
     Moved {
-        id: mark.id.clone().unwrap_or_default(),
-        from: hand.addr.clone(),
+        node,
+        id: known.id.unwrap_or_default().to_string(),
+        from: known.node.addr.clone(),
         to: m.addr_sighting().addr.clone(),
         hostname: m
             .best()
@@ -268,30 +224,31 @@ pub(super) fn moved(hand: &NodeConfig, mark: &FileMark, m: &Machine) -> Moved {
             .as_ref()
             .map(|c| c.hostname.clone())
             .unwrap_or_default(),
-        origin: if mark.discovered {
+        origin: if known.discovered {
             "discovered"
         } else {
             "hand-written"
         },
-        rewritten: mark.discovered,
+        rewritten: known.discovered,
     }
 }
 
-/// Machine `m` is hand-written node `hand` (matched by `why`): the
-/// duplicate entry, and a warning when the node's device is wrong.
-pub(super) fn duplicate(
-    hand: &NodeConfig,
-    why: &'static str,
-    m: &Machine,
-) -> (Duplicate, Option<String>) {
+/// Machine `m` is the file's node `hit.node` (`known`): the duplicate
+/// entry, and a warning when the node's device is wrong.
+pub(super) fn duplicate(hit: Hit, known: &Known, m: &Machine) -> (Duplicate, Option<String>) {
     let s = m.addr_sighting();
     let dup = Duplicate {
         source: s.source,
         host: s.host.clone(),
         addr: s.addr.clone(),
-        same_as: hand.addr.clone(),
-        matched_by: why.into(),
+        same_as: known.node.addr.clone(),
+        node: Some(hit.node),
+        matched_by: hit.by.as_str().into(),
     };
-    let warning = m.best().caps.as_ref().and_then(|c| disagreement(hand, c));
+    let warning = m
+        .best()
+        .caps
+        .as_ref()
+        .and_then(|c| disagreement(known.node, c));
     (dup, warning)
 }

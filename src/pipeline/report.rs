@@ -174,6 +174,10 @@ pub struct Duplicate {
     pub addr: String,
     /// The `addr` of the node it duplicates.
     pub same_as: String,
+    /// That node's index among the file's `[[node]]` tables (0-based), when
+    /// it is one (not for a second sighting of a machine found this run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<usize>,
     /// How the match was made (`addr`, `id`, `ssh alias`, `host name`).
     pub matched_by: String,
 }
@@ -258,6 +262,8 @@ pub struct Report {
 /// cluster key, an authenticated handshake).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Moved {
+    /// The node's index among the file's `[[node]]` tables (0-based).
+    pub node: usize,
     /// The node id that matched.
     pub id: String,
     /// The node's `addr` in the file.

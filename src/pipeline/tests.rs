@@ -96,7 +96,7 @@ fn the_same_box_seen_by_ssh_and_mdns_becomes_one_node_with_the_ssh_alias() {
     assert_eq!(e.nodes.len(), 1, "{:?}", e.nodes);
     assert_eq!(e.nodes[0].addr, "box:9100");
     assert_eq!(e.nodes[0].ssh.as_deref(), Some("box"));
-    assert_eq!(e.added[0].sources, vec![Source::Ssh, Source::Mdns]);
+    assert_eq!(e.added()[0].sources, vec![Source::Ssh, Source::Mdns]);
     assert!(e.report.clashes.is_empty());
 }
 
@@ -153,7 +153,7 @@ fn the_caps_with_the_strongest_evidence_win() {
     let mut b = seen(Source::Mdns, "10.0.0.7:9100", Some(fresh.clone()), 2);
     b.evidence = Evidence::Handshake;
     let e = expand(&[], &NodeDefaults::default(), discovery(vec![b, a]));
-    assert_eq!(e.added[0].evidence, Evidence::Handshake);
+    assert_eq!(e.added()[0].evidence, Evidence::Handshake);
 }
 
 #[test]
@@ -193,8 +193,8 @@ fn a_node_whose_worker_is_not_listening_is_written_with_a_warning() {
     let found = discovery(vec![seen(Source::Mdns, "10.0.0.9:9100", Some(c), 1)]);
     let e = expand(&[], &NodeDefaults::default(), found);
     assert_eq!(e.nodes.len(), 1);
-    assert_eq!(e.added[0].worker_listening, Some(false));
-    assert_eq!(e.added[0].agent.as_deref(), Some("10.0.0.9:9100"));
+    assert_eq!(e.added()[0].worker_listening, Some(false));
+    assert_eq!(e.added()[0].agent.as_deref(), Some("10.0.0.9:9100"));
     assert!(
         e.report.warnings.iter().any(
             |w| w.contains("10.0.0.9:9100") && w.contains("nothing listens on its worker port")
@@ -284,7 +284,7 @@ fn two_authenticated_agents_claiming_one_id_at_two_endpoints_are_a_clash_and_nei
         keyed(Source::Mdns, "box1 (2)", "10.0.0.6:9100", &c, 2),
     ]);
     let e = expand(&[], &NodeDefaults::default(), found);
-    assert!(e.added.is_empty(), "{:?}", e.added);
+    assert!(e.added().is_empty(), "{:?}", e.added());
     assert_eq!(e.report.clashes.len(), 1, "{:?}", e.report);
     let clash = &e.report.clashes[0];
     assert!(clash.authenticated);
@@ -348,10 +348,10 @@ fn one_agent_answering_at_two_addresses_with_the_same_caps_stays_one_machine() {
         keyed(Source::Dns, "box3", "192.168.7.9:9100", &later, 2),
     ]);
     let e = expand(&[], &NodeDefaults::default(), found);
-    assert_eq!(e.added.len(), 1, "{:?}", e.report);
+    assert_eq!(e.added().len(), 1, "{:?}", e.report);
     assert!(e.report.clashes.is_empty() && e.report.failed.is_empty());
-    assert_eq!(e.added[0].addr, "10.0.0.9:9100");
-    assert_eq!(e.added[0].also_at, vec!["192.168.7.9:9100"]);
+    assert_eq!(e.added()[0].addr, "10.0.0.9:9100");
+    assert_eq!(e.added()[0].also_at, vec!["192.168.7.9:9100"]);
     assert!(e.report.render_text().contains("also at 192.168.7.9:9100"));
 }
 
@@ -377,13 +377,14 @@ fn one_node_key_and_incarnation_at_two_addresses_under_two_names_is_one_machine(
         proved("ghost", "[fd00::16]:9100", &c),
     ]);
     let e = expand(&[], &NodeDefaults::default(), found);
-    assert_eq!(e.added.len(), 1, "{:?}", e.report);
+    assert_eq!(e.added().len(), 1, "{:?}", e.report);
     assert!(e.report.clashes.is_empty() && e.report.failed.is_empty());
     assert_eq!(
-        e.added[0].addr, "10.0.0.16:9100",
+        e.added()[0].addr,
+        "10.0.0.16:9100",
         "IPv4 by the address rule"
     );
-    assert_eq!(e.added[0].also_at, vec!["[fd00::16]:9100"]);
+    assert_eq!(e.added()[0].also_at, vec!["[fd00::16]:9100"]);
 
     let mut clone = c.clone();
     clone.incarnation = Some("2222222222222222".into());
@@ -412,7 +413,7 @@ fn two_scan_hits_with_one_id_and_different_hardware_are_a_clash() {
         keyed(Source::Subnet, "10.0.0.11", "10.0.0.11:9100", &b, 2),
     ]);
     let e = expand(&[], &NodeDefaults::default(), found);
-    assert!(e.added.is_empty());
+    assert!(e.added().is_empty());
     assert_eq!(e.report.clashes.len(), 1);
     assert_eq!(e.report.failed.len(), 2);
 }
@@ -428,7 +429,7 @@ fn without_a_key_two_agents_with_one_id_and_host_name_are_both_kept_and_reported
     a.evidence = Evidence::Handshake;
     b.evidence = Evidence::Handshake;
     let e = expand(&[], &NodeDefaults::default(), discovery(vec![a, b]));
-    assert_eq!(e.added.len(), 2);
+    assert_eq!(e.added().len(), 2);
     let clash = &e.report.clashes[0];
     assert!(!clash.authenticated);
     assert_eq!(clash.kept.len(), 2);
@@ -487,14 +488,14 @@ fn answering(addr: &str, evidence: Evidence) -> Sighting {
     s
 }
 
-fn found_node(addr: &str) -> (NodeConfig, FileMark) {
-    (
-        NodeConfig::new(addr),
-        FileMark {
-            id: Some(MOVED_ID.into()),
-            discovered: true,
-        },
-    )
+/// A node rlx-discover appended, at `addr`, its comment naming
+/// `MOVED_ID`: the node, and the file's reading of it.
+fn found_node(addr: &str) -> (NodeConfig, crate::clusterfile::FileNode) {
+    let text = format!(
+        "# found by mdns (handshake) T: gpu-a, id {MOVED_ID}\n[[node]]\naddr = \"{addr}\"\n"
+    );
+    let file = crate::clusterfile::file_nodes(&text).unwrap();
+    (NodeConfig::new(addr), file[0].clone())
 }
 
 #[test]
@@ -508,7 +509,7 @@ fn a_machine_answering_with_a_found_nodes_id_at_a_new_address_is_that_node_moved
     );
     assert_eq!(e.nodes.len(), 1, "no duplicate");
     assert_eq!(e.nodes[0].addr, "10.0.0.7:9100");
-    assert!(e.added.is_empty());
+    assert!(e.added().is_empty());
     assert_eq!(
         (
             e.report.moved[0].from.as_str(),
@@ -581,8 +582,8 @@ fn a_machine_seen_at_two_addresses_gets_the_same_one_whichever_answered_first() 
             &NodeDefaults::default(),
             discovery(vec![at("192.168.7.3:9100", a), at("10.0.77.3:9100", b)]),
         );
-        assert_eq!(e.added.len(), 1, "one machine");
-        picked.insert(e.added[0].addr.clone());
+        assert_eq!(e.added().len(), 1, "one machine");
+        picked.insert(e.added()[0].addr.clone());
     }
     assert_eq!(picked.into_iter().collect::<Vec<_>>(), ["10.0.77.3:9100"]);
 }
@@ -609,7 +610,7 @@ fn one_link_local_address_on_two_links_is_two_machines() {
     let mut a2 = a.clone();
     a2.source = Source::Subnet;
     let exp = expand(&[], &NodeDefaults::default(), discovery(vec![a, b, a2]));
-    let addrs: Vec<&str> = exp.added.iter().map(|n| n.addr.as_str()).collect();
+    let addrs: Vec<&str> = exp.added().iter().map(|n| n.addr.as_str()).collect();
     assert_eq!(
         addrs,
         ["[fe80::1%eth0]:9100", "[fe80::1%eth1]:9100"],

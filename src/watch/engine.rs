@@ -163,4 +163,12 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
             health: LocalHealth::new(started),
         }
     }
+
+    /// Sets the cluster's size for partitions (usually its file's node
+    /// count) unless the caller gave one.
+    pub(crate) fn size_unless_set(&mut self, nodes: usize) {
+        if self.tuning.cluster_size == 0 {
+            self.tuning.cluster_size = nodes;
+        }
+    }
 }

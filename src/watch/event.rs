@@ -117,6 +117,27 @@ pub struct Event {
     /// For `partitioned`: the members that went dark, each now a suspect.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unreachable: Option<Vec<String>>,
+    /// Which `[[node]]` of the cluster file the member is, by the identity
+    /// rule `expand` uses, and whether that node is up after this event:
+    /// set by a watch given the file ([`crate::LiveWatch::with_file`]);
+    /// absent without one, and for a member that is none of its nodes (a
+    /// newcomer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_file: Option<InFile>,
+}
+
+/// Which node of the cluster file an event is about
+/// ([`Event::in_file`]), and its state after the event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InFile {
+    /// The node's index among the file's `[[node]]` tables (0-based).
+    pub node: usize,
+    /// Its `addr` in the file.
+    pub addr: String,
+    /// The 1-based line of its `[[node]]` header.
+    pub line: usize,
+    /// Whether it is up after this event.
+    pub up: bool,
 }
 
 /// The `instance` of a `partitioned` event, which is about the cluster,
@@ -179,6 +200,7 @@ impl<E: FnMut(Event)> Out<E> {
             reason: Some(reason),
             reachable: Some(reachable),
             unreachable: Some(unreachable),
+            in_file: None,
         });
     }
 
@@ -250,6 +272,7 @@ impl<E: FnMut(Event)> Out<E> {
             reason,
             reachable: None,
             unreachable: None,
+            in_file: None,
         });
     }
 }

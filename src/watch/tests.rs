@@ -749,6 +749,7 @@ fn the_json_of_an_event_has_the_documented_fields_in_order() {
         reason: Some("why".into()),
         reachable: None,
         unreachable: None,
+        in_file: None,
     };
     assert_eq!(
         serde_json::to_string(&e).unwrap(),

@@ -26,11 +26,10 @@
 
 use crate::absence::Absences;
 use crate::addr::NodeAddr;
+use crate::clusterfile::FileNode;
 use crate::config::{ClusterConfig, NodeConfig};
 use crate::pipeline::Expansion;
-use crate::write::render::{
-    addr_string, file_nodes, render_expanded, splice, FileNode, RenderError,
-};
+use crate::write::render::{addr_string, render_expanded, splice, RenderError};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -164,11 +163,12 @@ fn addr_order(addr: &str) -> (Option<std::net::IpAddr>, String) {
     (NodeAddr::split(addr).0.parse().ok(), addr.to_string())
 }
 
-/// Whether the file node at `addr` was seen this run: a source found its
-/// machine there (a duplicate of it) or at a new address (a move).
-pub fn seen_this_run(exp: &Expansion, addr: &str) -> bool {
-    exp.report.duplicates.iter().any(|d| d.same_as == addr)
-        || exp.report.moved.iter().any(|m| m.from == addr)
+/// Whether the file's node `node` (its index among the `[[node]]`
+/// tables) was seen this run: the identity rule recognised a machine as it,
+/// at its address (a duplicate of it) or at a new one (a move).
+pub fn seen_this_run(exp: &Expansion, node: usize) -> bool {
+    exp.report.duplicates.iter().any(|d| d.node == Some(node))
+        || exp.report.moved.iter().any(|m| m.node == node)
 }
 
 /// Whether a file node needs its absence confirmed before a prune
@@ -185,11 +185,11 @@ fn needs_confirming(n: &FileNode) -> bool {
 /// and not seen this run. (A file the writer cannot read back has none; the
 /// plan then fails on it.)
 pub fn prune_candidates(cfg: &ClusterConfig, exp: &Expansion) -> Vec<String> {
-    let Ok(file) = file_nodes(&cfg.text) else {
+    let Ok(file) = &cfg.file_nodes else {
         return Vec::new();
     };
     file.iter()
-        .filter(|n| needs_confirming(n) && !seen_this_run(exp, &n.addr))
+        .filter(|n| needs_confirming(n) && !seen_this_run(exp, n.index))
         .map(|n| n.addr.clone())
         .collect()
 }
@@ -204,12 +204,12 @@ pub fn plan(
     prune: Option<&Absences>,
     when: &str,
 ) -> Result<Plan, RenderError> {
-    let file = file_nodes(&cfg.text)?;
+    let file = cfg.file_nodes.clone()?;
     let mut missing = Vec::new();
     let mut notes = Vec::new();
     if cfg.discover.is_some() {
-        let seen = |addr: &str| seen_this_run(exp, addr);
-        let saw_anything = !exp.added.is_empty()
+        let seen = |node: usize| seen_this_run(exp, node);
+        let saw_anything = !exp.added().is_empty()
             || !exp.report.duplicates.is_empty()
             || !exp.report.moved.is_empty();
         let mut prune_refused = false;
@@ -222,11 +222,11 @@ pub fn plan(
         let found_before = file.iter().filter(|n| n.is_discovered()).count();
         let unseen = file
             .iter()
-            .filter(|n| n.is_discovered() && !seen(&n.addr))
+            .filter(|n| n.is_discovered() && !seen(n.index))
             .count();
         let minority = saw_anything && unseen >= 2 && unseen * 2 > found_before;
         let mut minority_refused = false;
-        for n in file.iter().filter(|n| !seen(&n.addr)) {
+        for n in file.iter().filter(|n| !seen(n.index)) {
             let host = NodeAddr::split(&n.addr).0;
             let failure = exp
                 .report
@@ -343,12 +343,9 @@ pub fn plan(
         cuts.into_iter().map(|r| (r, String::new())).collect();
     let mut moved = Vec::new();
     for m in exp.report.moved.iter().filter(|m| m.rewritten) {
-        let n = file
-            .iter()
-            .find(|n| n.addr == m.from && n.id.as_deref() == Some(m.id.as_str()))
-            .ok_or_else(|| {
-                RenderError::Invariant(format!("moved node {} is not in the file", m.from))
-            })?;
+        let n = file.iter().find(|n| n.index == m.node).ok_or_else(|| {
+            RenderError::Invariant(format!("moved node {} is not in the file", m.from))
+        })?;
         let span = n.addr_span.clone().ok_or_else(|| {
             RenderError::Invariant(format!("moved node {} has no addr string", m.from))
         })?;
@@ -372,7 +369,7 @@ pub fn plan(
     let mut pairs: Vec<_> = exp.nodes[hand..]
         .iter()
         .cloned()
-        .zip(exp.added.iter().cloned())
+        .zip(exp.added().iter().cloned())
         .collect();
     // Discovery order depends on which host answered first; the file gets
     // a stable order, so --dry-run shows exactly what --write then writes.
@@ -386,15 +383,11 @@ pub fn plan(
     let mut want: Vec<NodeConfig> = cfg
         .nodes
         .iter()
-        .filter(|n| !removed.contains(&n.addr))
-        .cloned()
-        .map(|mut n| {
-            if let Some(m) = exp
-                .report
-                .moved
-                .iter()
-                .find(|m| m.rewritten && m.from == n.addr)
-            {
+        .enumerate()
+        .filter(|(_, n)| !removed.contains(&n.addr))
+        .map(|(i, n)| {
+            let mut n = n.clone();
+            if let Some(m) = exp.report.moved.iter().find(|m| m.rewritten && m.node == i) {
                 if let Some(ssh) = n
                     .ssh
                     .as_deref()
@@ -608,12 +601,12 @@ mod tests {
     fn run_found(text: &str, found: Vec<Sighting>) -> (Expansion, Plan) {
         let cfg = ClusterConfig::parse(Path::new("c.toml"), text).unwrap();
         let d = cfg.discover.clone().unwrap();
-        let marks = crate::write::marks::file_marks(&cfg);
         let found = Discovery {
             sightings: found,
             ..Default::default()
         };
-        let exp = crate::pipeline::expand_file(&cfg.nodes, &marks, &NodeDefaults::from(&d), found);
+        let file = cfg.file_nodes.clone().unwrap();
+        let exp = crate::pipeline::expand_file(&cfg.nodes, &file, &NodeDefaults::from(&d), found);
         let p = plan(&cfg, &exp, None, "T").unwrap();
         (exp, p)
     }

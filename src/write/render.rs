@@ -31,15 +31,13 @@
 //! a discovered node as their own. Its node id is the key that recognises
 //! the node's machine at a new address ([`crate::write::provenance`]).
 
+use crate::clusterfile::provenance::node_id_in;
+use crate::clusterfile::NodesError;
 use crate::config::{KvPolicy, NodeConfig, Role};
 use crate::escape::{escape_line, untrusted};
 use crate::pipeline::report::AddedNode;
 use std::ops::Range;
 use toml_edit::{value, ArrayOfTables, DocumentMut, ImDocument, Item, Table};
-
-/// How every provenance comment starts; a `[[node]]` whose header has such a
-/// line directly above it was appended by `rlx-discover`.
-pub(super) const PROVENANCE_PREFIX: &str = "# found by ";
 
 /// The comment line written above a discovered node. The agent reports its
 /// own host name (and an mDNS stranger picks its instance label), so the
@@ -48,7 +46,7 @@ pub(super) const PROVENANCE_PREFIX: &str = "# found by ";
 /// user's file, nor an escape sequence reach the terminal of whoever cats it.
 ///
 /// The comment is also read back: the id in it recognises the node's
-/// machine later ([`super::provenance::node_id_in`]). A name is the
+/// machine later ([`node_id_in`]). A name is the
 /// stranger's choice, and `id:0123456789abcdef` is a plain host name by
 /// the characters it uses, so a name that would read as an id is quoted
 /// (quoted text is never read for one); the line is checked to read back
@@ -60,14 +58,14 @@ pub(super) fn provenance_comment(a: &AddedNode, when: &str) -> String {
         &a.hostname
     };
     let plain = untrusted(name);
-    let shown = if super::provenance::node_id_in(&plain).is_some() {
+    let shown = if node_id_in(&plain).is_some() {
         crate::escape::quoted(name)
     } else {
         plain
     };
     let line = provenance_line(a, when, &shown);
     let wrote = Some(a.id.as_str()).filter(|i| !i.is_empty());
-    if super::provenance::node_id_in(&line).as_deref() == wrote {
+    if node_id_in(&line).as_deref() == wrote {
         return line;
     }
     // Some other field reads as an id: leave the name out rather than
@@ -162,18 +160,19 @@ pub(super) fn line_ending(text: &str) -> &'static str {
 /// Why the user's file cannot take appended `[[node]]` tables.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {
-    /// The text (or the result) is not TOML.
-    #[error("{0}")]
-    Toml(#[from] toml_edit::TomlError),
-    /// `node` exists but is not an array of `[[node]]` tables.
-    #[error(
-        "the file defines `node` as {0}, so [[node]] tables cannot be appended to it; \
-         write each node as its own [[node]] table (see docs/guide.md, \"Writing the file back\"), then run again"
-    )]
-    NodeNotTables(&'static str),
+    /// The text (or the result) is not TOML, or its `node` is not
+    /// `[[node]]` tables.
+    #[error(transparent)]
+    File(#[from] NodesError),
     /// A check of our own output failed; nothing is printed or written.
     #[error("refusing to write: {0} (a bug in rlx-discover: please report it with the file)")]
     Invariant(String),
+}
+
+impl From<toml_edit::TomlError> for RenderError {
+    fn from(e: toml_edit::TomlError) -> Self {
+        RenderError::File(NodesError::Toml(e))
+    }
 }
 
 /// Renders `text` (the user's file) with `added` nodes appended after
@@ -192,9 +191,9 @@ pub(super) fn render_expanded(
     match doc.get("node") {
         None | Some(Item::ArrayOfTables(_)) => {}
         Some(Item::Value(toml_edit::Value::Array(_))) => {
-            return Err(RenderError::NodeNotTables("an inline array (node = [...])"))
+            return Err(NodesError::NodeNotTables("an inline array (node = [...])").into())
         }
-        Some(_) => return Err(RenderError::NodeNotTables("a single table or value")),
+        Some(_) => return Err(NodesError::NodeNotTables("a single table or value").into()),
     }
     let eol = line_ending(text);
     let mut out = text.to_string();
@@ -225,141 +224,6 @@ fn table_text(node: &NodeConfig, eol: &str) -> String {
     } else {
         s.replace('\n', eol)
     }
-}
-
-/// One `[[node]]` of the user's file, as far as write-back cares.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileNode {
-    /// Position among the file's `[[node]]` tables (0-based).
-    pub index: usize,
-    /// Its `addr` (empty if missing: the config check reports that).
-    pub addr: String,
-    /// Its `ssh` alias.
-    pub ssh: Option<String>,
-    /// The provenance comment above its header (without `# `), when
-    /// `rlx-discover` appended it.
-    pub found_by: Option<String>,
-    /// The node id its comments name (its `# found by` comment): the key that
-    /// recognises its machine at a new address.
-    pub id: Option<String>,
-    /// The bytes of its `addr` string as written (quotes included), which a
-    /// move replaces.
-    pub addr_span: Option<Range<usize>>,
-    /// The bytes of its `ssh` string, which a move replaces when the `ssh`
-    /// was written from the old address.
-    pub ssh_span: Option<Range<usize>>,
-    /// 1-based line of its `[[node]]` header.
-    pub line: usize,
-    /// The bytes `--prune` would cut (comment, header, keys), or why it
-    /// cannot be cut automatically.
-    pub cut: Result<Range<usize>, String>,
-}
-
-impl FileNode {
-    /// True when `rlx-discover` appended this node (it carries the comment).
-    pub fn is_discovered(&self) -> bool {
-        self.found_by.is_some()
-    }
-}
-
-fn line_start(text: &str, at: usize) -> usize {
-    text[..at].rfind('\n').map_or(0, |i| i + 1)
-}
-
-fn line_end(text: &str, at: usize) -> usize {
-    text[at..].find('\n').map_or(text.len(), |i| at + i + 1)
-}
-
-/// The `[[node]]` tables of `text`, with their provenance and spans.
-pub fn file_nodes(text: &str) -> Result<Vec<FileNode>, RenderError> {
-    let doc = ImDocument::parse(text)?;
-    let aot = match doc.get("node") {
-        None => return Ok(Vec::new()),
-        Some(Item::ArrayOfTables(a)) => a,
-        Some(Item::Value(toml_edit::Value::Array(_))) => {
-            return Err(RenderError::NodeNotTables("an inline array (node = [...])"))
-        }
-        Some(_) => return Err(RenderError::NodeNotTables("a single table or value")),
-    };
-    let mut out = Vec::new();
-    for (index, t) in aot.iter().enumerate() {
-        let addr = t
-            .get("addr")
-            .and_then(Item::as_str)
-            .unwrap_or("")
-            .to_string();
-        let ssh = t.get("ssh").and_then(Item::as_str).map(str::to_string);
-        let Some(span) = t.span() else {
-            continue;
-        };
-        let header = line_start(text, span.start);
-        let line = text[..header].matches('\n').count() + 1;
-        // The comment lines directly above the header (no blank line in
-        // between), and the comment on the header line itself.
-        let mut block_start = header;
-        while block_start > 0 {
-            let s = line_start(text, block_start - 1);
-            if crate::write::provenance::comment_text(&text[s..block_start]).is_none() {
-                break;
-            }
-            block_start = s;
-        }
-        let header_line = &text[header..line_end(text, header)];
-        let header_comment = header_line
-            .split_once('#')
-            .map(|(_, c)| c.trim_end_matches(['\r', '\n']));
-        let prov = crate::write::provenance::read(&text[block_start..header], header_comment);
-        let found_by = prov.found_by.clone();
-        let above_start = block_start + prov.found_by_at.unwrap_or(0);
-        let addr_span = t
-            .get("addr")
-            .and_then(Item::as_value)
-            .filter(|v| v.is_str())
-            .and_then(|v| v.span());
-        let ssh_span = t
-            .get("ssh")
-            .and_then(Item::as_value)
-            .filter(|v| v.is_str())
-            .and_then(|v| v.span());
-        let nested = t
-            .iter()
-            .any(|(_, v)| matches!(v, Item::Table(_) | Item::ArrayOfTables(_)));
-        let cut = if nested {
-            Err(format!(
-                "[[node]] {addr:?} (line {line}) has sub-tables written as [node.*] headers; \
-                 remove it by hand"
-            ))
-        } else if found_by.is_none() {
-            Err(format!(
-                "[[node]] {addr:?} (line {line}) has no `{}` comment above it, so it is \
-                 yours, not rlx-discover's",
-                PROVENANCE_PREFIX.trim_end()
-            ))
-        } else {
-            // The comment, and the blank line written before it, go too:
-            // the exact inverse of what render_expanded appends.
-            let mut start = above_start;
-            if start > 0 {
-                let prev = line_start(text, start - 1);
-                if text[prev..start].trim().is_empty() {
-                    start = prev;
-                }
-            }
-            Ok(start..line_end(text, span.end))
-        };
-        out.push(FileNode {
-            index,
-            addr,
-            ssh,
-            found_by,
-            id: prov.id,
-            addr_span,
-            ssh_span,
-            line,
-            cut,
-        });
-    }
-    Ok(out)
 }
 
 /// `text` with the byte `ranges` removed (they must not overlap); the result
@@ -408,6 +272,7 @@ pub(super) fn addr_string(old: &str, new: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clusterfile::file_nodes;
     use crate::sighting::{Evidence, Source};
 
     fn prov() -> AddedNode {
@@ -541,7 +406,7 @@ mod tests {
         let c = provenance_comment(&p, "t");
         assert!(c.contains(", 0.21 ms, 9.3 Gbit/s up, 9.1 down"), "{c}");
         assert_eq!(
-            crate::write::provenance::node_id_in(&c).as_deref(),
+            crate::clusterfile::provenance::node_id_in(&c).as_deref(),
             Some(p.id.as_str()).filter(|id| !id.is_empty()),
             "{c}"
         );
@@ -569,13 +434,15 @@ mod tests {
                 p.hostname = name.clone();
                 let c = provenance_comment(&p, "t");
                 assert_eq!(
-                    crate::write::provenance::node_id_in(&c).as_deref(),
+                    crate::clusterfile::provenance::node_id_in(&c).as_deref(),
                     Some(own).filter(|i| !i.is_empty()),
                     "{name}: {c}"
                 );
                 let block = format!("{c}\n");
                 assert_eq!(
-                    crate::write::provenance::read(&block, None).id.as_deref(),
+                    crate::clusterfile::provenance::read(&block, None)
+                        .id
+                        .as_deref(),
                     Some(own).filter(|i| !i.is_empty()),
                     "{name}: {c}"
                 );

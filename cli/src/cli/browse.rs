@@ -139,12 +139,12 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
     if a.json {
         let v = serde_json::json!({
             "v": crate::cli::runtime::JSON_VERSION,
-            "nodes": exp.added,
+            "nodes": exp.added(),
             "report": exp.report,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
-    } else if !exp.added.is_empty() {
-        let rows: Vec<Vec<String>> = exp.added.iter().map(|n| row(n, links)).collect();
+    } else if !exp.added().is_empty() {
+        let rows: Vec<Vec<String>> = exp.added().iter().map(|n| row(n, links)).collect();
         let cols = if links {
             COLUMNS
         } else {
@@ -178,19 +178,21 @@ pub fn run(a: BrowseArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
                 escape_line(&format!("link to {} not measured: {}", l.addr, l.why))
             );
         }
-        for t in r.tried.iter().filter(|_| !exp.added.is_empty()) {
+        for t in r.tried.iter().filter(|_| !exp.added().is_empty()) {
             eprintln!(
                 "tried {}: {} ({} answered, {} ms)",
                 t.source, t.what, t.answered, t.elapsed_ms
             );
         }
-        if exp.added.is_empty() {
+        if exp.added().is_empty() {
             eprint!("{}", r.empty_hint());
         }
     }
-    Ok(if exp.added.is_empty() || exp.report.fails_run(a.strict) {
-        ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if exp.added().is_empty() || exp.report.fails_run(a.strict) {
+            ExitCode::from(rlx_proto::exit::NEEDS_A_LOOK)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }

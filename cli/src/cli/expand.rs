@@ -5,7 +5,8 @@ use crate::cli::progress::Bars;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rlx_discover::absence;
-use rlx_discover::write::{self as writeback, plan, prune_candidates, Plan};
+use rlx_discover::clusterfile as writeback;
+use rlx_discover::write::{plan, prune_candidates, Plan};
 use rlx_discover::{expand_config, ClusterConfig, Overrides};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -258,7 +259,7 @@ pub fn run(a: ExpandArgs, quiet: bool, bars: &Bars) -> Result<ExitCode> {
 
     let discovering = cfg.discover.is_some();
     let found_nothing =
-        exp.added.is_empty() && exp.report.duplicates.is_empty() && exp.report.moved.is_empty();
+        exp.added().is_empty() && exp.report.duplicates.is_empty() && exp.report.moved.is_empty();
     if !quiet {
         eprint!("{}", exp.report.render_text());
         eprint!("{}", plan.render_text());

@@ -46,10 +46,27 @@ impl LanArgs {
     /// DNS-SD when a domain is given; never ssh_hosts or a subnet scan.
     /// `what` names the command in errors.
     pub fn section(&self, browse_ms: Option<u64>, what: &str) -> Result<DiscoverSection> {
-        let mut d = match &self.config {
-            Some(p) => ClusterConfig::load(p)?.discover.unwrap_or_default(),
-            None => DiscoverSection::default(),
-        };
+        self.section_of(self.load()?.as_ref(), browse_ms, what)
+    }
+
+    /// The cluster file `--config` names, loaded (once: its comments are
+    /// read with it), if any.
+    pub fn load(&self) -> Result<Option<ClusterConfig>> {
+        Ok(self
+            .config
+            .as_deref()
+            .map(ClusterConfig::load)
+            .transpose()?)
+    }
+
+    /// [`LanArgs::section`] of a file already loaded ([`LanArgs::load`]).
+    pub fn section_of(
+        &self,
+        cfg: Option<&ClusterConfig>,
+        browse_ms: Option<u64>,
+        what: &str,
+    ) -> Result<DiscoverSection> {
+        let mut d = cfg.and_then(|c| c.discover.clone()).unwrap_or_default();
         let mut o = Overrides::default();
         o.interfaces = self.interfaces.clone();
         o.key_file = self.key_file.clone();

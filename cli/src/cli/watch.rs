@@ -55,26 +55,15 @@ pub struct WatchArgs {
     pub suspect_timeout_ms: Millis,
 }
 
-mod roster;
-
-use roster::{InFile, Roster};
-
 /// Prints one event: a JSON object per line with `--json`, else an aligned
 /// line (`   1.234s joined    box1 10.0.0.1:9100 cuda 24.0 GiB 16 cores`, and
 /// `2x cuda 24.0 GiB` for a box with two, as `browse` shows it).
-/// With a cluster file, `file` says which of its nodes the event is
-/// (`"in_file"` in JSON, `[cluster.toml line 12: up]` in text) or, for a
-/// member in none of them, `[new]`.
-fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
+/// With a cluster file (`file`, its name), the library says which of its
+/// nodes the event is (`"in_file"` in JSON, `[cluster.toml line 12: up]`
+/// in text) or, for a member in none of them, `[new]`.
+fn print(json: bool, e: &Event, file: Option<&str>) {
     if json {
-        let mut v = serde_json::to_value(e).unwrap_or_default();
-        if let (Some((_, Some(f))), Some(o)) = (&file, v.as_object_mut()) {
-            o.insert(
-                "in_file".into(),
-                serde_json::to_value(f).unwrap_or_default(),
-            );
-        }
-        println!("{v}");
+        println!("{}", serde_json::to_value(e).unwrap_or_default());
     } else {
         let what = e.node.as_ref().map_or_else(String::new, |n| {
             let worker = n
@@ -106,12 +95,12 @@ fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
             }
             _ => String::new(),
         };
-        let listed = match file {
-            Some((name, Some(f))) => {
+        let listed = match (file, &e.in_file) {
+            (Some(name), Some(f)) => {
                 let state = if f.up { "up" } else { "down" };
                 format!(" [{name} line {}: {state}]", f.line)
             }
-            Some(_) if e.event == Kind::Joined => " [new]".to_string(),
+            (Some(_), None) if e.event == Kind::Joined => " [new]".to_string(),
             _ => String::new(),
         };
         // The instance label is a stranger's choice: one escaped line.
@@ -128,25 +117,19 @@ fn print(json: bool, e: &Event, file: Option<(&str, Option<InFile>)>) {
 /// Runs the watch until interrupted (or `--for-ms`): the library's
 /// [`LiveWatch`], printed.
 pub fn run(a: WatchArgs) -> Result<ExitCode> {
-    let d = a.lan.section(None, "watch")?;
+    let cfg = a.lan.load()?;
+    let d = a.lan.section_of(cfg.as_ref(), None, "watch")?;
+    // The file's name, for the lines that say which of its nodes a member is.
+    let name = a.lan.config.as_ref().map(|p| {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        )
+    });
     let rt = crate::cli::runtime::runtime()?;
     rt.block_on(async {
         let started = Instant::now();
-        // The file's nodes, down until a member matches one.
-        let mut roster = match &a.lan.config {
-            Some(p) => Some((
-                p.file_name().map_or_else(
-                    || p.display().to_string(),
-                    |f| f.to_string_lossy().into_owned(),
-                ),
-                Roster::load(p)?,
-            )),
-            None => None,
-        };
-        // What "more than half of the cluster went dark" is a half of.
-        let opts = WatchOptions::default()
-            .suspect_timeout(a.suspect_timeout_ms.duration())
-            .cluster_size(roster.as_ref().map_or(0, |(_, r)| r.len()));
+        let opts = WatchOptions::default().suspect_timeout(a.suspect_timeout_ms.duration());
         // No interface up yet (a coordinator booting, a laptop undocked):
         // wait for one, as the agent does, rather than exit.
         let live = LiveWatch::start_when_up(&d, opts, |available| {
@@ -157,6 +140,13 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
             )
         })
         .await?;
+        // The file's nodes, down until a member is recognised as one; the
+        // file's node count is what "more than half of the cluster went
+        // dark" is a half of.
+        let live = match &cfg {
+            Some(c) => live.with_file(c),
+            None => live,
+        };
         if !a.json {
             let mut on = Vec::new();
             let ifaces = live.interfaces();
@@ -189,23 +179,18 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
             }
         };
         let json = a.json;
-        if let (Some((name, r)), false) = (&roster, json) {
-            for (addr, line) in r.listed() {
+        if let (Some(name), false) = (&name, json) {
+            for n in live.file_nodes() {
                 eprintln!(
-                    "{:>8.3}s {:<9} {} [{name} line {line}: not seen yet]",
+                    "{:>8.3}s {:<9} {} [{name} line {}: not seen yet]",
                     0.0,
                     "down",
-                    untrusted(addr)
+                    untrusted(&n.addr),
+                    n.line
                 );
             }
         }
-        live.run(stop, |e| {
-            let file = roster
-                .as_mut()
-                .map(|(name, r)| (name.as_str(), r.apply(&e)));
-            print(json, &e, file)
-        })
-        .await?;
+        live.run(stop, |e| print(json, &e, name.as_deref())).await?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -20,6 +20,10 @@
 
 use rlx_proto::caps::is_valid_id;
 
+/// How every provenance comment starts; a `[[node]]` whose header has such a
+/// line directly above it was appended by `rlx-discover`.
+pub(crate) const PROVENANCE_PREFIX: &str = "# found by ";
+
 /// The text of a comment line (`# ...`) without its `#` and surrounding
 /// blanks, or `None` for a line that is not only a comment.
 pub(super) fn comment_text(line: &str) -> Option<&str> {
@@ -43,7 +47,7 @@ pub(super) fn is_found_by(line: &str) -> bool {
 /// [`crate::escape::untrusted`]) is skipped, and `id` must be a word of its
 /// own, so a stranger's host name (`id.0123…`, `x, id 0123…`) never lends
 /// a node the id of another machine.
-pub(super) fn node_id_in(comment: &str) -> Option<String> {
+pub(crate) fn node_id_in(comment: &str) -> Option<String> {
     let text = unquoted(comment);
     let words: Vec<String> = text
         .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';'))
@@ -96,7 +100,7 @@ fn unquoted(text: &str) -> String {
 
 /// What the comments attached to one `[[node]]` header say.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(super) struct Provenance {
+pub(crate) struct Provenance {
     /// Byte offset (into the block given) of the `found by` line, when the
     /// node was appended by rlx-discover.
     pub found_by_at: Option<usize>,
@@ -111,7 +115,7 @@ pub(super) struct Provenance {
 /// Reads `block`: the comment lines directly above a header (each ending
 /// in a line break), plus `header_comment`, the comment on the header line
 /// itself, if any. The `found by` line nearest the header counts.
-pub(super) fn read(block: &str, header_comment: Option<&str>) -> Provenance {
+pub(crate) fn read(block: &str, header_comment: Option<&str>) -> Provenance {
     let mut p = Provenance::default();
     let mut other_id = header_comment.and_then(node_id_in);
     let mut at = 0;
