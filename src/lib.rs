@@ -121,6 +121,7 @@ pub mod absence;
 pub mod clusterfile;
 pub mod config;
 pub mod doctor;
+pub mod linkmap;
 pub mod pins;
 pub mod sshtarget;
 pub mod write;

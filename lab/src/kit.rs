@@ -39,6 +39,7 @@
 //! - `proc`: [`Proc`], a lab process that dumps its output when a test fails.
 //! - `run`: [`Run`], [`run_ok`]: a command run to completion.
 //! - [`runtime`]: the RLX runtime's own loader judging what `expand` wrote.
+//! - [`promise`]: what `watch` promises per event, the lab tests' bounds.
 //! - [`bins`]: the workspace's programs, the peer scripts in `py/`, and a
 //!   test's own executable re-run as a helper ([`rerun`]).
 //! - [`netns`]: code of the test process run inside a lab host.
@@ -55,6 +56,7 @@ mod gate;
 pub mod netns;
 pub mod peer;
 mod proc;
+pub mod promise;
 mod run;
 pub mod runtime;
 pub mod sshd;

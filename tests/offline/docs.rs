@@ -553,3 +553,23 @@ fn the_types_a_caller_receives_can_be_named() {
         assert!(name.starts_with("rlx_discover::"), "{name}");
     }
 }
+
+/// Guards against a lab test looser than the documentation, or a promise
+/// no test checks: docs/guide.md's table "What watch promises" lists
+/// exactly `rlx_lab::kit::promise::ALL`, row for row, which the lab tests
+/// assert.
+#[test]
+fn the_guides_watch_promises_are_the_bounds_the_lab_tests_assert() {
+    let guide = read("docs/guide.md");
+    let from = guide
+        .find("<a id=\"what-watch-promises\"></a>")
+        .expect("docs/guide.md has the section \"What watch promises\"");
+    let rows: Vec<&str> = guide[from..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| event |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let want: Vec<String> = rlx_lab::kit::promise::ALL.iter().map(|p| p.row()).collect();
+    assert_eq!(rows, want, "docs/guide.md, \"What watch promises\"");
+}

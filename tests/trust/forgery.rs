@@ -29,10 +29,11 @@ use std::time::{Duration, Instant};
 const UP: Duration = Duration::from_secs(30);
 
 /// A real goodbye is reported within this (the promise of `watch`).
-const GOODBYE_BOUND: Duration = Duration::from_secs(2);
+const GOODBYE_BOUND: Duration = rlx_lab::kit::promise::GOODBYE_LEFT.every;
 
-/// A crash is reported within this (the promise of `watch`).
-const CRASH_BOUND: Duration = Duration::from_secs(5);
+/// A crash is reported within this (the promise of `watch`, for a member
+/// followed over its liveness connection).
+const CRASH_BOUND: Duration = rlx_lab::kit::promise::CRASH_LEFT.every;
 
 /// How long after a forgery the members are watched for a wrong `left`:
 /// past mdns-sd's removal (1 s after the goodbye) and the checks it starts.

@@ -1,0 +1,29 @@
+//! **Every pair measured** — the all-pairs link map between the cluster's
+//! boxes, and the launch files written from it (`hosts.json` for the RLX
+//! runtime's process group).
+//!
+//! The runtime's pipeline runs through the coordinator, so `--links`
+//! measures coordinator-to-node links ([`crate::links`]). Its process
+//! group (collectives, tensor parallelism) runs between the workers
+//! themselves, ring neighbour to ring neighbour, and there the link
+//! between *two boxes* decides the speed. Here each pair is measured by
+//! its own agents: the coordinator asks one agent of the pair to measure
+//! the link to the other's agent port, with the link measurement the
+//! coordinator itself uses ([`rlx_proto::handshake::measure`]), under the
+//! cluster key at both ends.
+//!
+//! ```text
+//! boxes ─► schedule (n-1 rounds of n/2 disjoint pairs) ─► per round, in parallel:
+//!            coordinator ─measure_peer─► agent A ─measure─► agent B (each of B's addresses)
+//!        ─► LinkMap (per pair, per address pair: up, down, RTT) ─► hosts.json
+//! ```
+//!
+//! Each box takes part in one measurement per round, so the agents' own
+//! one-at-a-time rule is never in the way, and the wall time grows with the
+//! number of boxes, not the number of pairs.
+
+mod map;
+mod schedule;
+
+pub use map::{BoxLinks, LinkMap, PairLinks, PathLink};
+pub use schedule::tournament;

@@ -1,0 +1,117 @@
+//! **The link map's data** — the boxes, and per pair of boxes every path
+//! measured between them (one per address pair the two share), each with
+//! its figures in both directions.
+
+use rlx_proto::caps::LinkInfo;
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// One box of the map: a node of the cluster file and what its agent said
+/// about its links.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoxLinks {
+    /// The node's `addr` in the cluster file (its RLX worker).
+    pub addr: String,
+    /// The node id its agent reports.
+    pub id: String,
+    /// Its host name.
+    pub hostname: String,
+    /// Its agent's address (`ip:6184`), which the measurement dials.
+    pub agent: String,
+    /// Its links as its agent reports them (kind, speed, MTU, addresses).
+    pub links: Vec<LinkInfo>,
+}
+
+impl BoxLinks {
+    /// The link of this box that holds address `ip`, if its agent named it.
+    pub fn link_of(&self, ip: IpAddr) -> Option<&LinkInfo> {
+        self.links.iter().find(|l| l.addrs.contains(&ip))
+    }
+}
+
+/// One path between two boxes: an address of each, and what was measured
+/// over it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathLink {
+    /// The address of box `a` the measurement left from.
+    pub a_addr: IpAddr,
+    /// The address of box `b` it went to.
+    pub b_addr: IpAddr,
+    /// The kind of link at each end (`ethernet`, `thunderbolt`, ...), as
+    /// the boxes' agents name the interfaces holding these addresses;
+    /// `unknown` when an agent did not say.
+    pub kind: String,
+    /// Throughput from `a` to `b`, Mbit/s.
+    pub ab_mbps: f64,
+    /// Throughput from `b` to `a`, Mbit/s.
+    pub ba_mbps: f64,
+    /// Median round trip, ms.
+    pub rtt_ms: f64,
+}
+
+impl PathLink {
+    /// The slower direction's throughput: what a ring hop over this path
+    /// can carry both ways.
+    pub fn both_ways_mbps(&self) -> f64 {
+        self.ab_mbps.min(self.ba_mbps)
+    }
+
+    /// True when both ends are Thunderbolt interfaces.
+    pub fn is_thunderbolt(&self) -> bool {
+        self.kind == "thunderbolt"
+    }
+}
+
+/// What was measured between boxes `a` and `b` (indices into
+/// [`LinkMap::boxes`], `a < b`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairLinks {
+    /// One box of the pair.
+    pub a: usize,
+    /// The other.
+    pub b: usize,
+    /// Every path measured, fastest first (by [`PathLink::both_ways_mbps`]).
+    pub paths: Vec<PathLink>,
+    /// Paths that could not be measured, each with the reason (an address
+    /// of `b` that `a` cannot reach, an agent that refused).
+    pub failed: Vec<String>,
+}
+
+impl PairLinks {
+    /// The fastest path, if any was measured.
+    pub fn best(&self) -> Option<&PathLink> {
+        self.paths.first()
+    }
+}
+
+/// The all-pairs link map.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkMap {
+    /// The schema version of the map's JSON: 1 until a field changes
+    /// meaning.
+    pub v: u32,
+    /// The boxes, in the cluster file's node order.
+    pub boxes: Vec<BoxLinks>,
+    /// Every pair, `a < b`, in schedule order.
+    pub pairs: Vec<PairLinks>,
+    /// How long the whole map took, ms.
+    pub took_ms: u64,
+}
+
+impl LinkMap {
+    /// The measurements between boxes `i` and `j` (either order).
+    pub fn pair(&self, i: usize, j: usize) -> Option<&PairLinks> {
+        let (a, b) = (i.min(j), i.max(j));
+        self.pairs.iter().find(|p| p.a == a && p.b == b)
+    }
+
+    /// The path from box `i` to box `j` as seen from `i`: its own address
+    /// first (a path is stored from `a`'s side).
+    pub fn path_from(&self, i: usize, j: usize, p: &PathLink) -> (IpAddr, IpAddr) {
+        if i < j {
+            (p.a_addr, p.b_addr)
+        } else {
+            (p.b_addr, p.a_addr)
+        }
+    }
+}
