@@ -23,7 +23,11 @@
 //! number of boxes, not the number of pairs.
 
 mod map;
+mod run;
 mod schedule;
+mod setup;
 
 pub use map::{BoxLinks, LinkMap, PairLinks, PathLink};
+pub use run::{measure_map, MapOptions, MapTarget};
 pub use schedule::tournament;
+pub use setup::{targets, MapSetupError};

@@ -16,6 +16,7 @@ pub mod duration;
 pub mod expand;
 pub mod keygen;
 pub mod lan;
+pub mod links;
 pub mod man;
 pub mod pins;
 pub mod progress;
@@ -38,6 +39,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Doctor(a) => doctor::run(a),
         Command::Scan(a) => scan::run(a, &bars),
         Command::Watch(a) => watch::run(a),
+        Command::Links(a) => links::run(a),
         Command::Keygen(a) => keygen::run(a),
         Command::Pins(a) => pins::run(a),
         Command::Completions(a) => completions::run(a, Cli::command()),

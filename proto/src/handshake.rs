@@ -67,6 +67,8 @@
 //! - `answer`: the agent's side, one hello line in, one line out ([`answer`]).
 //! - `measure`, `measure_client`: link measurement on the same port (its own
 //!   message type: RTT, upload, download; [`measure_link`]).
+//! - [`measure_peer`]: one agent measures its link to another (the
+//!   all-pairs link map), under the cluster key at both ends.
 //! - `measure_sense`: the limits measured figures must fall within to
 //!   count (a rate's shortest window, 1 Tbit/s, a round trip's bounds).
 //! - `follow`: the liveness stream on the same port (the hello with
@@ -84,6 +86,7 @@ mod clock;
 pub mod follow;
 pub mod measure;
 mod measure_client;
+pub mod measure_peer;
 pub mod measure_sense;
 #[cfg(test)]
 mod measure_tests;

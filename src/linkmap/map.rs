@@ -94,6 +94,10 @@ pub struct LinkMap {
     pub boxes: Vec<BoxLinks>,
     /// Every pair, `a < b`, in schedule order.
     pub pairs: Vec<PairLinks>,
+    /// Nodes left out of the map, each with the reason (its agent did not
+    /// answer, or did not prove the cluster key).
+    #[serde(default)]
+    pub skipped: Vec<String>,
     /// How long the whole map took, ms.
     pub took_ms: u64,
 }

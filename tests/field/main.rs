@@ -10,6 +10,8 @@
 //! - `prune`: `--prune` cuts only a machine confirmed gone.
 //! - `watch_churn`: `watch` under random stops, crashes and restarts.
 //! - `embed`: `examples/runtime.rs` follows a join, a restart and a leave.
+//! - `linkmap`: `links` measures every pair both ways and finds a
+//!   direct cable.
 //! - `liveness`: a stalled agent suspect then up, crashes and cut links
 //!   left in time, a paused coordinator accusing nobody, a partition.
 
@@ -17,6 +19,7 @@ mod clones;
 mod embed;
 mod exit;
 mod interfaces;
+mod linkmap;
 mod liveness;
 mod moves;
 mod prune;

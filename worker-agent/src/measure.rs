@@ -25,6 +25,9 @@
 //! figures.
 
 pub mod limit;
+mod peer;
+
+pub use peer::{serve_peer, NO_KEY as PEER_NO_KEY};
 
 use limit::Limiter;
 use rlx_proto::handshake::measure::{
@@ -109,7 +112,17 @@ pub struct Gate {
     rules: Rules,
     busy: Arc<Mutex<()>>,
     limiter: std::sync::Mutex<Limiter>,
+    /// The budget of peer measurements ([`peer`]), which only a
+    /// coordinator proving the cluster key can ask for, one per pair this
+    /// agent leads in a link map: [`PEER_PER_MINUTE`] per source.
+    peers: std::sync::Mutex<Limiter>,
 }
+
+/// Peer measurements a coordinator may ask this agent for a minute: a link
+/// map of `n` boxes asks one box for at most `n - 1` pairs, each over one
+/// path per address of the other box, so 128 covers a map of about 64 boxes
+/// on two networks each minute. Only key holders can ask at all.
+pub const PEER_PER_MINUTE: u32 = 128;
 
 impl Gate {
     /// A gate for `rules`, nothing running.
@@ -118,13 +131,14 @@ impl Gate {
             rules,
             busy: Arc::default(),
             limiter: std::sync::Mutex::new(Limiter::new(rules.per_minute)),
+            peers: std::sync::Mutex::new(Limiter::new(PEER_PER_MINUTE)),
         }
     }
 }
 
-/// The refusal of a second measurement while one runs.
-pub const BUSY: &str = "busy: a link measurement is already running on this agent (one at a \
-                        time, so that two tests do not measure each other); try again when it ends";
+/// The refusal of a second measurement while one runs (the protocol's
+/// words: a coordinator tells it from other refusals, and tries again).
+pub use rlx_proto::handshake::measure::BUSY;
 
 /// The refusal when `--measure off`.
 pub const OFF: &str = "link measurement is turned off on this agent (rlx-agent --measure off); \
@@ -171,45 +185,8 @@ pub async fn serve(
         Ok(r) => r,
         Err(why) => return refuse(&mut conn, why).await,
     };
-    let nonce = match Nonce::random() {
-        Ok(n) => n,
-        Err(why) => return refuse(&mut conn, why).await,
-    };
-    let challenge = Challenge {
-        rlx: "challenge".into(),
-        v: MEASURE_VERSION,
-        nonce: nonce.to_hex(),
-        local: endpoint_text(on.local),
-        peer: endpoint_text(on.peer),
-        keyed: key.is_some(),
-        limits: AgentLimits::default(),
-    };
-    send(&mut conn, challenge.line().as_bytes(), step).await?;
-    let prove_line = read_line(&mut conn, Instant::now() + step).await?;
-    let prove: Prove = match serde_json::from_slice::<Prove>(prove_line.trim_ascii_end()) {
-        Ok(p) if p.rlx == "prove" => p,
-        _ => {
-            let why = "expected {\"rlx\":\"prove\",\"proof\":\"<64 hex>\"} after the challenge";
-            return refuse(&mut conn, why.into()).await;
-        }
-    };
-    if let Some(k) = key {
-        let why = match prove.proof.as_deref() {
-            None => Some(
-                "this agent holds a cluster key and measures links only for key holders: \
-                 the request carries no proof (give the coordinator the cluster's key_file)",
-            ),
-            Some(p) if !verify_request(k, &nonce, &challenge.local, &challenge.peer, line, p) => {
-                Some(
-                    "the proof does not verify under this agent's cluster key (the \
-                     coordinator holds another key, or something in between changed the request)",
-                )
-            }
-            Some(_) => None,
-        };
-        if let Some(why) = why {
-            return refuse(&mut conn, why.into()).await;
-        }
+    if let Err(refused) = authenticate(&mut conn, line, key, on, step).await {
+        return refused;
     }
     let Ok(lock) = Arc::clone(&gate.busy).try_lock_owned() else {
         return refuse(&mut conn, BUSY.into()).await;
@@ -247,6 +224,61 @@ pub async fn serve(
             .await
         }
     }
+}
+
+/// The challenge, then the coordinator's proof when this agent holds a
+/// key (over the nonce, the connection's ends and the request `line`):
+/// `Ok` when the request may go on, else the outcome of the refusal sent.
+async fn authenticate(
+    conn: &mut BufReader<TcpStream>,
+    line: &[u8],
+    key: Option<&Key>,
+    on: &Binding,
+    step: Duration,
+) -> Result<(), Result<String, String>> {
+    let nonce = match Nonce::random() {
+        Ok(n) => n,
+        Err(why) => return Err(refuse(conn, why).await),
+    };
+    let challenge = Challenge {
+        rlx: "challenge".into(),
+        v: MEASURE_VERSION,
+        nonce: nonce.to_hex(),
+        local: endpoint_text(on.local),
+        peer: endpoint_text(on.peer),
+        keyed: key.is_some(),
+        limits: AgentLimits::default(),
+    };
+    send(conn, challenge.line().as_bytes(), step)
+        .await
+        .map_err(Err)?;
+    let prove_line = read_line(conn, Instant::now() + step).await.map_err(Err)?;
+    let prove: Prove = match serde_json::from_slice::<Prove>(prove_line.trim_ascii_end()) {
+        Ok(p) if p.rlx == "prove" => p,
+        _ => {
+            let why = "expected {\"rlx\":\"prove\",\"proof\":\"<64 hex>\"} after the challenge";
+            return Err(refuse(conn, why.into()).await);
+        }
+    };
+    if let Some(k) = key {
+        let why = match prove.proof.as_deref() {
+            None => Some(
+                "this agent holds a cluster key and measures links only for key holders: \
+                 the request carries no proof (give the coordinator the cluster's key_file)",
+            ),
+            Some(p) if !verify_request(k, &nonce, &challenge.local, &challenge.peer, line, p) => {
+                Some(
+                    "the proof does not verify under this agent's cluster key (the \
+                     coordinator holds another key, or something in between changed the request)",
+                )
+            }
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            return Err(refuse(conn, why.into()).await);
+        }
+    }
+    Ok(())
 }
 
 /// The one-at-a-time lock, held, and the flag that keeps the server from

@@ -371,9 +371,21 @@ async fn connection(
             tracing::debug!(%peer, "{why}");
         }
         Ok(Ok(Some(Handoff::Measure(conn, line)))) => {
-            let served =
-                crate::measure::serve(conn, &line, key.as_ref(), &gate, &on, timeout, &held);
-            match served.await {
+            let served = if handshake::measure_peer::is_peer_request(&line) {
+                let peer = crate::measure::serve_peer(
+                    conn,
+                    &line,
+                    key.as_ref(),
+                    &gate,
+                    &on,
+                    timeout,
+                    &held,
+                );
+                peer.await
+            } else {
+                crate::measure::serve(conn, &line, key.as_ref(), &gate, &on, timeout, &held).await
+            };
+            match served {
                 Ok(what) => tracing::debug!(%peer, "{what}"),
                 Err(why) => tracing::debug!(%peer, "{why}"),
             }
@@ -420,7 +432,7 @@ async fn exchange(
             "hello longer than {MAX_HELLO_BYTES} bytes; dropped"
         ));
     }
-    if handshake::measure::is_request(&line) {
+    if handshake::measure::is_request(&line) || handshake::measure_peer::is_peer_request(&line) {
         return Ok(Some(Handoff::Measure(conn, line)));
     }
     let follow = handshake::parse_hello(&line)

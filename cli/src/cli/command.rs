@@ -8,7 +8,7 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 use super::runtime::EXIT_CODES;
-use super::{browse, completions, demo, doctor, expand, keygen, man, pins, scan, watch};
+use super::{browse, completions, demo, doctor, expand, keygen, links, man, pins, scan, watch};
 use clap::{Parser, Subcommand};
 
 /// Find the machines of an RLX cluster and write their [[node]] list.
@@ -60,6 +60,9 @@ pub enum Command {
     Scan(scan::ScanArgs),
     /// Watch the LAN: joined / updated / left events as agents come and go.
     Watch(watch::WatchArgs),
+    /// Measure every pair of CONFIG's boxes, by their agents, both ways:
+    /// the all-pairs link map (the cluster key is required).
+    Links(links::LinksArgs),
     /// Write a new cluster key (32 random bytes, hex, mode 0600).
     Keygen(keygen::KeygenArgs),
     /// List the node id -> node key pins, or forget one after a machine

@@ -56,6 +56,19 @@ use hmac::Mac;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
+/// An agent's refusal of a measurement while another runs on it (one at a
+/// time, so that two tests do not measure each other). It is the only
+/// refusal worth retrying at once: the other measurement ends within the
+/// agent's hold limit, usually within a second.
+pub const BUSY: &str = "busy: a link measurement is already running on this agent (one at a \
+                        time, so that two tests do not measure each other); try again when it ends";
+
+/// Whether a refusal (as an agent sent it, or quoted inside another
+/// agent's) says the agent was busy.
+pub fn is_busy(why: &str) -> bool {
+    why.contains(BUSY)
+}
+
 /// The version of the measurement messages (`"v"` of a request).
 pub const MEASURE_VERSION: u64 = 1;
 

@@ -389,7 +389,11 @@ async fn upload(
 
 /// With a key, the challenge's endpoints must be our connection's ends:
 /// the proof binds them, and a relay's would be its own.
-fn check_ends(addr: SocketAddr, from: SocketAddr, c: &Challenge) -> Result<(), MeasureError> {
+pub(super) fn check_ends(
+    addr: SocketAddr,
+    from: SocketAddr,
+    c: &Challenge,
+) -> Result<(), MeasureError> {
     let same = |s: &str, want: SocketAddr| {
         s.parse::<SocketAddr>().is_ok_and(|a| {
             a.ip().to_canonical() == want.ip().to_canonical() && a.port() == want.port()
@@ -407,7 +411,7 @@ fn check_ends(addr: SocketAddr, from: SocketAddr, c: &Challenge) -> Result<(), M
     }
 }
 
-async fn write(
+pub(super) async fn write(
     w: &mut (impl tokio::io::AsyncWrite + Unpin),
     b: &[u8],
     deadline: Instant,
@@ -420,7 +424,7 @@ async fn write(
 }
 
 /// One line of at most [`MAX_HELLO_BYTES`], by `deadline`.
-async fn read_line(
+pub(super) async fn read_line(
     r: &mut (impl AsyncBufRead + Unpin),
     deadline: Instant,
 ) -> Result<Vec<u8>, String> {
@@ -437,14 +441,14 @@ async fn read_line(
     }
 }
 
-enum Reply<T> {
+pub(super) enum Reply<T> {
     Ok(T),
     Refused(String),
     Garbled(String),
 }
 
 /// A line that is either the `want` message or the handshake's error line.
-fn parse_reply<T: for<'de> Deserialize<'de>>(line: &[u8], want: &str) -> Reply<T> {
+pub(super) fn parse_reply<T: for<'de> Deserialize<'de>>(line: &[u8], want: &str) -> Reply<T> {
     #[derive(Deserialize)]
     struct Head {
         rlx: String,

@@ -1,0 +1,202 @@
+//! `rlx-discover links`: three keyed agents measure each other, pair by
+//! pair, and the map says which path is fast, which direction is slow, and
+//! that two boxes share a second, direct cable.
+//!
+//! The lab: hosts 1 and 2 send at 50 Mbit/s on the LAN, host 3 at 20
+//! (`tc tbf` on each host's egress; what comes in is not shaped), and
+//! hosts 1 and 2 are also joined by a direct veth, unshaped, that their
+//! agents call a Thunderbolt link. Host 0 runs the coordinator.
+
+use rlx_lab::kit::{agent_bin, discover_bin, require_lab, run_ok, Proc};
+use rlx_lab::Lab;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// The direct cable's addresses on hosts 1 and 2.
+const CABLE: [&str; 2] = ["10.99.7.1", "10.99.7.2"];
+
+/// A keyed agent on host `i`, its caps naming its LAN link and, on hosts
+/// 1 and 2, the cable.
+fn agent(lab: &Lab, i: usize, key: &Path, dir: &Path) -> Proc {
+    let lan = lab.host(i).ip;
+    let mut links = vec![format!(
+        r#"{{"name":"eth0","kind":"ethernet","mtu":1500,"addrs":["{lan}"]}}"#
+    )];
+    if (1..=2).contains(&i) {
+        links.push(format!(
+            r#"{{"name":"tb0","kind":"thunderbolt","mtu":1500,"addrs":["{}"]}}"#,
+            CABLE[i - 1]
+        ));
+    }
+    let caps = format!(
+        r#"{{"id":"{i:016x}","hostname":"box{i}","os":"linux","arch":"x86_64","cores":8,
+           "ram_total":68719476736,"ram_avail":60000000000,
+           "devices":[{{"device":"cpu","name":"cpu","mem_bytes":0}}],
+           "links":[{}]}}"#,
+        links.join(",")
+    );
+    let caps_file = dir.join(format!("box{i}.json"));
+    std::fs::write(&caps_file, caps).unwrap();
+    let mut cmd = Command::new(agent_bin());
+    cmd.arg("--caps-file")
+        .arg(&caps_file)
+        .args(["--name", &format!("box{i}")])
+        .arg("--key-file")
+        .arg(key)
+        .env("RUST_LOG", "debug");
+    let p = Proc::spawn(lab, i, cmd);
+    p.expect_output("mDNS: announced on", Duration::from_secs(30));
+    p
+}
+
+/// Shapes what host `i` sends on `iface` to `mbit` Mbit/s.
+fn shape(lab: &Lab, i: usize, iface: &str, mbit: u32) {
+    let ns = &lab.host(i).ns;
+    run_ok(Command::new("ip").args([
+        "netns",
+        "exec",
+        ns,
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        iface,
+        "root",
+        "tbf",
+        "rate",
+        &format!("{mbit}mbit"),
+        "burst",
+        "64kb",
+        "latency",
+        "50ms",
+    ]));
+}
+
+/// The index in the map of `box{i}` (the map lists boxes in discovery
+/// order).
+fn index(map: &Value, i: usize) -> usize {
+    map["boxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|b| b["hostname"] == format!("box{i}"))
+        .unwrap_or_else(|| panic!("box{i} in {map:#}"))
+}
+
+/// The paths of the pair of `box{from}` and `box{to}`, each as (rate out
+/// of `from`, rate into `from`, kind), fastest first.
+fn paths(map: &Value, from: usize, to: usize) -> Vec<(f64, f64, String)> {
+    let (f, t) = (index(map, from), index(map, to));
+    let (a, b) = (f.min(t), f.max(t));
+    let pair = map["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["a"] == a && p["b"] == b)
+        .unwrap_or_else(|| panic!("pair {a},{b} in {map:#}"));
+    pair["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let (ab, ba) = (
+                p["ab_mbps"].as_f64().unwrap(),
+                p["ba_mbps"].as_f64().unwrap(),
+            );
+            let (out, inn) = if f == a { (ab, ba) } else { (ba, ab) };
+            (out, inn, p["kind"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(4);
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("cluster.key");
+    run_ok(Command::new(discover_bin()).arg("keygen").arg(&key));
+    // The cable between hosts 1 and 2.
+    let (n1, n2) = (&lab.host(1).ns, &lab.host(2).ns);
+    run_ok(Command::new("ip").args([
+        "-n", n1, "link", "add", "tb0", "type", "veth", "peer", "name", "tb0", "netns", n2,
+    ]));
+    for (ns, ip) in [(n1, CABLE[0]), (n2, CABLE[1])] {
+        run_ok(Command::new("ip").args([
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{ip}/30"),
+            "dev",
+            "tb0",
+        ]));
+        run_ok(Command::new("ip").args(["-n", ns, "link", "set", "tb0", "up"]));
+    }
+    shape(&lab, 1, "eth0", 50);
+    shape(&lab, 2, "eth0", 50);
+    shape(&lab, 3, "eth0", 20);
+    let _agents: Vec<Proc> = (1..=3).map(|i| agent(&lab, i, &key, dir.path())).collect();
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "model = \"m\"\n[discover]\nkey_file = \"{}\"\nckpt_dir = \"/m\"\n",
+            key.display()
+        ),
+    )
+    .unwrap();
+
+    let out = lab
+        .command(0, discover_bin())
+        .args(["links", "--json"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let map: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("links printed no JSON ({e}):\n{stdout}\n{stderr}"));
+    eprintln!("{map:#}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(map["boxes"].as_array().unwrap().len(), 3, "{map:#}");
+    assert_eq!(map["pairs"].as_array().unwrap().len(), 3, "every pair");
+
+    // Hosts 1 and 2: the cable is the best path, and it is far faster
+    // than their 50 Mbit/s LAN; the LAN path is measured too.
+    let p12 = paths(&map, 1, 2);
+    assert_eq!(p12.len(), 2, "the cable and the LAN: {p12:?}");
+    let (out12, in12, kind) = &p12[0];
+    assert_eq!(kind, "thunderbolt");
+    assert!(
+        *out12 > 150.0 && *in12 > 150.0,
+        "the cable: {out12} / {in12} Mbit/s"
+    );
+    let (out, inn, kind) = &p12[1];
+    assert_eq!(kind, "ethernet");
+    for r in [out, inn] {
+        assert!(
+            (35.0..=60.0).contains(r),
+            "LAN path: {r} Mbit/s, shaped to 50"
+        );
+    }
+    // Host 3 sends at 20 and receives at the others' 50: each direction
+    // measured on its own.
+    for other in [1, 2] {
+        let p = paths(&map, 3, other);
+        assert_eq!(p.len(), 1, "one path: {p:?}");
+        let (out3, in3, kind) = &p[0];
+        assert_eq!(kind, "ethernet");
+        assert!(
+            (14.0..=24.0).contains(out3),
+            "box3 -> box{other}: {out3} Mbit/s, shaped to 20"
+        );
+        assert!(
+            (35.0..=60.0).contains(in3),
+            "box{other} -> box3: {in3} Mbit/s, shaped to 50"
+        );
+    }
+}
