@@ -27,6 +27,7 @@
 //! - [`proved`]: the peers the server accepted, told to the mDNS responder
 //!   (they may get QU answers bigger than their questions).
 //! - [`measure`]: link measurement on that port: who may ask (`--measure`), its bounds, the per-source limits ([`measure::limit`]).
+//! - [`peer_measure`]: measuring another agent for the coordinator's link map (key holders only).
 //! - [`worker`]: whether the box's RLX worker listens on its port (`--worker-port`).
 //! - [`sshd`]: whether an SSH server listens on the box, and on which port (the runtime probes and launches workers over ssh).
 //! - [`register`]: the same records in a unicast DNS zone (`--register`), by TSIG-signed DNS UPDATE, for coordinators beyond the LAN ([`register::tsig`]: its key file).
@@ -35,7 +36,7 @@
 //! `register` on `change`, `naming` and `shutdown`; `cli` on `probe`,
 //! `naming`, `worker`, `sshd`, the lease settings of `register` and the rules of `measure`;
 //! `config` on `cli`, `measure` and `register`;
-//! `server` on `worker`, `measure` and `proved`; nothing back.
+//! `peer_measure` on `measure`; `server` on `worker`, `measure`, `peer_measure` and `proved`; nothing back.
 
 // Every public item is documented, and nothing is `pub` that the crate
 // root does not export (`main` and the tests in tests/ use what it does).
@@ -51,6 +52,7 @@ pub mod links;
 pub mod listen;
 pub mod measure;
 pub mod naming;
+pub mod peer_measure;
 pub mod probe;
 pub mod proved;
 pub mod register;

@@ -25,9 +25,6 @@
 //! figures.
 
 pub mod limit;
-mod peer;
-
-pub use peer::{serve_peer, NO_KEY as PEER_NO_KEY};
 
 use limit::Limiter;
 use rlx_proto::handshake::measure::{
@@ -109,13 +106,13 @@ impl Default for Rules {
 /// one-at-a-time lock and the rate limits.
 #[derive(Debug)]
 pub struct Gate {
-    rules: Rules,
-    busy: Arc<Mutex<()>>,
+    pub(crate) rules: Rules,
+    pub(crate) busy: Arc<Mutex<()>>,
     limiter: std::sync::Mutex<Limiter>,
-    /// The budget of peer measurements ([`peer`]), which only a
+    /// The budget of peer measurements ([`crate::peer_measure`]), which only a
     /// coordinator proving the cluster key can ask for, one per pair this
     /// agent leads in a link map: [`PEER_PER_MINUTE`] per source.
-    peers: std::sync::Mutex<Limiter>,
+    pub(crate) peers: std::sync::Mutex<Limiter>,
 }
 
 /// Peer measurements a coordinator may ask this agent for a minute: a link
@@ -229,7 +226,7 @@ pub async fn serve(
 /// The challenge, then the coordinator's proof when this agent holds a
 /// key (over the nonce, the connection's ends and the request `line`):
 /// `Ok` when the request may go on, else the outcome of the refusal sent.
-async fn authenticate(
+pub(crate) async fn authenticate(
     conn: &mut BufReader<TcpStream>,
     line: &[u8],
     key: Option<&Key>,
@@ -283,13 +280,13 @@ async fn authenticate(
 
 /// The one-at-a-time lock, held, and the flag that keeps the server from
 /// evicting its connection: both end together, when this is dropped.
-struct Holding<'a> {
+pub(crate) struct Holding<'a> {
     _lock: OwnedMutexGuard<()>,
     held: &'a AtomicBool,
 }
 
 impl<'a> Holding<'a> {
-    fn new(lock: OwnedMutexGuard<()>, held: &'a AtomicBool) -> Holding<'a> {
+    pub(crate) fn new(lock: OwnedMutexGuard<()>, held: &'a AtomicBool) -> Holding<'a> {
         held.store(true, Ordering::Relaxed);
         Holding { _lock: lock, held }
     }
@@ -392,7 +389,11 @@ async fn measure(
 /// Writes `b`, waiting at most `within` for the client to take it: a
 /// client that stops reading fills the socket, and no write on this
 /// connection may wait on it without end.
-async fn send(conn: &mut BufReader<TcpStream>, b: &[u8], within: Duration) -> Result<(), String> {
+pub(crate) async fn send(
+    conn: &mut BufReader<TcpStream>,
+    b: &[u8],
+    within: Duration,
+) -> Result<(), String> {
     match tokio::time::timeout(within, conn.get_mut().write_all(b)).await {
         Ok(r) => r.map_err(|e| format!("write failed: {e}")),
         Err(_) => Err(format!(
@@ -404,7 +405,7 @@ async fn send(conn: &mut BufReader<TcpStream>, b: &[u8], within: Duration) -> Re
 
 /// Sends the refusal (within [`NOTICE_WAIT`]) and closes; the reason goes
 /// to the log too, and so does a notice the client did not take.
-async fn refuse(conn: &mut BufReader<TcpStream>, why: String) -> Result<String, String> {
+pub(crate) async fn refuse(conn: &mut BufReader<TcpStream>, why: String) -> Result<String, String> {
     let sent = send(conn, error_line(&why).as_bytes(), NOTICE_WAIT).await;
     // Closes our side at once (no wait on the client).
     let _ = conn.get_mut().shutdown().await;

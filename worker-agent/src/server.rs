@@ -372,7 +372,7 @@ async fn connection(
         }
         Ok(Ok(Some(Handoff::Measure(conn, line)))) => {
             let served = if handshake::measure_peer::is_peer_request(&line) {
-                let peer = crate::measure::serve_peer(
+                let peer = crate::peer_measure::serve_peer(
                     conn,
                     &line,
                     key.as_ref(),

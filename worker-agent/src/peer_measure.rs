@@ -9,10 +9,10 @@
 //! for this one because it proves the key in turn. It holds this agent's
 //! one-at-a-time lock like a measurement of its own (a box takes part in
 //! one measurement at a time, so two do not share its link), is charged
-//! to the asker's budget of peer measurements ([`super::PEER_PER_MINUTE`])
+//! to the asker's budget of peer measurements ([`crate::measure::PEER_PER_MINUTE`])
 //! and bounded by the same hold limit.
 
-use super::{authenticate, refuse, send, Gate, Holding, Policy, OFF};
+use crate::measure::{authenticate, refuse, send, Gate, Holding, Policy, BUSY, OFF};
 use rlx_proto::handshake::measure_link;
 use rlx_proto::handshake::measure_peer::{parse_peer_request, PeerResult};
 use rlx_proto::handshake::Binding;
@@ -55,7 +55,7 @@ pub async fn serve_peer(
         return refused;
     }
     let Ok(lock) = Arc::clone(&gate.busy).try_lock_owned() else {
-        return refuse(&mut conn, super::BUSY.into()).await;
+        return refuse(&mut conn, BUSY.into()).await;
     };
     let holding = Holding::new(lock, held);
     let taken = gate
