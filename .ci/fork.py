@@ -22,7 +22,7 @@ pre-release tag of ours, `X.Y.Z-rlx.N`; the pristine crate is mdns-sd X.Y.Z.
 usage: .ci/fork.py [--pristine DIR]   (DIR: an unpacked mdns-sd crate, to skip
 the fetch). Exit 0 when every hunk is marked and the series reproduces the
 fork; 1 with each unmarked hunk, or the first file the series gets wrong,
-printed; 2 when the pristine source cannot be had.
+printed; 2 when the pristine source, or the `patch` program, cannot be had.
 """
 import difflib
 import os
@@ -122,6 +122,10 @@ def check_series(pristine):
     if not patches:
         return (f"vendor/mdns-sd/{SERIES_DIR}/ holds no NNNN-<slug>.patch: draft the series with "
                 f"`.ci/fork_regen.py --pristine {pristine}`, review it, and commit it")
+    if shutil.which("patch") is None:
+        print("fork.py: the `patch` program is needed to check vendor/mdns-sd/patches/; "
+              "install it (Debian: apt-get install patch)", file=sys.stderr)
+        sys.exit(2)
     with tempfile.TemporaryDirectory() as d:
         tree = pathlib.Path(d) / "mdns-sd"
         shutil.copytree(pristine, tree)
