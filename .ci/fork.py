@@ -10,14 +10,25 @@ carry the marker `rlx patch` in its own lines, added or context, or be part
 of a file that is ours alone (a new file must carry the marker near its top).
 PATCHES.md, the list of the patches, is exempt.
 
+It then checks the patch series, vendor/mdns-sd/patches/NNNN-*.patch: the
+pristine crate copied to a temporary directory, each patch applied in order
+with `patch -p1` and no fuzz, must give vendor/mdns-sd file for file (the
+files named in IGNORED and IGNORED_DIRS aside). `.ci/fork_regen.py` drafts the
+series from the fork's markers; what is checked here is the committed series.
+
+The fork's version is the upstream release it was cut from with a
+pre-release tag of ours, `X.Y.Z-rlx.N`; the pristine crate is mdns-sd X.Y.Z.
+
 usage: .ci/fork.py [--pristine DIR]   (DIR: an unpacked mdns-sd crate, to skip
-the fetch). Exit 0 when every hunk is marked; 1 with each unmarked hunk
-printed; 2 when the pristine source cannot be had.
+the fetch). Exit 0 when every hunk is marked and the series reproduces the
+fork; 1 with each unmarked hunk, or the first file the series gets wrong,
+printed; 2 when the pristine source, or the `patch` program, cannot be had.
 """
 import difflib
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,16 +40,24 @@ MARKER = "rlx patch"
 # the patches: not code.
 IGNORED = {".cargo-ok", ".cargo_vcs_info.json", "Cargo.lock", "Cargo.toml.orig", "PATCHES.md"}
 IGNORED_DIRS = {".github", "target"}
+# The patch series: checked by applying it, not by markers.
+SERIES_DIR = "patches"
 # How far from its top a new file must name the marker.
 NEW_FILE_HEAD = 40
 
 
 def version():
+    """The upstream release the fork was cut from, from its `X.Y.Z-rlx.N`."""
     text = (VENDOR / "Cargo.toml").read_text()
     m = re.search(r'^version\s*=\s*"([^"]+)"', text, re.M)
     if not m:
         sys.exit("fork.py: no version in vendor/mdns-sd/Cargo.toml")
-    return m.group(1)
+    up = re.fullmatch(r"(\d+\.\d+\.\d+)-rlx\.\d+", m.group(1))
+    if not up:
+        sys.exit(f"fork.py: vendor/mdns-sd/Cargo.toml has version {m.group(1)!r}; a fork's "
+                 "version is the upstream release it was cut from plus `-rlx.N` (e.g. 0.21.7-rlx.1): "
+                 "set it so (PATCHES.md, \"Publishing\")")
+    return up.group(1)
 
 
 def fetch_pristine(ver):
@@ -65,10 +84,13 @@ def fetch_pristine(ver):
 
 
 def files(base):
+    """The files compared, relative to base (the series itself is not one)."""
     out = set()
     for path in base.rglob("*"):
         rel = path.relative_to(base)
         if path.is_dir() or rel.name in IGNORED or rel.parts[0] in IGNORED_DIRS:
+            continue
+        if rel.parts[0] == SERIES_DIR:
             continue
         out.add(rel)
     return out
@@ -92,6 +114,46 @@ def unmarked_hunks(rel, old, new):
     if hunk and not any(MARKER in h for h in hunk[1:]):
         bad.append(hunk)
     return bad
+
+
+def check_series(pristine):
+    """None when the series applied to pristine gives VENDOR; else what is wrong."""
+    patches = sorted((VENDOR / SERIES_DIR).glob("[0-9][0-9][0-9][0-9]-*.patch"))
+    if not patches:
+        return (f"vendor/mdns-sd/{SERIES_DIR}/ holds no NNNN-<slug>.patch: draft the series with "
+                f"`.ci/fork_regen.py --pristine {pristine}`, review it, and commit it")
+    if shutil.which("patch") is None:
+        print("fork.py: the `patch` program is needed to check vendor/mdns-sd/patches/; "
+              "install it (Debian: apt-get install patch)", file=sys.stderr)
+        sys.exit(2)
+    with tempfile.TemporaryDirectory() as d:
+        tree = pathlib.Path(d) / "mdns-sd"
+        shutil.copytree(pristine, tree)
+        for p in patches:
+            r = subprocess.run(["patch", "-p1", "-F0", "--batch", "--forward", "--no-backup-if-mismatch",
+                                "-s", "-d", str(tree), "-i", str(p)], capture_output=True, text=True)
+            if r.returncode != 0:
+                return (f"{p.relative_to(ROOT)} does not apply (after the patches before it) to the "
+                        f"pristine {pristine.name}:\n{r.stdout}{r.stderr}"
+                        "fix the patch, or redraft the series with .ci/fork_regen.py and review it")
+            rejects = list(tree.rglob("*.rej"))
+            if rejects:
+                return f"{p.relative_to(ROOT)} left {rejects[0].relative_to(tree)}: it applied only in part"
+        ours, got = files(VENDOR), files(tree)
+        for rel in sorted(ours | got):
+            if rel not in got:
+                return (f"vendor/mdns-sd/{rel} is in the fork but no patch of {SERIES_DIR}/ creates it: "
+                        "add it to the patch of its PATCHES.md section")
+            if rel not in ours:
+                return f"the series leaves {rel}, which the fork does not have: drop it from its patch"
+            if (VENDOR / rel).read_bytes() != (tree / rel).read_bytes():
+                diff = list(difflib.unified_diff(read(tree / rel), read(VENDOR / rel),
+                                                 f"series/{rel}", f"vendor/{rel}", n=1, lineterm=""))
+                return (f"vendor/mdns-sd/{rel} differs from what the series makes of it (first "
+                        f"differing file): a change made in the fork and not in its patch:\n"
+                        + "\n".join(diff[:16]) + "\nput the change in the patch of its section "
+                        f"({SERIES_DIR}/), or redraft with .ci/fork_regen.py and review the result")
+    return None
 
 
 def main():
@@ -126,7 +188,13 @@ def main():
         for p in problems:
             print(p + "\n", file=sys.stderr)
         sys.exit(1)
-    print(f"fork.py: every change from {pristine.name} is a marked patch")
+    wrong = check_series(pristine)
+    if wrong:
+        print(f"fork.py: the patch series does not reproduce the fork: {wrong}", file=sys.stderr)
+        sys.exit(1)
+    n = len(list((VENDOR / SERIES_DIR).glob("[0-9][0-9][0-9][0-9]-*.patch")))
+    print(f"fork.py: every change from {pristine.name} is a marked patch, and the {n} patches "
+          f"of vendor/mdns-sd/{SERIES_DIR}/ applied to it give vendor/mdns-sd")
 
 
 if __name__ == "__main__":
