@@ -58,8 +58,8 @@
 //!   follows only when the check fails (at once for a stopped agent, whose
 //!   port is closed: within 2 s of its SIGTERM); a check unanswered by a
 //!   host that accepts connections makes it a suspect instead. An instance
-//!   that left is dialled again [`engine::CONFIRM_AFTER_GOODBYE`] later,
-//!   then less and less often for ten minutes ([`engine::REVISIT_FOR`]), so
+//!   that left is dialled again [`goodbyes::CONFIRM_AFTER_GOODBYE`] later,
+//!   then less and less often for ten minutes ([`goodbyes::REVISIT_FOR`]), so
 //!   a box that comes back joins again.
 //! - **identity**: a confirmed sighting under a member's name at another
 //!   address or with another node id is a claim too
@@ -123,6 +123,7 @@ mod joins;
 pub(crate) mod liveness;
 mod local;
 mod member;
+mod members;
 mod node;
 mod run;
 pub(crate) mod suspicion;
