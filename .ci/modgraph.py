@@ -199,14 +199,16 @@ def impl_methods(code):
     return methods, types
 
 
-def method_cycles(folder):
+def method_cycles(folder, imports):
     """The method-level call graph between the modules of `folder` (one
     level, its `tests` left out): module Y depends on X when Y's code calls
     `.name(` of a method an inherent impl in X defines, or names `T::` of a
-    type X implements. A name several modules define is an edge to each of
-    them (an over-approximation: a false edge shows as a cycle to untangle
-    or a name to change, never a cycle hidden). Returns (edges, why, cycles)
-    with why[(y, x)] the names behind each edge."""
+    type X implements, or imports from X (`imports`, the module graph's
+    edges between them: a cycle half imports, half method calls is one
+    too). A name several modules define is an edge to each of them (an
+    over-approximation: a false edge shows as a cycle to untangle or a name
+    to change). Calls through a trait are not seen. Returns (edges, why,
+    cycles) with why[(y, x)] the names behind each edge."""
     files = {}
     for f in sorted(os.listdir(folder)):
         if f.endswith(".rs") and f != "tests.rs":
@@ -221,6 +223,10 @@ def method_cycles(folder):
     edges = {m: set() for m in files}
     why = {}
     for mod, code in files.items():
+        for x in imports.get(mod, ()):
+            if x in files and x != mod:
+                edges[mod].add(x)
+                why.setdefault((mod, x), set()).add("use")
         uses = [(n, defs.get(n, set())) for n in re.findall(r"\.\s*(\w+)\s*(?:::<[^>]*>)?\(", code)]
         uses += [(t + "::" + n, owner_of_type.get(t, set()))
                  for t, n in re.findall(r"\b([A-Z]\w*)(?:::<[^>]*>)?::(\w+)\s*\(", code)]
@@ -270,6 +276,7 @@ def sccs_of(edges):
 def main():
     show = "--graph" in sys.argv
     bad = []
+    imports = {}  # PARTED folder -> {module name: {module names it imports}}
     tracked = set(
         subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
                        cwd=ROOT, capture_output=True, text=True).stdout.split()
@@ -381,11 +388,18 @@ def main():
         if show:
             for m in sorted(mods):
                 print(f"{crate}: {name(m)} -> {', '.join(sorted(name(t) for t in edges[m]))}")
+        for folder in PARTED:
+            rel = os.path.relpath(os.path.join(ROOT, folder), src)
+            if rel.startswith(".."):
+                continue
+            base = tuple(rel.split(os.sep))
+            inside = lambda m: len(m) == len(base) + 1 and m[: len(base)] == base
+            imports[folder] = {m[-1]: {t[-1] for t in edges[m] if inside(t)} for m in mods if inside(m)}
     for folder in PARTED:
         path = os.path.join(ROOT, folder)
         if not os.path.isdir(path):
             continue
-        edges, why, cycles = method_cycles(path)
+        edges, why, cycles = method_cycles(path, imports.get(folder, {}))
         if show:
             for m in sorted(edges):
                 print(f"{folder} methods: {m} -> " + ", ".join(

@@ -101,9 +101,16 @@
 //! machines and paused time.
 //!
 //! # Layout
-//! - `engine`: the engine's state ([`Watch`]) and the runtime's knobs.
-//! - `run`: the loop. `joins`, `checks`, `goodbyes`: who joins, health
-//!   checks, goodbyes and departures. `suspicion`: suspect, partitions.
+//! - `engine`: the engine ([`Watch`]): its state in owned parts, the
+//!   runtime's knobs, and the one move between parts (a member gone).
+//! - `run`: the loop, and the routing of what each job, dial or stream
+//!   ends in between the parts.
+//! - The parts, each with its fields private and a narrow interface, called
+//!   one way (engine -> parts -> members, checked by `.ci/modgraph.py`):
+//!   `members` (the member table, aliases, departures; joins and departs a
+//!   member), `joins` (admission: queue, rate, refusals), `checks` (health
+//!   checks), `goodbyes` (goodbye checks, revisits of departed instances),
+//!   `suspicion` (streams, dials, suspects, partitions).
 //! - `liveness`: the stream and the dial. `local`: the engine's own health.
 //! - `event`, `admission`, `farewell`, `health`, `inputs`, `job`, `member`,
 //!   `node`: the events and their grammar, the admission's bounds, the

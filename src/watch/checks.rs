@@ -36,7 +36,7 @@ pub(super) fn due(members: &mut Members, now: Instant) -> Vec<(Job, Discovery)> 
 pub(super) fn next_due(members: &Members) -> Option<Instant> {
     members
         .each()
-        .flat_map(|(_, m)| [m.next_check, m.farewell.next()])
+        .flat_map(|(_, m)| [m.next_check, m.farewell.due_at()])
         .flatten()
         .min()
 }

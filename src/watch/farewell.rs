@@ -121,7 +121,7 @@ impl Farewell {
 
     /// When the waiting check may start: `None` when none waits, or while
     /// one is under way (its end wakes the engine).
-    pub(super) fn next(&self) -> Option<Instant> {
+    pub(super) fn due_at(&self) -> Option<Instant> {
         self.due.filter(|_| !self.checking)
     }
 

@@ -25,11 +25,11 @@ use tokio::time::Instant;
 impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
     /// Runs until `shutdown` completes, handing every event to `emit` as it
     /// happens: changes from `mdns` as they come, a browse of `dns` at once
-    /// and every [`DNS_POLL_INTERVAL`], a health check of each member on its
-    /// own jittered schedule ([`health`]). Every handshake (admissions,
+    /// and every [`super::DNS_POLL_INTERVAL`], a health check of each member on its
+    /// own jittered schedule ([`super::health`]). Every handshake (admissions,
     /// health checks) runs in its own task and the DNS browse beside the
     /// loop, never inline: a slow or dead host costs only its own check,
-    /// and nobody else's event waits for it ([`admission`] bounds how many
+    /// and nobody else's event waits for it ([`super::admission`] bounds how many
     /// a second). Checks under way are dropped at shutdown. Fails only when
     /// `mdns` stops for good.
     pub(crate) async fn run<A: Announcements, Z: Zone>(
