@@ -19,7 +19,10 @@
 //! another (a member gone, a contender refused, an instance back) it
 //! returns, and the engine routes it ([`Watch::gone`] and the handlers in
 //! `run`). So the calls go one way, engine -> parts -> members, which
-//! `.ci/modgraph.py` checks method by method.
+//! `.ci/modgraph.py` checks method by method (`--graph` prints who calls
+//! what). When every concern was a method of `Watch` itself, the calls
+//! went both ways (a goodbye's check dialled through `suspicion`, whose
+//! verdicts left members through `goodbyes`), a cycle no import showed.
 
 use super::event::{Event, Out};
 use super::goodbyes::Goodbyes;
