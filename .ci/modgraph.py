@@ -4,7 +4,12 @@ no source file outside tests/ over 800 lines of code (unit tests not counted:
 a `#[cfg(test)] mod x { .. }` block, or a file its parent declares with
 `#[cfg(test)] mod x;`).
 
-Usage: .ci/modgraph.py [--graph]   (exit 1 on a violation)
+Usage: .ci/modgraph.py [--graph] [--root DIR]   (exit 1 on a violation)
+
+And one floor down, for the modules whose code is methods of one shared
+engine ([`PARTED`]: the watch engine): no cycle of method calls between
+them (`method_cycles`), which the module check cannot see when every call
+is a method on one type.
 
 A module is a source file (`foo.rs` or `foo/mod.rs`) of one crate. Module A
 depends on B when A's code (not its comments or doc links) names a path
@@ -21,7 +26,13 @@ import sys
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if "--root" in sys.argv:
+    ROOT = os.path.abspath(sys.argv[sys.argv.index("--root") + 1])
 MAX_LINES = 800
+
+# Folders whose modules are the owned parts of one engine, checked for
+# method-call cycles between them (the folder's unit tests left out).
+PARTED = ["src/watch"]
 
 
 def crates():
@@ -157,9 +168,115 @@ def resolve(mods, here, segs):
     return best
 
 
+def impl_methods(code):
+    """Inherent impl blocks of `code` (stripped): {method name} and {type
+    name}. Trait impls (`impl X for Y`) are left out: their methods are
+    called through the trait (`Liveness::reach`, `Iterator::next`), whose
+    names would tie every caller of a std trait to this module."""
+    methods, types = set(), set()
+    for m in re.finditer(r"^impl\b([^{;]*)\{", code, flags=re.M):
+        head = m.group(1)
+        if re.search(r"\bfor\b", head):
+            continue
+        t = re.sub(r"<.*", "", re.sub(r"^\s*<.*?>\s*(?=\w)", "", head.strip(), flags=re.S), flags=re.S)
+        types.add(t.strip().split("::")[-1])
+        depth, i = 1, m.end()
+        while i < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            i += 1
+        body = code[m.end():i]
+        # Only the block's own items (depth 0 inside it), not closures' or
+        # nested items' names.
+        flat, d = [], 0
+        for ch in body:
+            if ch == "{":
+                d += 1
+            elif ch == "}":
+                d -= 1
+            elif d == 0:
+                flat.append(ch)
+        methods.update(re.findall(r"\bfn\s+(\w+)", "".join(flat)))
+    return methods, types
+
+
+def method_cycles(folder, imports):
+    """The method-level call graph between the modules of `folder` (one
+    level, its `tests` left out): module Y depends on X when Y's code calls
+    `.name(` of a method an inherent impl in X defines, or names `T::` of a
+    type X implements, or imports from X (`imports`, the module graph's
+    edges between them: a cycle half imports, half method calls is one
+    too). A name several modules define is an edge to each of them (an
+    over-approximation: a false edge shows as a cycle to untangle or a name
+    to change). Calls through a trait are not seen. Returns (edges, why,
+    cycles) with why[(y, x)] the names behind each edge."""
+    files = {}
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".rs") and f != "tests.rs":
+            files[f[:-3]] = strip(open(os.path.join(folder, f), encoding="utf-8").read())
+    defs, owner_of_type = {}, {}
+    for mod, code in files.items():
+        methods, types = impl_methods(code)
+        for n in methods:
+            defs.setdefault(n, set()).add(mod)
+        for t in types:
+            owner_of_type.setdefault(t, set()).add(mod)
+    edges = {m: set() for m in files}
+    why = {}
+    for mod, code in files.items():
+        for x in imports.get(mod, ()):
+            if x in files and x != mod:
+                edges[mod].add(x)
+                why.setdefault((mod, x), set()).add("use")
+        uses = [(n, defs.get(n, set())) for n in re.findall(r"\.\s*(\w+)\s*(?:::<[^>]*>)?\(", code)]
+        uses += [(t + "::" + n, owner_of_type.get(t, set()))
+                 for t, n in re.findall(r"\b([A-Z]\w*)(?:::<[^>]*>)?::(\w+)\s*\(", code)]
+        for n, owners in uses:
+            for x in owners:
+                if x != mod:
+                    edges[mod].add(x)
+                    why.setdefault((mod, x), set()).add(n)
+    cycles = []
+    for comp in sccs_of(edges):
+        if len(comp) > 1:
+            cycles.append(sorted(comp))
+    return edges, why, cycles
+
+
+def sccs_of(edges):
+    """Tarjan's strongly connected components of `edges`."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(comp)
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
 def main():
     show = "--graph" in sys.argv
     bad = []
+    imports = {}  # PARTED folder -> {module name: {module names it imports}}
     tracked = set(
         subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
                        cwd=ROOT, capture_output=True, text=True).stdout.split()
@@ -271,12 +388,35 @@ def main():
         if show:
             for m in sorted(mods):
                 print(f"{crate}: {name(m)} -> {', '.join(sorted(name(t) for t in edges[m]))}")
+        for folder in PARTED:
+            rel = os.path.relpath(os.path.join(ROOT, folder), src)
+            if rel.startswith(".."):
+                continue
+            base = tuple(rel.split(os.sep))
+            inside = lambda m: len(m) == len(base) + 1 and m[: len(base)] == base
+            imports[folder] = {m[-1]: {t[-1] for t in edges[m] if inside(t)} for m in mods if inside(m)}
+    for folder in PARTED:
+        path = os.path.join(ROOT, folder)
+        if not os.path.isdir(path):
+            continue
+        edges, why, cycles = method_cycles(path, imports.get(folder, {}))
+        if show:
+            for m in sorted(edges):
+                print(f"{folder} methods: {m} -> " + ", ".join(
+                    f"{t} ({' '.join(sorted(why[(m, t)]))})" for t in sorted(edges[m])))
+        for comp in cycles:
+            calls = "; ".join(
+                f"{a} -> {b}: {', '.join(sorted(why[(a, b)]))}"
+                for a in comp for b in sorted(edges[a]) if b in comp)
+            bad.append(f"{folder}: method calls go both ways between " + " <-> ".join(comp)
+                       + " (" + calls + ")")
     for b in bad:
         print(b)
     if bad:
         print(f"modgraph: {len(bad)} violation(s) of the house rules")
         return 1
-    print(f"modgraph: no import cycles (modules or rooms), no source file over {MAX_LINES} lines of code")
+    print(f"modgraph: no import cycles (modules or rooms), no method-call cycles between the parts of "
+          f"{', '.join(PARTED)}, no source file over {MAX_LINES} lines of code")
     return 0
 
 

@@ -58,8 +58,8 @@
 //!   follows only when the check fails (at once for a stopped agent, whose
 //!   port is closed: within 2 s of its SIGTERM); a check unanswered by a
 //!   host that accepts connections makes it a suspect instead. An instance
-//!   that left is dialled again [`engine::CONFIRM_AFTER_GOODBYE`] later,
-//!   then less and less often for ten minutes ([`engine::REVISIT_FOR`]), so
+//!   that left is dialled again [`goodbyes::CONFIRM_AFTER_GOODBYE`] later,
+//!   then less and less often for ten minutes ([`goodbyes::REVISIT_FOR`]), so
 //!   a box that comes back joins again.
 //! - **identity**: a confirmed sighting under a member's name at another
 //!   address or with another node id is a claim too
@@ -101,9 +101,16 @@
 //! machines and paused time.
 //!
 //! # Layout
-//! - `engine`: the engine's state ([`Watch`]) and the runtime's knobs.
-//! - `run`: the loop. `joins`, `checks`, `goodbyes`: who joins, health
-//!   checks, goodbyes and departures. `suspicion`: suspect, partitions.
+//! - `engine`: the engine ([`Watch`]): its state in owned parts, the
+//!   runtime's knobs, and the one move between parts (a member gone).
+//! - `run`: the loop, and the routing of what each job, dial or stream
+//!   ends in between the parts.
+//! - The parts, each with its fields private and a narrow interface, called
+//!   one way (engine -> parts -> members, checked by `.ci/modgraph.py`):
+//!   `members` (the member table, aliases, departures; joins and departs a
+//!   member), `joins` (admission: queue, rate, refusals), `checks` (health
+//!   checks), `goodbyes` (goodbye checks, revisits of departed instances),
+//!   `suspicion` (streams, dials, suspects, partitions).
 //! - `liveness`: the stream and the dial. `local`: the engine's own health.
 //! - `event`, `admission`, `farewell`, `health`, `inputs`, `job`, `member`,
 //!   `node`: the events and their grammar, the admission's bounds, the
@@ -123,6 +130,7 @@ mod joins;
 pub(crate) mod liveness;
 mod local;
 mod member;
+mod members;
 mod node;
 mod run;
 pub(crate) mod suspicion;

@@ -1,18 +1,38 @@
-//! **The membership engine's state** — members, the refusals already
-//! reported, the candidates waiting for admission, the departed instances
-//! to revisit, the streams and the engine's own health; and the knobs a
-//! runtime sets. What it does with them is in the sibling modules, one per
-//! concern: `run` (the loop), `joins`, `checks`, `goodbyes`, `suspicion`.
+//! **The membership engine** — its state in owned parts, and the knobs a
+//! runtime sets. Each part keeps its fields private and is handed only
+//! what it needs:
+//!
+//! - [`Members`] (`members`): the member table, the names a member's
+//!   machine was also seen under, the departures, the dials asked for; a
+//!   sighting joined, a member departed. The ground floor: it calls no
+//!   other part.
+//! - [`Joins`] (`joins`): the admission queue, its rate, the refusals'
+//!   back-off and those reported, who is in admission.
+//! - `checks`: the health checks (no state of its own).
+//! - [`Goodbyes`] (`goodbyes`): the goodbye counts, the departed instances
+//!   to revisit, the browse's re-learn.
+//! - [`Suspicions`] (`suspicion`): the members' streams, dials, suspects
+//!   and partitions.
+//!
+//! Every part but `members` is handed the table (`&Members` or
+//! `&mut Members`) and none calls another: what a part concludes for
+//! another (a member gone, a contender refused, an instance back) it
+//! returns, and the engine routes it ([`Watch::gone`] and the handlers in
+//! `run`). So the calls go one way, engine -> parts -> members, which
+//! `.ci/modgraph.py` checks method by method (`--graph` prints who calls
+//! what). When every concern was a method of `Watch` itself, the calls
+//! went both ways (a goodbye's check dialled through `suspicion`, whose
+//! verdicts left members through `goodbyes`), a cycle no import showed.
 
-use super::admission::{self, Bucket, Queue, Refusals};
-use super::farewell::GoodbyeCounts;
+use super::event::{Event, Out};
+use super::goodbyes::Goodbyes;
 use super::inputs::Check;
-use super::liveness::{Liveness, ProbeFor, Tagged};
+use super::joins::Joins;
+use super::liveness::Liveness;
 use super::local::LocalHealth;
-use super::member::{Departures, Member};
+use super::members::{Departed, Leave, Members};
+use super::suspicion::{Probe, Suspicions};
 use crate::pipeline::NodeDefaults;
-use crate::sighting::Sighting;
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -25,35 +45,6 @@ use tokio::time::Instant;
 /// the host. A runtime that prefers to re-plan sooner sets its own
 /// ([`crate::follow::WatchOptions::suspect_timeout`]).
 pub(crate) const SUSPECT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How long after a member left its instance is dialled again, quietly:
-/// an agent answering then (another incarnation, or one whose goodbye
-/// check only lost its packets) joins again, where nothing else might
-/// bring it back (its records can equal the cached ones).
-pub(crate) const CONFIRM_AFTER_GOODBYE: Duration = Duration::from_millis(1500);
-
-/// After the first, a departed instance is dialled again after this,
-/// doubling up to [`REVISIT_CAP`], for [`REVISIT_FOR`] after it left: a
-/// box whose link was down for 20 s, or that rebooted, is joined again
-/// when it answers, though its mDNS records may equal the cached ones and
-/// never be news (the "never reported it back").
-pub(crate) const REVISIT_FIRST: Duration = Duration::from_secs(5);
-
-/// The longest wait between two revisits of a departed instance.
-pub(crate) const REVISIT_CAP: Duration = Duration::from_secs(15);
-
-/// How long after it left a departed instance is revisited at all.
-pub(crate) const REVISIT_FOR: Duration = Duration::from_secs(600);
-
-/// A departed instance to dial again: when, where, and when it left.
-#[derive(Debug, Clone)]
-pub(crate) struct Revisit {
-    pub(super) due: Instant,
-    pub(super) sighting: Sighting,
-    pub(super) left_at: Instant,
-    /// The revisits made so far.
-    pub(super) round: u32,
-}
 
 /// The runtime's knobs of the membership engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,45 +75,17 @@ pub enum WatchError {
     BrowseStopped,
 }
 
-/// Most refusals remembered as already reported (then the oldest is
-/// forgotten, and may be reported again).
-pub(super) const MAX_REPORTED: usize = admission::MAX_REMEMBERED;
-
-/// The membership engine: members, the refusals already reported, the
-/// candidates waiting for admission and how they are checked and turned
-/// into nodes.
+/// The membership engine: its inputs' checks and dials, and its state in
+/// owned parts (see the module's doc).
 pub(crate) struct Watch<C, L> {
     pub(super) check: C,
     pub(super) liveness: L,
-    pub(super) tuning: WatchTuning,
-    pub(super) defaults: NodeDefaults,
+    /// The origin of the events' `at_ms`.
     pub(super) started: Instant,
-    pub(super) members: BTreeMap<String, Member>,
-    pub(super) refused: BTreeSet<(String, String)>,
-    pub(super) queue: Queue,
-    pub(super) bucket: Bucket,
-    pub(super) refusals: Refusals,
-    /// Labels in admission now.
-    pub(super) admitting: BTreeSet<String>,
-    /// Instances that left, to be dialled again: at most
-    /// [`MAX_REMEMBERED`].
-    pub(super) confirming: BTreeMap<String, Revisit>,
-    pub(super) generation: u64,
-    pub(super) rng: fastrand::Rng,
-    pub(super) goodbyes: GoodbyeCounts,
-    /// A goodbye was refuted since the browse was last asked to re-learn.
-    pub(super) relearn: bool,
-    /// Instances found to be a member's machine under another name, to
-    /// that member's name: at most [`MAX_REMEMBERED`].
-    pub(super) aliases: BTreeMap<String, String>,
-    /// When each instance last left, and as which incarnation.
-    pub(super) left: Departures,
-    /// Where streams send what they hear (set while [`Watch::run`] runs).
-    pub(super) pulses: Option<tokio::sync::mpsc::UnboundedSender<Tagged>>,
-    /// Streams opened so far: each one's id.
-    pub(super) streams: u64,
-    /// Members to dial at the next turn of the loop, and why.
-    pub(super) wanted: Vec<(String, ProbeFor)>,
+    pub(super) members: Members,
+    pub(super) joins: Joins,
+    pub(super) goodbyes: Goodbyes,
+    pub(super) suspicions: Suspicions,
     /// The engine's own scheduling.
     pub(super) health: LocalHealth,
 }
@@ -141,25 +104,11 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         Watch {
             check,
             liveness,
-            tuning,
-            defaults,
             started,
-            members: BTreeMap::new(),
-            refused: BTreeSet::new(),
-            queue: Queue::default(),
-            bucket: Bucket::new(started),
-            refusals: Refusals::default(),
-            admitting: BTreeSet::new(),
-            confirming: BTreeMap::new(),
-            generation: 0,
-            rng: fastrand::Rng::new(),
-            goodbyes: GoodbyeCounts::default(),
-            relearn: false,
-            aliases: BTreeMap::new(),
-            left: Departures::default(),
-            pulses: None,
-            streams: 0,
-            wanted: Vec::new(),
+            members: Members::new(defaults),
+            joins: Joins::new(started),
+            goodbyes: Goodbyes::default(),
+            suspicions: Suspicions::new(tuning.suspect_timeout, tuning.cluster_size),
             health: LocalHealth::new(started),
         }
     }
@@ -167,8 +116,38 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
     /// Sets the cluster's size for partitions (usually its file's node
     /// count) unless the caller gave one.
     pub(crate) fn size_unless_set(&mut self, nodes: usize) {
-        if self.tuning.cluster_size == 0 {
-            self.tuning.cluster_size = nodes;
+        self.suspicions.size_unless_set(nodes);
+    }
+
+    /// A goodbye (or an expiry) for `label`: a claim, checked
+    /// ([`Goodbyes::said`]).
+    pub(super) fn goodbye(&mut self, label: &str) {
+        self.goodbyes.said(&mut self.members, label);
+    }
+
+    /// The dials to start now ([`Suspicions::due_probes`]).
+    pub(super) fn due_probes(&mut self, now: Instant) -> Vec<Probe> {
+        self.suspicions
+            .due_probes(&mut self.members, &self.health, now)
+    }
+
+    /// Member `label` found gone by a part (`leave`): departed from the
+    /// table (or kept, moved, when its contender is itself), its instance
+    /// revisited if the leave says so, and a contender with another node
+    /// id joined under the name.
+    pub(super) fn gone(&mut self, out: &mut Out<impl FnMut(Event)>, label: &str, leave: Leave) {
+        let Some(Departed {
+            sighting,
+            contender,
+        }) = self.members.depart(out, label, leave.why)
+        else {
+            return;
+        };
+        if leave.revisit {
+            self.goodbyes.revisit_later(label, sighting);
+        }
+        if let Some((c, announced)) = contender {
+            self.members.join_or_update(out, c, announced);
         }
     }
 }

@@ -85,7 +85,7 @@ impl Farewell {
     /// A goodbye heard at `now`: a check waits for it, at the spacing's
     /// end. Returns false when one was waiting already (this goodbye is
     /// folded into it).
-    pub(super) fn heard(&mut self, now: Instant) -> bool {
+    pub(super) fn claimed(&mut self, now: Instant) -> bool {
         if self.due.is_some() {
             return false;
         }
@@ -94,12 +94,12 @@ impl Farewell {
         true
     }
 
-    /// [`Farewell::heard`] for another claim than an mDNS goodbye: a
+    /// [`Farewell::claimed`] for another claim than an mDNS goodbye: a
     /// DNS-SD registration missing from a browse of the zone (deleted,
     /// expired, or only missing from one answer), said in the `left`.
-    pub(super) fn heard_because(&mut self, now: Instant, cause: &'static str) -> bool {
+    pub(super) fn claimed_because(&mut self, now: Instant, cause: &'static str) -> bool {
         self.cause = Some(cause);
-        self.heard(now)
+        self.claimed(now)
     }
 
     /// What the check is for: `"goodbye"`, or the cause it was heard for.
@@ -121,7 +121,7 @@ impl Farewell {
 
     /// When the waiting check may start: `None` when none waits, or while
     /// one is under way (its end wakes the engine).
-    pub(super) fn next(&self) -> Option<Instant> {
+    pub(super) fn due_at(&self) -> Option<Instant> {
         self.due.filter(|_| !self.checking)
     }
 

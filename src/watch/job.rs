@@ -36,7 +36,7 @@ pub(super) enum Job {
     Confirm {
         label: String,
         /// Its revisit, rescheduled when nobody answers.
-        revisit: Box<super::engine::Revisit>,
+        revisit: Box<super::member::Revisit>,
     },
 }
 

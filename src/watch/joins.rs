@@ -1,59 +1,51 @@
 //! **Who joins** — announcements and zone browses considered, queued,
-//! admitted under the bucket's rate, and joined (or taken as news of a
-//! member, or as a claim against one).
+//! admitted under the bucket's rate, and the refusals reported: the
+//! admission part of the engine. It reads the member table
+//! ([`Members`]) and changes nothing in it: what passes admission is
+//! handed back to the engine, which joins it there.
 
-use super::admission::{self, Priority, MAX_IN_FLIGHT, MAX_REMEMBERED, RESERVED_IN_FLIGHT};
-use super::engine::{Watch, MAX_REPORTED};
+use super::admission::{
+    self, Bucket, Priority, Queue, Refusals, MAX_IN_FLIGHT, RESERVED_IN_FLIGHT,
+};
 use super::event::{Event, Kind, Out};
-use super::health;
-use super::inputs::{named, Check};
 use super::job::Job;
-use super::liveness::Liveness;
-use super::member::{news, Member};
-use super::node::{incarnation_of, one};
-use crate::pipeline::node::node_of;
-use crate::pipeline::same_machine;
-use crate::sighting::{Discovery, Problem, Sighting, Source};
+use super::members::Members;
+use super::node::one;
+use crate::sighting::{Discovery, Problem, Sighting};
 use std::collections::BTreeSet;
 use tokio::time::Instant;
 
-impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
-    /// One DNS-SD browse's result: new registrations join through
-    /// admission; a DNS member whose registration is missing is checked
-    /// like a member said goodbye for ([`super::farewell`]), and leaves
-    /// only if its machine does not answer: a registration missing from
-    /// one answer (a server restarting, a lease renewed late, a forged or
-    /// truncated reply) is not a departure.
-    pub(super) fn dns_browsed(
-        &mut self,
-        out: &mut Out<impl FnMut(Event)>,
-        found: Result<Discovery, String>,
-    ) {
-        let found = match found {
-            Ok(d) => d,
-            Err(e) => {
-                tracing::warn!("DNS-SD browse failed; keeping the DNS members as they are: {e}");
-                return;
-            }
-        };
-        let (sightings, problems) = named(found.sightings, found.problems);
-        let present: BTreeSet<String> = sightings.iter().map(|s| s.host.clone()).collect();
-        let gone: Vec<String> = self
-            .members
-            .iter()
-            .filter(|(k, m)| m.sighting.source == Source::Dns && !present.contains(*k))
-            .map(|(k, _)| k.clone())
-            .collect();
-        let now = Instant::now();
-        for k in gone {
-            if let Some(m) = self.members.get_mut(&k) {
-                tracing::debug!("{k}: missing from the zone; checking its machine");
-                m.farewell
-                    .heard_because(now, "DNS registration missing from the zone");
-            }
+/// Most refusals remembered as already reported (then the oldest is
+/// forgotten, and may be reported again).
+pub(super) const MAX_REPORTED: usize = admission::MAX_REMEMBERED;
+
+/// The admission part: the refusals already reported, the candidates
+/// waiting, the rate they go at, the refusals' back-off, and who is in
+/// admission now.
+pub(super) struct Joins {
+    refused: BTreeSet<(String, String)>,
+    queue: Queue,
+    bucket: Bucket,
+    refusals: Refusals,
+    /// Labels in admission now.
+    admitting: BTreeSet<String>,
+}
+
+impl Joins {
+    /// Nobody waiting, the bucket full at `now`.
+    pub(super) fn new(now: Instant) -> Self {
+        Joins {
+            refused: BTreeSet::new(),
+            queue: Queue::default(),
+            bucket: Bucket::new(now),
+            refusals: Refusals::default(),
+            admitting: BTreeSet::new(),
         }
-        self.report_refusals(out, &problems);
-        self.consider(sightings, &BTreeSet::new());
+    }
+
+    /// Whether `label` is in admission now.
+    pub(super) fn admitting(&self, label: &str) -> bool {
+        self.admitting.contains(label)
     }
 
     /// Reports each refusal once per host and reason: a malformed
@@ -77,15 +69,35 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         }
     }
 
+    /// A contender found not to be the member whose name it claims: backed
+    /// off like any refusal (the same forged records again in every
+    /// snapshot are not dialled again each time), and reported.
+    pub(super) fn refuse_contender(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        c: &Sighting,
+        problem: Problem,
+    ) {
+        self.refusals.refused(admission::key_of(c), Instant::now());
+        self.report_refusals(out, &[problem]);
+    }
+
     /// Queues the sightings that are new or whose announcement changed,
     /// unless the same (address, id, TXT) was refused and its back-off has
-    /// not run out. An instance announced again is no longer waiting for a
-    /// confirmation: the announcement is its news.
-    pub(super) fn consider(&mut self, sightings: Vec<Sighting>, vouched: &BTreeSet<String>) {
+    /// not run out. Returns the instances taken up: an instance announced
+    /// again is no longer waiting for a revisit, the announcement is its
+    /// news.
+    pub(super) fn consider(
+        &mut self,
+        members: &Members,
+        sightings: Vec<Sighting>,
+        vouched: &BTreeSet<String>,
+    ) -> Vec<String> {
         let now = Instant::now();
+        let mut taken = Vec::new();
         for s in sightings {
             let announced = s.caps.as_ref().map(|c| c.to_json());
-            let member = self.members.get(&s.host);
+            let member = members.member(&s.host);
             if member.is_some_and(|m| m.announced == announced && m.sighting.addr == s.addr) {
                 continue;
             }
@@ -102,36 +114,18 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
             } else {
                 Priority::New
             };
-            self.confirming.remove(&s.host);
+            taken.push(s.host.clone());
             if !self.queue.push(s, prio) {
                 tracing::debug!("admission queue full; a candidate waits for the next snapshot");
             }
         }
+        taken
     }
 
     /// The candidates the bucket lets through now, each its own admission
-    /// (a dead one's whole handshake round delays no other), and the
-    /// goodbyes whose confirmation is due.
+    /// (a dead one's whole handshake round delays no other).
     pub(super) fn take_admissions(&mut self, now: Instant) -> Vec<(Job, Discovery)> {
         let mut jobs = Vec::new();
-        let due: Vec<String> = self
-            .confirming
-            .iter()
-            .filter(|(_, r)| r.due <= now)
-            .map(|(l, _)| l.clone())
-            .collect();
-        for label in due {
-            if let Some(revisit) = self.confirming.remove(&label) {
-                let d = one(super::node::claim(&revisit.sighting));
-                jobs.push((
-                    Job::Confirm {
-                        label,
-                        revisit: Box::new(revisit),
-                    },
-                    d,
-                ));
-            }
-        }
         let busy = |l: &str| self.admitting.contains(l);
         let (room, low) = self.rooms();
         let want = self.queue.ready(low, busy).min(room);
@@ -173,7 +167,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
     /// Room in admission: for any candidate, and for new or retried ones
     /// ([`MAX_IN_FLIGHT`], with [`RESERVED_IN_FLIGHT`] more kept for the
     /// others).
-    pub(super) fn rooms(&self) -> (usize, usize) {
+    fn rooms(&self) -> (usize, usize) {
         let n = self.admitting.len();
         (
             (MAX_IN_FLIGHT + RESERVED_IN_FLIGHT).saturating_sub(n),
@@ -182,15 +176,17 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
     }
 
     /// The end of one admission: a refusal reported and remembered with
-    /// its back-off, else joined (or updated, or restarted).
+    /// its back-off; else the sighting to join (or to update, or restart,
+    /// a member with), unless it is the last word of an incarnation that
+    /// has left since the check started.
     pub(super) fn admitted(
         &mut self,
         out: &mut Out<impl FnMut(Event)>,
+        members: &Members,
         (label, started): (String, Instant),
-        announced: Option<String>,
         key: admission::Key,
         checked: Discovery,
-    ) {
+    ) -> Option<Sighting> {
         let now = Instant::now();
         self.admitting.remove(&label);
         for pr in &checked.problems {
@@ -207,71 +203,12 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
             }
         }
         self.report_refusals(out, &checked.problems);
-        if let Some(s) = checked.sightings.into_iter().find(|s| s.host == label) {
-            if self.left.last_word(&label, started, &s) {
-                tracing::debug!("{label}: an answer from before it left; not a join");
-                return;
-            }
-            self.refusals.forget(&key);
-            self.join_or_update(out, s, announced);
+        let s = checked.sightings.into_iter().find(|s| s.host == label)?;
+        if members.last_word(&label, started, &s) {
+            tracing::debug!("{label}: an answer from before it left; not a join");
+            return None;
         }
-    }
-
-    /// A sighting the machine itself confirmed: news of the member of its
-    /// name when it is that member where it is (restarted when its
-    /// incarnation changed, updated when its caps did materially); a claim
-    /// checked against that member when it is not (another address, or
-    /// another node id: kept as the member's contender, see [`Watch::gone`]);
-    /// nothing new when it is the machine of another member; else a new
-    /// member (joined).
-    pub(super) fn join_or_update(
-        &mut self,
-        out: &mut Out<impl FnMut(Event)>,
-        s: Sighting,
-        announced: Option<String>,
-    ) {
-        let label = s.host.clone();
-        let node = node_of(&s, &self.defaults);
-        let inc = incarnation_of(&s);
-        if let Some(m) = self.members.get_mut(&label) {
-            if m.is_here(&s) {
-                news(out, &label, m, &node, inc);
-                m.sighting = s;
-                m.node = node;
-                m.announced = announced;
-            } else {
-                tracing::debug!(
-                    "{label}: a sighting at {} (id {}) under its name; checking the member at {}",
-                    s.addr,
-                    s.id().unwrap_or("none"),
-                    m.sighting.addr
-                );
-                m.contender = Some((s, announced));
-                m.farewell.heard(Instant::now());
-            }
-            return;
-        }
-        // The same machine already a member under another name (mDNS and
-        // DNS both list a LAN agent, or a stranger announced a phantom
-        // instance at a member's address): one member, by the rule
-        // `expand` merges with. Its goodbyes are claims about that member.
-        let twin = self
-            .members
-            .iter()
-            .find(|(_, m)| same_machine(&m.sighting, &s));
-        if let Some((k, _)) = twin {
-            tracing::debug!("{label} is {k}'s machine, already a member: one member");
-            if self.aliases.len() >= MAX_REMEMBERED {
-                self.aliases.pop_first();
-            }
-            self.aliases.insert(label, k.clone());
-            return;
-        }
-        self.aliases.remove(&label);
-        out.emit(Kind::Joined, &label, Some(&node), inc.as_deref(), None);
-        self.generation += 1;
-        let next_check = Instant::now() + health::next_interval(&mut self.rng);
-        let member = Member::new(s, node, (announced, inc), self.generation, next_check);
-        self.members.insert(label, member);
+        self.refusals.forget(&key);
+        Some(s)
     }
 }

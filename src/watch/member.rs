@@ -256,3 +256,14 @@ impl Departures {
             .is_some_and(|(at, inc)| *at >= started && *inc == super::node::incarnation_of(s))
     }
 }
+
+/// A departed instance to dial again: when, where, and when it left (kept
+/// by [`super::goodbyes::Goodbyes`], carried by its job).
+#[derive(Debug, Clone)]
+pub(crate) struct Revisit {
+    pub(super) due: Instant,
+    pub(super) sighting: Sighting,
+    pub(super) left_at: Instant,
+    /// The revisits made so far.
+    pub(super) round: u32,
+}

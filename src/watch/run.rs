@@ -1,27 +1,35 @@
 //! **The engine's loop** — every input of [`Watch`] polled in one
 //! `select!`: the announcements, the zone, the checks and dials that end,
-//! what the members' streams tell, the engine's tick, and the shutdown.
+//! what the members' streams tell, the engine's tick, and the shutdown;
+//! and the routing of each between the engine's parts (the module doc of
+//! [`super::engine`]): a part's conclusion for another goes through here.
 
+use super::admission::Key;
+use super::checks;
 use super::engine::{Watch, WatchError};
 use super::event::{Event, Out};
 use super::farewell;
+use super::goodbyes::AfterGoodbye;
 use super::inputs::{member_name, named, poll_zone, Announcements, Check, Zone};
 use super::job::{run_job, Job};
-use super::liveness::{Liveness, REACH_WINDOW};
+use super::liveness::{Liveness, ProbeFor, Reach, Tagged, REACH_WINDOW};
 use super::local::TICK;
-use crate::sighting::Source;
+use super::member::Revisit;
+use super::members::Leave;
+use crate::sighting::{Discovery, Sighting, Source};
 use crate::sources::mdns::Change;
+use std::collections::BTreeSet;
 use std::future::Future;
 use tokio::time::Instant;
 
 impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
     /// Runs until `shutdown` completes, handing every event to `emit` as it
     /// happens: changes from `mdns` as they come, a browse of `dns` at once
-    /// and every [`DNS_POLL_INTERVAL`], a health check of each member on its
-    /// own jittered schedule ([`health`]). Every handshake (admissions,
+    /// and every [`super::DNS_POLL_INTERVAL`], a health check of each member on its
+    /// own jittered schedule ([`super::health`]). Every handshake (admissions,
     /// health checks) runs in its own task and the DNS browse beside the
     /// loop, never inline: a slow or dead host costs only its own check,
-    /// and nobody else's event waits for it ([`admission`] bounds how many
+    /// and nobody else's event waits for it ([`super::admission`] bounds how many
     /// a second). Checks under way are dropped at shutdown. Fails only when
     /// `mdns` stops for good.
     pub(crate) async fn run<A: Announcements, Z: Zone>(
@@ -45,14 +53,15 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         let mut probes = tokio::task::JoinSet::new();
         // What the members' streams tell, from their own tasks.
         let (pulses_tx, mut pulses) = tokio::sync::mpsc::unbounded_channel();
-        self.pulses = Some(pulses_tx);
+        self.suspicions.listen(Some(pulses_tx));
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
         loop {
             let now = Instant::now();
             self.look_at_self(now);
-            self.due_follows(now);
+            self.suspicions
+                .due_follows(&mut self.members, &self.liveness, now);
             for p in self.due_probes(now) {
                 let live = self.liveness.clone();
                 probes.spawn(async move {
@@ -60,25 +69,28 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                     ((p.label, p.generation, p.why, now), reach)
                 });
             }
-            for (job, d) in self.take_admissions(now) {
+            // The revisits due, then the candidates the bucket lets through.
+            let mut admissions = self.goodbyes.due_revisits(now);
+            admissions.extend(self.joins.take_admissions(now));
+            for (job, d) in admissions {
                 jobs.spawn(run_job(self.check.clone(), job, d));
             }
-            for (job, d) in self.due_checks(now) {
+            for (job, d) in checks::due(&mut self.members, now) {
                 jobs.spawn(run_job(self.check.clone(), job, d));
             }
-            for (job, s, was) in self.due_goodbyes(now) {
+            for (job, s, was) in self.goodbyes.due_checks(&mut self.members, now) {
                 let with = (self.check.clone(), self.liveness.clone());
                 jobs.spawn(async move { (job, farewell::check_after_goodbye(with, s, was).await) });
             }
-            if std::mem::take(&mut self.relearn) {
+            if self.goodbyes.take_relearn() {
                 if let Some(b) = mdns.as_mut() {
                     b.relearn();
                 }
             }
             let wake = [
-                self.next_admission(),
-                self.next_check(),
-                self.confirming.values().map(|r| r.due).min(),
+                self.joins.next_admission(),
+                checks::next_due(&self.members),
+                self.goodbyes.next_revisit(),
             ]
             .into_iter()
             .flatten()
@@ -106,7 +118,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                             .iter()
                             .map(|l| member_name(Source::Mdns, l))
                             .collect();
-                        self.report_refusals(&mut out, &problems);
+                        self.joins.report_refusals(&mut out, &problems);
                         self.consider(sightings, &vouched);
                     }
                 },
@@ -149,7 +161,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                 } => {}
             }
         }
-        self.pulses = None;
+        self.suspicions.listen(None);
         Ok(())
     }
 
@@ -164,6 +176,142 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                  member's silence counts from before now",
                 late.as_millis()
             );
+        }
+    }
+
+    /// Queues what a snapshot or browse announced ([`super::joins::Joins::consider`]):
+    /// an instance announced again is no longer revisited.
+    fn consider(&mut self, sightings: Vec<Sighting>, vouched: &BTreeSet<String>) {
+        for label in self.joins.consider(&self.members, sightings, vouched) {
+            self.goodbyes.stop_revisiting(&label);
+        }
+    }
+
+    /// One DNS-SD browse's result: new registrations join through
+    /// admission; a DNS member whose registration is missing is checked
+    /// like a member said goodbye for ([`super::farewell`]), and leaves
+    /// only if its machine does not answer: a registration missing from
+    /// one answer (a server restarting, a lease renewed late, a forged or
+    /// truncated reply) is not a departure.
+    fn dns_browsed(&mut self, out: &mut Out<impl FnMut(Event)>, found: Result<Discovery, String>) {
+        let found = match found {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!("DNS-SD browse failed; keeping the DNS members as they are: {e}");
+                return;
+            }
+        };
+        let (sightings, problems) = named(found.sightings, found.problems);
+        let present: BTreeSet<String> = sightings.iter().map(|s| s.host.clone()).collect();
+        self.members.missing_from_zone(&present, Instant::now());
+        self.joins.report_refusals(out, &problems);
+        self.consider(sightings, &BTreeSet::new());
+    }
+
+    /// What a stream told ([`super::suspicion::Suspicions::pulsed`]).
+    fn pulsed(&mut self, out: &mut Out<impl FnMut(Event)>, t: Tagged) {
+        let label = t.label.clone();
+        if let Some(leave) = self.suspicions.pulsed(out, &mut self.members, t) {
+            self.gone(out, &label, leave);
+        }
+    }
+
+    /// The end of a dial ([`super::suspicion::Suspicions::reached`]).
+    fn reached(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        dial: (&str, u64, ProbeFor, Instant),
+        reach: Reach,
+    ) {
+        let parts = (&mut self.members, &self.health);
+        if let Some(leave) = self.suspicions.reached(out, parts, dial, reach) {
+            self.gone(out, dial.0, leave);
+        }
+    }
+
+    /// The tick's judgement of suspects and dark members: the expired
+    /// suspicions leave first, then the dark ones are counted and judged
+    /// ([`super::suspicion::Suspicions::due_dark`]).
+    fn due_suspicions(&mut self, out: &mut Out<impl FnMut(Event)>, now: Instant) {
+        for (label, leave) in self.suspicions.expired(&self.members, now) {
+            self.gone(out, &label, leave);
+        }
+        for (label, leave) in self.suspicions.due_dark(out, &mut self.members, now) {
+            self.gone(out, &label, leave);
+        }
+    }
+
+    /// The end of one admission: joined (or updated, or restarted) unless
+    /// refused ([`super::joins::Joins::admitted`]).
+    fn admitted(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        (label, started): (String, Instant),
+        announced: Option<String>,
+        key: Key,
+        checked: Discovery,
+    ) {
+        let admitted = self
+            .joins
+            .admitted(out, &self.members, (label, started), key, checked);
+        if let Some(s) = admitted {
+            self.members.join_or_update(out, s, announced);
+        }
+    }
+
+    /// The end of a member's health check ([`checks::checked`]).
+    fn checked(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        label: &str,
+        (generation, dialled): (u64, &str),
+        started: Instant,
+        checked: Discovery,
+    ) {
+        let check = (label, generation, dialled);
+        if let Some(leave) = checks::checked(out, &mut self.members, check, started, checked) {
+            self.gone(out, label, leave);
+        }
+    }
+
+    /// The end of a goodbye check ([`super::goodbyes::Goodbyes::checked`]).
+    fn goodbye_checked(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        label: &str,
+        (generation, dialled): (u64, &str),
+        checked: Discovery,
+    ) {
+        let check = (label, generation, dialled);
+        match self
+            .goodbyes
+            .checked(out, &mut self.members, check, checked)
+        {
+            AfterGoodbye::Kept => {}
+            AfterGoodbye::Refuse { contender, problem } => {
+                self.joins.refuse_contender(out, &contender, *problem)
+            }
+            AfterGoodbye::Gone(why) => self.gone(out, label, Leave::revisited(why)),
+        }
+    }
+
+    /// The end of a revisit of a departed instance
+    /// ([`super::goodbyes::Goodbyes::revisited`]): its claims reported, and
+    /// the instance back joined again.
+    fn confirmed(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        (label, revisit): (&str, Revisit),
+        checked: Discovery,
+    ) {
+        let taken = self.members.has(label) || self.joins.admitting(label);
+        let Some(found) = self.goodbyes.revisited((label, revisit), taken, checked) else {
+            return;
+        };
+        self.joins.report_refusals(out, &found.claims);
+        if let Some(s) = found.back {
+            let announced = s.caps.as_ref().map(|c| c.to_json());
+            self.members.join_or_update(out, s, announced);
         }
     }
 }

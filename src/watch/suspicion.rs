@@ -25,14 +25,14 @@
 //!   (Lifeguard's local-health awareness, reduced to the one measure a
 //!   single observer has: its own scheduling delay on the monotonic clock).
 
-use super::engine::Watch;
 use super::event::{Event, Kind, Out};
-use super::inputs::Check;
 use super::liveness::{
     dial_cause, Liveness, MemberPulses, Reach, Tagged, Told, FOLLOW_RETRY, SILENT_AFTER,
 };
 use super::liveness::{Abort, ProbeFor};
+use super::local::LocalHealth;
 use super::member::{Live, Suspicion};
+use super::members::{Leave, Members};
 use crate::sighting::Sighting;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -53,14 +53,58 @@ pub(super) struct Probe {
     pub(super) sighting: Sighting,
 }
 
-impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
+/// The suspicion part: the members' streams (where they send what they
+/// hear, and how many were opened), and the knobs that judge a silence.
+/// Its state per member is in the member ([`super::member::Member`]'s
+/// `live`, `suspicion`, `dark`, `held`, `probing`): the table is handed in
+/// ([`Members`]), and a member found gone is returned as a [`Leave`].
+pub(super) struct Suspicions {
+    /// Where streams send what they hear (set while the engine runs).
+    pulses: Option<tokio::sync::mpsc::UnboundedSender<Tagged>>,
+    /// Streams opened so far: each one's id.
+    streams: u64,
+    /// How long a member may be suspect before it is `left`.
+    timeout: Duration,
+    /// How many nodes the cluster has (0: not known; the members seen).
+    cluster_size: usize,
+}
+
+impl Suspicions {
+    /// No streams yet; suspects left after `timeout`, partitions judged
+    /// against a cluster of `cluster_size` nodes (or the members seen).
+    pub(super) fn new(timeout: Duration, cluster_size: usize) -> Self {
+        Suspicions {
+            pulses: None,
+            streams: 0,
+            timeout,
+            cluster_size,
+        }
+    }
+
+    /// Sets the cluster's size unless one was given.
+    pub(super) fn size_unless_set(&mut self, nodes: usize) {
+        if self.cluster_size == 0 {
+            self.cluster_size = nodes;
+        }
+    }
+
+    /// Streams send what they hear to `tx` (`None`: the engine stopped).
+    pub(super) fn listen(&mut self, tx: Option<tokio::sync::mpsc::UnboundedSender<Tagged>>) {
+        self.pulses = tx;
+    }
+
     /// Opens the streams due now (members just joined, or whose last
     /// stream failed [`FOLLOW_RETRY`] ago).
-    pub(super) fn due_follows(&mut self, now: Instant) {
+    pub(super) fn due_follows<L: Liveness>(
+        &mut self,
+        members: &mut Members,
+        liveness: &L,
+        now: Instant,
+    ) {
         let Some(tx) = self.pulses.clone() else {
             return;
         };
-        for (label, m) in &mut self.members {
+        for (label, m) in members.each_mut() {
             let Live::Off { retry } = m.live else {
                 continue;
             };
@@ -74,7 +118,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                 stream: self.streams,
                 tx: tx.clone(),
             };
-            let (live, s) = (self.liveness.clone(), m.sighting.clone());
+            let (live, s) = (liveness.clone(), m.sighting.clone());
             let task = tokio::spawn(async move { live.follow(s, to).await });
             m.live = Live::Following {
                 _task: Abort(task.abort_handle()),
@@ -85,24 +129,24 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         }
     }
 
-    /// What a stream told.
-    pub(super) fn pulsed(&mut self, out: &mut Out<impl FnMut(Event)>, t: Tagged) {
+    /// What a stream told; the member's leave when it is gone (its agent
+    /// said goodbye on it).
+    pub(super) fn pulsed(
+        &mut self,
+        out: &mut Out<impl FnMut(Event)>,
+        members: &mut Members,
+        t: Tagged,
+    ) -> Option<Leave> {
         let now = Instant::now();
-        let Some(m) = self
-            .members
-            .get_mut(&t.label)
-            .filter(|m| m.generation == t.generation)
-        else {
-            return;
-        };
+        let m = members.member_of(&t.label, t.generation)?;
         let Live::Following {
             id, heard, open, ..
         } = &mut m.live
         else {
-            return;
+            return None;
         };
         if *id != t.stream {
-            return; // a stream replaced since
+            return None; // a stream replaced since
         }
         match t.told {
             Told::Opened {
@@ -118,7 +162,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                     *open = true;
                     *heard = now;
                     m.reset_unanswered = false;
-                    return;
+                    return None;
                 }
                 // Another machine, or another incarnation, answers there:
                 // the member's handshake settles which (admission, pins and
@@ -155,7 +199,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
             }
             Told::Bye => {
                 let why = "goodbye on its liveness connection (its agent is stopping)";
-                self.gone(out, &t.label, why.to_string(), true);
+                return Some(Leave::revisited(why.to_string()));
             }
             Told::Ended { why, reset } => {
                 tracing::debug!("{}: {why}; dialling its port", t.label);
@@ -163,7 +207,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                 m.live = Live::Off {
                     retry: now + FOLLOW_RETRY,
                 };
-                self.probe_soon(&t.label, ProbeFor::Ended);
+                members.dial_soon(&t.label, ProbeFor::Ended);
             }
             Told::Unsupported => m.live = Live::Unsupported,
             Told::Failed { why, refused } => {
@@ -172,24 +216,23 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                     retry: now + FOLLOW_RETRY,
                 };
                 if refused {
-                    self.probe_soon(&t.label, ProbeFor::Ended);
+                    members.dial_soon(&t.label, ProbeFor::Ended);
                 }
             }
         }
-    }
-
-    /// Asks for member `label` to be dialled at the next turn of the loop.
-    pub(super) fn probe_soon(&mut self, label: &str, why: ProbeFor) {
-        if !self.wanted.iter().any(|(l, _)| l == label) {
-            self.wanted.push((label.to_string(), why));
-        }
+        None
     }
 
     /// The dials to start now: those asked for, members whose stream went
     /// silent, and suspect or held members due for another.
-    pub(super) fn due_probes(&mut self, now: Instant) -> Vec<Probe> {
-        let mut due: Vec<(String, ProbeFor)> = std::mem::take(&mut self.wanted);
-        for (label, m) in &self.members {
+    pub(super) fn due_probes(
+        &self,
+        members: &mut Members,
+        health: &LocalHealth,
+        now: Instant,
+    ) -> Vec<Probe> {
+        let mut due: Vec<(String, ProbeFor)> = members.take_wanted();
+        for (label, m) in members.each() {
             if m.probing || due.iter().any(|(l, _)| l == label) {
                 continue;
             }
@@ -203,7 +246,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                 continue; // judged at its hold's end
             }
             let silent = m.heard().is_some_and(|h| {
-                now.saturating_duration_since(self.health.quiet_since(h)) >= SILENT_AFTER
+                now.saturating_duration_since(health.quiet_since(h)) >= SILENT_AFTER
             });
             if silent {
                 due.push((label.clone(), ProbeFor::Silence));
@@ -211,7 +254,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         }
         let mut probes = Vec::new();
         for (label, why) in due {
-            let Some(m) = self.members.get_mut(&label) else {
+            let Some(m) = members.member_mut(&label) else {
                 continue;
             };
             if m.probing {
@@ -231,31 +274,27 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         probes
     }
 
-    /// The end of a dial of member `label`, started at `started`.
+    /// The end of a dial of member `label`, started at `started`; the
+    /// member's leave when its port refuses connections.
     pub(super) fn reached(
-        &mut self,
+        &self,
         out: &mut Out<impl FnMut(Event)>,
+        (members, health): (&mut Members, &LocalHealth),
         (label, generation, why, started): (&str, u64, ProbeFor, Instant),
         reach: Reach,
-    ) {
+    ) -> Option<Leave> {
         let now = Instant::now();
-        let trusted = reach == Reach::Refused || self.health.trusts(started);
-        let Some(m) = self
-            .members
-            .get_mut(label)
-            .filter(|m| m.generation == generation)
-        else {
-            return;
-        };
+        let trusted = reach == Reach::Refused || health.trusts(started);
+        let m = members.member_of(label, generation)?;
         m.probing = false;
         if !trusted {
             tracing::debug!("{label}: a dial overlapped the watch's own stall; dialled again");
-            return;
+            return None;
         }
         // A stream pulsing now outranks a dial's verdict from before.
         if why != ProbeFor::Ended && m.pulsing(now, SILENT_AFTER) {
             m.dark = None;
-            return;
+            return None;
         }
         let silent_for = m
             .heard()
@@ -266,7 +305,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         match reach {
             Reach::Refused => {
                 let why = format!("{cause}, and its port refuses connections: its agent is gone");
-                self.gone(out, label, why, true);
+                return Some(Leave::revisited(why));
             }
             Reach::Accepted => {
                 m.dark = None;
@@ -278,7 +317,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                     m.live = Live::Off { retry: now };
                 }
                 if why == ProbeFor::Ended || m.held {
-                    return; // the new stream tells
+                    return None; // the new stream tells
                 }
                 if m.suspicion.is_none() {
                     m.suspicion = Some(Suspicion {
@@ -288,7 +327,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                     let why = format!(
                         "{cause}, while its host accepts connections: a stalled or busy agent, \
                          not yet dead (left after {} s more of this)",
-                        self.tuning.suspect_timeout.as_secs()
+                        self.timeout.as_secs()
                     );
                     out.emit(
                         Kind::Suspect,
@@ -305,54 +344,66 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                 }
             }
         }
+        None
     }
 
-    /// Suspicions that timed out, and dark members whose hold ended:
-    /// vanished, or a partition.
-    pub(super) fn due_suspicions(&mut self, out: &mut Out<impl FnMut(Event)>, now: Instant) {
-        let timeout = self.tuning.suspect_timeout;
+    /// Suspicions that timed out: each member's leave. The first half of
+    /// the tick's judgement; the engine departs them before the second
+    /// ([`Suspicions::due_dark`]), which counts who is left.
+    pub(super) fn expired(&self, members: &Members, now: Instant) -> Vec<(String, Leave)> {
+        let timeout = self.timeout;
         // Held members too: a partition explains a silence, it does not
         // keep a member for ever. One that nothing has heard from for the
         // whole suspicion timeout is left, whatever the reason.
-        let expired: Vec<(String, Duration, bool)> = self
-            .members
-            .iter()
+        let expired: Vec<(String, Duration, bool)> = members
+            .each()
             .filter_map(|(l, m)| {
                 let s = m.suspicion.as_ref()?;
                 let for_ = now.saturating_duration_since(s.since);
                 (for_ >= timeout).then(|| (l.clone(), for_, m.held))
             })
             .collect();
-        for (label, for_, held) in expired {
-            let why = if held {
-                format!(
-                    "unreachable for {} s in a partition (the suspicion timeout)",
-                    for_.as_secs()
-                )
-            } else {
-                format!(
-                    "suspect for {} s without a pulse or an answer (the suspicion timeout)",
-                    for_.as_secs()
-                )
-            };
-            self.gone(out, &label, why, true);
-        }
-        let dark: Vec<String> = self
-            .members
-            .iter()
+        expired
+            .into_iter()
+            .map(|(label, for_, held)| {
+                let why = if held {
+                    format!(
+                        "unreachable for {} s in a partition (the suspicion timeout)",
+                        for_.as_secs()
+                    )
+                } else {
+                    format!(
+                        "suspect for {} s without a pulse or an answer (the suspicion timeout)",
+                        for_.as_secs()
+                    )
+                };
+                (label, Leave::revisited(why))
+            })
+            .collect()
+    }
+
+    /// Dark members whose hold ended: vanished (each one's leave), or a
+    /// partition (reported here, and nobody left).
+    pub(super) fn due_dark(
+        &self,
+        out: &mut Out<impl FnMut(Event)>,
+        members: &mut Members,
+        now: Instant,
+    ) -> Vec<(String, Leave)> {
+        let dark: Vec<String> = members
+            .each()
             .filter(|(_, m)| m.dark.is_some() || m.held)
             .map(|(l, _)| l.clone())
             .collect();
-        let cluster = self.tuning.cluster_size.max(self.members.len());
+        let cluster = self.cluster_size.max(members.size());
         let partition = dark.len() >= 2 && dark.len() * 2 > cluster;
-        let held = self.members.values().filter(|m| m.held).count();
+        let held = members.each().filter(|(_, m)| m.held).count();
         if !partition && held > 0 {
             // The dark ones are a minority again: each one still held is
             // dialled afresh and judged on its own (dark again: vanished;
             // back: a new stream, then `up`).
-            let released: Vec<String> = self
-                .members
-                .iter_mut()
+            let released: Vec<String> = members
+                .each_mut()
                 .filter(|(_, m)| m.held)
                 .map(|(l, m)| {
                     m.held = false;
@@ -364,24 +415,24 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                 })
                 .collect();
             for label in released {
-                self.probe_soon(&label, ProbeFor::Suspect);
+                members.dial_soon(&label, ProbeFor::Suspect);
             }
         }
-        let due: Vec<String> = self
-            .members
-            .iter()
+        let due: Vec<String> = members
+            .each()
             .filter(|(_, m)| !m.held && m.dark.is_some_and(|d| d + PARTITION_HOLD <= now))
             .map(|(l, _)| l.clone())
             .collect();
         if due.is_empty() {
-            return;
+            return Vec::new();
         }
         if partition {
-            self.partition(out, &dark, now);
-            return;
+            self.partition(out, members, &dark, now);
+            return Vec::new();
         }
+        let mut leaves = Vec::new();
         for label in due {
-            let Some(m) = self.members.get(&label) else {
+            let Some(m) = members.member(&label) else {
                 continue;
             };
             let silent = m
@@ -397,15 +448,22 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                 "vanished: {silent}, and nothing answers at {}",
                 m.sighting.addr
             );
-            self.gone(out, &label, why, true);
+            leaves.push((label, Leave::revisited(why)));
         }
+        leaves
     }
 
     /// More than half of the cluster is dark: the `dark` members held (each
     /// a suspect), and one `partitioned` event naming both sides.
-    fn partition(&mut self, out: &mut Out<impl FnMut(Event)>, dark: &[String], now: Instant) {
+    fn partition(
+        &self,
+        out: &mut Out<impl FnMut(Event)>,
+        members: &mut Members,
+        dark: &[String],
+        now: Instant,
+    ) {
         for label in dark {
-            let Some(m) = self.members.get_mut(label) else {
+            let Some(m) = members.member_mut(label) else {
                 continue;
             };
             m.held = true;
@@ -419,9 +477,8 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                 });
             }
         }
-        let reachable: Vec<String> = self
-            .members
-            .iter()
+        let reachable: Vec<String> = members
+            .each()
             .filter(|(_, m)| !m.held)
             .map(|(l, _)| l.clone())
             .collect();
@@ -430,8 +487,8 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
             "{} of {} members went dark together (cluster of {}): a partition, or this \
              coordinator's own link; none is reported left while it lasts",
             all_dark.len(),
-            self.members.len(),
-            self.tuning.cluster_size.max(self.members.len())
+            members.size(),
+            self.cluster_size.max(members.size())
         );
         tracing::warn!("{reason}: unreachable {all_dark:?}");
         out.partitioned(reachable, all_dark, reason);

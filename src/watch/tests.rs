@@ -6,6 +6,7 @@ use super::admission::{ADMIT_BURST, ADMIT_EVERY, RETRY_CAP, RETRY_FIRST};
 use super::engine::*;
 use super::event::SCHEMA_VERSION;
 use super::event::{Event, Kind};
+use super::goodbyes::{CONFIRM_AFTER_GOODBYE, REVISIT_CAP};
 use super::health::{HEALTH_INTERVAL, HEALTH_JITTER, RECHECK_AFTER};
 use super::inputs::{member_name, Announcements, Check, Zone};
 use super::liveness::Liveness;
@@ -380,7 +381,7 @@ impl Running {
             Instant::now(),
         );
         // The health checks' jitter from a fixed seed: a replayable schedule.
-        w.rng = fastrand::Rng::with_seed(7);
+        w.members.reseed(7);
         let mut z = dns.then(|| zone.clone());
         let task = tokio::spawn(async move {
             let shutdown = async {

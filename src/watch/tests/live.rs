@@ -321,7 +321,7 @@ fn engine_with_a_member(heard: Instant) -> Watch<FakeCheck, FakeCheck> {
         heard,
     );
     let s = machine(0);
-    let node = crate::pipeline::node::node_of(&s, &w.defaults);
+    let node = crate::pipeline::node::node_of(&s, &NodeDefaults::default());
     let mut m = Member::new(s, node, (None, None), 1, heard + Duration::from_secs(60));
     m.live = Live::Following {
         _task: Abort(tokio::spawn(async {}).abort_handle()),
@@ -329,7 +329,7 @@ fn engine_with_a_member(heard: Instant) -> Watch<FakeCheck, FakeCheck> {
         heard,
         open: true,
     };
-    w.members.insert("m0".into(), m);
+    w.members.put("m0".into(), m);
     w
 }
 
