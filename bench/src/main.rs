@@ -60,6 +60,7 @@ mod sc_footprint;
 mod sc_links;
 #[cfg(target_os = "linux")]
 mod sc_mdns;
+mod sc_scale;
 #[cfg(target_os = "linux")]
 mod sc_scan;
 #[cfg(target_os = "linux")]
@@ -265,6 +266,7 @@ fn run(a: RunArgs) -> Result<()> {
         "links",
         "faults",
         "dns",
+        "scale",
     ];
     for o in &a.only {
         if !all.contains(&o.as_str()) {
@@ -274,7 +276,7 @@ fn run(a: RunArgs) -> Result<()> {
     let wanted =
         |s: &str| (a.only.is_empty() && (s != "soak" || !a.quick)) || a.only.iter().any(|o| o == s);
     type Scenario = fn(&mut Ctx) -> Result<()>;
-    let scenarios: [(&str, Scenario); 10] = [
+    let scenarios: [(&str, Scenario); 11] = [
         ("scan", sc_scan::run),
         ("ssh", sc_ssh::run),
         ("footprint", sc_footprint::run),
@@ -286,6 +288,7 @@ fn run(a: RunArgs) -> Result<()> {
         ("links", sc_links::run),
         ("faults", sc_faults::run),
         ("dns", sc_dns::run),
+        ("scale", sc_scale::run),
     ];
     for (name, f) in scenarios {
         if !wanted(name) {

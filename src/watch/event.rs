@@ -156,6 +156,9 @@ pub(super) struct Out<E> {
     /// Of those, the ones suspect now (`suspect`, or unreachable in a
     /// `partitioned`), until `up` or `left`.
     suspect: BTreeSet<String>,
+    /// Events emitted so far: the loop tells a turn that changed nothing
+    /// anyone sees (a plain pulse) by it not moving.
+    pub(super) emitted: u64,
 }
 
 impl<E: FnMut(Event)> Out<E> {
@@ -165,6 +168,7 @@ impl<E: FnMut(Event)> Out<E> {
             emit,
             joined: BTreeSet::new(),
             suspect: BTreeSet::new(),
+            emitted: 0,
         }
     }
 
@@ -190,6 +194,7 @@ impl<E: FnMut(Event)> Out<E> {
         }
         self.suspect.extend(unreachable.iter().cloned());
         let at_ms = self.started.elapsed().as_millis() as u64;
+        self.emitted += 1;
         (self.emit)(Event {
             v: SCHEMA_VERSION,
             event: Kind::Partitioned,
@@ -262,6 +267,7 @@ impl<E: FnMut(Event)> Out<E> {
             _ => {}
         }
         let at_ms = self.started.elapsed().as_millis() as u64;
+        self.emitted += 1;
         (self.emit)(Event {
             v: SCHEMA_VERSION,
             event,

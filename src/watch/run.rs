@@ -12,7 +12,7 @@ use super::farewell;
 use super::goodbyes::AfterGoodbye;
 use super::inputs::{member_name, named, poll_zone, Announcements, Check, Zone};
 use super::job::{run_job, Job};
-use super::liveness::{Liveness, ProbeFor, Reach, Tagged, REACH_WINDOW};
+use super::liveness::{Liveness, ProbeFor, Reach, Tagged, Told, REACH_WINDOW};
 use super::local::TICK;
 use super::member::Revisit;
 use super::members::Leave;
@@ -21,6 +21,12 @@ use crate::sources::mdns::Change;
 use std::collections::BTreeSet;
 use std::future::Future;
 use tokio::time::Instant;
+
+/// The checks under way, each in its own task.
+type JobSet = tokio::task::JoinSet<(Job, Discovery)>;
+
+/// The dials under way: which member, for what, since when, and the end.
+type ProbeSet = tokio::task::JoinSet<((String, u64, ProbeFor, Instant), Reach)>;
 
 impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
     /// Runs until `shutdown` completes, handing every event to `emit` as it
@@ -48,60 +54,46 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         // Checks run in their own tasks: however slow a handshake (or a
         // flood of them), this loop goes on reading events. Dropped (and
         // so aborted) at shutdown.
-        let mut jobs = tokio::task::JoinSet::new();
+        let mut jobs = JobSet::new();
         // Dials of members' ports, each in its own task too.
-        let mut probes = tokio::task::JoinSet::new();
+        let mut probes = ProbeSet::new();
         // What the members' streams tell, from their own tasks.
         let (pulses_tx, mut pulses) = tokio::sync::mpsc::unbounded_channel();
         self.suspicions.listen(Some(pulses_tx));
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
+        // Whether this turn looks for due work: every turn but one after
+        // plain pulses. With hundreds of members their pulses arrive
+        // hundreds of times a second, and each look walks every member;
+        // a plain pulse changes no deadline, so the look waits for the
+        // next tick (every 50 ms: silences are judged no later), the next
+        // deadline, or any other news.
+        let mut look = true;
+        let mut wake = None;
         loop {
             let now = Instant::now();
             self.look_at_self(now);
-            self.suspicions
-                .due_follows(&mut self.members, &self.liveness, now);
-            for p in self.due_probes(now) {
-                let live = self.liveness.clone();
-                probes.spawn(async move {
-                    let reach = live.reach(p.sighting, REACH_WINDOW).await;
-                    ((p.label, p.generation, p.why, now), reach)
-                });
+            if std::mem::replace(&mut look, true) {
+                wake = self.due_work(&mut mdns, (&mut jobs, &mut probes), now);
             }
-            // The revisits due, then the candidates the bucket lets through.
-            let mut admissions = self.goodbyes.due_revisits(now);
-            admissions.extend(self.joins.take_admissions(now));
-            for (job, d) in admissions {
-                jobs.spawn(run_job(self.check.clone(), job, d));
-            }
-            for (job, d) in checks::due(&mut self.members, now) {
-                jobs.spawn(run_job(self.check.clone(), job, d));
-            }
-            for (job, s, was) in self.goodbyes.due_checks(&mut self.members, now) {
-                let with = (self.check.clone(), self.liveness.clone());
-                jobs.spawn(async move { (job, farewell::check_after_goodbye(with, s, was).await) });
-            }
-            if self.goodbyes.take_relearn() {
-                if let Some(b) = mdns.as_mut() {
-                    b.relearn();
-                }
-            }
-            let wake = [
-                self.joins.next_admission(),
-                checks::next_due(&self.members),
-                self.goodbyes.next_revisit(),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
             // Biased: the streams' news first, so that a pulse waiting in the
             // channel is heard before a dial's verdict on its silence (after
             // the engine itself was stalled, both are ready at once).
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
-                Some(t) = pulses.recv() => self.pulsed(&mut out, t),
+                Some(t) = pulses.recv() => {
+                    // Every pulse waiting, in one turn.
+                    let before = out.emitted;
+                    let mut plain = matches!(t.told, Told::Pulse);
+                    self.pulsed(&mut out, t);
+                    while let Ok(t) = pulses.try_recv() {
+                        plain &= matches!(t.told, Told::Pulse);
+                        self.pulsed(&mut out, t);
+                    }
+                    look = !plain || out.emitted != before;
+                }
                 change = async {
                     match &mut mdns {
                         Some(b) => b.next().await,
@@ -163,6 +155,51 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         }
         self.suspicions.listen(None);
         Ok(())
+    }
+
+    /// Starts the work due at `now` (follows, dials, admissions, health
+    /// and goodbye checks) and says when the next is due.
+    fn due_work<A: Announcements>(
+        &mut self,
+        mdns: &mut Option<&mut A>,
+        (jobs, probes): (&mut JobSet, &mut ProbeSet),
+        now: Instant,
+    ) -> Option<Instant> {
+        self.suspicions
+            .due_follows(&mut self.members, &self.liveness, now);
+        for p in self.due_probes(now) {
+            let live = self.liveness.clone();
+            probes.spawn(async move {
+                let reach = live.reach(p.sighting, REACH_WINDOW).await;
+                ((p.label, p.generation, p.why, now), reach)
+            });
+        }
+        // The revisits due, then the candidates the bucket lets through.
+        let mut admissions = self.goodbyes.due_revisits(now);
+        admissions.extend(self.joins.take_admissions(now));
+        for (job, d) in admissions {
+            jobs.spawn(run_job(self.check.clone(), job, d));
+        }
+        for (job, d) in checks::due(&mut self.members, now) {
+            jobs.spawn(run_job(self.check.clone(), job, d));
+        }
+        for (job, s, was) in self.goodbyes.due_checks(&mut self.members, now) {
+            let with = (self.check.clone(), self.liveness.clone());
+            jobs.spawn(async move { (job, farewell::check_after_goodbye(with, s, was).await) });
+        }
+        if self.goodbyes.take_relearn() {
+            if let Some(b) = mdns.as_mut() {
+                b.relearn();
+            }
+        }
+        [
+            self.joins.next_admission(),
+            checks::next_due(&self.members),
+            self.goodbyes.next_revisit(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The engine's own health at `now` (each turn of the loop, and each

@@ -1,0 +1,225 @@
+//! **Many members, nothing changing** (issue 41): `n` real agents on one
+//! bridge (each its own namespace, state directory and node key), then
+//! `rlx-discover watch --json` started once every agent has announced.
+//! Measured: how long until all `n` joined, then over a steady window
+//! (nothing starts, stops or changes) watch's CPU (utime + stime, % of one
+//! core), its RSS, any `left` (none is right), and the agents' own idle CPU
+//! (a sample of them). With `RLX_BENCH_PERF_DIR=DIR`, `perf record` profiles
+//! watch over the same window into `DIR/watch-<n>.perf.data`.
+//!
+//! Lab: h0 watch, h1..hn the agents. Sizes: 50 and 200 (full), 200 with a
+//! shorter window (`--quick`). With `RLX_BENCH_SCALE_MAX_CPU_PCT=P` set (CI:
+//! 2), a steady state above P % of one core fails the scenario.
+
+use crate::ctx::Ctx;
+use crate::peers;
+use crate::proc::{cpu_ns, rss_kb};
+use crate::stamp::Stamped;
+use anyhow::{bail, Context, Result};
+use rlx_lab::{Lab, LabOptions, LabProcess};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const SCENARIO: &str = "scale";
+const WATCH: &str = "rlx-discover watch --json";
+const AGENT: &str = "rlx-agent";
+
+/// Agents whose own CPU is sampled over the steady window.
+const AGENT_SAMPLE: usize = 10;
+
+/// The case name of `n` members and a steady window of `secs`.
+pub(crate) fn case_name(n: usize, secs: u64) -> String {
+    format!("{n} agents, steady {secs} s")
+}
+
+/// Runs the scenario at each size.
+pub fn run(ctx: &mut Ctx) -> Result<()> {
+    if !ctx.features.agent_run {
+        ctx.not_measured(
+            "scale: watch at rest",
+            "needs rlx-agent's run mode, which does not work in this build",
+        );
+        return Ok(());
+    }
+    let (sizes, steady): (&[usize], Duration) = if ctx.quick {
+        (&[200], Duration::from_secs(20))
+    } else {
+        (&[50, 200], Duration::from_secs(60))
+    };
+    let limit: Option<f64> = std::env::var("RLX_BENCH_SCALE_MAX_CPU_PCT")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    for &n in sizes {
+        let pct = one(ctx, n, steady)?;
+        if let (Some(max), Some(pct)) = (limit, pct) {
+            if pct > max {
+                bail!(
+                    "watch at rest with {n} members used {pct:.2}% of one core, over the \
+                     {max}% RLX_BENCH_SCALE_MAX_CPU_PCT allows"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `event` of each JSON line of `lines`.
+fn events(lines: &[(f64, String)]) -> Vec<(f64, String)> {
+    lines
+        .iter()
+        .filter_map(|(t, l)| {
+            let v: Value = serde_json::from_str(l).ok()?;
+            Some((*t, v["event"].as_str()?.to_string()))
+        })
+        .collect()
+}
+
+/// One size; returns watch's steady CPU % of one core, when measured.
+fn one(ctx: &mut Ctx, n: usize, steady: Duration) -> Result<Option<f64>> {
+    let case = case_name(n, steady.as_secs());
+    let dir = ctx.work.path().join(format!("scale-{n}"));
+    std::fs::create_dir_all(&dir)?;
+    let lab = Lab::new(LabOptions {
+        hosts: n + 1,
+        ipv6: false,
+    })?;
+    let mut agents: Vec<LabProcess> = Vec::with_capacity(n);
+    for i in 1..=n {
+        let (caps, _) = peers::write_caps(&dir, i)?;
+        let c = peers::agent_command(&lab, i, &ctx.bins.agent, &caps, i);
+        agents.push(lab.spawn(i, c).context("starting an agent")?);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60 + n as u64 / 2);
+    for a in &agents {
+        let left = deadline.saturating_duration_since(Instant::now());
+        a.wait_for_output("mDNS: announced on", left)
+            .map_err(|e| anyhow::anyhow!("an agent never announced: {e}"))?;
+    }
+    ctx.command(
+        AGENT,
+        "rlx-agent --caps-file FILE --name NAME --interface IFACE",
+    );
+    ctx.command(WATCH, "rlx-discover watch --json --interface IFACE");
+    let h0 = lab.host(0);
+    let mut c = lab.command(0, &ctx.bins.discover);
+    c.args(["watch", "--json", "--interface", &h0.iface]);
+    let started = Instant::now();
+    let w = lab.spawn(0, c)?;
+    let mut out = Stamped::follow(w.stdout_path().to_path_buf());
+    let joined = |out: &Stamped| {
+        events(&out.lines())
+            .iter()
+            .filter(|(_, e)| e == "joined")
+            .count()
+    };
+    let join_by = Instant::now() + Duration::from_secs(60);
+    while joined(&out) < n && Instant::now() < join_by {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let all = joined(&out);
+    let join_ms = (all >= n).then(|| started.elapsed().as_secs_f64() * 1000.0);
+    ctx.record(
+        SCENARIO,
+        &case,
+        WATCH,
+        "join_ms",
+        0,
+        join_ms,
+        Some(all as u64),
+        Some(n as u64),
+        "from watch's start until the last of the agents (all announced before) joined",
+    );
+    // Settle: the first health checks and streams of every member.
+    std::thread::sleep(Duration::from_secs(5));
+    let before_events = events(&out.lines()).len();
+    let perf = std::env::var_os("RLX_BENCH_PERF_DIR").map(|d| {
+        let path = std::path::Path::new(&d).join(format!("watch-{n}.perf.data"));
+        std::process::Command::new("perf")
+            .args(["record", "-F", "199", "--call-graph", "dwarf,16384", "-o"])
+            .arg(&path)
+            .args(["-p", &w.pid().to_string(), "--", "sleep"])
+            .arg(steady.as_secs().to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+    });
+    let sampled: Vec<u32> = agents.iter().take(AGENT_SAMPLE).map(|a| a.pid()).collect();
+    let agent_cpu0: Vec<Option<u64>> = sampled.iter().map(|&p| cpu_ns(p)).collect();
+    let cpu0 = cpu_ns(w.pid());
+    let t0 = Instant::now();
+    std::thread::sleep(steady);
+    let cpu1 = cpu_ns(w.pid());
+    let secs = t0.elapsed().as_secs_f64();
+    let agent_cpu1: Vec<Option<u64>> = sampled.iter().map(|&p| cpu_ns(p)).collect();
+    if let Some(Ok(mut p)) = perf {
+        let _ = p.wait();
+    }
+    let pct = match (cpu0, cpu1) {
+        (Some(a), Some(b)) => Some((b.saturating_sub(a)) as f64 / 1e9 / secs * 100.0),
+        _ => None,
+    };
+    ctx.record(
+        SCENARIO,
+        &case,
+        WATCH,
+        "cpu_steady_pct",
+        0,
+        pct,
+        None,
+        None,
+        format!("utime + stime over {secs:.0} s with nothing changing, % of one core"),
+    );
+    ctx.record(
+        SCENARIO,
+        &case,
+        WATCH,
+        "rss_kb",
+        0,
+        rss_kb(w.pid()).map(|k| k as f64),
+        None,
+        None,
+        "after the steady window",
+    );
+    let after: Vec<(f64, String)> = events(&out.finish())
+        .into_iter()
+        .skip(before_events)
+        .collect();
+    let left = after.iter().filter(|(_, e)| e == "left").count();
+    ctx.record(
+        SCENARIO,
+        &case,
+        WATCH,
+        "left_at_rest",
+        0,
+        Some(left as f64),
+        None,
+        None,
+        "`left` events over the steady window: 0 is right",
+    );
+    let per_agent: Vec<f64> = agent_cpu0
+        .iter()
+        .zip(&agent_cpu1)
+        .filter_map(|(a, b)| {
+            Some((b.as_ref()?.saturating_sub(*a.as_ref()?)) as f64 / 1e9 / secs * 100.0)
+        })
+        .collect();
+    let mean =
+        (!per_agent.is_empty()).then(|| per_agent.iter().sum::<f64>() / per_agent.len() as f64);
+    ctx.record(
+        SCENARIO,
+        &case,
+        AGENT,
+        "cpu_idle_pct",
+        0,
+        mean,
+        Some(per_agent.len() as u64),
+        None,
+        format!(
+            "mean over {} of the agents, same window, % of one core",
+            per_agent.len()
+        ),
+    );
+    drop(agents);
+    drop(w);
+    Ok(pct)
+}
