@@ -173,3 +173,14 @@ fn the_runtimes_transport_connects_every_rank_over_the_written_file() {
         assert_eq!(got, Ok(4), "rank {r}");
     }
 }
+
+#[test]
+fn a_cluster_file_with_hosts_port_is_still_loaded_by_the_runtime() {
+    // `hosts_port` is rlx-discover's key; the runtime's `[discover]`
+    // ignores the keys it does not read, so the file stays one both load.
+    let text = "model = \"m\"\n[discover]\nhosts_port = 29500\n";
+    let rt = rlx_compat::load_text(text);
+    assert_eq!(rt["ok"], true, "{rt}");
+    let ours = rlx_discover::ClusterConfig::parse(std::path::Path::new("c.toml"), text).unwrap();
+    assert_eq!(ours.discover.unwrap().hosts_port, 29500);
+}

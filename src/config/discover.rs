@@ -7,6 +7,7 @@
 //! subnet    = "10.0.0.0/24"  # optional: TCP-scan for running workers
 //! port      = 9100           # the RLX worker's port, in every written addr
 //! agent_port = 6184          # rlx-agent's own port (handshake)
+//! hosts_port = 9000          # each rank's port in a written hosts.json
 //! ckpt_dir  = "/data/models/GLM-5.3-Flash"
 //! dns_sd    = { domain = "rlx.example.org" }  # optional: unicast DNS-SD
 //! precision = "f16"         # optional: else the runtime's default, bf16

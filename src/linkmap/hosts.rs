@@ -330,9 +330,11 @@ fn slowest_words(map: &LinkMap, order: &[usize], plan: &Plan) -> String {
     )
 }
 
-/// The runtime's `hosts.json` for the boxes of `map` (rules: the module
-/// doc). Fails when two boxes have no measured path, or a box has no
-/// address all its lower ranks reached.
+/// The runtime's `hosts.json` for the boxes of `map`. The rules, and why
+/// (the runtime's transport is a full mesh, lower ranks dialling higher):
+/// docs/guide.md, "`hosts.json` for the process group". Fails when two
+/// boxes have no measured path, or a box has no address all its lower
+/// ranks reached.
 pub fn hosts_json(map: &LinkMap, opts: &HostsOptions) -> Result<HostsFile, HostsError> {
     let n = map.boxes.len();
     if n == 0 {
@@ -422,8 +424,16 @@ fn fastest(
     notes: &mut Vec<String>,
 ) -> Result<(Vec<usize>, Plan), HostsError> {
     let n = file.len();
-    let w =
-        |i: usize, j: usize| fastest_path(map, i, j, None).map_or(0.0, |(_, p)| p.both_ways_mbps());
+    // Each pair's fastest path, looked up once: the exact search reads
+    // it (n-1)! * n times.
+    let table: Vec<Vec<f64>> = (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| fastest_path(map, i, j, None).map_or(0.0, |(_, p)| p.both_ways_mbps()))
+                .collect()
+        })
+        .collect();
+    let w = |i: usize, j: usize| table[i][j];
     let (found, exact) = ring::fastest(n, &w);
     let mut reverse = found.clone();
     reverse[1..].reverse();

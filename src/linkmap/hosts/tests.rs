@@ -339,3 +339,23 @@ fn the_json_holds_exactly_the_runtimes_two_fields() {
     assert_eq!(o.keys().collect::<Vec<_>>(), ["backend", "hosts"]);
     assert_eq!(v["hosts"][1], "10.0.0.2:9000");
 }
+
+#[test]
+fn nine_boxes_are_searched_exactly_and_twelve_by_the_heuristic_which_says_so() {
+    for (n, how) in [(9, "every ring order"), (12, "not proven best")] {
+        let mut m = lan(n);
+        pair_mut(&mut m, 1, 2).paths[0].ab_mbps = 10.0;
+        let t = std::time::Instant::now();
+        let h = hosts_json(&m, &fastest()).unwrap();
+        assert!(t.elapsed().as_secs() < 5, "n={n}: {:?}", t.elapsed());
+        assert_eq!(h.slowest_hop_mbps(), Some(1000.0), "n={n}: {:?}", h.notes);
+        assert!(
+            h.notes.iter().any(|x| x.contains(how)),
+            "n={n}: {:?}",
+            h.notes
+        );
+        let mut seen = h.ranks.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..n).collect::<Vec<_>>());
+    }
+}
