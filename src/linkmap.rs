@@ -22,11 +22,13 @@
 //! one-at-a-time rule is never in the way, and the wall time grows with the
 //! number of boxes, not the number of pairs.
 
+mod hosts;
 mod map;
 mod run;
 mod schedule;
 mod setup;
 
+pub use hosts::{hosts_json, Hop, HostsError, HostsFile, HostsOptions, RingOrder};
 pub use map::{BoxLinks, LinkMap, PairLinks, PathLink};
 pub use run::{measure_map, MapOptions, MapTarget};
 pub use schedule::tournament;

@@ -7,6 +7,7 @@
 //! subnet    = "10.0.0.0/24"  # optional: TCP-scan for running workers
 //! port      = 9100           # the RLX worker's port, in every written addr
 //! agent_port = 6184          # rlx-agent's own port (handshake)
+//! hosts_port = 9000          # each rank's port in a written hosts.json
 //! ckpt_dir  = "/data/models/GLM-5.3-Flash"
 //! dns_sd    = { domain = "rlx.example.org" }  # optional: unicast DNS-SD
 //! precision = "f16"         # optional: else the runtime's default, bf16
@@ -23,6 +24,13 @@ use std::path::PathBuf;
 /// transfer runs when its rate never settles (a steady one ends after
 /// 40-60 ms). Longer helps only on links whose rate wobbles (Wi-Fi).
 pub const DEFAULT_LINK_WINDOW_MS: u64 = 250;
+
+/// Default port each rank of the runtime's process group listens on in a
+/// written `hosts.json` (`[discover] hosts_port`). The runtime has no
+/// default of its own; 9000 is the port of its own `hosts.json` example
+/// (`rlx_distributed::config`), clear of the worker's 9100 and the agent's
+/// 6184 on the same box.
+pub const DEFAULT_HOSTS_PORT: u16 = 9000;
 
 /// Default per-host TCP connect timeout for scans and handshakes.
 pub const DEFAULT_TIMEOUT_MS: u64 = 300;
@@ -107,6 +115,10 @@ pub struct DiscoverSection {
     /// of this machine (see `docs/protocol.md`, "Link measurement").
     #[serde(default)]
     pub measure_links: bool,
+    /// The port every rank listens on in a written `hosts.json` (the
+    /// runtime's process group, `src/linkmap/hosts.rs`).
+    #[serde(default = "default_hosts_port")]
+    pub hosts_port: u16,
     /// Transfer window of a link measurement, each way, milliseconds.
     #[serde(default = "default_link_window_ms")]
     pub link_window_ms: u64,
@@ -178,6 +190,9 @@ fn default_port() -> u16 {
 }
 fn default_agent_port() -> u16 {
     DEFAULT_AGENT_PORT
+}
+fn default_hosts_port() -> u16 {
+    DEFAULT_HOSTS_PORT
 }
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS
@@ -254,6 +269,25 @@ impl DiscoverSection {
                      RLX worker each need their own port (defaults: port = {DEFAULT_WORKER_PORT}, \
                      agent_port = {DEFAULT_AGENT_PORT})",
                     self.agent_port
+                ),
+            ));
+        }
+        if self.hosts_port == 0 {
+            return Err(Invalid(
+                at("hosts_port"),
+                format!("[discover] hosts_port must be 1-65535 (default {DEFAULT_HOSTS_PORT})"),
+            ));
+        }
+        if let Some((key, clash)) = [("port", self.port), ("agent_port", self.agent_port)]
+            .into_iter()
+            .find(|&(_, p)| p == self.hosts_port)
+        {
+            return Err(Invalid(
+                at("hosts_port"),
+                format!(
+                    "[discover] hosts_port = {clash} is also `{key}`: a rank of the process \
+                     group listens on it on the same box, so give it its own port (default \
+                     {DEFAULT_HOSTS_PORT})"
                 ),
             ));
         }

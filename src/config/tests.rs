@@ -238,6 +238,29 @@ fn measure_links_is_a_checked_boolean_of_discover() {
 }
 
 #[test]
+fn hosts_port_defaults_to_9000_and_must_be_its_own_port() {
+    let d = |t: &str| parse(t).map(|c| c.discover.unwrap());
+    assert_eq!(d("[discover]\n").unwrap().hosts_port, DEFAULT_HOSTS_PORT);
+    assert_eq!(DEFAULT_HOSTS_PORT, 9000);
+    assert_eq!(
+        d("[discover]\nhosts_port = 29500\n").unwrap().hosts_port,
+        29500
+    );
+    for (bad, says) in [
+        ("0", "1-65535"),
+        ("9100", "also `port`"),
+        ("6184", "also `agent_port`"),
+    ] {
+        let e = d(&format!("[discover]\nhosts_port = {bad}\n")).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(
+            e.message.contains("hosts_port") && e.message.contains(says),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn link_window_ms_is_checked_against_the_agents_limit() {
     let d = parse("[discover]\nlink_window_ms = 50\n")
         .unwrap()

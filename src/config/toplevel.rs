@@ -53,6 +53,7 @@ pub(crate) const DISCOVER_KEYS: &[&str] = &[
     "dial_off_link",
     "early_stop",
     "measure_links",
+    "hosts_port",
     "link_window_ms",
     "key_file",
     "pins_file",
