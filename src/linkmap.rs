@@ -3,7 +3,7 @@
 //! runtime's process group).
 //!
 //! The runtime's pipeline runs through the coordinator, so `--links`
-//! measures coordinator-to-node links ([`crate::links`]). Its process
+//! measures coordinator-to-node links (`--links`). Its process
 //! group (collectives, tensor parallelism) runs between the workers
 //! themselves, ring neighbour to ring neighbour, and there the link
 //! between *two boxes* decides the speed. Here each pair is measured by

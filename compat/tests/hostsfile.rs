@@ -50,6 +50,7 @@ fn map(ips: &[&str], kind: &str, slow: &[(usize, usize)]) -> LinkMap {
         v: 1,
         boxes,
         pairs,
+        skipped: Vec::new(),
         took_ms: 1,
     }
 }

@@ -36,7 +36,7 @@ pub enum MapSetupError {
 impl MapOptions {
     /// The options `d` asks for: its key ring (required), its
     /// `link_window_ms` each way, its handshake timeout (at least
-    /// [`crate::admit::MIN_ATTEMPT`]).
+    /// the handshake's minimum attempt).
     pub fn from_section(d: &DiscoverSection) -> Result<MapOptions, MapSetupError> {
         if !(10..=MAX_MS).contains(&d.link_window_ms) {
             return Err(MapSetupError::Window {

@@ -68,7 +68,16 @@ impl Records<'_> {
     /// the TXT error (which names the key) plus the instance (and host), so
     /// the user knows which machine to fix.
     pub(crate) fn caps(&self) -> Result<NodeCaps, String> {
-        txt::decode(self.txt).map_err(|e| match self.path {
+        self.named(txt::decode(self.txt))
+    }
+
+    /// [`Records::caps`] of a TXT record already decoded (the mDNS table
+    /// decodes each record once, when it arrives).
+    pub(crate) fn named(
+        &self,
+        decoded: Result<NodeCaps, txt::TxtError>,
+    ) -> Result<NodeCaps, String> {
+        decoded.map_err(|e| match self.path {
             Path::Link { host, .. } => format!(
                 "{e} (instance `{}` on host {host}); announcement ignored",
                 self.label

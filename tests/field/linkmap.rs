@@ -151,7 +151,8 @@ fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
 
     let out = lab
         .command(0, discover_bin())
-        .args(["links", "--json"])
+        .args(["links", "--json", "--hosts-json"])
+        .arg(dir.path().join("hosts.json"))
         .arg(&cfg)
         .env("RUST_LOG", "info")
         .output()
@@ -164,6 +165,19 @@ fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(map["boxes"].as_array().unwrap().len(), 3, "{map:#}");
     assert_eq!(map["pairs"].as_array().unwrap().len(), 3, "every pair");
+
+    // The runtime's hosts.json: three ranks in the map's order on the
+    // default port, over TCP (the cable is not every hop of the ring).
+    let hosts: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("hosts.json")).unwrap())
+            .unwrap();
+    assert_eq!(hosts["backend"], "tcp", "{hosts:#}");
+    let ranks = hosts["hosts"].as_array().unwrap();
+    assert_eq!(ranks.len(), 3, "{hosts:#}");
+    assert!(
+        ranks.iter().all(|h| h.as_str().unwrap().ends_with(":9000")),
+        "{hosts:#}"
+    );
 
     // Hosts 1 and 2: the cable is the best path, and it is far faster
     // than their 50 Mbit/s LAN; the LAN path is measured too.

@@ -5,7 +5,9 @@
 use crate::cli::table::{self, Align::Left, Align::Right, Column};
 use anyhow::{bail, Result};
 use clap::Args;
-use rlx_discover::linkmap::{measure_map, targets, LinkMap, MapOptions};
+use rlx_discover::linkmap::{
+    hosts_json, measure_map, targets, HostsOptions, LinkMap, MapOptions, RingOrder,
+};
 use rlx_discover::{escape_line, expand_config, ClusterConfig, Overrides, Silent};
 use rlx_proto::handshake::rate_text;
 use std::path::PathBuf;
@@ -15,7 +17,8 @@ fn after_help() -> String {
     format!(
         "Examples:
   rlx-discover links cluster.toml           # every pair of boxes, measured both ways
-  rlx-discover links cluster.toml --json    # the map, for scripts and hosts.json
+  rlx-discover links cluster.toml --json    # the map, for scripts
+  rlx-discover links cluster.toml --hosts-json hosts.json --ring fastest
   rlx-discover links cluster.toml --link-window 100ms --key-file /etc/rlx/cluster.key
 
 {}",
@@ -42,6 +45,23 @@ pub struct LinksArgs {
     #[arg(long = "link-window", visible_alias = "link-window-ms", value_name = "DURATION",
           value_parser = crate::cli::duration::millis)]
     pub link_window_ms: Option<u64>,
+    /// Write the runtime's hosts.json for its process group here, from the
+    /// map (docs/guide.md, "hosts.json for the process group").
+    #[arg(long, value_name = "PATH")]
+    pub hosts_json: Option<PathBuf>,
+    /// With --hosts-json: the ranks in the cluster file's order (`file`) or
+    /// in the ring order whose slowest hop is fastest (`fastest`).
+    #[arg(long, value_enum, default_value_t = Ring::File, value_name = "ORDER")]
+    pub ring: Ring,
+}
+
+/// The rank order of a written hosts.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Ring {
+    /// The cluster file's node order.
+    File,
+    /// The order whose slowest ring hop is fastest.
+    Fastest,
 }
 
 /// Measures and prints the map.
@@ -66,6 +86,27 @@ pub fn run(a: LinksArgs) -> Result<ExitCode> {
         let mut map = measure_map(&found, &opts).await;
         map.skipped.extend(unresolved);
         let incomplete = !map.skipped.is_empty() || map.pairs.iter().any(|p| p.paths.is_empty());
+        if let Some(path) = &a.hosts_json {
+            let opts = HostsOptions {
+                port: d.hosts_port,
+                ring: match a.ring {
+                    Ring::File => RingOrder::FileOrder,
+                    Ring::Fastest => RingOrder::Fastest,
+                },
+            };
+            let hosts = hosts_json(&map, &opts)?;
+            std::fs::write(path, hosts.to_json())
+                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            eprintln!(
+                "wrote {} ({} rank(s), backend {})",
+                path.display(),
+                hosts.hosts.len(),
+                hosts.backend
+            );
+            for n in &hosts.notes {
+                eprintln!("  {}", escape_line(n));
+            }
+        }
         if a.json {
             println!("{}", serde_json::to_string_pretty(&map)?);
         } else {

@@ -44,6 +44,7 @@ fn lan(n: usize) -> LinkMap {
         v: 1,
         boxes,
         pairs,
+        skipped: Vec::new(),
         took_ms: 1,
     }
 }

@@ -136,7 +136,7 @@ impl Table {
                  dial_off_link = true allows it)"
             ));
         }
-        let strings = match &inst.txt {
+        let (strings, decoded) = match &inst.txt {
             None if !settled => return Entry::Pending,
             None => {
                 return problem(format!(
@@ -152,7 +152,7 @@ impl Table {
                     srv.host
                 ));
             }
-            Some(Txt::Strings(s)) => s,
+            Some(Txt::Strings(s, decoded)) => (s, decoded),
         };
         let records = Records {
             label: &inst.label,
@@ -163,7 +163,7 @@ impl Table {
                 host: &srv.host,
             },
         };
-        let caps = match records.caps() {
+        let caps = match records.named((**decoded).clone()) {
             Ok(c) => c,
             Err(reason) => return problem(reason),
         };

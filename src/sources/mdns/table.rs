@@ -15,7 +15,9 @@ use hickory_proto::rr::rdata::PTR;
 use hickory_proto::rr::RData;
 use mdns_sd::{ResolvedService, ScopedIp};
 use rlx_net::iface::Iface;
+use rlx_proto::caps::NodeCaps;
 use rlx_proto::txt;
+use rlx_proto::txt::TxtError;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Instant;
@@ -51,8 +53,11 @@ pub(super) struct Srv {
 /// What is known of an instance's TXT record.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Txt {
-    /// The record's strings, within [`MAX_TXT_BYTES`].
-    Strings(Vec<Vec<u8>>),
+    /// The record's strings, within [`MAX_TXT_BYTES`], and what they
+    /// decode to: decoded once, when the record arrives or changes, not
+    /// at every snapshot (a continuous browse of hundreds of agents makes
+    /// a snapshot of every instance at each refresh of any one of them).
+    Strings(Vec<Vec<u8>>, Box<Result<NodeCaps, TxtError>>),
     /// A record of this many bytes, refused.
     TooBig(usize),
 }
@@ -238,11 +243,15 @@ impl Table {
     }
 
     fn set_txt(&mut self, i: usize, strings: Vec<Vec<u8>>) {
+        if matches!(&self.instances[i].txt, Some(Txt::Strings(known, _)) if *known == strings) {
+            return;
+        }
         let size: usize = strings.iter().map(|s| 1 + s.len()).sum();
         self.instances[i].txt = Some(if size > MAX_TXT_BYTES {
             Txt::TooBig(size)
         } else {
-            Txt::Strings(strings)
+            let decoded = Box::new(rlx_proto::txt::decode(&strings));
+            Txt::Strings(strings, decoded)
         });
     }
 
