@@ -6,6 +6,7 @@
 //! `cells` formats the numbers; `goals` judges the goals; this module lays
 //! out the page.
 
+mod bystander;
 mod cells;
 mod faults_goals;
 mod flood_goals;
@@ -15,7 +16,7 @@ mod load_goals;
 mod watch_goals;
 
 use crate::results::{Results, Summary};
-use cells::{find, fmt_ms, found_cell, median_cell, range_cell, ratio};
+use cells::{find, fmt_ms, found_cell, load_cell, median_cell, n_cell, range_cell, ratio};
 use goals::goals;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -76,7 +77,7 @@ fn mdns_tables(o: &mut String, s: &[Summary]) {
         let _ = writeln!(o, "{title}\n");
         let _ = writeln!(
             o,
-            "| N | loss | {} | python / ours | avahi -rp / ours | max load |",
+            "| N | loss | {} | python / ours | avahi -rp / ours | max load; others' CPU |",
             TOOLS.join(" | ")
         );
         let _ = writeln!(o, "|---|---|{}---|---|---|", "---|".repeat(TOOLS.len()));
@@ -85,14 +86,10 @@ fn mdns_tables(o: &mut String, s: &[Summary]) {
             let get = |t: &str| find(s, "mdns", &case, t, metric);
             let cells: Vec<String> = TOOLS.iter().map(|t| pivot_cell(get(t))).collect();
             let ours = get(TOOLS[0]).and_then(|x| x.median);
-            let load = TOOLS
-                .iter()
-                .filter_map(|t| get(t))
-                .map(|x| x.load1_max)
-                .fold(0.0, f64::max);
+            let load = load_cell(TOOLS.iter().filter_map(|t| get(t)));
             let _ = writeln!(
                 o,
-                "| {} | {loss}% | {} | {} | {} | {load:.1} |",
+                "| {} | {loss}% | {} | {} | {} | {load} |",
                 n_cell(*n, *v6),
                 cells.join(" | "),
                 ratio(ours, get(TOOLS[2]).and_then(|x| x.median)),
@@ -113,15 +110,6 @@ fn mdns_cases(s: &[Summary]) -> Vec<(usize, u8, bool)> {
     cases.sort_by_key(|&(n, loss, v6)| (v6, n, loss));
     cases.dedup();
     cases
-}
-
-/// The N column of the mDNS tables.
-fn n_cell(n: usize, v6: bool) -> String {
-    if v6 {
-        format!("{n} ({})", crate::sc_mdns::IPV6_ONLY)
-    } else {
-        n.to_string()
-    }
 }
 
 /// What one run put on the segment, per tool: median
@@ -285,6 +273,17 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
     if r.mode == "quick" {
         let _ = writeln!(o, "> **Quick mode**: small sizes, one repetition. These figures prove the suite works; they are not the ones to quote.\n");
     }
+    if let Some(src) = r
+        .machine
+        .versions
+        .get("source measured")
+        .filter(|src| crate::onerun::dirty(src))
+    {
+        let _ = writeln!(
+            o,
+            "> **Not from a commit**: the tree measured had uncommitted changes ({src}).\n"
+        );
+    }
     for n in r.notes.iter().filter(|n| n.starts_with("merge:")) {
         let _ = writeln!(o, "> Re-run: {}\n", n.trim_start_matches("merge: "));
     }
@@ -305,6 +304,44 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
     for (k, v) in &r.machine.versions {
         let _ = writeln!(o, "- {k}: {v}");
     }
+    if let Some(reps) = r.reps {
+        let _ = writeln!(
+            o,
+            "- repetitions per case: {reps} (each row states its own n and spread)"
+        );
+    }
+    let beside: Vec<&Summary> = s.iter().filter(|x| cells::busy(x)).collect();
+    let unmeasured = s
+        .iter()
+        .filter(|x| !x.computed && x.others_cpu_max.is_none())
+        .count();
+    if !beside.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n> **Other work beside timed runs**: in {} of {} rows, processes other than the \
+             bench's (a build, another test) used more than {:.0}% of one core while a sample was \
+             taken (read from `/proc`; the lab's own agents and peers are not counted). Those \
+             rows are marked **busy** in the tables; their times are not to be quoted. First: \
+             {}.\n",
+            beside.len(),
+            s.len(),
+            crate::others::BUSY_PCT,
+            beside
+                .iter()
+                .take(5)
+                .map(|x| format!("{} / {} / {} / {}", x.scenario, x.case, x.tool, x.metric))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    } else if unmeasured == 0 && !s.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n- other work beside timed runs: none above {:.0}% of one core in any row (the \
+             CPU of processes other than the bench's, read from `/proc` while each sample was \
+             taken)",
+            crate::others::BUSY_PCT
+        );
+    }
     if busy > nproc * 0.75 {
         let _ = writeln!(
             o,
@@ -319,9 +356,9 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
     let _ = writeln!(o, "\n## Goals\n");
     let _ = writeln!(
         o,
-        "| area | goal | status | measured (median) | beside | note |"
+        "| area | goal | status | measured (median) | runs, spread; load | beside | note |"
     );
-    let _ = writeln!(o, "|---|---|---|---|---|---|");
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
     for g in goals(&s, r)
         .into_iter()
         .chain(identity_goals::identity_goals(&s))
@@ -332,11 +369,16 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
     {
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             g.area,
             g.what,
             g.status.text(),
             g.measured.replace('|', "/"),
+            g.basis.as_ref().map_or("-".into(), |b| format!(
+                "{}; {}",
+                cells::spread_cell(b),
+                load_cell([b])
+            )),
             g.versus.replace('|', "/"),
             g.comment.replace('|', "/")
         );
@@ -381,11 +423,12 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         } else if sc == "mdns" {
             mdns_tables(&mut o, &s);
             mdns_load_table(&mut o, &s);
+            bystander::table(&mut o, &s, &mdns_cases(&s));
             mdns_profile(&mut o);
         } else if sc == "faults" {
             faults_goals::section(&mut o, r);
         } else {
-            let _ = writeln!(o, "| case | tool | metric | median | min - max | found | runs complete | vs ours | max load |");
+            let _ = writeln!(o, "| case | tool | metric | median | min - max | found | runs complete | vs ours | max load; others' CPU |");
             let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
             for x in &rows {
                 let ours_tool = match sc {
@@ -417,7 +460,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
                     if x.computed {
                         "-".to_string()
                     } else {
-                        format!("{:.1}", x.load1_max)
+                        load_cell([*x])
                     }
                 );
             }
