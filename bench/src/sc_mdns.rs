@@ -118,7 +118,9 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
          neighbour and neighbour6 modules); a macOS coordinator has none, so each lost ARP exchange there holds a legacy-query \
          reply or a first handshake for the kernel's own one-second retry: without it, at 20% \
          loss with 50 agents, one to four live agents per run failed their handshake, and \
-         lossless runs are unaffected.",
+         lossless runs are unaffected. One more lab host, which runs nothing, is the \
+         bystander: everything its interface receives during each run is counted (its rx \
+         counters, and by kind from nftables at its ingress), ARP and all.",
         publisher.describe(),
         GAP.as_millis()
     ));
