@@ -5,7 +5,8 @@
 //! average counts the lab's own agents too, so it cannot tell the two apart).
 //!
 //! A process is the bench's when the bench is among its ancestors or when it
-//! lives in another network namespace than the bench (a lab process). Kernel
+//! lives in one of this run's lab namespaces (`rlx-<bench pid>-*`; processes
+//! in other namespaces, another test's labs, are other work). Kernel
 //! threads are left out: the lab's own packets are processed in softirq
 //! threads. For every other process the sampler adds up its CPU time and its
 //! reaped children's (`utime + stime + cutime + cstime` of `/proc/PID/stat`),
@@ -131,8 +132,31 @@ fn read_all() -> Vec<Stat> {
         .collect()
 }
 
-fn netns(pid: u32) -> Option<std::path::PathBuf> {
-    std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()
+/// The inode of the network namespace of `pid` (`net:[INODE]`).
+fn netns(pid: u32) -> Option<u64> {
+    let l = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()?;
+    ns_inode(&l.to_string_lossy())
+}
+
+/// `INODE` of `net:[INODE]`.
+fn ns_inode(link: &str) -> Option<u64> {
+    link.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// The inodes of this run's lab namespaces: `/run/netns/rlx-<pid>-*`, the
+/// labs' naming (other runs' and other programs' namespaces are not ours:
+/// their processes are other work).
+fn lab_namespaces(me: u32) -> std::collections::HashSet<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    let prefix = format!("rlx-{me}-");
+    std::fs::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|e| std::fs::metadata(e.path()).ok())
+        .map(|m| m.ino())
+        .collect()
 }
 
 fn uptime_ticks(hz: f64) -> u64 {
@@ -158,7 +182,6 @@ impl Others {
             .flatten()
             .unwrap_or(100) as f64;
         let me = std::process::id();
-        let my_ns = netns(me);
         std::thread::spawn(move || {
             let mut before = Seen::new();
             let mut before_up = uptime_ticks(hz);
@@ -167,8 +190,9 @@ impl Others {
             loop {
                 let up = uptime_ticks(hz);
                 let all = read_all();
+                let labs = lab_namespaces(me);
                 let in_lab =
-                    |pid: u32| my_ns.is_some() && netns(pid).is_some_and(|n| Some(n) != my_ns);
+                    |pid: u32| !labs.is_empty() && netns(pid).is_some_and(|n| labs.contains(&n));
                 let now = theirs(&all, me, in_lab);
                 if !first {
                     total += used_since(&before, &now, before_up) as f64 / hz;
@@ -215,6 +239,12 @@ mod tests {
             start,
             kthread: false,
         }
+    }
+
+    #[test]
+    fn a_namespace_link_gives_its_inode() {
+        assert_eq!(ns_inode("net:[4026531840]"), Some(4026531840));
+        assert_eq!(ns_inode("mnt:[4026531840]"), None);
     }
 
     #[test]
