@@ -132,8 +132,8 @@ fn mdns_load_table(o: &mut String, s: &[Summary]) {
     }
     let _ = writeln!(
         o,
-        "Load on the segment per run (median packets, kB in brackets; counted on the lab's \
-         switch as each frame enters it): queries sent from the browser's host / unicast replies \
+        "Load on the segment per run (median packets, then KB of IP packets, runs and min-max \
+         packets in brackets; counted on the lab's switch as each frame enters it): queries sent from the browser's host / unicast replies \
          to it / multicast responses, which every device on the segment receives:\n"
     );
     let _ = writeln!(o, "| N | loss | {} |", TOOLS.join(" | "));
@@ -143,14 +143,7 @@ fn mdns_load_table(o: &mut String, s: &[Summary]) {
         let cells: Vec<String> = TOOLS
             .iter()
             .map(|t| {
-                let part = |m: &str| {
-                    let p = find(s, "mdns", &case, t, &format!("{m}_pkts")).and_then(|x| x.median);
-                    let b = find(s, "mdns", &case, t, &format!("{m}_bytes")).and_then(|x| x.median);
-                    match (p, b) {
-                        (Some(p), Some(b)) => Some(format!("{p:.0} ({:.1})", b / 1000.0)),
-                        _ => None,
-                    }
-                };
+                let part = |m: &str| bystander::cell(s, &case, t, m);
                 match (
                     part("seg_queries"),
                     part("seg_unicast"),

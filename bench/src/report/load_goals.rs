@@ -71,7 +71,7 @@ pub(super) fn load_goals(s: &[Summary]) -> Vec<Goal> {
             } else {
                 Status::NotMet
             };
-            let runs = find(
+            let basis = find(
                 s,
                 "mdns",
                 &case,
@@ -81,8 +81,9 @@ pub(super) fn load_goals(s: &[Summary]) -> Vec<Goal> {
                 } else {
                     "seg_queries_pkts"
                 },
-            )
-            .map_or(0, |x| x.runs);
+            );
+            let runs = basis.map_or(0, |x| x.runs);
+            g.basis = basis.cloned();
             g.measured = format!("{pkts:.0} packets, {:.1} KB (n={runs})", bytes / 1000.0);
         }
         if let Some((pkts, bytes)) = load(PYZC) {
