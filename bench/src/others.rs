@@ -106,10 +106,24 @@ pub fn used_since(before: &Seen, now: &[&Stat], before_uptime_ticks: u64) -> u64
         .collect();
     let alive: std::collections::HashSet<(u32, u64)> =
         now.iter().map(|s| (s.pid, s.start)).collect();
+    let parent_before: HashMap<u32, u32> = before.iter().map(|(k, v)| (k.0, v.1)).collect();
     for (key, &(ticks, ppid)) in before {
-        if !alive.contains(key) {
-            if let Some(d) = delta.get_mut(&ppid) {
+        if alive.contains(key) {
+            continue;
+        }
+        // The time of a process that ended lands in the cutime of whoever
+        // reaps it: its parent, or, when the parent ended too (a build's
+        // compiler reaped by a cargo that then exited), the nearest
+        // ancestor still alive.
+        let mut p = ppid;
+        for _ in 0..64 {
+            if let Some(d) = delta.get_mut(&p) {
                 *d = d.saturating_sub(ticks);
+                break;
+            }
+            match parent_before.get(&p) {
+                Some(&pp) if pp != p => p = pp,
+                _ => break,
             }
         }
     }
@@ -294,5 +308,22 @@ mod tests {
         ];
         let now: Vec<&Stat> = now.iter().collect();
         assert_eq!(used_since(&before, &now, 500), 10 + 50);
+    }
+
+    #[test]
+    fn a_grandchild_reaped_by_a_parent_that_then_ended_is_not_counted_twice() {
+        // bash 100 > cargo 200 > rustc 300. At the last sample cargo had
+        // 50 ticks and rustc 600 (counted as it ran); since then rustc ran
+        // 10 more, was reaped by cargo, which ran 5 more and was reaped by
+        // bash: bash's cutime gains 50 + 5 + 610.
+        let before: Seen = [
+            ((100, 1), (7, 1)),
+            ((200, 2), (50, 100)),
+            ((300, 3), (600, 200)),
+        ]
+        .into();
+        let now = [st(100, 1, 7 + 665, 1)];
+        let now: Vec<&Stat> = now.iter().collect();
+        assert_eq!(used_since(&before, &now, 500), 15);
     }
 }
