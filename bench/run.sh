@@ -3,7 +3,7 @@
 # scenario inside private network namespaces with the peers side by side,
 # tears everything down, and writes results, BENCHMARKS.md and plots.
 #
-#   sudo bench/run.sh            full mode (about 80 minutes, the half-hour soak of
+#   sudo bench/run.sh            full mode (about 90 minutes, the half-hour soak of
 #                                `watch` included): bench/results/full.json
 #                                (+ .csv), BENCHMARKS.md, bench/plots/*.png
 #   sudo bench/run.sh --quick    about 5 minutes once built: proves the suite
