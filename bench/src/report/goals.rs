@@ -569,6 +569,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
                 .filter(|x| x.metric == "impostors_admitted")
                 .filter_map(|x| x.value)
                 .sum();
+            g.basis = Some(a.clone());
             g.measured = format!(
                 "{admitted:.0} admitted of {tried:.0} tried ({} runs)",
                 t.runs
