@@ -3,16 +3,25 @@
 # scenario inside private network namespaces with the peers side by side,
 # tears everything down, and writes results, BENCHMARKS.md and plots.
 #
-#   sudo bench/run.sh            full mode (about 80 minutes, the half-hour soak of
+#   sudo bench/run.sh            full mode (about 90 minutes, the half-hour soak of
 #                                `watch` included): bench/results/full.json
 #                                (+ .csv), BENCHMARKS.md, bench/plots/*.png
 #   sudo bench/run.sh --quick    about 5 minutes once built: proves the suite
 #                                works; writes to target/bench-quick/ only
 #
-# Any other argument goes to `rlx-bench run` (e.g. --only mdns,scan --reps 3).
+# Any other argument goes to `rlx-bench run` (e.g. --only mdns,scan).
 # RLX_BENCH_PROFILE=dev uses the debug build (CI, where it already exists).
 # Exit status: 0 done (whatever the figures), 1 the suite failed, 2 usage or
 # missing prerequisites. Speed is not pass/fail: read BENCHMARKS.md.
+#
+# Figures from one run on one commit: full mode refuses a tree with
+# uncommitted changes (quick mode runs it and says so), and a `--merge` of
+# a re-run into results of another commit, or of a dirty tree, is refused:
+# re-run the whole suite. Full mode needs at least 5 repetitions, samples
+# the CPU other processes use (from /proc) beside every timed sample, marks
+# each row taken beside other work as busy, and does not start while other
+# processes use more than 10% of a core (--allow-busy starts anyway).
+# Build nothing beside it.
 #
 # Network safety: every mDNS packet, scan and ssh session of the suite stays
 # inside namespaces it creates (rlx-<pid>-<n>-*); on exit, even after Ctrl-C,
@@ -25,7 +34,7 @@ args=()
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) args+=("$a") ;;
   esac
 done
@@ -54,9 +63,23 @@ fi
 # whether the working tree differs from it.
 if [ -z "${RLX_BENCH_SOURCE:-}" ] && git rev-parse --git-dir >/dev/null 2>&1; then
   RLX_BENCH_SOURCE="commit $(git rev-parse --short HEAD)"
-  git diff --quiet HEAD -- . 2>/dev/null || RLX_BENCH_SOURCE="$RLX_BENCH_SOURCE + uncommitted changes"
+  # Changed or new (untracked, not ignored) files both make it dirty.
+  if ! git diff --quiet HEAD -- . 2>/dev/null ||
+    [ -n "$(git status --porcelain --untracked-files=normal -- . 2>/dev/null)" ]; then
+    RLX_BENCH_SOURCE="$RLX_BENCH_SOURCE + uncommitted changes"
+  fi
 fi
 export RLX_BENCH_SOURCE="${RLX_BENCH_SOURCE:-unknown}"
+case "$RLX_BENCH_SOURCE" in
+  *"+ uncommitted changes"*)
+    if [ "$quick" = 0 ]; then
+      echo "bench/run.sh: refusing a full run of a tree with uncommitted changes ($RLX_BENCH_SOURCE):" >&2
+      echo "  BENCHMARKS.md must come from one run on one commit; commit or stash, then run again" >&2
+      echo "  (--quick may run a dirty tree)" >&2
+      exit 2
+    fi
+    echo "bench/run.sh: quick run of a tree with uncommitted changes ($RLX_BENCH_SOURCE)" >&2 ;;
+esac
 
 profile="${RLX_BENCH_PROFILE:-release}"
 # Where cargo builds ($CARGO_TARGET_DIR or ./target), as .ci/release finds it.

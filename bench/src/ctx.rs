@@ -8,6 +8,7 @@ use crate::peers;
 use crate::results::Sample;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// The binaries measured.
 #[derive(Debug, Clone)]
@@ -69,6 +70,14 @@ pub struct Ctx {
     pub soak_heap: Option<std::path::PathBuf>,
     /// Faults scenario: minutes of injected faults.
     pub faults_minutes: f64,
+    /// CPU used by processes not the bench's, sampled while it runs.
+    pub others: crate::others::Others,
+    /// When the last sample was recorded (or the scenario started): the
+    /// next sample's window for [`Ctx::others`] starts there.
+    pub mark: Instant,
+    /// The window of the last sample (samples recorded within a second of
+    /// each other are metrics of one measurement and share it).
+    pub window: Instant,
 }
 
 impl Ctx {
@@ -86,10 +95,16 @@ impl Ctx {
         expected: Option<u64>,
         note: impl Into<String>,
     ) {
+        let now = Instant::now();
+        if now.duration_since(self.mark) > Duration::from_secs(1) {
+            self.window = self.mark;
+        }
+        self.mark = now;
         let s = Sample {
             found,
             expected,
             load1: machine::load1(),
+            others_cpu_pct: self.others.pct_since(self.window),
             note: note.into(),
             ..Sample::measured((scenario, case, tool, metric), rep, value)
         };
@@ -109,6 +124,12 @@ impl Ctx {
             }
         );
         self.samples.push(s);
+    }
+
+    /// Starts the next sample's window now (a scenario starting).
+    pub fn restart_window(&mut self) {
+        self.mark = Instant::now();
+        self.window = self.mark;
     }
 
     /// Records the exact command a tool runs (once per tool).

@@ -39,6 +39,10 @@ mod heap;
 #[cfg(target_os = "linux")]
 mod machine;
 #[cfg(target_os = "linux")]
+mod onerun;
+#[cfg(target_os = "linux")]
+mod others;
+#[cfg(target_os = "linux")]
 mod peers;
 #[cfg(target_os = "linux")]
 mod plot;
@@ -131,7 +135,8 @@ struct RunArgs {
     /// --quick, with 10 agents instead of 50).
     #[arg(long, value_name = "MIN")]
     faults_minutes: Option<f64>,
-    /// Repetitions per case (default: 1 quick, 5 full).
+    /// Repetitions per case (default: 1 quick, 5 full; a full run refuses
+    /// fewer than 5).
     #[arg(long)]
     reps: Option<u32>,
     /// mDNS scenario: numbers of agents (default: 1,10 quick; 1,10,50,100,200 full).
@@ -154,6 +159,10 @@ struct RunArgs {
     /// in the existing results file, keeping the others.
     #[arg(long, requires = "only")]
     merge: bool,
+    /// Start a full run even while other processes use more than 10% of a
+    /// core (every row taken beside them is marked in the report).
+    #[arg(long)]
+    allow_busy: bool,
     /// Where to write the Markdown report.
     #[arg(long)]
     markdown: PathBuf,
@@ -230,6 +239,30 @@ fn run(a: RunArgs) -> Result<()> {
     let work = tempfile::Builder::new().prefix("rlx-bench-").tempdir()?;
     let scripts = peers::Scripts::write(work.path())?;
     let machine = machine::Machine::describe(&bins.discover, &bins.agent);
+    let source = machine
+        .versions
+        .get("source measured")
+        .cloned()
+        .unwrap_or_else(|| "unknown".into());
+    if let Some(why) = onerun::refuse_full(a.quick, &source) {
+        bail!("{why}");
+    }
+    if let Some(why) = onerun::refuse_reps(a.quick, a.reps) {
+        bail!("{why}");
+    }
+    if a.quick && onerun::dirty(&source) {
+        eprintln!(
+            "rlx-bench: quick mode on a tree with uncommitted changes ({source}): \
+             these figures are not from a commit"
+        );
+    }
+    // A merge that would be refused is refused before the run, not after.
+    if a.merge {
+        let old = read_results(&a.results)?;
+        if let Some(why) = onerun::refuse_merge(&source_of(&old), &source) {
+            bail!("{why}");
+        }
+    }
     let features = detect_features(&bins, work.path());
     eprintln!(
         "rlx-bench {} mode; features: browse={} agent run mode={}; load {}",
@@ -238,6 +271,25 @@ fn run(a: RunArgs) -> Result<()> {
         features.agent_run,
         machine.load_at_start
     );
+    // No build beside a timed run: other processes' CPU is sampled for the
+    // whole run and stamped on every sample; a full run does not start on a
+    // machine already busy with other work.
+    let others = others::Others::start();
+    let busy = others.measure(std::time::Duration::from_secs(3));
+    eprintln!(
+        "rlx-bench: other processes used {} of one core over 3 s",
+        busy.map_or("?".into(), |p| format!("{p:.1}%"))
+    );
+    if let Some(p) = busy.filter(|p| *p > others::BUSY_PCT) {
+        if !a.quick && !a.allow_busy {
+            bail!(
+                "other processes are using {p:.0}% of one core (a build? another test?): \
+                 a full run's figures would be inflated by them; stop them and run again \
+                 (or pass --allow-busy, and every row taken beside them is marked)"
+            );
+        }
+        eprintln!("rlx-bench: the machine is busy: rows taken beside other work are marked");
+    }
     let mut ctx = Ctx {
         quick: a.quick,
         reps: a.reps.unwrap_or(if a.quick { 1 } else { 5 }),
@@ -255,6 +307,9 @@ fn run(a: RunArgs) -> Result<()> {
         soak_minutes: a.soak_minutes,
         soak_heap: a.soak_heap.clone(),
         faults_minutes: a.faults_minutes.unwrap_or(if a.quick { 2.0 } else { 30.0 }),
+        others,
+        mark: Instant::now(),
+        window: Instant::now(),
     };
     let all = [
         "mdns",
@@ -295,6 +350,7 @@ fn run(a: RunArgs) -> Result<()> {
             continue;
         }
         let t = Instant::now();
+        ctx.restart_window();
         eprintln!("== {name} (load {})", machine::loadavg());
         // One scenario failing (a peer missing, a lab that cannot be built)
         // is reported and the others still run.
@@ -311,6 +367,7 @@ fn run(a: RunArgs) -> Result<()> {
         mode: if a.quick { "quick" } else { "full" }.into(),
         started: started_utc,
         duration_s: started.elapsed().as_secs_f64(),
+        reps: Some(ctx.reps),
         machine,
         commands: ctx.commands,
         notes: ctx.notes,
@@ -363,10 +420,7 @@ fn run(a: RunArgs) -> Result<()> {
 /// The results in `path` with the samples, notes and gaps of `scenarios`
 /// replaced by those of `new` (a re-run of just those scenarios).
 fn merge(path: &Path, scenarios: &[String], new: Results) -> Result<Results> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--merge: reading {}", path.display()))?;
-    let mut old: Results = serde_json::from_str(&text)
-        .with_context(|| format!("--merge: parsing {}", path.display()))?;
+    let mut old = read_results(path)?;
     anyhow::ensure!(
         old.mode == new.mode,
         "--merge: {} holds a {} run; this is a {} run",
@@ -381,14 +435,10 @@ fn merge(path: &Path, scenarios: &[String], new: Results) -> Result<Results> {
                 || (s == "footprint" && text.starts_with("probe:"))
         })
     };
-    let source = |r: &Results| {
-        r.machine
-            .versions
-            .get("source measured")
-            .cloned()
-            .unwrap_or_else(|| "unknown source".into())
-    };
-    let (new_src, old_src) = (source(&new), source(&old));
+    let (new_src, old_src) = (source_of(&new), source_of(&old));
+    if let Some(why) = onerun::refuse_merge(&old_src, &new_src) {
+        bail!("{why}");
+    }
     old.samples.retain(|x| !scenarios.contains(&x.scenario));
     old.samples.extend(new.samples);
     old.notes.retain(|n| !ours(n));
@@ -411,6 +461,24 @@ fn merge(path: &Path, scenarios: &[String], new: Results) -> Result<Results> {
         old.started
     ));
     Ok(old)
+}
+
+#[cfg(target_os = "linux")]
+/// The results stored in `path` (for `--merge`).
+fn read_results(path: &Path) -> Result<Results> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--merge: reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("--merge: parsing {}", path.display()))
+}
+
+#[cfg(target_os = "linux")]
+/// The source a run measured (`RLX_BENCH_SOURCE` as recorded).
+fn source_of(r: &Results) -> String {
+    r.machine
+        .versions
+        .get("source measured")
+        .cloned()
+        .unwrap_or_else(|| "unknown".into())
 }
 
 #[cfg(target_os = "linux")]

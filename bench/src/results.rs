@@ -36,6 +36,11 @@ pub struct Sample {
     /// 1-minute load average when the sample was taken: above the core
     /// count means other work competed for the CPU.
     pub load1: f64,
+    /// Share of one core (percent) that processes other than the bench's
+    /// used while the sample was taken (`crate::others`); absent in results
+    /// written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_cpu_pct: Option<f64>,
     /// Free-form detail (exit status, listened window, why incomplete).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
@@ -84,6 +89,10 @@ pub struct Summary {
     pub computed: bool,
     /// Highest 1-minute load average seen during these samples.
     pub load1_max: f64,
+    /// Most CPU other processes used beside one of these samples, percent
+    /// of one core (`None`: not measured).
+    #[serde(default)]
+    pub others_cpu_max: Option<f64>,
     /// Distinct notes of the samples.
     pub notes: Vec<String>,
 }
@@ -126,6 +135,7 @@ impl Summary {
             expected: None,
             computed: false,
             load1_max: 0.0,
+            others_cpu_max: None,
             notes: Vec::new(),
         }
     }
@@ -150,6 +160,7 @@ impl Sample {
             expected: None,
             computed: false,
             load1: 0.0,
+            others_cpu_pct: None,
             note: String::new(),
         }
     }
@@ -226,6 +237,7 @@ pub fn summarise(samples: &[Sample]) -> Vec<Summary> {
                 expected: g.iter().find_map(|s| s.expected),
                 computed: g.iter().any(|s| s.computed),
                 load1_max: g.iter().map(|s| s.load1).fold(0.0, f64::max),
+                others_cpu_max: g.iter().filter_map(|s| s.others_cpu_pct).reduce(f64::max),
                 notes,
             }
         })
@@ -241,6 +253,11 @@ pub struct Results {
     pub started: String,
     /// How long the whole run took, seconds.
     pub duration_s: f64,
+    /// Repetitions per case asked for (`--reps` or the mode's default);
+    /// absent in results written before it was recorded. Each row of the
+    /// report states its own count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reps: Option<u32>,
     /// The machine it ran on.
     pub machine: crate::machine::Machine,
     /// The exact commands each tool ran, by tool name (placeholders in
@@ -328,6 +345,7 @@ mod tests {
             expected: Some(50),
             computed: false,
             load1: 0.0,
+            others_cpu_pct: None,
             note: String::new(),
         };
         assert!(!s.complete());

@@ -63,10 +63,10 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
 }
 
 fn idle(ctx: &mut Ctx) -> Result<()> {
-    let (settle, window) = if ctx.quick {
-        (Duration::from_secs(4), Duration::from_secs(10))
+    let (settle, window, windows) = if ctx.quick {
+        (Duration::from_secs(4), Duration::from_secs(10), 1u32)
     } else {
-        (Duration::from_secs(10), Duration::from_secs(60))
+        (Duration::from_secs(10), Duration::from_secs(60), 3)
     };
     let dir = ctx.work.path().join("footprint");
     std::fs::create_dir_all(&dir)?;
@@ -184,149 +184,160 @@ fn idle(ctx: &mut Ctx) -> Result<()> {
         );
     }
     std::thread::sleep(settle);
-    let start = Instant::now();
-    let mut snap = Vec::new();
-    for w in &watched {
-        let (rx, tx) = iface_packets(&w.lab.host(0).ns, "eth0")?;
-        let (idle_rx, _) = iface_packets(&w.lab.host(1).ns, "eth0")?;
-        let cpu: Vec<u64> = w.pids.iter().map(|p| cpu_ns(*p).unwrap_or(0)).collect();
-        let wake = wakeups(w.pids[0]);
-        snap.push((rx, tx, idle_rx, cpu, wake));
-    }
-    eprintln!("  footprint: idle window of {} s", window.as_secs());
-    std::thread::sleep(window);
-    let secs = start.elapsed().as_secs_f64();
-    let case = format!("idle, {} s window", window.as_secs());
-    for (k, w) in watched.iter().enumerate() {
-        let (rx, tx) = iface_packets(&w.lab.host(0).ns, "eth0")?;
-        let (idle_rx, _) = iface_packets(&w.lab.host(1).ns, "eth0")?;
-        let (rx0, tx0, idle_rx0, cpu0, wake0) = &snap[k];
-        let cpu: Vec<u64> = w.pids.iter().map(|p| cpu_ns(*p).unwrap_or(0)).collect();
-        let rss: Vec<u64> = w.pids.iter().map(|p| rss_kb(*p).unwrap_or(0)).collect();
-        let cpu_pct = |j: usize| (cpu[j].saturating_sub(cpu0[j])) as f64 / (secs * 1e9) * 100.0;
-        let per_min = |d: u64| d as f64 * 60.0 / secs;
-        ctx.record(
-            "footprint",
-            &case,
-            w.tool,
-            "wakeups_per_min",
-            0,
-            Some(per_min(wakeups(w.pids[0]).saturating_sub(*wake0))),
-            None,
-            None,
-            "times its threads were scheduled (/proc/PID/task/*/schedstat): an idle daemon that never wakes scores 0",
-        );
-        let note = format!(
-            "received {} packets in the window; the idle host on the segment received {}",
-            rx - rx0,
-            idle_rx - idle_rx0
-        );
-        ctx.record(
-            "footprint",
-            &case,
-            w.tool,
-            "rss_kb",
-            0,
-            Some(rss[0] as f64),
-            None,
-            None,
-            rss_parts(w.pids[0]),
-        );
-        // PSS charges each shared page (libc, ...) to its sharers in
-        // proportion: what this process really adds to the machine.
-        let pss: Vec<u64> = w.pids.iter().map(|p| pss_kb(*p).unwrap_or(0)).collect();
-        ctx.record(
-            "footprint",
-            &case,
-            w.tool,
-            "pss_kb",
-            0,
-            Some(pss[0] as f64),
-            None,
-            None,
-            "",
-        );
-        if w.tool == AVAHI {
-            ctx.record(
-                "footprint",
-                &case,
-                AVAHI_DBUS,
-                "pss_kb",
-                0,
-                Some((pss[0] + pss[1]) as f64),
-                None,
-                None,
-                format!("dbus-daemon alone {} kB", pss[1]),
-            );
+    // Consecutive windows, one sample each: the spread of an idle figure.
+    for rep in 0..windows {
+        let start = Instant::now();
+        let mut snap = Vec::new();
+        for w in &watched {
+            let (rx, tx) = iface_packets(&w.lab.host(0).ns, "eth0")?;
+            let (idle_rx, _) = iface_packets(&w.lab.host(1).ns, "eth0")?;
+            let cpu: Vec<u64> = w.pids.iter().map(|p| cpu_ns(*p).unwrap_or(0)).collect();
+            let wake = wakeups(w.pids[0]);
+            snap.push((rx, tx, idle_rx, cpu, wake));
         }
-        ctx.record(
-            "footprint",
-            &case,
-            w.tool,
-            "cpu_pct",
-            0,
-            Some(cpu_pct(0)),
-            None,
-            None,
-            format!(
-                "{:.1} ms of CPU in {secs:.0} s",
-                cpu[0].saturating_sub(cpu0[0]) as f64 / 1e6
-            ),
+        eprintln!(
+            "  footprint: idle window {} of {windows}, {} s",
+            rep + 1,
+            window.as_secs()
         );
-        ctx.record(
-            "footprint",
-            &case,
-            w.tool,
-            "tx_packets_per_min",
-            0,
-            Some(per_min(tx - tx0)),
-            None,
-            None,
-            note,
-        );
-        ctx.record(
-            "footprint",
-            &case,
-            w.tool,
-            "startup_tx_packets",
-            0,
-            Some(*tx0 as f64),
-            None,
-            None,
-            "sent from the link's creation (before start-up) to the window",
-        );
-        if w.tool == AVAHI {
+        std::thread::sleep(window);
+        let secs = start.elapsed().as_secs_f64();
+        let case = format!("idle, {} s window", window.as_secs());
+        for (k, w) in watched.iter().enumerate() {
+            let (rx, tx) = iface_packets(&w.lab.host(0).ns, "eth0")?;
+            let (idle_rx, _) = iface_packets(&w.lab.host(1).ns, "eth0")?;
+            let (rx0, tx0, idle_rx0, cpu0, wake0) = &snap[k];
+            let cpu: Vec<u64> = w.pids.iter().map(|p| cpu_ns(*p).unwrap_or(0)).collect();
+            let rss: Vec<u64> = w.pids.iter().map(|p| rss_kb(*p).unwrap_or(0)).collect();
+            let cpu_pct = |j: usize| (cpu[j].saturating_sub(cpu0[j])) as f64 / (secs * 1e9) * 100.0;
+            let per_min = |d: u64| d as f64 * 60.0 / secs;
             ctx.record(
                 "footprint",
                 &case,
-                AVAHI_DBUS,
-                "rss_kb",
-                0,
-                Some((rss[0] + rss[1]) as f64),
+                w.tool,
+                "wakeups_per_min",
+                rep,
+                Some(per_min(wakeups(w.pids[0]).saturating_sub(*wake0))),
                 None,
                 None,
-                format!("dbus-daemon alone {} kB", rss[1]),
+                "times its threads were scheduled (/proc/PID/task/*/schedstat): an idle daemon that never wakes scores 0",
+            );
+            let note = format!(
+                "received {} packets in the window; the idle host on the segment received {}",
+                rx - rx0,
+                idle_rx - idle_rx0
             );
             ctx.record(
                 "footprint",
                 &case,
-                AVAHI_DBUS,
-                "cpu_pct",
-                0,
-                Some(cpu_pct(0) + cpu_pct(1)),
+                w.tool,
+                "rss_kb",
+                rep,
+                Some(rss[0] as f64),
+                None,
+                None,
+                rss_parts(w.pids[0]),
+            );
+            // PSS charges each shared page (libc, ...) to its sharers in
+            // proportion: what this process really adds to the machine.
+            let pss: Vec<u64> = w.pids.iter().map(|p| pss_kb(*p).unwrap_or(0)).collect();
+            ctx.record(
+                "footprint",
+                &case,
+                w.tool,
+                "pss_kb",
+                rep,
+                Some(pss[0] as f64),
                 None,
                 None,
                 "",
             );
+            if w.tool == AVAHI {
+                ctx.record(
+                    "footprint",
+                    &case,
+                    AVAHI_DBUS,
+                    "pss_kb",
+                    rep,
+                    Some((pss[0] + pss[1]) as f64),
+                    None,
+                    None,
+                    format!("dbus-daemon alone {} kB", pss[1]),
+                );
+            }
+            ctx.record(
+                "footprint",
+                &case,
+                w.tool,
+                "cpu_pct",
+                rep,
+                Some(cpu_pct(0)),
+                None,
+                None,
+                format!(
+                    "{:.1} ms of CPU in {secs:.0} s",
+                    cpu[0].saturating_sub(cpu0[0]) as f64 / 1e6
+                ),
+            );
+            ctx.record(
+                "footprint",
+                &case,
+                w.tool,
+                "tx_packets_per_min",
+                rep,
+                Some(per_min(tx - tx0)),
+                None,
+                None,
+                note,
+            );
+            if rep == 0 {
+                ctx.record(
+                    "footprint",
+                    &case,
+                    w.tool,
+                    "startup_tx_packets",
+                    rep,
+                    Some(*tx0 as f64),
+                    None,
+                    None,
+                    "sent from the link's creation (before start-up) to the window",
+                );
+            }
+            if w.tool == AVAHI {
+                ctx.record(
+                    "footprint",
+                    &case,
+                    AVAHI_DBUS,
+                    "rss_kb",
+                    rep,
+                    Some((rss[0] + rss[1]) as f64),
+                    None,
+                    None,
+                    format!("dbus-daemon alone {} kB", rss[1]),
+                );
+                ctx.record(
+                    "footprint",
+                    &case,
+                    AVAHI_DBUS,
+                    "cpu_pct",
+                    rep,
+                    Some(cpu_pct(0) + cpu_pct(1)),
+                    None,
+                    None,
+                    "",
+                );
+            }
         }
     }
     ctx.notes.push(format!(
         "footprint: each publisher alone in its own 2-host lab (the second host idle on the \
-         segment), measured over the same {} s window after {} s to settle; RSS = VmRSS at the \
+         segment), measured over the same {} consecutive windows of {} s after {} s to settle \
+         (one sample per window); RSS = VmRSS at the \
          end, CPU from /proc/PID/task/*/schedstat (ns), packets = tx on the publisher's eth0 \
          (/proc/net/dev in its namespace). `rlx-agent` is the agent as deployed (probing this \
          machine, GFLOP/s cached in its state directory); `rlx-agent (--caps-file)` announces \
          simulated caps.",
+        windows,
         window.as_secs(),
         settle.as_secs()
     ));

@@ -15,6 +15,7 @@
 //! python-zeroconf) also say when their clock started, in Unix time, and
 //! the bench adds their start-up ([`crate::proc::Timed::since_spawn_ms`]).
 
+mod bystander;
 mod segment;
 
 use crate::ctx::Ctx;
@@ -117,7 +118,9 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
          neighbour and neighbour6 modules); a macOS coordinator has none, so each lost ARP exchange there holds a legacy-query \
          reply or a first handshake for the kernel's own one-second retry: without it, at 20% \
          loss with 50 agents, one to four live agents per run failed their handshake, and \
-         lossless runs are unaffected.",
+         lossless runs are unaffected. One more lab host, which runs nothing, is the \
+         bystander: everything its interface receives during each run is counted (its rx \
+         counters, and by kind from nftables at its ingress), ARP and all.",
         publisher.describe(),
         GAP.as_millis()
     ));
@@ -158,15 +161,17 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         eprintln!(
             "  mdns: N={n}{}: building a {}-host lab and starting publishers",
             if v6 { " IPv6-only" } else { "" },
-            n + 1
+            n + 2
         );
+        // Host 0 browses, hosts 1..=n publish, host n + 1 is a bystander
+        // that runs nothing and counts what reaches it.
         let lab = Lab::new(LabOptions {
-            hosts: n + 1,
+            hosts: n + 2,
             ipv6: v6,
         })?;
         if v6 {
             // IPv6-only: every host keeps its link-local and ULA addresses.
-            for i in 0..=n {
+            for i in 0..=n + 1 {
                 lab.exec(i, "ip", &["-4", "addr", "flush", "dev", "eth0"])?;
             }
         }
@@ -176,6 +181,16 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 ctx.not_measured(
                     "mdns: load on the segment",
                     format!("the switch's counters could not be installed: {e:#}"),
+                );
+                None
+            }
+        };
+        let by = match bystander::Bystander::install(&lab, n + 1, 0) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                ctx.not_measured(
+                    "mdns: what a bystander receives",
+                    format!("its counters could not be installed: {e:#}"),
                 );
                 None
             }
@@ -246,6 +261,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                         }
                     }
                     let before = seg.as_ref().and_then(|s| s.read().ok());
+                    let by_before = by.as_ref().and_then(|b| b.read(&lab).ok());
                     let m = match tool {
                         OURS => ours(ctx, &lab, &browse_args, n, deadline),
                         EXPAND => expand(ctx, &lab, &empty, n),
@@ -254,8 +270,19 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                         _ => avahi_rpt(avahi.as_ref().expect("checked"), &lab, n),
                     };
                     let after = seg.as_ref().and_then(|s| s.read().ok());
+                    // Late frames of the run (a handshake's last ACKs, ARP
+                    // replies) still reach the bystander after the tool exits.
+                    std::thread::sleep(Duration::from_millis(200));
+                    let by_after = by.as_ref().and_then(|b| b.read(&lab).ok());
+                    let mut counts: Vec<(&str, segment::Count)> = Vec::new();
                     if let (Some(b), Some(a)) = (before, after) {
-                        for (metric, c) in a.since(&b).metrics() {
+                        counts.extend(a.since(&b).metrics());
+                    }
+                    if let (Some(b), Some(a)) = (by_before, by_after) {
+                        counts.extend(a.since(&b).metrics());
+                    }
+                    {
+                        for (metric, c) in counts {
                             for (unit, v) in [("pkts", c.packets), ("bytes", c.bytes)] {
                                 ctx.record(
                                     "mdns",

@@ -150,6 +150,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             expected: Some(live.len() as u64),
             computed: true,
             load1: 0.0,
+            others_cpu_pct: None,
             note: format!("{hosts} addresses x {TIMEOUT_MS} ms, computed"),
         };
         ctx.samples.push(sample);

@@ -61,6 +61,15 @@ pub(super) fn found_cell(x: &Summary) -> String {
     }
 }
 
+/// The N column of the mDNS tables.
+pub(super) fn n_cell(n: usize, v6: bool) -> String {
+    if v6 {
+        format!("{n} ({})", crate::sc_mdns::IPV6_ONLY)
+    } else {
+        n.to_string()
+    }
+}
+
 /// `peer / ours` (`3.2x`, `0.47x`), when both medians exist.
 pub(super) fn ratio(ours: Option<f64>, peer: Option<f64>) -> String {
     match (ours, peer) {
@@ -75,5 +84,64 @@ pub(super) fn ratio(ours: Option<f64>, peer: Option<f64>) -> String {
             }
         }
         _ => String::new(),
+    }
+}
+
+/// The load cell of a row: the highest 1-minute load average, and the most
+/// CPU other processes (not the bench's) used beside one of its samples,
+/// marked **busy** above [`crate::others::BUSY_PCT`] of a core.
+pub(super) fn load_cell<'a>(rows: impl IntoIterator<Item = &'a Summary>) -> String {
+    let mut load = 0.0f64;
+    let mut others: Option<f64> = None;
+    for x in rows {
+        load = load.max(x.load1_max);
+        if let Some(p) = x.others_cpu_max {
+            others = Some(others.map_or(p, |o: f64| o.max(p)));
+        }
+    }
+    match others {
+        Some(p) if p > crate::others::BUSY_PCT => {
+            format!("{load:.1}; **busy: others {p:.0}%**")
+        }
+        Some(p) => format!("{load:.1}; others {p:.0}%"),
+        None => format!("{load:.1}; others not measured"),
+    }
+}
+
+/// Whether a row was taken beside other work (see [`load_cell`]).
+pub(super) fn busy(x: &Summary) -> bool {
+    x.others_cpu_max
+        .is_some_and(|p| p > crate::others::BUSY_PCT)
+}
+
+/// Repetitions and spread of a row: `n=5, 12 ms - 19 ms`, or `n=1` (no
+/// spread to show).
+pub(super) fn spread_cell(x: &Summary) -> String {
+    match range_cell(x).as_str() {
+        "" => format!("n={}", x.runs),
+        r => format!("n={}, {r}", x.runs),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_beside_other_work_is_marked_busy_and_every_row_says_n_and_spread() {
+        let mut x = Summary::of(("mdns", "N=50 loss=0%", "t", "complete_ms"), 5, 5, 20.0);
+        x.min = Some(12.0);
+        x.max = Some(31.0);
+        x.load1_max = 1.5;
+        assert_eq!(load_cell([&x]), "1.5; others not measured");
+        x.others_cpu_max = Some(3.0);
+        assert_eq!(load_cell([&x]), "1.5; others 3%");
+        assert!(!busy(&x));
+        x.others_cpu_max = Some(45.0);
+        assert_eq!(load_cell([&x]), "1.5; **busy: others 45%**");
+        assert!(busy(&x));
+        assert_eq!(spread_cell(&x), "n=5, 12 ms - 31 ms");
+        x.runs = 1;
+        assert_eq!(spread_cell(&x), "n=1");
     }
 }

@@ -315,6 +315,7 @@ mod tests {
             mode: "quick".into(),
             started: String::new(),
             duration_s: 0.0,
+            reps: None,
             machine: Default::default(),
             commands: Default::default(),
             notes: Vec::new(),

@@ -25,18 +25,18 @@ pub(super) fn flood_goals(s: &[Summary]) -> Vec<Goal> {
                 }
             };
             let prefix = format!("under a {kind} flood");
-            let get = |tool: &str, metric: &str| {
-                s.iter()
-                    .find(|x| {
-                        x.scenario == "footprint"
-                            && x.case.starts_with(&prefix)
-                            && x.tool == tool
-                            && x.metric == metric
-                    })
-                    .and_then(|x| x.median)
+            let row = |tool: &str, metric: &str| {
+                s.iter().find(|x| {
+                    x.scenario == "footprint"
+                        && x.case.starts_with(&prefix)
+                        && x.tool == tool
+                        && x.metric == metric
+                })
             };
+            let get = |tool: &str, metric: &str| row(tool, metric).and_then(|x| x.median);
             let mb = |kb: f64| kb / 1024.0;
             let mut g = goal("footprint", what);
+            g.basis = row(AGENT, "rss_growth_kb").cloned();
             if let (Some(idle), Some(peak)) = (get(AGENT, "rss_idle_kb"), get(AGENT, "rss_peak_kb"))
             {
                 let growth = mb(peak - idle);

@@ -33,6 +33,9 @@ pub(super) struct Goal {
     pub(super) measured: String,
     pub(super) versus: String,
     pub(super) comment: String,
+    /// The row the status is judged on, for the repetitions and spread
+    /// column (`None`: the goal's figure is not one row's median).
+    pub(super) basis: Option<Summary>,
 }
 
 pub(super) fn goal(area: &'static str, what: &'static str) -> Goal {
@@ -43,6 +46,7 @@ pub(super) fn goal(area: &'static str, what: &'static str) -> Goal {
         measured: String::new(),
         versus: String::new(),
         comment: String::new(),
+        basis: None,
     }
 }
 
@@ -170,6 +174,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
     ] {
         let mut g = goal("scan", what);
         if let Some(o) = find(s, "scan", case, "rlx-discover scan", "wall_ms") {
+            g.basis = Some(o.clone());
             g.measured = format!("{} (found {})", median_cell(o), found_cell(o));
             let peers: Vec<String> = [
                 "nmap -sT -Pn tuned",
@@ -207,6 +212,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             let wall = find(s, "dns", &o.case, tool, "wall_ms");
             let dns = find(s, "dns", &o.case, tool, "dns_ms");
             let worst = o.max.unwrap_or(f64::INFINITY);
+            g.basis = Some(o.clone());
             g.measured = format!(
                 "{} after the DNS answers (max {}); expand {} in all, found {}; case {}",
                 median_cell(o),
@@ -255,6 +261,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             x.scenario == "ssh" && x.tool.starts_with("rlx-discover") && x.metric == "wall_ms"
         }) {
             let p = find(s, "ssh", &o.case, "serial ssh loop", "wall_ms");
+            g.basis = Some(o.clone());
             g.measured = format!(
                 "{} (found {}; case {})",
                 median_cell(o),
@@ -314,6 +321,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         let mut g = goal("footprint", what);
         match find(s, "footprint", &case, "rlx-agent", metric) {
             Some(o) if idle.is_some() => {
+                g.basis = Some(o.clone());
                 g.measured = median_cell(o);
                 let a = avahi(metric);
                 g.versus = a.map_or(String::new(), |a| {
@@ -395,6 +403,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
     ] {
         let mut g = goal("probe", what);
         if let Some(o) = find(s, "footprint", "this machine", tool, "wall_ms") {
+            g.basis = Some(o.clone());
             g.measured = format!("{} (range {})", median_cell(o), range_cell(o));
             g.status = match o.median {
                 Some(m) if m < limit => Status::Met,
@@ -439,6 +448,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
                 find(s, "mdns", &case, "rlx-discover browse", "complete_ms"),
                 find(s, "mdns", &case, "python-zeroconf", "complete_ms"),
             ) {
+                g.basis = Some(o.clone());
                 g.measured = format!("{} ({})", median_cell(o), found_cell(o));
                 g.versus = format!(
                     "python-zeroconf: {} (python/ours {})",
@@ -467,6 +477,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             "rlx-discover expand (empty [discover])",
             "wall_ms",
         ) {
+            g.basis = Some(o.clone());
             g.measured = format!("{} ({})", median_cell(o), found_cell(o));
             g.status = match o.median {
                 Some(m) if m < 1000.0 && o.complete_runs == o.runs => Status::Met,
@@ -481,6 +492,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
         let case = "N=50 loss=20%";
         let mut g = goal("mdns", "50 agents at 20% loss: 50/50 within 3 s, every run");
         if let Some(o) = find(s, "mdns", case, "rlx-discover browse", "complete_ms") {
+            g.basis = Some(o.clone());
             g.measured = format!(
                 "median {}, max {}, {} of {} runs complete",
                 median_cell(o),
@@ -557,6 +569,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
                 .filter(|x| x.metric == "impostors_admitted")
                 .filter_map(|x| x.value)
                 .sum();
+            g.basis = Some(a.clone());
             g.measured = format!(
                 "{admitted:.0} admitted of {tried:.0} tried ({} runs)",
                 t.runs
@@ -600,6 +613,7 @@ pub(super) fn goals(s: &[Summary], r: &Results) -> Vec<Goal> {
             .iter()
             .find(|x| x.scenario == "trust" && x.metric == "peak_rss_kb")
         {
+            g.basis = Some(o.clone());
             g.measured = format!(
                 "{}: peak RSS {}, real agents found {}",
                 o.case,
