@@ -20,6 +20,7 @@ pub(super) fn due(members: &mut Members, now: Instant) -> Vec<(Job, Discovery)> 
     for (label, m) in members.each_mut() {
         if m.next_check.is_some_and(|t| t <= now) {
             m.next_check = None;
+            m.facts_checked.clone_from(&m.facts);
             let job = Job::Health {
                 label: label.clone(),
                 generation: m.generation,
@@ -71,7 +72,12 @@ pub(super) fn checked(
     if let Some(s) = answer {
         m.failed_once = false;
         m.reset_unanswered = false;
-        m.next_check = Some(now + make.interval());
+        // Facts told while it was checked are checked next, at once.
+        m.next_check = Some(if m.facts != m.facts_checked {
+            now
+        } else {
+            now + make.interval_for(m)
+        });
         let node = make.node(&s);
         news(out, label, m, &node, incarnation_of(&s));
         m.node = node;

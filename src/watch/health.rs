@@ -31,12 +31,27 @@ pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_millis(3500);
 /// How much shorter than [`HEALTH_INTERVAL`] an interval may be drawn.
 pub(crate) const HEALTH_JITTER: Duration = Duration::from_millis(700);
 
+/// The longest interval between two health checks of a member whose
+/// liveness stream tells of its facts (an agent that sends the facts
+/// digest in its pulses): its pulses say it runs, a change of its facts
+/// is checked at once, and this check is only the net under both. At 200
+/// members that is about 3 handshakes a second instead of 63.
+pub(crate) const FACTS_INTERVAL: Duration = Duration::from_secs(60);
+
 /// How long after a quickly refused check the member is checked again.
 pub(crate) const RECHECK_AFTER: Duration = Duration::from_millis(300);
 
 /// A failed check that took at least this long had its retries already
 /// (the handshake round's own attempts): no re-check.
 pub(crate) const SETTLED_AFTER: Duration = Duration::from_secs(1);
+
+/// The interval before the next check of a member whose stream tells of
+/// its facts, drawn from `rng`: within the last fifth of
+/// [`FACTS_INTERVAL`], so that the checks of many members spread out.
+pub(super) fn facts_interval(rng: &mut fastrand::Rng) -> Duration {
+    let fifth = FACTS_INTERVAL.as_millis() as u64 / 5;
+    FACTS_INTERVAL - Duration::from_millis(rng.u64(0..=fifth))
+}
 
 /// The interval before a member's next check, drawn from `rng`.
 pub(super) fn next_interval(rng: &mut fastrand::Rng) -> Duration {

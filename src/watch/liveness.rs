@@ -83,6 +83,10 @@ pub(crate) enum Told {
     },
     /// A pulse.
     Pulse,
+    /// The digest of the agent's facts its pulses carry, when it is first
+    /// told and whenever it changes (not with every pulse): news the
+    /// member's handshake checks at once.
+    Facts(String),
     /// The agent said goodbye on the stream: it is stopping.
     Bye,
     /// The stream ended (EOF, a reset, or garbage), with why; `reset`
@@ -206,7 +210,15 @@ impl Liveness for Streams {
             to.tell(Told::Unsupported);
             return;
         };
+        // Only a change of the digest is passed on, not every pulse's.
+        let mut facts: Option<String> = None;
         loop {
+            if let Some(f) = follower.facts().filter(|f| facts.as_deref() != Some(*f)) {
+                facts = Some(f.to_string());
+                if !to.tell(Told::Facts(f.to_string())) {
+                    return;
+                }
+            }
             let told = match follower.next().await {
                 Heard::Pulse { .. } => Told::Pulse,
                 Heard::Bye => Told::Bye,
@@ -225,7 +237,7 @@ impl Liveness for Streams {
                 #[allow(unreachable_patterns)]
                 _ => continue,
             };
-            let last = !matches!(told, Told::Pulse);
+            let last = !matches!(told, Told::Pulse | Told::Facts(_));
             if !to.tell(told) || last {
                 return;
             }

@@ -49,6 +49,13 @@ pub(super) struct Member {
     pub(super) dark: Option<Instant>,
     /// Dark in a reported partition: held, not left, until it answers.
     pub(super) held: bool,
+    /// The digest of its facts its stream last told
+    /// ([`rlx_proto::handshake::follow::facts_of`]), when its agent sends
+    /// one.
+    pub(super) facts: Option<String>,
+    /// What [`Member::facts`] was when its last health check began: a
+    /// digest that differs is news, checked by handshake at once.
+    pub(super) facts_checked: Option<String>,
 }
 
 /// A member's liveness stream.
@@ -103,6 +110,8 @@ impl Member {
             probing: false,
             dark: None,
             held: false,
+            facts: None,
+            facts_checked: None,
         }
     }
 
@@ -115,6 +124,13 @@ impl Member {
             } => Some(*heard),
             _ => None,
         }
+    }
+
+    /// Whether its open stream tells of its facts, so that a handshake is
+    /// needed only when they change ([`super::health::FACTS_INTERVAL`] at
+    /// most between two, as a net).
+    pub(super) fn told_facts(&self) -> bool {
+        self.facts.is_some() && matches!(self.live, Live::Following { open: true, .. })
     }
 
     /// Whether its stream pulsed within `within` of `now`.

@@ -85,6 +85,16 @@ impl Making {
     pub(super) fn interval(&mut self) -> Duration {
         health::next_interval(&mut self.rng)
     }
+
+    /// The interval before `m`'s next check: [`health::FACTS_INTERVAL`]
+    /// (jittered) when its stream tells of its facts, else the usual one.
+    pub(super) fn interval_for(&mut self, m: &Member) -> Duration {
+        if m.told_facts() {
+            health::facts_interval(&mut self.rng)
+        } else {
+            self.interval()
+        }
+    }
 }
 
 impl Members {

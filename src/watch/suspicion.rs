@@ -26,6 +26,7 @@
 //!   single observer has: its own scheduling delay on the monotonic clock).
 
 use super::event::{Event, Kind, Out};
+use super::health::HEALTH_INTERVAL;
 use super::liveness::{
     dial_cause, Liveness, MemberPulses, Reach, Tagged, Told, FOLLOW_RETRY, SILENT_AFTER,
 };
@@ -197,6 +198,14 @@ impl Suspicions {
                     );
                 }
             }
+            Told::Facts(f) => {
+                // News (or the first word of a new stream) is checked by
+                // handshake now; the same facts again are no news.
+                if m.facts_checked.as_deref() != Some(f.as_str()) && m.next_check.is_some() {
+                    m.next_check = Some(now);
+                }
+                m.facts = Some(f);
+            }
             Told::Bye => {
                 let why = "goodbye on its liveness connection (its agent is stopping)";
                 return Some(Leave::revisited(why.to_string()));
@@ -204,14 +213,19 @@ impl Suspicions {
             Told::Ended { why, reset } => {
                 tracing::debug!("{}: {why}; dialling its port", t.label);
                 m.reset_unanswered |= reset;
+                m.next_check = m.next_check.map(|c| c.min(now + HEALTH_INTERVAL));
                 m.live = Live::Off {
                     retry: now + FOLLOW_RETRY,
                 };
                 members.dial_soon(&t.label, ProbeFor::Ended);
             }
-            Told::Unsupported => m.live = Live::Unsupported,
+            Told::Unsupported => {
+                m.live = Live::Unsupported;
+                m.next_check = m.next_check.map(|c| c.min(now + HEALTH_INTERVAL));
+            }
             Told::Failed { why, refused } => {
                 tracing::debug!("{}: its stream could not be opened: {why}", t.label);
+                m.next_check = m.next_check.map(|c| c.min(now + HEALTH_INTERVAL));
                 m.live = Live::Off {
                     retry: now + FOLLOW_RETRY,
                 };

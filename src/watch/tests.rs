@@ -95,6 +95,8 @@ struct Machines {
     reaches: Vec<(String, Instant)>,
     /// Hosts whose agents hold a liveness stream (the others predate it).
     streaming: BTreeSet<String>,
+    /// Of those, the ones whose pulses carry the digest of their facts.
+    telling: BTreeSet<String>,
     /// Streams opened, per host.
     follows: BTreeMap<String, u32>,
     /// Hosts whose address now answers as their pinned id without the
@@ -213,7 +215,21 @@ impl Liveness for FakeCheck {
         // Its process is looked at every 10 ms: a death is heard as soon
         // as a real kernel would close the stream.
         let mut next_pulse = Instant::now();
+        let mut told_facts: Option<String> = None;
         loop {
+            let facts = {
+                let m = self.0.lock().unwrap();
+                let caps = m.fresh.get(&s.host).cloned().or(s.caps.clone());
+                (m.telling.contains(&s.host))
+                    .then(|| caps.map(|c| rlx_proto::handshake::follow::facts_of(&c)))
+                    .flatten()
+            };
+            if let Some(f) = facts.filter(|f| told_facts.as_ref() != Some(f)) {
+                told_facts = Some(f.clone());
+                if !to.tell(Told::Facts(f)) {
+                    return;
+                }
+            }
             let (death, bye, restarted) = {
                 let m = self.0.lock().unwrap();
                 let restarted = m.restarts.get(&s.host).copied() != process;
@@ -432,6 +448,14 @@ impl Running {
     fn streaming(&self, host: &str) {
         let mut m = self.machines.0.lock().unwrap();
         m.streaming.insert(host.into());
+    }
+
+    /// `host`'s agent holds a liveness stream whose pulses carry the digest
+    /// of its facts.
+    fn telling(&self, host: &str) {
+        let mut m = self.machines.0.lock().unwrap();
+        m.streaming.insert(host.into());
+        m.telling.insert(host.into());
     }
 
     /// `host`'s agent stops cleanly: a goodbye on its stream, its port
@@ -770,6 +794,7 @@ fn the_json_of_an_event_has_the_documented_fields_in_order() {
 
 mod admitting;
 mod churn;
+mod facts;
 mod goodbye;
 mod identity;
 mod live;

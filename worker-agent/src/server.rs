@@ -207,7 +207,9 @@ pub async fn serve_signed(
     let worker = caps
         .borrow()
         .worker_port
-        .map(crate::worker::WorkerCheck::new);
+        .map(|p| Arc::new(crate::worker::WorkerCheck::new(p)));
+    // What the streams' pulses digest: the same caps a handshake would get.
+    let facts = follow::Facts::new(Arc::clone(&caps), worker.clone());
     tokio::pin!(shutdown);
 
     loop {
@@ -268,7 +270,12 @@ pub async fn serve_signed(
             Arc::clone(&advertised),
             limits.timeout,
             (Arc::clone(&gate), Arc::clone(&held), Arc::clone(&spoke)),
-            (Arc::clone(&followers), stop.clone(), limits.follow_idle),
+            (
+                Arc::clone(&followers),
+                stop.clone(),
+                limits.follow_idle,
+                facts.clone(),
+            ),
         ));
         live.push_back(Live {
             handle,
@@ -304,7 +311,12 @@ pub type Credentials = (Option<Key>, Option<Arc<NodeKey>>);
 
 /// Where a liveness stream goes: the streams held, the agent's stop, the
 /// idle limit.
-type FollowWith = (Arc<follow::Followers>, watch::Receiver<bool>, Duration);
+type FollowWith = (
+    Arc<follow::Followers>,
+    watch::Receiver<bool>,
+    Duration,
+    follow::Facts,
+);
 
 /// One connection, bounded in time; its outcome goes to the debug log only,
 /// since a flood of hostile connections must not become a flood of log lines.
@@ -317,7 +329,7 @@ async fn connection(
     advertised: Arc<[SocketAddr]>,
     timeout: Duration,
     (gate, held, spoke): (Arc<crate::measure::Gate>, Arc<AtomicBool>, Arc<AtomicBool>),
-    (followers, stop, idle): FollowWith,
+    (followers, stop, idle, facts): FollowWith,
 ) {
     // What the proof binds: the endpoint this connection was accepted on
     // and the peer it came from, so that the proof is worth nothing to a
@@ -367,7 +379,7 @@ async fn connection(
             }
             // Out of the connection limit's reach: the streams have their own.
             held.store(true, Ordering::Relaxed);
-            let why = follow::serve(conn, peer.ip(), followers, stop, idle).await;
+            let why = follow::serve(conn, peer.ip(), followers, (stop, idle), facts).await;
             tracing::debug!(%peer, "{why}");
         }
         Ok(Ok(Some(Handoff::Measure(conn, line)))) => {

@@ -98,6 +98,11 @@ enum Line {
     Pulse {
         seq: u64,
         every_ms: u64,
+        /// A digest of the agent's facts ([`facts_of`]): the
+        /// coordinator checks the agent by handshake when it changes, and
+        /// otherwise only now and then. Absent from agents that predate it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        facts: Option<String>,
     },
     Bye,
     Ping,
@@ -157,10 +162,44 @@ fn line(l: &Line) -> String {
 
 /// The agent's pulse number `seq`.
 pub fn pulse_line(seq: u64) -> String {
+    pulse_line_with(seq, None)
+}
+
+/// The agent's pulse number `seq`, carrying the digest of its facts
+/// ([`facts_of`]).
+pub fn pulse_line_with(seq: u64, facts: Option<&str>) -> String {
     line(&Line::Pulse {
         seq,
         every_ms: PULSE_INTERVAL.as_millis() as u64,
+        facts: facts.map(str::to_string),
     })
+}
+
+/// The digest of the facts a coordinator takes for news about an agent:
+/// the first 8 bytes, in hex, of the SHA-256 of its id, incarnation, node
+/// key, cores, total RAM, devices (each one's kind, name, memory,
+/// availability, without its free memory) and its worker's state. Free RAM,
+/// free disk and a device's free memory change all the time and are no
+/// news, so they are left out: the digest changes only with news.
+pub fn facts_of(caps: &crate::caps::NodeCaps) -> String {
+    use sha2::{Digest, Sha256};
+    let devices: Vec<(&str, &str, u64, bool)> = caps
+        .devices
+        .iter()
+        .map(|d| (d.device.as_str(), d.name.as_str(), d.mem_bytes, d.available))
+        .collect();
+    let facts = serde_json::json!([
+        caps.id,
+        caps.incarnation,
+        caps.node_key,
+        caps.cores,
+        caps.ram_total,
+        devices,
+        caps.worker_listening,
+        caps.worker_held_by,
+    ]);
+    let digest = Sha256::digest(facts.to_string().as_bytes());
+    hex::encode(&digest[..8])
 }
 
 /// The agent's last line on a stream, as it stops.
@@ -220,6 +259,8 @@ pub struct Follower {
     every: Duration,
     ping_every: Duration,
     next_ping: Instant,
+    /// The facts digest of the agent's last pulse ([`facts_of`]).
+    facts: Option<String>,
 }
 
 impl Follower {
@@ -232,6 +273,7 @@ impl Follower {
             every: PULSE_INTERVAL,
             ping_every,
             next_ping: Instant::now() + ping_every,
+            facts: None,
         }
     }
 
@@ -240,6 +282,12 @@ impl Follower {
     /// caller neither spin nor wait minutes before calling it silent).
     pub fn every(&self) -> Duration {
         self.every
+    }
+
+    /// The digest of the agent's facts its last pulse carried
+    /// ([`facts_of`]), if its agent sends one.
+    pub fn facts(&self) -> Option<&str> {
+        self.facts.as_deref()
     }
 
     /// The agent's next line, writing the ping every [`PING_INTERVAL`] while
@@ -308,8 +356,14 @@ impl Follower {
 
     fn judge(&mut self, l: &[u8]) -> Heard {
         match serde_json::from_slice::<Line>(l.trim_ascii_end()) {
-            Ok(Line::Pulse { seq, every_ms }) => {
+            Ok(Line::Pulse {
+                seq,
+                every_ms,
+                facts,
+            }) => {
                 self.every = Duration::from_millis(every_ms.clamp(50, 10_000));
+                // At most a digest's worth: a longer one is no digest.
+                self.facts = facts.filter(|f| f.len() <= 64);
                 Heard::Pulse { seq }
             }
             Ok(Line::Bye) => Heard::Bye,

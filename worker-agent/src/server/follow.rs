@@ -15,10 +15,14 @@
 //! ([`proved`]): without that, sixteen strangers' addresses would close a
 //! coordinator's stream.
 
-use rlx_proto::handshake::follow::{is_follow_proof, prove_line, WRITE_TIMEOUT};
+use crate::worker::WorkerCheck;
+use rlx_proto::caps::NodeCaps;
+use rlx_proto::handshake::follow::{
+    facts_of, is_follow_proof, prove_line, pulse_line_with, WRITE_TIMEOUT,
+};
 use rlx_proto::handshake::Nonce;
 use rlx_proto::handshake::{
-    bye_line, is_ping, pulse_line, FOLLOWER_IDLE, MAX_FOLLOWERS, MAX_FOLLOW_LINE, PULSE_INTERVAL,
+    bye_line, is_ping, FOLLOWER_IDLE, MAX_FOLLOWERS, MAX_FOLLOW_LINE, PULSE_INTERVAL,
 };
 use rlx_proto::keys::Key;
 use std::net::IpAddr;
@@ -107,21 +111,59 @@ pub(crate) async fn serve(
     mut conn: BufReader<TcpStream>,
     peer: IpAddr,
     followers: Arc<Followers>,
-    mut stop: watch::Receiver<bool>,
-    idle: Duration,
+    (mut stop, idle): (watch::Receiver<bool>, Duration),
+    facts: Facts,
 ) -> String {
     let (id, close) = followers.enter(peer);
-    let why = pulse(&mut conn, &close, &mut stop, idle).await;
+    let why = pulse(&mut conn, &close, (&mut stop, idle), &facts).await;
     followers.leave(id);
     why
+}
+
+/// What an agent's pulses say of its facts ([`facts_of`]): the caps it
+/// publishes, with its worker's state refreshed as a handshake would see
+/// it, digested; so a coordinator learns of news on the stream and need
+/// not ask by handshake every few seconds.
+#[derive(Clone)]
+pub(crate) struct Facts {
+    caps: Arc<watch::Sender<Arc<NodeCaps>>>,
+    worker: Option<Arc<WorkerCheck>>,
+}
+
+impl Facts {
+    /// The facts of `caps`, and of the worker `worker` checks.
+    pub(crate) fn new(
+        caps: Arc<watch::Sender<Arc<NodeCaps>>>,
+        worker: Option<Arc<WorkerCheck>>,
+    ) -> Facts {
+        Facts { caps, worker }
+    }
+
+    /// The digest now; `last` keeps the caps it was last made of, so
+    /// unchanged caps are not digested again at every pulse.
+    fn now(&self, last: &mut Option<(Arc<NodeCaps>, String)>) -> String {
+        let caps = match &self.worker {
+            Some(w) => w.refresh(&self.caps),
+            None => self.caps.borrow().clone(),
+        };
+        match last {
+            Some((known, digest)) if Arc::ptr_eq(known, &caps) => digest.clone(),
+            _ => {
+                let digest = facts_of(&caps);
+                *last = Some((caps, digest.clone()));
+                digest
+            }
+        }
+    }
 }
 
 async fn pulse(
     conn: &mut BufReader<TcpStream>,
     close: &Notify,
-    stop: &mut watch::Receiver<bool>,
-    idle: Duration,
+    (stop, idle): (&mut watch::Receiver<bool>, Duration),
+    facts: &Facts,
 ) -> String {
+    let mut digested = None;
     let mut tick = tokio::time::interval(PULSE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seq = 0u64;
@@ -169,7 +211,8 @@ async fn pulse(
                 }
             }
             Step::Pulse => {
-                if let Err(why) = write(conn, &pulse_line(seq)).await {
+                let digest = facts.now(&mut digested);
+                if let Err(why) = write(conn, &pulse_line_with(seq, Some(&digest))).await {
                     return why;
                 }
                 seq += 1;

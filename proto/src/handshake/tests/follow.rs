@@ -264,3 +264,52 @@ async fn the_coordinator_pings_while_it_waits_for_pulses() {
     );
     assert!(got.iter().all(|l| is_ping(l.as_bytes())), "{got:?}");
 }
+
+#[test]
+fn the_facts_digest_changes_with_news_and_not_with_free_memory() {
+    let base = caps();
+    let f = crate::handshake::follow::facts_of(&base);
+    assert_eq!(f.len(), 16, "8 bytes in hex: {f}");
+    let mut noise = base.clone();
+    noise.ram_avail = noise.ram_avail.saturating_sub(1 << 30);
+    noise.disk_free += 1 << 30;
+    assert_eq!(
+        crate::handshake::follow::facts_of(&noise),
+        f,
+        "free memory is no news"
+    );
+    let mut worker = base.clone();
+    worker.worker_listening = Some(!worker.worker_listening.unwrap_or(false));
+    assert_ne!(
+        crate::handshake::follow::facts_of(&worker),
+        f,
+        "the worker's state is"
+    );
+    let mut cores = base.clone();
+    cores.cores += 1;
+    assert_ne!(
+        crate::handshake::follow::facts_of(&cores),
+        f,
+        "so are the cores"
+    );
+}
+
+#[tokio::test]
+async fn a_pulse_carries_the_agents_facts_and_the_follower_keeps_the_last() {
+    let line = crate::handshake::follow::pulse_line_with(1, Some("00112233aabbccdd"));
+    assert_eq!(
+        line,
+        "{\"rlx\":\"pulse\",\"seq\":1,\"every_ms\":300,\"facts\":\"00112233aabbccdd\"}\n"
+    );
+    let pulses: &'static [u8] = Box::leak(
+        format!("{}{line}", pulse_line(0))
+            .into_bytes()
+            .into_boxed_slice(),
+    );
+    let a = fake_agent(reply_then(pulses)).await;
+    let (_, f) = follow_in_cluster(a, T, None, None, None).await.unwrap();
+    let mut f = f.expect("a stream");
+    assert_eq!(f.facts(), None, "the first pulse had none");
+    assert_eq!(f.next().await, Heard::Pulse { seq: 1 });
+    assert_eq!(f.facts(), Some("00112233aabbccdd"));
+}
