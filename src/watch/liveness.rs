@@ -34,6 +34,8 @@ use rlx_proto::handshake::HandshakeError;
 use rlx_proto::handshake::{follow_in_cluster, Heard};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -115,6 +117,53 @@ pub(crate) struct Tagged {
     pub(crate) told: Told,
 }
 
+/// A stream's last pulse, shared by its task and the engine. Hundreds of
+/// members pulse hundreds of times a second, and a pulse of a member in
+/// good standing changes nothing but this time: so a pulse is a store
+/// here, not a message, unless the engine asked to hear the next one
+/// ([`Beat::want`]: a suspect or dark member, whose pulse is news).
+#[derive(Debug)]
+pub(crate) struct Beat {
+    base: Instant,
+    /// Microseconds from `base` to the last pulse; 0 before the first.
+    at_us: AtomicU64,
+    wanted: AtomicBool,
+}
+
+impl Beat {
+    /// No pulse yet.
+    pub(crate) fn new() -> Arc<Beat> {
+        Arc::new(Beat {
+            base: Instant::now(),
+            at_us: AtomicU64::new(0),
+            wanted: AtomicBool::new(false),
+        })
+    }
+
+    /// When the last pulse came, if one did.
+    pub(crate) fn last(&self) -> Option<Instant> {
+        let us = self.at_us.load(Ordering::Acquire);
+        (us > 0).then(|| self.base + Duration::from_micros(us))
+    }
+
+    /// Asks for the next pulse as a message to the engine.
+    pub(crate) fn want(&self) {
+        self.wanted.store(true, Ordering::Release);
+    }
+
+    /// Records a pulse now; true when the engine wants to hear it.
+    fn pulse(&self) -> bool {
+        let us = Instant::now()
+            .saturating_duration_since(self.base)
+            .as_micros();
+        self.at_us.store(
+            u64::try_from(us).unwrap_or(u64::MAX).max(1),
+            Ordering::Release,
+        );
+        self.wanted.swap(false, Ordering::AcqRel)
+    }
+}
+
 /// Where one member's stream sends what it hears.
 #[derive(Debug, Clone)]
 pub(crate) struct MemberPulses {
@@ -122,11 +171,18 @@ pub(crate) struct MemberPulses {
     pub(crate) generation: u64,
     pub(crate) stream: u64,
     pub(crate) tx: mpsc::UnboundedSender<Tagged>,
+    /// Its last pulse, which the engine reads.
+    pub(crate) beat: Arc<Beat>,
 }
 
 impl MemberPulses {
-    /// Passes `told` on; false once the engine stopped listening.
+    /// Passes `told` on (a pulse only when the engine asked for it, else
+    /// only its time, in [`Beat`]); false once the engine stopped
+    /// listening.
     pub(crate) fn tell(&self, told: Told) -> bool {
+        if matches!(told, Told::Pulse) && !self.beat.pulse() {
+            return !self.tx.is_closed();
+        }
         let t = Tagged {
             label: self.label.clone(),
             generation: self.generation,

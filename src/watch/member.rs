@@ -3,7 +3,7 @@
 
 use super::event::{Event, Kind, Out};
 use super::farewell::Farewell;
-use super::liveness::Abort;
+use super::liveness::{Abort, Beat};
 use super::node::material;
 use crate::pipeline::report::AddedNode;
 use crate::sighting::Sighting;
@@ -70,6 +70,8 @@ pub(super) enum Live {
         id: u64,
         heard: Instant,
         open: bool,
+        /// Its pulses' times, stored by its task ([`Beat`]).
+        beat: std::sync::Arc<Beat>,
     },
     /// The agent predates the stream: handshakes only.
     Unsupported,
@@ -120,8 +122,11 @@ impl Member {
     pub(super) fn heard(&self) -> Option<Instant> {
         match &self.live {
             Live::Following {
-                heard, open: true, ..
-            } => Some(*heard),
+                heard,
+                open: true,
+                beat,
+                ..
+            } => Some(beat.last().map_or(*heard, |b| b.max(*heard))),
             _ => None,
         }
     }

@@ -270,6 +270,7 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
     /// suspicions leave first, then the dark ones are counted and judged
     /// ([`super::suspicion::Suspicions::due_dark`]).
     fn due_suspicions(&mut self, out: &mut Out<impl FnMut(Event)>, now: Instant) {
+        self.suspicions.beats(out, &mut self.members, now);
         for (label, leave) in self.suspicions.expired(&self.members, now) {
             self.gone(out, &label, leave);
         }

@@ -30,9 +30,9 @@ use super::health::HEALTH_INTERVAL;
 use super::liveness::{
     dial_cause, Liveness, MemberPulses, Reach, Tagged, Told, FOLLOW_RETRY, SILENT_AFTER,
 };
-use super::liveness::{Abort, ProbeFor};
+use super::liveness::{Abort, Beat, ProbeFor};
 use super::local::LocalHealth;
-use super::member::{Live, Suspicion};
+use super::member::{Live, Member, Suspicion};
 use super::members::{Leave, Members};
 use crate::sighting::Sighting;
 use std::time::Duration;
@@ -113,11 +113,13 @@ impl Suspicions {
                 continue;
             }
             self.streams += 1;
+            let beat = Beat::new();
             let to = MemberPulses {
                 label: label.clone(),
                 generation: m.generation,
                 stream: self.streams,
                 tx: tx.clone(),
+                beat: beat.clone(),
             };
             let (live, s) = (liveness.clone(), m.sighting.clone());
             let task = tokio::spawn(async move { live.follow(s, to).await });
@@ -126,6 +128,7 @@ impl Suspicions {
                 id: self.streams,
                 heard: now,
                 open: false,
+                beat,
             };
         }
     }
@@ -182,21 +185,7 @@ impl Suspicions {
             }
             Told::Pulse => {
                 *heard = now;
-                m.dark = None;
-                if let Some(s) = m.suspicion.take() {
-                    m.held = false;
-                    let why = format!(
-                        "it pulses again, after {} ms suspect",
-                        now.saturating_duration_since(s.since).as_millis()
-                    );
-                    out.emit(
-                        Kind::Up,
-                        &t.label,
-                        Some(&m.node),
-                        m.incarnation.as_deref(),
-                        Some(why),
-                    );
-                }
+                pulsing(out, &t.label, m, now);
             }
             Told::Facts(f) => {
                 // News (or the first word of a new stream) is checked by
@@ -235,6 +224,33 @@ impl Suspicions {
             }
         }
         None
+    }
+
+    /// The members whose pulses are news (suspect or dark ones): their
+    /// streams are asked to pass the next one on as a message, and one that
+    /// already pulsed since (its pulse stored before it was asked) is
+    /// taken as pulsing now. Every tick.
+    pub(super) fn beats(
+        &self,
+        out: &mut Out<impl FnMut(Event)>,
+        members: &mut Members,
+        now: Instant,
+    ) {
+        for (label, m) in members.each_mut() {
+            let Some(since) = m.suspicion.as_ref().map(|s| s.since).or(m.dark) else {
+                continue;
+            };
+            let Live::Following {
+                beat, open: true, ..
+            } = &m.live
+            else {
+                continue;
+            };
+            beat.want();
+            if beat.last().is_some_and(|b| b > since) {
+                pulsing(out, label, m, now);
+            }
+        }
     }
 
     /// The dials to start now: those asked for, members whose stream went
@@ -506,5 +522,24 @@ impl Suspicions {
         );
         tracing::warn!("{reason}: unreachable {all_dark:?}");
         out.partitioned(reachable, all_dark, reason);
+    }
+}
+
+/// Member `label` pulses: no longer dark, and `up` if it was suspect.
+fn pulsing(out: &mut Out<impl FnMut(Event)>, label: &str, m: &mut Member, now: Instant) {
+    m.dark = None;
+    if let Some(s) = m.suspicion.take() {
+        m.held = false;
+        let why = format!(
+            "it pulses again, after {} ms suspect",
+            now.saturating_duration_since(s.since).as_millis()
+        );
+        out.emit(
+            Kind::Up,
+            label,
+            Some(&m.node),
+            m.incarnation.as_deref(),
+            Some(why),
+        );
     }
 }

@@ -328,6 +328,7 @@ fn engine_with_a_member(heard: Instant) -> Watch<FakeCheck, FakeCheck> {
         id: 1,
         heard,
         open: true,
+        beat: crate::watch::liveness::Beat::new(),
     };
     w.members.put("m0".into(), m);
     w
