@@ -128,10 +128,16 @@ pub struct LiveWatch {
 }
 
 impl LiveWatch {
-    /// The longest interval between two health checks of a member (each is
-    /// drawn up to 0.7 s shorter): a crashed agent sends no goodbye, so this
-    /// bounds how late its `left` comes.
+    /// The longest interval between two health checks of a member whose
+    /// agent does not tell its facts on its liveness stream (each is drawn
+    /// up to 0.7 s shorter): such a member's changes are seen at its next
+    /// check, and without a stream its crash too.
     pub const HEALTH_INTERVAL: std::time::Duration = crate::watch::health::HEALTH_INTERVAL;
+
+    /// The longest interval between two health checks of a member whose
+    /// stream tells its facts: a change of them is checked at once, so
+    /// this is only a net.
+    pub const FACTS_INTERVAL: std::time::Duration = crate::watch::health::FACTS_INTERVAL;
 
     /// How often a DNS-SD zone is browsed again.
     pub const DNS_POLL_INTERVAL: std::time::Duration = crate::watch::DNS_POLL_INTERVAL;

@@ -161,8 +161,8 @@ pub fn run(a: WatchArgs) -> Result<ExitCode> {
             }
             eprintln!(
                 "watching {}: {} (each member followed over a liveness connection, and its \
-                 handshake checked every {:.1} s at most; suspect members left after {:.1} s; \
-                 Ctrl-C to stop)",
+                 handshake checked when its facts change, or every {:.1} s at most for an agent \
+                 that does not tell them; suspect members left after {:.1} s; Ctrl-C to stop)",
                 rlx_proto::service::SERVICE,
                 on.join("; "),
                 LiveWatch::HEALTH_INTERVAL.as_secs_f64(),

@@ -146,7 +146,17 @@ pub(crate) struct ContinuousBrowse {
     relearned: Option<Instant>,
     /// A datagram taught the table something: a snapshot is owed.
     snapshot_due: bool,
+    /// When the last snapshot went out: the next waits [`SNAPSHOT_GAP`].
+    last_snapshot: Option<Instant>,
 }
+
+/// The least time between two snapshots. A query of the whole LAN (the
+/// browse's own, or another host's) draws an answer from every agent
+/// within about 120 ms (RFC 6762 §6's delay), each an event; a snapshot
+/// per answer walked the whole table hundreds of times a second at a few
+/// hundred agents. The first snapshot after a quiet spell goes out at
+/// once, so a lone join is not delayed.
+pub(crate) const SNAPSHOT_GAP: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What woke [`ContinuousBrowse::next`].
 enum Wake {
@@ -194,6 +204,7 @@ impl ContinuousBrowse {
             relearn_at: None,
             relearned: None,
             snapshot_due: false,
+            last_snapshot: None,
         })
     }
 
@@ -254,9 +265,12 @@ impl ContinuousBrowse {
             if let Some(label) = self.goodbyes.pop_front() {
                 return Some(Change::Removed(label));
             }
-            if std::mem::take(&mut self.snapshot_due) {
+            let gap_ends = self.last_snapshot.map(|t| t + SNAPSHOT_GAP);
+            let now = Instant::now();
+            if self.snapshot_due && gap_ends.is_none_or(|t| t <= now) {
+                self.snapshot_due = false;
                 self.table.newly_resolved.clear();
-                return Some(self.snapshot(Instant::now()));
+                return Some(self.snapshot(now));
             }
             // Yield to the runtime now and then: mdns-sd's channel does not
             // take part in tokio's cooperative budget, and under a flood
@@ -264,9 +278,16 @@ impl ContinuousBrowse {
             // polls it) from ever giving the other tasks their turn.
             tokio::task::consume_budget().await;
             let relearn_at = self.relearn_at;
+            let owed = gap_ends.filter(|_| self.snapshot_due);
             let woke = tokio::select! {
                 ev = self.browser.next() => Wake::Event(ev),
                 d = next_datagram(&mut self.heard) => Wake::Datagram(d),
+                () = async {
+                    match owed {
+                        Some(t) => tokio::time::sleep_until(t.into()).await,
+                        None => std::future::pending().await,
+                    }
+                } => continue,
                 () = async {
                     match relearn_at {
                         Some(t) => tokio::time::sleep_until(t.into()).await,
@@ -318,9 +339,10 @@ impl ContinuousBrowse {
             if let Some(l) = removed {
                 return Some(Change::Removed(l));
             }
-            // Every snapshot carries every resolved instance; nothing to pass on.
-            self.table.newly_resolved.clear();
-            return Some(self.snapshot(now));
+            // Every snapshot carries every resolved instance; nothing to
+            // pass on. Owed, and sent at the top of the loop once the gap
+            // since the last one is over.
+            self.snapshot_due = true;
         }
     }
 
@@ -390,7 +412,8 @@ impl ContinuousBrowse {
     }
 
     /// The table read out, with the dial policy applied.
-    fn snapshot(&self, now: Instant) -> Change {
+    fn snapshot(&mut self, now: Instant) -> Change {
+        self.last_snapshot = Some(now);
         let (found, mut problems) = self.table.snapshot(&self.opts, self.started, now, false);
         let vouched: BTreeSet<String> = (0..self.table.instances.len())
             .filter(|&i| self.table.vouched(i))
