@@ -24,7 +24,9 @@
 //!   under injected faults (crashes, pauses, cut links, loss, a CPU hog, the
 //!   coordinator stopped) beside python-zeroconf and serf, every `left`
 //!   judged against the injection log (30 min in a full run, 2 in quick);
-//!   [`sc_dns`]: a DNS-SD-only cluster, `expand` against `dig`.
+//!   [`sc_dns`]: a DNS-SD-only cluster, `expand` against `dig`;
+//!   [`sc_scale`]: `watch` at rest with 50 and 200 members (a quick run
+//!   only with `--only scale`: CI runs it on the release build).
 //! - [`report`]: BENCHMARKS.md with every goal judged; [`plot`]: PNGs.
 //!
 //! Every scenario builds its network with [`rlx_lab`] and runs
@@ -119,8 +121,9 @@ struct RunArgs {
     #[arg(long)]
     quick: bool,
     /// Only these scenarios (comma-separated: mdns, scan, ssh, footprint,
-    /// trust, soak, links, faults, dns). With --quick, `soak` runs only when
-    /// named here: it is long.
+    /// trust, soak, links, faults, dns, scale). With --quick, `soak` and
+    /// `scale` run only when named here: the one is long, the other's
+    /// figure means something only on the release build.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Soak scenario: minutes of churn (default 30).
@@ -328,8 +331,10 @@ fn run(a: RunArgs) -> Result<()> {
             bail!("unknown scenario `{o}`: use one of {}", all.join(", "));
         }
     }
-    let wanted =
-        |s: &str| (a.only.is_empty() && (s != "soak" || !a.quick)) || a.only.iter().any(|o| o == s);
+    let wanted = |s: &str| {
+        (a.only.is_empty() && (!matches!(s, "soak" | "scale") || !a.quick))
+            || a.only.iter().any(|o| o == s)
+    };
     type Scenario = fn(&mut Ctx) -> Result<()>;
     let scenarios: [(&str, Scenario); 11] = [
         ("scan", sc_scan::run),
