@@ -87,9 +87,14 @@ impl Making {
     }
 
     /// The interval before `m`'s next check: [`health::FACTS_INTERVAL`]
-    /// (jittered) when its stream tells of its facts, else the usual one.
+    /// (jittered) when its stream tells of its facts and its key is not
+    /// waiting to be pinned, else the usual one.
     pub(super) fn interval_for(&mut self, m: &Member) -> Duration {
-        if m.told_facts() {
+        // A key seen for the first time is pinned by a later handshake,
+        // once it has claimed its id alone for a few seconds
+        // (crate::admit::hold): until then the usual pace.
+        let pinning = m.node.identity == crate::sighting::Pinning::New;
+        if m.told_facts() && !pinning {
             health::facts_interval(&mut self.rng)
         } else {
             self.interval()
