@@ -66,6 +66,7 @@ mod sc_footprint;
 mod sc_links;
 #[cfg(target_os = "linux")]
 mod sc_mdns;
+#[cfg(target_os = "linux")]
 mod sc_scale;
 #[cfg(target_os = "linux")]
 mod sc_scan;
