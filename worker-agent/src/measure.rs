@@ -107,7 +107,7 @@ impl Default for Rules {
 #[derive(Debug)]
 pub struct Gate {
     pub(crate) rules: Rules,
-    pub(crate) busy: Arc<Mutex<()>>,
+    busy: Arc<Mutex<()>>,
     limiter: std::sync::Mutex<Limiter>,
     /// The budget of peer measurements ([`crate::peer_measure`]), which only a
     /// coordinator proving the cluster key can ask for, one per pair this
@@ -130,6 +130,30 @@ impl Gate {
             limiter: std::sync::Mutex::new(Limiter::new(rules.per_minute)),
             peers: std::sync::Mutex::new(Limiter::new(PEER_PER_MINUTE)),
         }
+    }
+}
+
+impl Gate {
+    /// The one-at-a-time lock, and one measurement charged to `budget`
+    /// (the plain measurements' or the peer measurements') for the asker
+    /// `on.peer`, or the refusal's words. Charged only for a measurement
+    /// that runs: a refusal costs the asker nothing and the agent a line.
+    pub(crate) fn hold<'a>(
+        &self,
+        budget: &std::sync::Mutex<Limiter>,
+        on: &Binding,
+        held: &'a AtomicBool,
+    ) -> Result<Holding<'a>, String> {
+        let Ok(lock) = Arc::clone(&self.busy).try_lock_owned() else {
+            return Err(BUSY.into());
+        };
+        let holding = Holding::new(lock, held);
+        budget
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take(on.peer.ip(), std::time::Instant::now())
+            .map_err(|limited| limited.reason(on.peer.ip().to_canonical()))?;
+        Ok(holding)
     }
 }
 
@@ -185,20 +209,10 @@ pub async fn serve(
     if let Err(refused) = authenticate(&mut conn, line, key, on, step).await {
         return refused;
     }
-    let Ok(lock) = Arc::clone(&gate.busy).try_lock_owned() else {
-        return refuse(&mut conn, BUSY.into()).await;
+    let holding = match gate.hold(&gate.limiter, on, held) {
+        Ok(h) => h,
+        Err(why) => return refuse(&mut conn, why).await,
     };
-    let holding = Holding::new(lock, held);
-    // Charged only for a measurement that runs: a refusal costs the asker
-    // nothing and the agent a line.
-    let taken = gate
-        .limiter
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .take(on.peer.ip(), std::time::Instant::now());
-    if let Err(limited) = taken {
-        return refuse(&mut conn, limited.reason(on.peer.ip().to_canonical())).await;
-    }
     let g = req.granted();
     let hold = gate.rules.max_hold;
     let outcome = tokio::time::timeout(hold, measure(&mut conn, &g, step)).await;
@@ -286,7 +300,7 @@ pub(crate) struct Holding<'a> {
 }
 
 impl<'a> Holding<'a> {
-    pub(crate) fn new(lock: OwnedMutexGuard<()>, held: &'a AtomicBool) -> Holding<'a> {
+    fn new(lock: OwnedMutexGuard<()>, held: &'a AtomicBool) -> Holding<'a> {
         held.store(true, Ordering::Relaxed);
         Holding { _lock: lock, held }
     }

@@ -12,14 +12,13 @@
 //! to the asker's budget of peer measurements ([`crate::measure::PEER_PER_MINUTE`])
 //! and bounded by the same hold limit.
 
-use crate::measure::{authenticate, refuse, send, Gate, Holding, Policy, BUSY, OFF};
+use crate::measure::{authenticate, refuse, send, Gate, Policy, OFF};
 use rlx_proto::handshake::measure_link;
 use rlx_proto::handshake::measure_peer::{parse_peer_request, PeerResult};
 use rlx_proto::handshake::Binding;
 use rlx_proto::keys::Key;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::net::TcpStream;
@@ -54,18 +53,10 @@ pub async fn serve_peer(
     if let Err(refused) = authenticate(&mut conn, line, Some(key), on, step).await {
         return refused;
     }
-    let Ok(lock) = Arc::clone(&gate.busy).try_lock_owned() else {
-        return refuse(&mut conn, BUSY.into()).await;
+    let holding = match gate.hold(&gate.peers, on, held) {
+        Ok(h) => h,
+        Err(why) => return refuse(&mut conn, why).await,
     };
-    let holding = Holding::new(lock, held);
-    let taken = gate
-        .peers
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .take(on.peer.ip(), std::time::Instant::now());
-    if let Err(limited) = taken {
-        return refuse(&mut conn, limited.reason(on.peer.ip().to_canonical())).await;
-    }
     let hold = gate.rules.max_hold;
     let run = measure_link(req.peer, Some(key), &req.request, step, "unknown");
     let outcome = tokio::time::timeout(hold, run).await;

@@ -174,60 +174,15 @@ pub async fn measure_link(
     let step = || (Instant::now() + timeout).min(deadline);
 
     let request = req.line();
-    write(&mut wr, request.as_bytes(), deadline)
-        .await
-        .map_err(|e| failed(format!("sending the request: {e}")))?;
-    let line = read_line(&mut rd, step())
-        .await
-        .map_err(|e| failed(format!("waiting for the challenge: {e}")))?;
-    let challenge: Challenge = match parse_reply(&line, "challenge") {
-        Reply::Ok(c) => c,
-        Reply::Refused(why) if why.contains("\"rlx\":\"hello\"") => {
-            return Err(MeasureError::Unsupported {
-                addr,
-                version: version.to_string(),
-            })
-        }
-        Reply::Refused(why) => return Err(MeasureError::Refused { addr, why }),
-        Reply::Garbled(why) => return Err(failed(why)),
-    };
-    if challenge.v != MEASURE_VERSION {
-        return Err(failed(format!(
-            "the agent speaks measure version {}, this build {MEASURE_VERSION}",
-            challenge.v
-        )));
-    }
-    let proof = match key {
-        Some(k) => {
-            check_ends(addr, from, &challenge)?;
-            let nonce = Nonce::from_hex(&challenge.nonce)
-                .ok_or_else(|| failed("the challenge's nonce is not 64 hex".into()))?;
-            Some(prove_request(
-                k,
-                &nonce,
-                &challenge.local,
-                &challenge.peer,
-                request.as_bytes(),
-            ))
-        }
-        None if challenge.keyed => {
-            return Err(MeasureError::Refused {
-                addr,
-                why: "the agent holds a cluster key and measures only for key holders: \
-                      give the coordinator the cluster's key_file"
-                    .into(),
-            })
-        }
-        None => None,
-    };
-    let prove = Prove {
-        rlx: "prove".into(),
-        proof,
-    };
-    let prove_line = format!("{}\n", serde_json::to_string(&prove).expect("serializes"));
-    write(&mut wr, prove_line.as_bytes(), deadline)
-        .await
-        .map_err(|e| failed(format!("sending the proof: {e}")))?;
+    open(
+        (&mut rd, &mut wr),
+        (addr, from),
+        &request,
+        key,
+        (timeout, deadline),
+        version,
+    )
+    .await?;
     let line = read_line(&mut rd, step())
         .await
         .map_err(|e| failed(format!("waiting for the go-ahead: {e}")))?;
@@ -387,13 +342,84 @@ async fn upload(
     Ok((sent, line))
 }
 
+/// The opening a measurement and a peer measurement share: sends
+/// `request`, reads the agent's challenge (of this measure version), and
+/// answers it with the proof under `key` over the challenge's nonce and
+/// ends (none without a key; refused here when the agent wants one).
+/// `timeout` bounds each wait for a line, `deadline` the whole.
+pub(super) async fn open(
+    (rd, wr): (
+        &mut (impl AsyncBufRead + Unpin),
+        &mut (impl tokio::io::AsyncWrite + Unpin),
+    ),
+    (addr, from): (SocketAddr, SocketAddr),
+    request: &str,
+    key: Option<&Key>,
+    (timeout, deadline): (Duration, Instant),
+    version: &str,
+) -> Result<(), MeasureError> {
+    let failed = |why: String| MeasureError::Failed { addr, why };
+    let step = || (Instant::now() + timeout).min(deadline);
+    write(wr, request.as_bytes(), deadline)
+        .await
+        .map_err(|e| failed(format!("sending the request: {e}")))?;
+    let line = read_line(rd, step())
+        .await
+        .map_err(|e| failed(format!("waiting for the challenge: {e}")))?;
+    let challenge: Challenge = match parse_reply(&line, "challenge") {
+        Reply::Ok(c) => c,
+        Reply::Refused(why) if why.contains("\"rlx\":\"hello\"") => {
+            return Err(MeasureError::Unsupported {
+                addr,
+                version: version.to_string(),
+            })
+        }
+        Reply::Refused(why) => return Err(MeasureError::Refused { addr, why }),
+        Reply::Garbled(why) => return Err(failed(why)),
+    };
+    if challenge.v != MEASURE_VERSION {
+        return Err(failed(format!(
+            "the agent speaks measure version {}, this build {MEASURE_VERSION}",
+            challenge.v
+        )));
+    }
+    let proof = match key {
+        Some(k) => {
+            check_ends(addr, from, &challenge)?;
+            let nonce = Nonce::from_hex(&challenge.nonce)
+                .ok_or_else(|| failed("the challenge's nonce is not 64 hex".into()))?;
+            Some(prove_request(
+                k,
+                &nonce,
+                &challenge.local,
+                &challenge.peer,
+                request.as_bytes(),
+            ))
+        }
+        None if challenge.keyed => {
+            return Err(MeasureError::Refused {
+                addr,
+                why: "the agent holds a cluster key and measures only for key holders: \
+                      give the coordinator the cluster's key_file"
+                    .into(),
+            })
+        }
+        None => None,
+    };
+    let prove = Prove {
+        rlx: "prove".into(),
+        proof,
+    };
+    let prove_line = format!("{}\n", serde_json::to_string(&prove).expect("serializes"));
+    write(wr, prove_line.as_bytes(), deadline)
+        .await
+        .map_err(|e| failed(format!("sending the proof: {e}")))?;
+    Ok(())
+}
+
 /// With a key, the challenge's endpoints must be our connection's ends:
 /// the proof binds them, and a relay's would be its own.
-pub(super) fn check_ends(
-    addr: SocketAddr,
-    from: SocketAddr,
-    c: &Challenge,
-) -> Result<(), MeasureError> {
+fn check_ends(addr: SocketAddr, from: SocketAddr, c: &Challenge) -> Result<(), MeasureError> {
     let same = |s: &str, want: SocketAddr| {
         s.parse::<SocketAddr>().is_ok_and(|a| {
             a.ip().to_canonical() == want.ip().to_canonical() && a.port() == want.port()
@@ -411,7 +437,7 @@ pub(super) fn check_ends(
     }
 }
 
-pub(super) async fn write(
+async fn write(
     w: &mut (impl tokio::io::AsyncWrite + Unpin),
     b: &[u8],
     deadline: Instant,

@@ -22,11 +22,9 @@
 //! A's measurement only when A proves the key in turn. `up` is A -> B,
 //! `down` B -> A.
 
-use super::measure::{prove_request, Challenge, Prove};
 use super::measure::{Request, MEASURE_VERSION};
-use super::measure_client::{check_ends, parse_reply, read_line, write, Reply};
+use super::measure_client::{open, parse_reply, read_line, Reply};
 use super::measure_client::{LinkMeasurement, MeasureError, DRAIN_GRACE};
-use super::proof::Nonce;
 use crate::keys::Key;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
@@ -175,36 +173,16 @@ pub async fn measure_peer(
         .map_err(|e| failed(format!("no local address: {e}")))?;
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::new(rd);
-    let step = || (Instant::now() + timeout).min(deadline);
     let request = req.line();
-    write(&mut wr, request.as_bytes(), step())
-        .await
-        .map_err(|e| failed(format!("sending the request: {e}")))?;
-    let line = read_line(&mut rd, step())
-        .await
-        .map_err(|e| failed(format!("waiting for the challenge: {e}")))?;
-    let challenge: Challenge = match parse_reply(&line, "challenge") {
-        Reply::Ok(c) => c,
-        Reply::Refused(why) => return Err(MeasureError::Refused { addr: agent, why }),
-        Reply::Garbled(why) => return Err(failed(why)),
-    };
-    check_ends(agent, from, &challenge)?;
-    let nonce = Nonce::from_hex(&challenge.nonce)
-        .ok_or_else(|| failed("the challenge's nonce is not 64 hex".into()))?;
-    let prove = Prove {
-        rlx: "prove".into(),
-        proof: Some(prove_request(
-            key,
-            &nonce,
-            &challenge.local,
-            &challenge.peer,
-            request.as_bytes(),
-        )),
-    };
-    let prove_line = format!("{}\n", serde_json::to_string(&prove).expect("serializes"));
-    write(&mut wr, prove_line.as_bytes(), step())
-        .await
-        .map_err(|e| failed(format!("sending the proof: {e}")))?;
+    open(
+        (&mut rd, &mut wr),
+        (agent, from),
+        &request,
+        Some(key),
+        (timeout, deadline),
+        "unknown",
+    )
+    .await?;
     let line = read_line(&mut rd, deadline)
         .await
         .map_err(|e| failed(format!("waiting for the figures of {}: {e}", req.peer)))?;
