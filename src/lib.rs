@@ -123,6 +123,7 @@ pub mod config;
 pub mod doctor;
 pub mod linkmap;
 pub mod pins;
+pub mod prelaunch;
 pub mod sshtarget;
 pub mod write;
 

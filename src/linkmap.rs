@@ -1,6 +1,7 @@
 //! **Every pair measured** — the all-pairs link map between the cluster's
 //! boxes, and the launch files written from it (`hosts.json` for the RLX
-//! runtime's process group).
+//! runtime's process group, and the MLX and Open MPI hostfiles in the same
+//! rank order).
 //!
 //! The runtime's pipeline runs through the coordinator, so `--links`
 //! measures coordinator-to-node links (`--links`). Its process
@@ -16,6 +17,7 @@
 //! boxes ─► schedule (n-1 rounds of n/2 disjoint pairs) ─► per round, in parallel:
 //!            coordinator ─measure_peer─► agent A ─measure─► agent B (each of B's addresses)
 //!        ─► LinkMap (per pair, per address pair: up, down, RTT) ─► hosts.json
+//!                                                               ─► MLX / Open MPI hostfiles
 //! ```
 //!
 //! Each box takes part in one measurement per round, so the agents' own
@@ -23,13 +25,17 @@
 //! number of boxes, not the number of pairs.
 
 mod hosts;
+mod launchers;
 mod map;
 mod run;
 mod schedule;
 mod setup;
+mod update;
 
 pub use hosts::{hosts_json, Hop, HostsError, HostsFile, HostsOptions, RingOrder};
+pub use launchers::{mlx_hostfile, mpi_hostfile, LaunchFileError, MlxHost, MlxHostfile};
 pub use map::{BoxLinks, LinkMap, PairLinks, PathLink};
-pub use run::{measure_map, MapOptions, MapTarget};
-pub use schedule::tournament;
+pub use run::{measure_map, measure_map_since, MapOptions, MapTarget};
+pub use schedule::{rounds, tournament};
 pub use setup::{targets, MapSetupError};
+pub use update::{carry, Carried};

@@ -8,12 +8,14 @@ use clap::CommandFactory;
 use std::process::ExitCode;
 
 pub mod browse;
+pub mod check;
 pub mod command;
 pub mod completions;
 pub mod demo;
 pub mod doctor;
 pub mod duration;
 pub mod expand;
+pub mod heatmap;
 pub mod keygen;
 pub mod lan;
 pub mod links;
@@ -40,6 +42,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Scan(a) => scan::run(a, &bars),
         Command::Watch(a) => watch::run(a),
         Command::Links(a) => links::run(a),
+        Command::Check(a) => check::run(a),
         Command::Keygen(a) => keygen::run(a),
         Command::Pins(a) => pins::run(a),
         Command::Completions(a) => completions::run(a, Cli::command()),

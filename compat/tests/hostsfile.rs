@@ -24,6 +24,7 @@ fn map(ips: &[&str], kind: &str, slow: &[(usize, usize)]) -> LinkMap {
             id: format!("id{i}"),
             hostname: format!("box{i}"),
             agent: SocketAddr::new(ip(a), 6184).to_string(),
+            ssh: None,
             links: Vec::new(),
         })
         .collect();

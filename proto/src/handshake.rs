@@ -93,6 +93,7 @@ mod measure_tests;
 mod messages;
 #[cfg(test)]
 mod node_sig_tests;
+pub mod path_check;
 mod proof;
 #[cfg(test)]
 mod tests;

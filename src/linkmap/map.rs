@@ -18,6 +18,10 @@ pub struct BoxLinks {
     pub hostname: String,
     /// Its agent's address (`ip:6184`), which the measurement dials.
     pub agent: String,
+    /// The node's `ssh` in the cluster file (none: the coordinator's own
+    /// box), which launch files for other runtimes log in with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh: Option<String>,
     /// Its links as its agent reports them (kind, speed, MTU, addresses).
     pub links: Vec<LinkInfo>,
 }

@@ -4,7 +4,8 @@
 //! path to every address of agent B that identifies B alone.
 
 use super::map::{BoxLinks, LinkMap, PairLinks, PathLink};
-use super::schedule::tournament;
+use super::schedule::{rounds, tournament};
+use super::update::carry;
 use rlx_proto::caps::LinkInfo;
 use rlx_proto::handshake::measure::{is_busy, Request};
 use rlx_proto::handshake::measure_peer::{measure_peer, PeerRequest};
@@ -35,6 +36,8 @@ pub struct MapTarget {
     pub addr: String,
     /// Its agent (`ip:6184`).
     pub agent: SocketAddr,
+    /// The node's `ssh` (none: this machine).
+    pub ssh: Option<String>,
 }
 
 /// Whether `ip` can name one box's interface to another box: not
@@ -110,6 +113,19 @@ const BUSY_GIVE_UP: Duration = Duration::from_millis(3200);
 /// said why in [`LinkMap::skipped`]; a path that cannot be measured is in
 /// its pair's `failed`.
 pub async fn measure_map(targets: &[MapTarget], opts: &MapOptions) -> LinkMap {
+    measure_map_since(targets, opts, None).await.0
+}
+
+/// [`measure_map`], keeping what `previous` (a map measured before, of
+/// the same cluster) already answers: only the pairs of boxes that are
+/// new, moved or changed their links, and pairs that had no path, are
+/// measured ([`super::carry`] says which). Returns the map and how many pairs were
+/// carried over unmeasured.
+pub async fn measure_map_since(
+    targets: &[MapTarget],
+    opts: &MapOptions,
+    previous: Option<&LinkMap>,
+) -> (LinkMap, usize) {
     let started = Instant::now();
     let mut boxes = Vec::new();
     let mut agents = Vec::new();
@@ -125,6 +141,7 @@ pub async fn measure_map(targets: &[MapTarget], opts: &MapOptions) -> LinkMap {
                     id: reply.caps.id.clone(),
                     hostname: reply.caps.hostname.clone(),
                     agent: t.agent.to_string(),
+                    ssh: t.ssh.clone(),
                     links: reply.caps.links.clone(),
                 });
                 agents.push(t.agent);
@@ -150,8 +167,15 @@ pub async fn measure_map(targets: &[MapTarget], opts: &MapOptions) -> LinkMap {
         held.remove(&ip);
     }
     let key = opts.keys.keys()[0].clone();
-    let mut pairs = Vec::new();
-    for round in tournament(boxes.len()) {
+    let (mut pairs, schedule) = match previous {
+        Some(prev) => {
+            let c = carry(prev, &boxes);
+            (c.pairs, rounds(&c.todo))
+        }
+        None => (Vec::new(), tournament(boxes.len())),
+    };
+    let carried = pairs.len();
+    for round in schedule {
         let runs = round.into_iter().map(|(a, b)| {
             let (boxes, held, key) = (&boxes, &held, &key);
             let (agent_a, agent_b) = (agents[a], agents[b]);
@@ -197,13 +221,14 @@ pub async fn measure_map(targets: &[MapTarget], opts: &MapOptions) -> LinkMap {
         });
         pairs.extend(futures::future::join_all(runs).await);
     }
-    LinkMap {
+    let map = LinkMap {
         v: 1,
         boxes,
         pairs,
         skipped,
         took_ms: started.elapsed().as_millis() as u64,
-    }
+    };
+    (map, carried)
 }
 
 #[cfg(test)]
@@ -216,6 +241,7 @@ mod tests {
             id: String::new(),
             hostname: String::new(),
             agent: String::new(),
+            ssh: None,
             links: vec![LinkInfo {
                 name: "eth0".into(),
                 kind: "ethernet".into(),

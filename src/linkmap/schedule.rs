@@ -27,10 +27,57 @@ pub fn tournament(n: usize) -> Vec<Vec<(usize, usize)>> {
     rounds
 }
 
+/// Rounds for some of the pairs (those a map kept up to date still
+/// needs): greedily, each round takes every remaining pair whose two
+/// boxes are still free in it, in the order given. Every pair once, no
+/// box twice in a round; a box in `k` pairs takes at least `k` rounds, so
+/// a newcomer's pairs with every other box run one after the other.
+pub fn rounds(pairs: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
+    let mut left: Vec<(usize, usize)> = pairs.to_vec();
+    let mut out = Vec::new();
+    while !left.is_empty() {
+        let mut busy = std::collections::BTreeSet::new();
+        let mut round = Vec::new();
+        left.retain(|&(a, b)| {
+            if busy.contains(&a) || busy.contains(&b) {
+                return true;
+            }
+            busy.insert(a);
+            busy.insert(b);
+            round.push((a, b));
+            false
+        });
+        out.push(round);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn some_pairs_run_once_each_with_no_box_twice_in_a_round() {
+        // Box 4 joins a map of 0..4, and the pair 1-2 is measured again.
+        let pairs = [(0, 4), (1, 4), (2, 4), (3, 4), (1, 2)];
+        let r = rounds(&pairs);
+        let mut seen = BTreeSet::new();
+        for round in &r {
+            let mut busy = BTreeSet::new();
+            for &(a, b) in round {
+                assert!(busy.insert(a) && busy.insert(b), "{round:?}");
+                assert!(seen.insert((a, b)));
+            }
+        }
+        assert_eq!(seen.len(), pairs.len());
+        assert_eq!(
+            r.len(),
+            4,
+            "the newcomer's four pairs, 1-2 beside one: {r:?}"
+        );
+        assert!(rounds(&[]).is_empty());
+    }
 
     #[test]
     fn every_pair_is_measured_once_and_no_box_twice_in_a_round() {

@@ -86,6 +86,7 @@ pub async fn targets(exp: &Expansion) -> (Vec<MapTarget>, Vec<String>) {
                 Some(agent) => out.push(MapTarget {
                     addr: n.addr.clone(),
                     agent: SocketAddr::new(agent.ip().to_canonical(), agent.port()),
+                    ssh: n.ssh.clone(),
                 }),
                 None => unresolved.push(format!("{}: {agent} has no address", n.addr)),
             },

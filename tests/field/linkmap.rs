@@ -1,6 +1,10 @@
 //! `rlx-discover links`: three keyed agents measure each other, pair by
 //! pair, and the map says which path is fast, which direction is slow, and
-//! that two boxes share a second, direct cable.
+//! that two boxes share a second, direct cable; the launch files written
+//! from it (hosts.json, MLX, Open MPI) and its picture follow the map.
+//!
+//! `RLX_DOCS_LINKMAP_SVG=PATH` copies the picture there (docs/img/linkmap.svg
+//! is this lab's).
 //!
 //! The lab: hosts 1 and 2 send at 50 Mbit/s on the LAN, host 3 at 20
 //! (`tc tbf` on each host's egress; what comes in is not shaped), and
@@ -17,17 +21,22 @@ use std::time::Duration;
 /// The direct cable's addresses on hosts 1 and 2.
 const CABLE: [&str; 2] = ["10.99.7.1", "10.99.7.2"];
 
-/// A keyed agent on host `i`, its caps naming its LAN link and, on hosts
-/// 1 and 2, the cable.
-fn agent(lab: &Lab, i: usize, key: &Path, dir: &Path) -> Proc {
+/// A keyed agent on host `i`, its caps naming its LAN link and the
+/// `extra` links (name, kind, address).
+pub(super) fn agent(
+    lab: &Lab,
+    i: usize,
+    key: &Path,
+    dir: &Path,
+    extra: &[(&str, &str, &str)],
+) -> Proc {
     let lan = lab.host(i).ip;
     let mut links = vec![format!(
         r#"{{"name":"eth0","kind":"ethernet","mtu":1500,"addrs":["{lan}"]}}"#
     )];
-    if (1..=2).contains(&i) {
+    for (name, kind, ip) in extra {
         links.push(format!(
-            r#"{{"name":"tb0","kind":"thunderbolt","mtu":1500,"addrs":["{}"]}}"#,
-            CABLE[i - 1]
+            r#"{{"name":"{name}","kind":"{kind}","mtu":1500,"addrs":["{ip}"]}}"#
         ));
     }
     let caps = format!(
@@ -49,6 +58,27 @@ fn agent(lab: &Lab, i: usize, key: &Path, dir: &Path) -> Proc {
     let p = Proc::spawn(lab, i, cmd);
     p.expect_output("mDNS: announced on", Duration::from_secs(30));
     p
+}
+
+/// A direct veth `name` between hosts `a` and `b`, with `ips` (one per
+/// end) in a /`prefix`.
+pub(super) fn wire(lab: &Lab, (a, b): (usize, usize), name: &str, ips: [&str; 2], prefix: u8) {
+    let (na, nb) = (&lab.host(a).ns, &lab.host(b).ns);
+    run_ok(Command::new("ip").args([
+        "-n", na, "link", "add", name, "type", "veth", "peer", "name", name, "netns", nb,
+    ]));
+    for (ns, ip) in [(na, ips[0]), (nb, ips[1])] {
+        run_ok(Command::new("ip").args([
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{ip}/{prefix}"),
+            "dev",
+            name,
+        ]));
+        run_ok(Command::new("ip").args(["-n", ns, "link", "set", name, "up"]));
+    }
 }
 
 /// Shapes what host `i` sends on `iface` to `mbit` Mbit/s.
@@ -119,26 +149,22 @@ fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
     let key = dir.path().join("cluster.key");
     run_ok(Command::new(discover_bin()).arg("keygen").arg(&key));
     // The cable between hosts 1 and 2.
-    let (n1, n2) = (&lab.host(1).ns, &lab.host(2).ns);
-    run_ok(Command::new("ip").args([
-        "-n", n1, "link", "add", "tb0", "type", "veth", "peer", "name", "tb0", "netns", n2,
-    ]));
-    for (ns, ip) in [(n1, CABLE[0]), (n2, CABLE[1])] {
-        run_ok(Command::new("ip").args([
-            "-n",
-            ns,
-            "addr",
-            "add",
-            &format!("{ip}/30"),
-            "dev",
-            "tb0",
-        ]));
-        run_ok(Command::new("ip").args(["-n", ns, "link", "set", "tb0", "up"]));
-    }
+    wire(&lab, (1, 2), "tb0", CABLE, 30);
     shape(&lab, 1, "eth0", 50);
     shape(&lab, 2, "eth0", 50);
     shape(&lab, 3, "eth0", 20);
-    let _agents: Vec<Proc> = (1..=3).map(|i| agent(&lab, i, &key, dir.path())).collect();
+    let _agents: Vec<Proc> = (1..=3)
+        .map(|i| match i {
+            1 | 2 => agent(
+                &lab,
+                i,
+                &key,
+                dir.path(),
+                &[("tb0", "thunderbolt", CABLE[i - 1])],
+            ),
+            _ => agent(&lab, i, &key, dir.path(), &[]),
+        })
+        .collect();
     let cfg = dir.path().join("cluster.toml");
     std::fs::write(
         &cfg,
@@ -153,6 +179,12 @@ fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
         .command(0, discover_bin())
         .args(["links", "--json", "--hosts-json"])
         .arg(dir.path().join("hosts.json"))
+        .arg("--mlx-hostfile")
+        .arg(dir.path().join("mlx.json"))
+        .arg("--mpi-hostfile")
+        .arg(dir.path().join("mpi.hosts"))
+        .arg("--svg")
+        .arg(dir.path().join("links.svg"))
         .arg(&cfg)
         .env("RUST_LOG", "info")
         .output()
@@ -171,6 +203,7 @@ fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
     let hosts: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("hosts.json")).unwrap())
             .unwrap();
+    eprintln!("hosts.json: {hosts:#}");
     assert_eq!(hosts["backend"], "tcp", "{hosts:#}");
     let ranks = hosts["hosts"].as_array().unwrap();
     assert_eq!(ranks.len(), 3, "{hosts:#}");
@@ -178,6 +211,47 @@ fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
         ranks.iter().all(|h| h.as_str().unwrap().ends_with(":9000")),
         "{hosts:#}"
     );
+
+    // MLX: in a ring of three every pair is neighbours, so the one of
+    // boxes 1 and 2 that the other dials gets its cable address, and the
+    // other two ranks their LAN address.
+    let mlx: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("mlx.json")).unwrap())
+            .unwrap();
+    let ips: Vec<&str> = mlx
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            let ips = h["ips"].as_array().unwrap();
+            assert_eq!(ips.len(), 1, "{mlx:#}");
+            ips[0].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(ips.len(), 3, "{mlx:#}");
+    let on_cable = ips.iter().filter(|ip| CABLE.contains(ip)).count();
+    assert_eq!(on_cable, 1, "one rank dialled over the cable: {mlx:#}");
+    let lan: Vec<String> = (1..=3).map(|i| lab.host(i).ip.to_string()).collect();
+    assert!(
+        ips.iter()
+            .all(|ip| CABLE.contains(ip) || lan.iter().any(|l| l == ip)),
+        "{mlx:#}"
+    );
+    // Open MPI: one slot per rank, in the same rank order.
+    let mpi = std::fs::read_to_string(dir.path().join("mpi.hosts")).unwrap();
+    let lines: Vec<&str> = mpi.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), 3, "{mpi}");
+    assert!(lines.iter().all(|l| l.ends_with(" slots=1")), "{mpi}");
+    // The picture names every box and shows the cable.
+    let svg = std::fs::read_to_string(dir.path().join("links.svg")).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    for b in ["box1", "box2", "box3"] {
+        assert!(svg.contains(b), "{b} in the picture");
+    }
+    assert!(svg.contains("Gbit/s") || svg.contains("Mbit/s"), "{svg}");
+    if let Some(out) = std::env::var_os("RLX_DOCS_LINKMAP_SVG") {
+        std::fs::write(out, &svg).unwrap();
+    }
 
     // Hosts 1 and 2: the cable is the best path, and it is far faster
     // than their 50 Mbit/s LAN; the LAN path is measured too.

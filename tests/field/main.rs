@@ -11,7 +11,10 @@
 //! - `watch_churn`: `watch` under random stops, crashes and restarts.
 //! - `embed`: `examples/runtime.rs` follows a join, a restart and a leave.
 //! - `linkmap`: `links` measures every pair both ways and finds a
-//!   direct cable.
+//!   direct cable, and writes the MLX and MPI hostfiles and the heat map.
+//! - `prelaunch`: `check` passes a healthy cluster and names a closed
+//!   worker port, a taken rank port, a one-way filter, an MTU black hole
+//!   and an address only the coordinator reaches.
 //! - `liveness`: a stalled agent suspect then up, crashes and cut links
 //!   left in time, a paused coordinator accusing nobody, a partition.
 
@@ -22,5 +25,6 @@ mod interfaces;
 mod linkmap;
 mod liveness;
 mod moves;
+mod prelaunch;
 mod prune;
 mod watch_churn;

@@ -52,6 +52,7 @@ pub mod links;
 pub mod listen;
 pub mod measure;
 pub mod naming;
+pub mod path_check;
 pub mod peer_measure;
 pub mod probe;
 pub mod proved;

@@ -113,7 +113,16 @@ pub struct Gate {
     /// coordinator proving the cluster key can ask for, one per pair this
     /// agent leads in a link map: [`PEER_PER_MINUTE`] per source.
     pub(crate) peers: std::sync::Mutex<Limiter>,
+    /// The budget of pre-launch path checks ([`crate::path_check`]), key
+    /// holders only: [`PATHS_PER_MINUTE`] per source.
+    paths: std::sync::Mutex<Limiter>,
 }
+
+/// Path checks a coordinator may ask this agent for a minute: a check of
+/// `n` boxes asks a box for one stand-in, at most `n - 1` probes and as
+/// many bare connects back, so 1024 covers a check of about 500 boxes a
+/// minute. Only key holders can ask at all.
+pub const PATHS_PER_MINUTE: u32 = 1024;
 
 /// Peer measurements a coordinator may ask this agent for a minute: a link
 /// map of `n` boxes asks one box for at most `n - 1` pairs, each over one
@@ -129,7 +138,18 @@ impl Gate {
             busy: Arc::default(),
             limiter: std::sync::Mutex::new(Limiter::new(rules.per_minute)),
             peers: std::sync::Mutex::new(Limiter::new(PEER_PER_MINUTE)),
+            paths: std::sync::Mutex::new(Limiter::new(PATHS_PER_MINUTE)),
         }
+    }
+
+    /// One path check charged to the asker `on.peer`, or the refusal's
+    /// words. Path checks take no lock: they move a few hundred KiB.
+    pub(crate) fn charge_path(&self, on: &Binding) -> Result<(), String> {
+        self.paths
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take(on.peer.ip(), std::time::Instant::now())
+            .map_err(|limited| limited.reason(on.peer.ip().to_canonical()))
     }
 }
 

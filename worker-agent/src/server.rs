@@ -383,7 +383,18 @@ async fn connection(
             tracing::debug!(%peer, "{why}");
         }
         Ok(Ok(Some(Handoff::Measure(conn, line)))) => {
-            let served = if handshake::measure_peer::is_peer_request(&line) {
+            let served = if handshake::path_check::is_path_request(&line) {
+                let path = crate::path_check::serve_path(
+                    conn,
+                    &line,
+                    key.as_ref(),
+                    &gate,
+                    &on,
+                    timeout,
+                    &held,
+                );
+                path.await
+            } else if handshake::measure_peer::is_peer_request(&line) {
                 let peer = crate::peer_measure::serve_peer(
                     conn,
                     &line,
@@ -444,7 +455,10 @@ async fn exchange(
             "hello longer than {MAX_HELLO_BYTES} bytes; dropped"
         ));
     }
-    if handshake::measure::is_request(&line) || handshake::measure_peer::is_peer_request(&line) {
+    if handshake::measure::is_request(&line)
+        || handshake::measure_peer::is_peer_request(&line)
+        || handshake::path_check::is_path_request(&line)
+    {
         return Ok(Some(Handoff::Measure(conn, line)));
     }
     let follow = handshake::parse_hello(&line)

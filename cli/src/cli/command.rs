@@ -8,7 +8,9 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 use super::runtime::EXIT_CODES;
-use super::{browse, completions, demo, doctor, expand, keygen, links, man, pins, scan, watch};
+use super::{
+    browse, check, completions, demo, doctor, expand, keygen, links, man, pins, scan, watch,
+};
 use clap::{Parser, Subcommand};
 
 /// Find the machines of an RLX cluster and write their [[node]] list.
@@ -63,6 +65,9 @@ pub enum Command {
     /// Measure every pair of CONFIG's boxes, by their agents, both ways:
     /// the all-pairs link map (the cluster key is required).
     Links(links::LinksArgs),
+    /// Before launch: can every rank dial what it will dial? Worker ports,
+    /// each rank's address and port, every path with full-size packets.
+    Check(check::CheckArgs),
     /// Write a new cluster key (32 random bytes, hex, mode 0600).
     Keygen(keygen::KeygenArgs),
     /// List the node id -> node key pins, or forget one after a machine

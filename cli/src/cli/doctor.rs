@@ -38,6 +38,30 @@ fn after_help() -> String {
     )
 }
 
+/// Prints checks one per line, each fix under its check; returns how many
+/// failed, warned and were skipped.
+pub(crate) fn print_checks(checks: &[rlx_discover::doctor::Check]) -> (usize, usize, usize) {
+    for c in checks {
+        // Details quote what agents and strangers said (instance labels,
+        // refusal reasons): one line each, never an escape sequence.
+        println!(
+            "{:<5} {:<16} {}",
+            c.status.as_str(),
+            c.check,
+            escape_line(&c.detail)
+        );
+        if let Some(fix) = &c.fix {
+            println!("{:<5} {:<16} fix: {}", "", "", escape_line(fix));
+        }
+    }
+    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+    (
+        count(Status::Fail),
+        count(Status::Warn),
+        count(Status::Skip),
+    )
+}
+
 /// Runs the checks and prints them; exit 1 when one failed.
 pub fn run(a: DoctorArgs) -> Result<ExitCode> {
     let d = a.lan.section(a.browse_ms, "doctor")?;
@@ -49,34 +73,7 @@ pub fn run(a: DoctorArgs) -> Result<ExitCode> {
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        for c in &diag.checks {
-            // Details quote what agents and strangers said (instance labels,
-            // refusal reasons): one line each, never an escape sequence.
-            println!(
-                "{:<5} {:<16} {}",
-                c.status.as_str(),
-                c.check,
-                escape_line(&c.detail)
-            );
-            if let Some(fix) = &c.fix {
-                println!("{:<5} {:<16} fix: {}", "", "", escape_line(fix));
-            }
-        }
-        let failed = diag
-            .checks
-            .iter()
-            .filter(|c| c.status == Status::Fail)
-            .count();
-        let warned = diag
-            .checks
-            .iter()
-            .filter(|c| c.status == Status::Warn)
-            .count();
-        let skipped = diag
-            .checks
-            .iter()
-            .filter(|c| c.status == Status::Skip)
-            .count();
+        let (failed, warned, skipped) = print_checks(&diag.checks);
         let verdict = match (failed, warned) {
             (0, 0) => "healthy: nothing found that would hide an agent".to_string(),
             (0, w) => format!("healthy, with {w} warning(s)"),

@@ -6,7 +6,8 @@ use crate::cli::table::{self, Align::Left, Align::Right, Column};
 use anyhow::{bail, Result};
 use clap::Args;
 use rlx_discover::linkmap::{
-    hosts_json, measure_map, targets, HostsOptions, LinkMap, MapOptions, RingOrder,
+    hosts_json, measure_map_since, mlx_hostfile, mpi_hostfile, targets, HostsOptions, LinkMap,
+    MapOptions, MapTarget, RingOrder,
 };
 use rlx_discover::{escape_line, expand_config, ClusterConfig, Overrides, Silent};
 use rlx_proto::handshake::rate_text;
@@ -19,6 +20,9 @@ fn after_help() -> String {
   rlx-discover links cluster.toml           # every pair of boxes, measured both ways
   rlx-discover links cluster.toml --json    # the map, for scripts
   rlx-discover links cluster.toml --hosts-json hosts.json --ring fastest
+  rlx-discover links cluster.toml --svg links.svg     # the map as a heat map
+  rlx-discover links cluster.toml --map links.json    # measure only what changed since the last run
+  rlx-discover links cluster.toml --mlx-hostfile mlx.json --mpi-hostfile mpi.hosts
   rlx-discover links cluster.toml --link-window 100ms --key-file /etc/rlx/cluster.key
 
 {}",
@@ -49,7 +53,25 @@ pub struct LinksArgs {
     /// map (docs/guide.md, "hosts.json for the process group").
     #[arg(long, value_name = "PATH")]
     pub hosts_json: Option<PathBuf>,
-    /// With --hosts-json: the ranks in the cluster file's order (`file`) or
+    /// Keep the map up to date in this file: the pairs it already has are
+    /// kept (same boxes, same addresses), only the others are measured
+    /// (a box that joined, moved, or a pair that had no path), and the
+    /// whole map is written back.
+    #[arg(long, value_name = "PATH")]
+    pub map: Option<PathBuf>,
+    /// Draw the map as a heat map (SVG) here: each direction's fastest
+    /// path, row to column.
+    #[arg(long, value_name = "PATH")]
+    pub svg: Option<PathBuf>,
+    /// Write the MLX hostfile (`mlx.launch --hostfile`) here, ranked as
+    /// hosts.json is (docs/guide.md, "Other runtimes' launch files").
+    #[arg(long, value_name = "PATH")]
+    pub mlx_hostfile: Option<PathBuf>,
+    /// Write an Open MPI hostfile (`mpirun --hostfile`) here, ranked as
+    /// hosts.json is.
+    #[arg(long, value_name = "PATH")]
+    pub mpi_hostfile: Option<PathBuf>,
+    /// With --hosts-json, --mlx-hostfile, --mpi-hostfile: the ranks in the cluster file's order (`file`) or
     /// in the ring order whose slowest hop is fastest (`fastest`).
     #[arg(long, value_enum, default_value_t = Ring::File, value_name = "ORDER")]
     pub ring: Ring,
@@ -64,47 +86,133 @@ pub enum Ring {
     Fastest,
 }
 
+impl From<Ring> for RingOrder {
+    fn from(r: Ring) -> RingOrder {
+        match r {
+            Ring::File => RingOrder::FileOrder,
+            Ring::Fastest => RingOrder::Fastest,
+        }
+    }
+}
+
+/// What `links` and `check` both start from: the cluster file, its
+/// [discover] with the command line's overrides, and how to reach and
+/// prove the key to the agents.
+pub(crate) struct Setup {
+    pub cfg: ClusterConfig,
+    pub discover: rlx_discover::config::DiscoverSection,
+    pub overrides: Overrides,
+    pub opts: MapOptions,
+}
+
+impl Setup {
+    /// Loads `config` (which needs a [discover] with a key) for `what`.
+    pub(crate) fn load(
+        config: &std::path::Path,
+        key_file: Option<PathBuf>,
+        link_window_ms: Option<u64>,
+        what: &str,
+    ) -> Result<Setup> {
+        let cfg = ClusterConfig::load(config)?;
+        if cfg.discover.is_none() {
+            bail!(
+                "{}: {what} needs a [discover] stanza (its key_file at least); add one",
+                config.display()
+            );
+        }
+        let mut overrides = Overrides::default();
+        overrides.key_file = key_file;
+        overrides.link_window_ms = link_window_ms;
+        let mut discover = cfg.discover.clone().unwrap_or_default();
+        overrides.apply(&mut discover);
+        let opts = MapOptions::from_section(&discover)?;
+        Ok(Setup {
+            cfg,
+            discover,
+            overrides,
+            opts,
+        })
+    }
+
+    /// The cluster's boxes (the expanded file's nodes) and their agents;
+    /// nodes whose agent's name does not resolve, with the reason.
+    pub(crate) async fn targets(&self) -> Result<(Vec<MapTarget>, Vec<String>)> {
+        let exp = expand_config(&self.cfg, &self.overrides, &Silent).await?;
+        Ok(targets(&exp).await)
+    }
+}
+
 /// Measures and prints the map.
 pub fn run(a: LinksArgs) -> Result<ExitCode> {
-    let cfg = ClusterConfig::load(&a.config)?;
-    if cfg.discover.is_none() {
-        bail!(
-            "{}: the link map needs a [discover] stanza (its key_file at least); add one",
-            a.config.display()
-        );
-    }
-    let mut overrides = Overrides::default();
-    overrides.key_file = a.key_file.clone();
-    overrides.link_window_ms = a.link_window_ms;
-    let mut d = cfg.discover.clone().unwrap_or_default();
-    overrides.apply(&mut d);
-    let opts = MapOptions::from_section(&d)?;
+    let setup = Setup::load(
+        &a.config,
+        a.key_file.clone(),
+        a.link_window_ms,
+        "the link map",
+    )?;
+    let d = &setup.discover;
     let rt = crate::cli::runtime::runtime()?;
     rt.block_on(async {
-        let exp = expand_config(&cfg, &overrides, &Silent).await?;
-        let (found, unresolved) = targets(&exp).await;
-        let mut map = measure_map(&found, &opts).await;
+        let (found, unresolved) = setup.targets().await?;
+        let previous = match &a.map {
+            Some(p) if p.exists() => previous_map(p),
+            _ => None,
+        };
+        let (mut map, carried) = measure_map_since(&found, &setup.opts, previous.as_ref()).await;
         map.skipped.extend(unresolved);
+        if let Some(path) = &a.map {
+            let text = serde_json::to_string_pretty(&map)? + "\n";
+            write_replacing(path, &text)?;
+            eprintln!(
+                "wrote {}: {} pair(s) kept from before, {} measured now",
+                path.display(),
+                carried,
+                map.pairs.len() - carried
+            );
+        }
         let incomplete = !map.skipped.is_empty() || map.pairs.iter().any(|p| p.paths.is_empty());
-        if let Some(path) = &a.hosts_json {
+        if let Some(path) = &a.svg {
+            write(path, &crate::cli::heatmap::render(&map))?;
+            eprintln!("wrote {} (the heat map)", path.display());
+        }
+        let wanted = a.hosts_json.is_some() || a.mlx_hostfile.is_some() || a.mpi_hostfile.is_some();
+        if wanted {
             let opts = HostsOptions {
                 port: d.hosts_port,
-                ring: match a.ring {
-                    Ring::File => RingOrder::FileOrder,
-                    Ring::Fastest => RingOrder::Fastest,
-                },
+                ring: a.ring.into(),
             };
             let hosts = hosts_json(&map, &opts)?;
-            std::fs::write(path, hosts.to_json())
-                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-            eprintln!(
-                "wrote {} ({} rank(s), backend {})",
-                path.display(),
-                hosts.hosts.len(),
-                hosts.backend
-            );
-            for n in &hosts.notes {
-                eprintln!("  {}", escape_line(n));
+            if let Some(path) = &a.hosts_json {
+                write(path, &hosts.to_json())?;
+                eprintln!(
+                    "wrote {} ({} rank(s), backend {})",
+                    path.display(),
+                    hosts.hosts.len(),
+                    hosts.backend
+                );
+                for n in &hosts.notes {
+                    eprintln!("  {}", escape_line(n));
+                }
+            }
+            if let Some(path) = &a.mlx_hostfile {
+                let mlx = mlx_hostfile(&map, &hosts)?;
+                write(path, &mlx.to_json())?;
+                eprintln!(
+                    "wrote {} ({} rank(s), MLX)",
+                    path.display(),
+                    mlx.hosts.len()
+                );
+                for n in &mlx.notes {
+                    eprintln!("  {}", escape_line(n));
+                }
+            }
+            if let Some(path) = &a.mpi_hostfile {
+                write(path, &mpi_hostfile(&map, &hosts))?;
+                eprintln!(
+                    "wrote {} ({} rank(s), Open MPI)",
+                    path.display(),
+                    hosts.ranks.len()
+                );
             }
         }
         if a.json {
@@ -118,6 +226,46 @@ pub fn run(a: LinksArgs) -> Result<ExitCode> {
             ExitCode::SUCCESS
         })
     })
+}
+
+/// The map in `path`, or `None` (said why) when it cannot be read: then
+/// every pair is measured.
+fn previous_map(path: &std::path::Path) -> Option<LinkMap> {
+    let read = std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str::<LinkMap>(&t).map_err(|e| e.to_string()));
+    match read {
+        Ok(m) => Some(m),
+        Err(e) => {
+            eprintln!(
+                "{}: not a link map this version reads ({}); measuring every pair",
+                path.display(),
+                escape_line(&e)
+            );
+            None
+        }
+    }
+}
+
+/// Replaces `path` with `text` at once (a temporary file beside it,
+/// renamed), so a reader never sees half a map.
+fn write_replacing(path: &std::path::Path, text: &str) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| anyhow::anyhow!("writing {}: {}", path.display(), e.error))?;
+    Ok(())
+}
+
+/// Writes a launch file, naming it when that fails.
+fn write(path: &std::path::Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
 }
 
 /// The map as a table: one row per pair's fastest path, then what failed.

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
@@ -96,8 +97,9 @@ pub enum MeasureError {
         /// The agent's version from its caps.
         version: String,
     },
-    /// The agent refused, saying why (busy, no proof, wrong key, limits).
-    #[error("{addr}: the agent refused the link measurement: {why}")]
+    /// The agent refused a measurement or a path check, saying why (busy,
+    /// no proof, wrong key, limits, the port taken).
+    #[error("{addr}: the agent refused the request: {why}")]
     Refused {
         /// The address dialled.
         addr: SocketAddr,
@@ -139,6 +141,27 @@ pub enum MeasureError {
     },
 }
 
+/// A connection to an agent, split, and our end's address (which the
+/// proof binds).
+pub(crate) type Dialled = (BufReader<OwnedReadHalf>, OwnedWriteHalf, SocketAddr);
+
+/// Connects to the agent at `addr` by `by`, for a measurement or a path
+/// check: no delay (every request and answer is a short line).
+pub(crate) async fn dial(addr: SocketAddr, by: Instant) -> Result<Dialled, MeasureError> {
+    let failed = |why: String| MeasureError::Failed { addr, why };
+    let stream = match timeout_at(by, TcpStream::connect(addr)).await {
+        Err(_) => return Err(failed("no connection in time".into())),
+        Ok(Err(e)) => return Err(failed(format!("cannot connect: {e}"))),
+        Ok(Ok(s)) => s,
+    };
+    let _ = stream.set_nodelay(true);
+    let from = stream
+        .local_addr()
+        .map_err(|e| failed(format!("no local address: {e}")))?;
+    let (rd, wr) = stream.into_split();
+    Ok((BufReader::new(rd), wr, from))
+}
+
 /// Measures the link to the agent at `addr`: the median of the granted
 /// round trips, then the upload and the download (see [`super::measure`]).
 ///
@@ -159,17 +182,7 @@ pub async fn measure_link(
     let deadline =
         Instant::now() + timeout + Duration::from_millis(g.up_ms + g.down_ms) + DRAIN_GRACE;
     let failed = |why: String| MeasureError::Failed { addr, why };
-    let stream = match timeout_at(deadline, TcpStream::connect(addr)).await {
-        Err(_) => return Err(failed("no connection before the deadline".into())),
-        Ok(Err(e)) => return Err(failed(format!("cannot connect: {e}"))),
-        Ok(Ok(s)) => s,
-    };
-    let _ = stream.set_nodelay(true);
-    let from = stream
-        .local_addr()
-        .map_err(|e| failed(format!("no local address: {e}")))?;
-    let (rd, mut wr) = stream.into_split();
-    let mut rd = BufReader::new(rd);
+    let (mut rd, mut wr, from) = dial(addr, deadline).await?;
     // Each wait for a line gets `timeout`, within the whole deadline.
     let step = || (Instant::now() + timeout).min(deadline);
 

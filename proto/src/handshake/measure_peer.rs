@@ -23,15 +23,13 @@
 //! `down` B -> A.
 
 use super::measure::{Request, MEASURE_VERSION};
-use super::measure_client::{open, parse_reply, read_line, Reply};
+use super::measure_client::{dial, open, parse_reply, read_line, Reply};
 use super::measure_client::{LinkMeasurement, MeasureError, DRAIN_GRACE};
 use crate::keys::Key;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
-use tokio::io::BufReader;
-use tokio::net::TcpStream;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 
 /// What the coordinator asks agent A for: a measurement of its link to
 /// `peer` (B's agent port).
@@ -162,17 +160,7 @@ pub async fn measure_peer(
     // each within `timeout`), then ours around it.
     let deadline = Instant::now() + timeout * 6 + windows * 2 + DRAIN_GRACE * 2;
     let failed = |why: String| MeasureError::Failed { addr: agent, why };
-    let stream = match timeout_at(Instant::now() + timeout, TcpStream::connect(agent)).await {
-        Err(_) => return Err(failed("no connection in time".into())),
-        Ok(Err(e)) => return Err(failed(format!("cannot connect: {e}"))),
-        Ok(Ok(s)) => s,
-    };
-    let _ = stream.set_nodelay(true);
-    let from = stream
-        .local_addr()
-        .map_err(|e| failed(format!("no local address: {e}")))?;
-    let (rd, mut wr) = stream.into_split();
-    let mut rd = BufReader::new(rd);
+    let (mut rd, mut wr, from) = dial(agent, Instant::now() + timeout).await?;
     let request = req.line();
     open(
         (&mut rd, &mut wr),

@@ -26,6 +26,7 @@ fn lan(n: usize) -> LinkMap {
             id: format!("id{i}"),
             hostname: format!("b{i}"),
             agent: format!("{}:6184", eth(i)),
+            ssh: None,
             links: Vec::new(),
         })
         .collect();
