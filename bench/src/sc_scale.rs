@@ -9,7 +9,7 @@
 //!
 //! Lab: h0 watch, h1..hn the agents. Sizes: 50 and 200 (full), 200 with a
 //! shorter window (`--quick`). With `RLX_BENCH_SCALE_MAX_CPU_PCT=P` set (CI:
-//! 2), a steady state above P % of one core fails the scenario.
+//! 4, docs/scale.md says why), a steady state above P % of one core fails the scenario.
 
 use crate::ctx::Ctx;
 use crate::peers;
