@@ -50,7 +50,10 @@ fn watch(lab: &Lab, extra: &[&str]) -> (Proc, Instant) {
         .args(extra)
         .env(
             "RUST_LOG",
-            std::env::var("WATCH_LOG").unwrap_or("warn".into()),
+            // The streams' openings, endings and dials at debug: a failed
+            // promise prints them with watch's output, so a crash seen late
+            // says whether its stream was open (WATCH_LOG overrides).
+            std::env::var("WATCH_LOG").unwrap_or("warn,rlx_discover::watch=debug".into()),
         );
     let t0 = Instant::now();
     (Proc::spawn(lab, 0, cmd), t0)
