@@ -199,11 +199,9 @@ pub async fn measure_link(
     let line = read_line(&mut rd, step())
         .await
         .map_err(|e| failed(format!("waiting for the go-ahead: {e}")))?;
-    let granted = match parse_reply::<Ready>(&line, "ready") {
-        Reply::Ok(r) => r.granted,
-        Reply::Refused(why) => return Err(MeasureError::Refused { addr, why }),
-        Reply::Garbled(why) => return Err(failed(why)),
-    };
+    let granted = parse_reply::<Ready>(&line, "ready")
+        .into_result(addr)?
+        .granted;
     if granted.granted() != granted {
         return Err(failed(format!(
             "the agent granted more than its own limits allow: {granted:?}"
@@ -229,11 +227,7 @@ pub async fn measure_link(
         .await
         .map_err(|e| failed(format!("upload: {e}")))?;
     let up_lasted = up_started.elapsed().as_micros() as u64;
-    let up: UpResult = match parse_reply(&line, "up") {
-        Reply::Ok(u) => u,
-        Reply::Refused(why) => return Err(MeasureError::Refused { addr, why }),
-        Reply::Garbled(why) => return Err(failed(why)),
-    };
+    let up: UpResult = parse_reply(&line, "up").into_result(addr)?;
     if up.bytes > up_bytes {
         return Err(failed(format!(
             "we sent {up_bytes} bytes, the agent counted {}",
@@ -484,6 +478,18 @@ pub(super) enum Reply<T> {
     Ok(T),
     Refused(String),
     Garbled(String),
+}
+
+impl<T> Reply<T> {
+    /// The answer, or the agent at `addr` refused (its words) or garbled
+    /// it: what every request but the first of a measurement makes of it.
+    pub(super) fn into_result(self, addr: SocketAddr) -> Result<T, MeasureError> {
+        match self {
+            Reply::Ok(t) => Ok(t),
+            Reply::Refused(why) => Err(MeasureError::Refused { addr, why }),
+            Reply::Garbled(why) => Err(MeasureError::Failed { addr, why }),
+        }
+    }
 }
 
 /// A line that is either the `want` message or the handshake's error line.

@@ -23,7 +23,7 @@
 //! `down` B -> A.
 
 use super::measure::{Request, MEASURE_VERSION};
-use super::measure_client::{dial, open, parse_reply, read_line, Reply};
+use super::measure_client::{dial, open, parse_reply, read_line};
 use super::measure_client::{LinkMeasurement, MeasureError, DRAIN_GRACE};
 use crate::keys::Key;
 use serde::{Deserialize, Serialize};
@@ -174,16 +174,13 @@ pub async fn measure_peer(
     let line = read_line(&mut rd, deadline)
         .await
         .map_err(|e| failed(format!("waiting for the figures of {}: {e}", req.peer)))?;
-    match parse_reply::<PeerResult>(&line, "peer_result") {
-        Reply::Ok(r) => Ok(r),
-        Reply::Refused(why) => Err(MeasureError::Refused { addr: agent, why }),
-        Reply::Garbled(why) => Err(failed(why)),
-    }
+    parse_reply::<PeerResult>(&line, "peer_result").into_result(agent)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handshake::measure_client::Reply;
 
     #[test]
     fn a_peer_request_round_trips_and_names_its_peer() {

@@ -29,7 +29,7 @@
 //! most [`MAX_PROBE_BYTES`].
 
 use super::measure::MEASURE_VERSION;
-use super::measure_client::{dial, open, parse_reply, read_line, MeasureError, Reply};
+use super::measure_client::{dial, open, parse_reply, read_line, MeasureError};
 use crate::keys::Key;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
@@ -291,11 +291,8 @@ pub async fn path_listen(
     let (rd, wr, line) = ask(agent, key, &req, timeout, deadline).await?;
     #[derive(Deserialize)]
     struct Listen {}
-    match parse_reply::<Listen>(&line, "listening") {
-        Reply::Ok(_) => Ok(Listening { _rd: rd, _wr: wr }),
-        Reply::Refused(why) => Err(MeasureError::Refused { addr: agent, why }),
-        Reply::Garbled(why) => Err(MeasureError::Failed { addr: agent, why }),
-    }
+    parse_reply::<Listen>(&line, "listening").into_result(agent)?;
+    Ok(Listening { _rd: rd, _wr: wr })
 }
 
 /// Asks the agent at `agent` to connect to `to` (from its address `from`,
@@ -319,11 +316,7 @@ pub async fn path_probe(
     };
     let deadline = Instant::now() + timeout * 3 + PROBE_STEP * 4;
     let (_rd, _wr, line) = ask(agent, key, &req, timeout, deadline).await?;
-    match parse_reply::<Probed>(&line, "probed") {
-        Reply::Ok(p) => Ok(p),
-        Reply::Refused(why) => Err(MeasureError::Refused { addr: agent, why }),
-        Reply::Garbled(why) => Err(MeasureError::Failed { addr: agent, why }),
-    }
+    parse_reply::<Probed>(&line, "probed").into_result(agent)
 }
 
 /// How long a prober waits for a connect, and for the listener's answer
@@ -334,6 +327,7 @@ pub const PROBE_STEP: Duration = Duration::from_secs(2);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handshake::measure_client::Reply;
 
     const TOKEN: &str = "00112233445566778899aabbccddeeff";
 
