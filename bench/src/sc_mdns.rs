@@ -154,10 +154,16 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     );
     let dir = ctx.work.path().join("mdns");
     std::fs::create_dir_all(&dir)?;
-    let empty = dir.join("empty.toml");
-    std::fs::write(&empty, "[discover]\n")?;
 
     for &(n, v6) in &ns {
+        // A cluster file per lab: `expand` pins the node keys it admits
+        // beside its file (empty-N.pins), and each lab's agents have keys
+        // of their own under the ids the last lab's had, so a file shared
+        // between labs refused them as impostors (a run of 2026-12-06
+        // found 100 of 200). Within a lab, the first run pins and the
+        // others check the pins, as a user's repeated `expand` does.
+        let empty = dir.join(format!("empty-{n}{}.toml", if v6 { "-v6" } else { "" }));
+        std::fs::write(&empty, "[discover]\n")?;
         eprintln!(
             "  mdns: N={n}{}: building a {}-host lab and starting publishers",
             if v6 { " IPv6-only" } else { "" },

@@ -630,3 +630,48 @@ async fn a_coordinator_that_predates_end_marks_is_still_served() {
     let r = measure_link(agent(None).await, None, &old, STEP, "0.1.0").await;
     assert!(r.is_ok(), "{r:?}");
 }
+
+/// Guards the pre-launch check's rule (docs/security.md): a listener on a
+/// port of the asker's choosing, and a connection with a payload to an
+/// address of its choosing, are for holders of the cluster key only. An
+/// agent without a key refuses both path requests, even when it lets
+/// anyone measure (`--measure any`), and says how to allow them; a keyed
+/// agent refuses a wrong key, and serves the right one end to end.
+#[tokio::test]
+async fn path_checks_need_the_cluster_key_whatever_measure_allows() {
+    use rlx_proto::handshake::path_check::{path_listen, path_probe, Outcome};
+    const TOKEN: &str = "00112233445566778899aabbccddeeff";
+    // A free port of this box for the stand-in (from 1024 up, by the OS).
+    let at = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+
+    let keyless = agent(None).await;
+    let refused = |r: Result<(), MeasureError>, what: &str| match r {
+        Err(MeasureError::Refused { why, .. }) => why,
+        other => panic!("{what}: expected a refusal, got {other:?}"),
+    };
+    let listen = path_listen(keyless, &key(1), at, TOKEN, 1000, STEP).await;
+    let why = refused(listen.map(drop), "keyless path_listen");
+    assert!(
+        why.contains("no cluster key") && why.contains("key_file"),
+        "{why}"
+    );
+    let probe = path_probe(keyless, &key(1), (at, None), TOKEN, 1000, STEP).await;
+    let why = refused(probe.map(drop), "keyless path_probe");
+    assert!(why.contains("no cluster key"), "{why}");
+
+    let keyed = agent_with(Some(key(1)), Rules::default(), Limits::default()).await;
+    let wrong = path_listen(keyed, &key(2), at, TOKEN, 1000, STEP).await;
+    refused(wrong.map(drop), "path_listen with the wrong key");
+
+    let stand_in = path_listen(keyed, &key(1), at, TOKEN, 2000, STEP)
+        .await
+        .expect("the key holder's stand-in");
+    let probed = path_probe(keyed, &key(1), (at, None), TOKEN, 100_000, STEP)
+        .await
+        .expect("the key holder's probe");
+    assert!(matches!(probed.outcome, Outcome::Ok { .. }), "{probed:?}");
+    drop(stand_in);
+}
