@@ -1,7 +1,7 @@
 //! **Other runtimes' launch files from the same map** — the MLX hostfile
 //! (`mlx.launch --hostfile`) and an Open MPI hostfile (`mpirun
-//! --hostfile`), ranked as the runtime's `hosts.json` is, so one cluster
-//! has one rank order whichever runtime starts it.
+//! --hostfile`), in the ring of the runtime's `hosts.json`, so one
+//! cluster has one ring whichever runtime starts it.
 //!
 //! Each follows the format its reader parses, not a reading of its docs:
 //!
@@ -21,11 +21,16 @@
 //!   starts its daemons over ssh to `host`, so `host` is the node's `ssh`
 //!   (`localhost` for a node without one: the cluster file runs it on
 //!   this machine; an `ssh://` URI's user and port cannot be said in a
-//!   hostfile and are named in a comment). One slot per node: the cluster file runs one
-//!   worker per node, and ranks fill the slots in file order, so the
-//!   ranks are the `hosts.json` ranks. Open MPI picks its own interfaces
-//!   for traffic; each line's comment names the address the map found
-//!   fastest (to choose `--mca btl_tcp_if_include` by).
+//!   hostfile and are named in a comment). One slot per node: the cluster
+//!   file runs one worker per node, and ranks fill the slots in file
+//!   order, but for one node: **mpirun places the host it runs on first,
+//!   whatever its line** (Open MPI 4.1.4's `--display-map`, checked by
+//!   `compat/tests/mpi_hostfile.rs`). So the file starts the ring at the
+//!   node without `ssh` (the coordinator's own box, where mpirun runs):
+//!   the same ring, rotated, every rank keeping both its neighbours, and
+//!   each line's comment says which `hosts.json` rank it is. Open MPI
+//!   picks its own interfaces for traffic; each comment names the address
+//!   the map found fastest (to choose `--mca btl_tcp_if_include` by).
 
 use super::hosts::HostsFile;
 use super::map::LinkMap;
@@ -143,17 +148,33 @@ pub fn mlx_hostfile(map: &LinkMap, hosts: &HostsFile) -> Result<MlxHostfile, Lau
 }
 
 /// The Open MPI hostfile for the ranks of `hosts`: one `host slots=1`
-/// line per rank, in rank order, each after a comment naming the box
-/// and its `hosts.json` address.
+/// line per rank, in the ring order of `hosts.json` started at the node
+/// without `ssh` (mpirun places its own host first, see the module
+/// docs), each after a comment naming the box, its `hosts.json` rank and
+/// address.
 pub fn mpi_hostfile(map: &LinkMap, hosts: &HostsFile) -> String {
+    let n = hosts.ranks.len();
+    let first = hosts
+        .ranks
+        .iter()
+        .position(|&b| ssh_or(map, b, "").is_empty())
+        .unwrap_or(0);
     let mut s = String::from(
         "# Open MPI hostfile written by rlx-discover from its link map:\n\
-         # one slot per node, ranks in the order of the runtime's hosts.json.\n",
+         # one slot per node, the ring of the runtime's hosts.json.\n",
     );
-    for (r, &b) in hosts.ranks.iter().enumerate() {
+    if first != 0 {
+        s.push_str(&format!(
+            "# mpirun places the host it runs on first, so the ring starts at this machine:\n\
+             # MPI rank k is hosts.json rank (k + {first}) mod {n}, with the same neighbours.\n"
+        ));
+    }
+    for k in 0..n {
+        let r = (first + k) % n;
+        let b = hosts.ranks[r];
         let at = hosts.hosts.get(r).map(String::as_str).unwrap_or("?");
         s.push_str(&format!(
-            "# rank {r}: {}, fastest address {at}\n",
+            "# rank {k} (hosts.json rank {r}): {}, fastest address {at}\n",
             name(map, b)
         ));
         let (host, lost) = mpi_host(ssh_or(map, b, "localhost"));
@@ -294,8 +315,16 @@ mod tests {
         let h = hosts_json(&m, &HostsOptions::default()).unwrap();
         let text = mpi_hostfile(&m, &h);
         let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
-        assert_eq!(lines, ["gpu0 slots=1", "gpu1 slots=1", "localhost slots=1"]);
-        assert!(text.contains("# rank 1: box1 (10.0.0.2:9100), fastest address 10.0.0.2:9000"));
+        // This machine's node (no ssh) first, where mpirun puts it anyway;
+        // the ring rotated, so each keeps its neighbours.
+        assert_eq!(lines, ["localhost slots=1", "gpu0 slots=1", "gpu1 slots=1"]);
+        assert!(
+            text.contains(
+                "# rank 2 (hosts.json rank 1): box1 (10.0.0.2:9100), fastest address 10.0.0.2:9000"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("hosts.json rank (k + 2) mod 3"), "{text}");
         assert!(
             text.contains("# user me, port 2222: mpirun cannot say it here"),
             "{text}"

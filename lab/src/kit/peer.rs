@@ -42,6 +42,8 @@ pub enum Peer {
     Faketime,
     /// `setfacl` and `getfacl`, to give a file an ACL a write must keep.
     Acl,
+    /// Open MPI's `mpirun`, the reader of the MPI hostfile `links` writes.
+    OpenMpi,
 }
 
 impl Peer {
@@ -58,6 +60,7 @@ impl Peer {
             Peer::Iperf3 => "iperf3",
             Peer::Faketime => "faketime",
             Peer::Acl => "acl",
+            Peer::OpenMpi => "openmpi-bin",
         }
     }
 
@@ -74,6 +77,7 @@ impl Peer {
             Peer::Iperf3 => "iperf3",
             Peer::Faketime => "faketime (libfaketime)",
             Peer::Acl => "setfacl and getfacl",
+            Peer::OpenMpi => "Open MPI's mpirun",
         }
     }
 
@@ -113,6 +117,7 @@ impl Peer {
             Peer::Iperf3 => on_path("iperf3"),
             Peer::Faketime => on_path("faketime"),
             Peer::Acl => on_path("setfacl") && on_path("getfacl"),
+            Peer::OpenMpi => on_path("mpirun"),
         }
     }
 }

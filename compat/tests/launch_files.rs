@@ -1,10 +1,16 @@
-//! The MLX hostfile rlx-discover writes from a link map is read by MLX's
-//! own launcher code (`mlx._distributed_utils.common.Hostfile.from_file`,
-//! of the pinned `mlx` wheel `.ci/mlx-reader` unpacks) as meant: each
-//! rank's `ssh` target and its one IPv4 address, in rank order. The reader
-//! is Python; `.ci/run` names its directory in `RLX_MLX_READER`, and
-//! elsewhere this test says SKIP.
+//! The launch files rlx-discover writes for other runtimes from a link
+//! map, read by those runtimes' own code:
+//!
+//! - the MLX hostfile by MLX's launcher code
+//!   (`mlx._distributed_utils.common.Hostfile.from_file`, of the pinned
+//!   `mlx` wheel `.ci/mlx-reader` unpacks) as meant: each rank's `ssh`
+//!   target and its one IPv4 address, in rank order. The reader is
+//!   Python; `.ci/run` names its directory in `RLX_MLX_READER`, and
+//!   elsewhere this test says SKIP;
+//! - the Open MPI hostfile by `mpirun` itself (Debian's openmpi-bin),
+//!   which must place every MPI rank on the host of its line.
 
+use rlx_discover::linkmap::mpi_hostfile;
 use rlx_discover::linkmap::{
     hosts_json, mlx_hostfile, BoxLinks, HostsOptions, LinkMap, PairLinks, PathLink, RingOrder,
 };
@@ -168,5 +174,101 @@ fn mlx_launch_reads_every_rank_as_written() {
             "the node without ssh runs here: {}",
             mlx.to_json()
         );
+    }
+}
+
+/// Where `mpirun --display-map` puts each MPI rank: the node names, in
+/// rank order.
+fn mpirun_map(hostfile: &std::path::Path, n: usize) -> Vec<String> {
+    // In a network namespace of its own with only loopback (`unshare -rn`,
+    // root or not): --do-not-launch stops before any ssh, and nothing of
+    // it reaches a real network.
+    let out = Command::new("unshare")
+        .args(["-rn", "sh", "-c"])
+        .arg("ip link set lo up 2>/dev/null; exec mpirun --allow-run-as-root --hostfile \"$0\" --display-map --do-not-launch -n \"$1\" true")
+        .arg(hostfile)
+        .arg(n.to_string())
+        .output()
+        .expect("unshare runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let mut node = String::new();
+    let mut at = vec![String::new(); n];
+    for line in text.lines() {
+        if let Some(rest) = line.trim().strip_prefix("Data for node:") {
+            node = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+        } else if let Some((_, rank)) = line.split_once("Process rank:") {
+            let rank: usize = rank.split_whitespace().next().unwrap().parse().unwrap();
+            assert!(rank < n, "rank {rank} of {n}:\n{text}");
+            at[rank] = node.clone();
+        }
+    }
+    assert!(
+        at.iter().all(|x| !x.is_empty()),
+        "mpirun did not map every rank:\n{text}"
+    );
+    at
+}
+
+/// Open MPI places the host mpirun runs on first, whatever its line in
+/// the hostfile (4.1.4): the file written starts at this machine's node,
+/// so every MPI rank lands on the host of its own line, and the ring is
+/// the hosts.json ring, rotated.
+#[test]
+fn mpirun_places_every_rank_on_the_host_of_its_line() {
+    const TEST: &str = "mpirun_places_every_rank_on_the_host_of_its_line";
+    if !require(TEST, &[Peer::OpenMpi]) {
+        return;
+    }
+    let here = Command::new("uname").arg("-n").output().unwrap();
+    let here = String::from_utf8_lossy(&here.stdout).trim().to_string();
+    let m = map();
+    for ring in [RingOrder::FileOrder, RingOrder::Fastest] {
+        let h = hosts_json(
+            &m,
+            &HostsOptions {
+                ring,
+                ..HostsOptions::default()
+            },
+        )
+        .unwrap();
+        let text = mpi_hostfile(&m, &h);
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("hostfile");
+        std::fs::write(&file, &text).unwrap();
+        let lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let host = l.split_whitespace().next().unwrap();
+                if host == "localhost" {
+                    here.clone()
+                } else {
+                    host.to_string()
+                }
+            })
+            .collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert_eq!(mpirun_map(&file, lines.len()), lines, "{text}");
+        // The ring: line k's neighbours are hosts.json neighbours.
+        let hosts_ring: Vec<usize> = h.ranks.clone();
+        let first = hosts_ring
+            .iter()
+            .position(|&b| m.boxes[b].ssh.is_none())
+            .unwrap();
+        for k in 0..4 {
+            let b = hosts_ring[(first + k) % 4];
+            assert!(
+                text.contains(&format!(
+                    "# rank {k} (hosts.json rank {}): box{b} ",
+                    (first + k) % 4
+                )),
+                "{text}"
+            );
+        }
     }
 }
