@@ -329,6 +329,8 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                                 "",
                             );
                         }
+                        // A lab set up wrong measures nothing: the suite stops.
+                        Err(e) if e.is::<SetupError>() => return Err(e),
                         Err(e) => {
                             ctx.record(
                                 "mdns",
@@ -494,6 +496,19 @@ fn describe_report(report: &serde_json::Value) -> String {
     )
 }
 
+/// A fault of the scenario itself, not of a tool measured: it stops the
+/// suite rather than becoming a row.
+#[derive(Debug)]
+struct SetupError(String);
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SetupError {}
+
 fn expand(ctx: &Ctx, lab: &Lab, cfg: &std::path::Path, n: usize) -> Result<Measured> {
     let mut c = lab.command(0, &ctx.bins.discover);
     c.args(["expand", "--format", "json"])
@@ -502,6 +517,24 @@ fn expand(ctx: &Ctx, lab: &Lab, cfg: &std::path::Path, n: usize) -> Result<Measu
     let t = run_timed(&mut c, Duration::from_secs(60))?;
     let v: serde_json::Value = serde_json::from_str(t.stdout.trim()).unwrap_or_default();
     let found = v["nodes"].as_array().map_or(0, |a| a.len()) as u64;
+    // Every agent of the lab is genuine: a node refused for its pinned key
+    // means the scenario set the lab up wrong (as a pins file shared
+    // between labs once did), and no figure of it is a measurement.
+    let impostors: Vec<&str> = v["report"]["failed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["reason"].as_str())
+        .filter(|r| r.contains("pinned"))
+        .collect();
+    if let Some(first) = impostors.first() {
+        return Err(SetupError(format!(
+            "expand refused {} of the lab's own agents for their pinned keys (first: {first}): \
+             the scenario's setup is wrong, not the figures",
+            impostors.len()
+        ))
+        .into());
+    }
     Ok(Measured {
         complete_ms: (found >= n as u64 && t.status.is_some()).then(|| t.wall_ms()),
         found,
