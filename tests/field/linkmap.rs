@@ -288,3 +288,116 @@ fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
         );
     }
 }
+
+/// `links --map FILE` once, in `lab`'s host 0: the map it kept, and how
+/// many pairs it says it kept from the file and measured now.
+fn links_with_map(lab: &Lab, cfg: &Path, file: &Path) -> (Value, usize, usize) {
+    let out = lab
+        .command(0, discover_bin())
+        .args(["links", "--json", "--map"])
+        .arg(file)
+        .arg(cfg)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let map: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("links printed no JSON ({e}):\n{stdout}\n{stderr}"));
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("kept from before"))
+        .unwrap_or_else(|| panic!("no count of kept pairs:\n{stderr}"));
+    let counts: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [kept, measured] = counts[counts.len() - 2..] else {
+        panic!("{line}")
+    };
+    (map, kept, measured)
+}
+
+/// The figures of the pair of `box{a}` and `box{b}`, whichever of the two
+/// the map lists first: per path, each end's address with the rate out of
+/// it, and the round trip.
+fn pair_of(map: &Value, a: usize, b: usize) -> Vec<(Vec<(String, String)>, String)> {
+    let (i, j) = (index(map, a), index(map, b));
+    let pair = map["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| {
+            p["a"].as_u64() == Some(i.min(j) as u64) && p["b"].as_u64() == Some(i.max(j) as u64)
+        })
+        .unwrap_or_else(|| panic!("no pair box{a}-box{b}: {map:#}"));
+    pair["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let mut ends = vec![
+                (p["a_addr"].to_string(), p["ab_mbps"].to_string()),
+                (p["b_addr"].to_string(), p["ba_mbps"].to_string()),
+            ];
+            ends.sort();
+            (ends, p["rtt_ms"].to_string())
+        })
+        .collect()
+}
+
+/// Guards the incremental map (issue 40): a kept map answers every pair
+/// it already has, so a second run measures nothing, and a box that joins
+/// has only its own pairs measured, the others' figures carried as they
+/// were.
+#[test]
+fn a_kept_map_measures_only_the_pairs_of_a_box_that_joins() {
+    let Some(labs) = require_lab() else { return };
+    let lab = labs.hosts(4);
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("cluster.key");
+    run_ok(Command::new(discover_bin()).arg("keygen").arg(&key));
+    let cfg = dir.path().join("cluster.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "model = \"m\"\n[discover]\nkey_file = \"{}\"\nckpt_dir = \"/m\"\n",
+            key.display()
+        ),
+    )
+    .unwrap();
+    let file = dir.path().join("links.json");
+    let mut agents: Vec<Proc> = (1..=2)
+        .map(|i| agent(&lab, i, &key, dir.path(), &[]))
+        .collect();
+
+    let (first, kept, measured) = links_with_map(&lab, &cfg, &file);
+    assert_eq!((kept, measured), (0, 1), "a first run measures its pair");
+    let p12 = pair_of(&first, 1, 2);
+    assert!(!p12.is_empty(), "{first:#}");
+
+    let (again, kept, measured) = links_with_map(&lab, &cfg, &file);
+    assert_eq!(
+        (kept, measured),
+        (1, 0),
+        "nothing changed: nothing measured"
+    );
+    assert_eq!(pair_of(&again, 1, 2), p12, "the figures kept");
+
+    agents.push(agent(&lab, 3, &key, dir.path(), &[]));
+    let (joined, kept, measured) = links_with_map(&lab, &cfg, &file);
+    eprintln!("with box3: {} ms", joined["took_ms"]);
+    assert_eq!((kept, measured), (1, 2), "box3's two pairs, and no other");
+    assert_eq!(pair_of(&joined, 1, 2), p12, "box1-box2 not measured again");
+    for other in [1, 2] {
+        let p = pair_of(&joined, 3, other);
+        assert!(!p.is_empty(), "box3-box{other}: {joined:#}");
+    }
+    let kept_file: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(
+        kept_file["pairs"].as_array().unwrap().len(),
+        3,
+        "the file has all three"
+    );
+}
