@@ -35,6 +35,8 @@
 //! namespaces deleted) when each scenario ends, even on error.
 
 #[cfg(target_os = "linux")]
+mod compare;
+#[cfg(target_os = "linux")]
 mod ctx;
 #[cfg(target_os = "linux")]
 mod heap;
@@ -111,6 +113,19 @@ enum Cmd {
     Run(RunArgs),
     /// Re-render BENCHMARKS.md and the plots from a results file.
     Report(ReportArgs),
+    /// The rows of two results files whose figures moved more than their
+    /// spread, as a Markdown table: what a new BENCHMARKS.md explains.
+    Compare(CompareArgs),
+}
+
+#[cfg(target_os = "linux")]
+#[derive(Debug, clap::Args)]
+struct CompareArgs {
+    /// The earlier run's results JSON (e.g. from `git show
+    /// HEAD~:bench/results/full.json`).
+    old: PathBuf,
+    /// The new run's.
+    new: PathBuf,
 }
 
 #[cfg(target_os = "linux")]
@@ -610,6 +625,19 @@ fn main() -> std::process::ExitCode {
             let r: Results = serde_json::from_str(&text)
                 .with_context(|| format!("parsing {}", a.results.display()))?;
             render(&r, &a.results, &a.markdown, &a.plots)
+        })(),
+        Cmd::Compare(a) => (|| {
+            let read = |p: &PathBuf| -> Result<Results> {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("reading {}", p.display()))?;
+                serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+            };
+            let text = compare::markdown(&read(&a.old)?, &read(&a.new)?);
+            // Piped into `head`, a closed pipe is the reader's choice.
+            match std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                r => r.context("writing the table"),
+            }
         })(),
     };
     match r {
