@@ -10,9 +10,9 @@
 //! - the Open MPI hostfile by `mpirun` itself (Debian's openmpi-bin),
 //!   which must place every MPI rank on the host of its line.
 
-use rlx_discover::linkmap::mpi_hostfile;
 use rlx_discover::linkmap::{
-    hosts_json, mlx_hostfile, BoxLinks, HostsOptions, LinkMap, PairLinks, PathLink, RingOrder,
+    hosts_json, mlx_hostfile, mpi_hostfile, BoxLinks, HostsOptions, LinkMap, PairLinks, PathLink,
+    RingOrder,
 };
 use rlx_lab::kit::peer::{require, Peer, PYTHON};
 use std::path::PathBuf;
