@@ -160,20 +160,7 @@ mod tests {
     use crate::results::Sample;
 
     fn sample(tool: &str, rep: u32, value: Option<f64>) -> Sample {
-        Sample {
-            scenario: "mdns".into(),
-            case: "N=50".into(),
-            tool: tool.into(),
-            metric: "complete_ms".into(),
-            rep,
-            value,
-            found: None,
-            expected: None,
-            computed: false,
-            load1: 0.0,
-            others_cpu_pct: None,
-            note: String::new(),
-        }
+        Sample::measured(("mdns", "N=50", tool, "complete_ms"), rep, value)
     }
 
     fn run(samples: Vec<Sample>) -> Results {

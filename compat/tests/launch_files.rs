@@ -113,19 +113,26 @@ fn map() -> LinkMap {
     }
 }
 
+/// The runtime's hosts.json of `m` in both ring orders: what each launch
+/// file is written beside.
+fn rings(m: &LinkMap) -> Vec<rlx_discover::linkmap::HostsFile> {
+    [RingOrder::FileOrder, RingOrder::Fastest]
+        .into_iter()
+        .map(|ring| {
+            let opts = HostsOptions {
+                ring,
+                ..HostsOptions::default()
+            };
+            hosts_json(m, &opts).unwrap()
+        })
+        .collect()
+}
+
 #[test]
 fn mlx_launch_reads_every_rank_as_written() {
     let Some(dir) = reader() else { return };
     let m = map();
-    for ring in [RingOrder::FileOrder, RingOrder::Fastest] {
-        let h = hosts_json(
-            &m,
-            &HostsOptions {
-                ring,
-                ..HostsOptions::default()
-            },
-        )
-        .unwrap();
+    for h in rings(&m) {
         let mlx = mlx_hostfile(&m, &h).unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("hosts.json");
@@ -227,15 +234,7 @@ fn mpirun_places_every_rank_on_the_host_of_its_line() {
     let here = Command::new("uname").arg("-n").output().unwrap();
     let here = String::from_utf8_lossy(&here.stdout).trim().to_string();
     let m = map();
-    for ring in [RingOrder::FileOrder, RingOrder::Fastest] {
-        let h = hosts_json(
-            &m,
-            &HostsOptions {
-                ring,
-                ..HostsOptions::default()
-            },
-        )
-        .unwrap();
+    for h in rings(&m) {
         let text = mpi_hostfile(&m, &h);
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("hostfile");

@@ -141,13 +141,26 @@ fn paths(map: &Value, from: usize, to: usize) -> Vec<(f64, f64, String)> {
         .collect()
 }
 
+/// A new cluster key in `dir`, and a cluster file that names it and no
+/// node: the agents are found by mDNS and measured under the key.
+fn keyed_cluster(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let key = dir.join("cluster.key");
+    run_ok(Command::new(discover_bin()).arg("keygen").arg(&key));
+    let cfg = dir.join("cluster.toml");
+    let text = format!(
+        "model = \"m\"\n[discover]\nkey_file = \"{}\"\nckpt_dir = \"/m\"\n",
+        key.display()
+    );
+    std::fs::write(&cfg, text).unwrap();
+    (key, cfg)
+}
+
 #[test]
 fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(4);
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("cluster.key");
-    run_ok(Command::new(discover_bin()).arg("keygen").arg(&key));
+    let (key, cfg) = keyed_cluster(dir.path());
     // The cable between hosts 1 and 2.
     wire(&lab, (1, 2), "tb0", CABLE, 30);
     shape(&lab, 1, "eth0", 50);
@@ -165,15 +178,6 @@ fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
             _ => agent(&lab, i, &key, dir.path(), &[]),
         })
         .collect();
-    let cfg = dir.path().join("cluster.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "model = \"m\"\n[discover]\nkey_file = \"{}\"\nckpt_dir = \"/m\"\n",
-            key.display()
-        ),
-    )
-    .unwrap();
 
     let out = lab
         .command(0, discover_bin())
@@ -356,17 +360,7 @@ fn a_kept_map_measures_only_the_pairs_of_a_box_that_joins() {
     let Some(labs) = require_lab() else { return };
     let lab = labs.hosts(4);
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("cluster.key");
-    run_ok(Command::new(discover_bin()).arg("keygen").arg(&key));
-    let cfg = dir.path().join("cluster.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "model = \"m\"\n[discover]\nkey_file = \"{}\"\nckpt_dir = \"/m\"\n",
-            key.display()
-        ),
-    )
-    .unwrap();
+    let (key, cfg) = keyed_cluster(dir.path());
     let file = dir.path().join("links.json");
     let mut agents: Vec<Proc> = (1..=2)
         .map(|i| agent(&lab, i, &key, dir.path(), &[]))
