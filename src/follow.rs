@@ -174,7 +174,13 @@ impl LiveWatch {
         };
         Ok(LiveWatch {
             engine: Watch::new(
-                (rules.clone(), Streams { rules }),
+                (
+                    rules.clone(),
+                    Streams {
+                        rules,
+                        poller: Default::default(),
+                    },
+                ),
                 NodeDefaults::from(d),
                 WatchTuning {
                     suspect_timeout: opts.suspect_timeout,

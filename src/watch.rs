@@ -132,6 +132,7 @@ mod local;
 mod member;
 mod members;
 mod node;
+mod poller;
 mod run;
 pub(crate) mod suspicion;
 #[cfg(test)]

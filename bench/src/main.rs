@@ -25,8 +25,9 @@
 //!   coordinator stopped) beside python-zeroconf and serf, every `left`
 //!   judged against the injection log (30 min in a full run, 2 in quick);
 //!   [`sc_dns`]: a DNS-SD-only cluster, `expand` against `dig`;
-//!   [`sc_scale`]: `watch` at rest with 50 and 200 members (a quick run
-//!   only with `--only scale`: CI runs it on the release build).
+//!   [`sc_scale`]: `watch` at rest with 10, 50, 200 and 1,000 members,
+//!   crashes timed at 200 and 1,000, and a join storm of 1,000 (a quick run,
+//!   200 members only, with `--only scale`: CI runs it on the release build).
 //! - [`report`]: BENCHMARKS.md with every goal judged; [`plot`]: PNGs.
 //!
 //! Every scenario builds its network with [`rlx_lab`] and runs

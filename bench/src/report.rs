@@ -13,6 +13,7 @@ mod flood_goals;
 mod goals;
 mod identity_goals;
 mod load_goals;
+mod scale_goals;
 mod watch_goals;
 
 use crate::results::{Results, Summary};
@@ -368,6 +369,7 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         .chain(faults_goals::faults_goals(r))
         .chain(flood_goals::flood_goals(&s))
         .chain(load_goals::load_goals(&s))
+        .chain(scale_goals::scale_goals(&s))
     {
         let _ = writeln!(
             o,
@@ -411,6 +413,10 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
             "8. Faults: false deaths and detection under injected faults",
         ),
         ("dns", "9. A DNS-SD-only cluster"),
+        (
+            "scale",
+            "10. A fleet: `watch` at rest with many members, crashes, a join storm",
+        ),
     ];
     for (sc, title) in titles {
         let rows: Vec<&Summary> = s.iter().filter(|x| x.scenario == sc).collect();
@@ -430,6 +436,9 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
         } else if sc == "faults" {
             faults_goals::section(&mut o, r);
         } else {
+            if sc == "scale" {
+                scale_goals::scaling_table(&mut o, &s);
+            }
             let _ = writeln!(o, "| case | tool | metric | median | min - max | found | runs complete | vs ours | max load; others' CPU |");
             let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
             for x in &rows {

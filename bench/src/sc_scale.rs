@@ -7,14 +7,23 @@
 //! (a sample of them). With `RLX_BENCH_PERF_DIR=DIR`, `perf record` profiles
 //! watch over the same window into `DIR/watch-<n>.perf.data`.
 //!
-//! Lab: h0 watch, h1..hn the agents. Sizes: 50 and 200 (full), 200 with a
+//! After the window, from 200 members on, [`CRASHES`] agents are killed
+//! (SIGKILL, one every 500 ms) and each one's time from the signal to its
+//! `left` is measured; a `left` of any other member is false.
+//!
+//! Lab: h0 watch, h1..hn the agents (beyond 1,000 hosts a chain of bridges,
+//! `rlx_lab::HOSTS_PER_BRIDGE`). Sizes: 10 (the agents' own baseline), 50,
+//! 200 and 1,000 (full), then a join storm of 1,000 ([`storm`]); 200 with a
 //! shorter window (`--quick`). With `RLX_BENCH_SCALE_MAX_CPU_PCT=P` set (CI:
-//! 4, docs/scale.md says why), a steady state above P % of one core fails the scenario.
+//! 4, docs/scale.md says why), a steady state above P % of one core fails
+//! the scenario.
+
+mod storm;
 
 use crate::ctx::Ctx;
 use crate::peers;
 use crate::proc::{cpu_ns, rss_kb};
-use crate::stamp::Stamped;
+use crate::stamp::{placed_events, wall_ms, Stamped};
 use anyhow::{bail, Context, Result};
 use rlx_lab::{Lab, LabOptions, LabProcess};
 use serde_json::Value;
@@ -24,8 +33,14 @@ const SCENARIO: &str = "scale";
 const WATCH: &str = "rlx-discover watch --json";
 const AGENT: &str = "rlx-agent";
 
-/// Agents whose own CPU is sampled over the steady window.
+/// Agents whose own CPU and RSS are sampled over the steady window.
 const AGENT_SAMPLE: usize = 10;
+
+/// Agents killed after the steady window, to time their `left`.
+const CRASHES: usize = 20;
+
+/// Size of the join storm of a full run.
+const STORM: usize = 1000;
 
 /// The case name of `n` members and a steady window of `secs`.
 pub(crate) fn case_name(n: usize, secs: u64) -> String {
@@ -44,8 +59,20 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let (sizes, steady): (&[usize], Duration) = if ctx.quick {
         (&[200], Duration::from_secs(20))
     } else {
-        (&[50, 200], Duration::from_secs(60))
+        (&[10, 50, 200, 1000], Duration::from_secs(60))
     };
+    ctx.notes.push(format!(
+        "scale: n real `rlx-agent`s (each its own namespace, state directory and node key; \
+         simulated caps) on one segment (a chain of bridges beyond {} hosts), `watch --json` \
+         started once every agent announced. join_ms: from watch's spawn to the n-th `joined`; \
+         then {} s of nothing changing: watch's CPU (utime + stime, % of one core), its RSS, \
+         `left` events (0 is right), and the CPU and RSS of {AGENT_SAMPLE} of the agents. From \
+         200 members, {CRASHES} agents are then SIGKILLed 500 ms apart, each one's `left` timed \
+         from its signal. The join storm starts watch on an empty segment and spawns \
+         {STORM} agents one after another under it.",
+        rlx_lab::HOSTS_PER_BRIDGE,
+        steady.as_secs()
+    ));
     let limit: Option<f64> = std::env::var("RLX_BENCH_SCALE_MAX_CPU_PCT")
         .ok()
         .and_then(|v| v.parse().ok());
@@ -59,6 +86,9 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 );
             }
         }
+    }
+    if !ctx.quick {
+        storm::run(ctx, STORM)?;
     }
     Ok(())
 }
@@ -104,8 +134,9 @@ fn one(ctx: &mut Ctx, n: usize, steady: Duration) -> Result<Option<f64>> {
     let mut c = lab.command(0, &ctx.bins.discover);
     c.args(["watch", "--json", "--interface", &h0.iface]);
     let started = Instant::now();
+    let spawned = wall_ms();
     let w = lab.spawn(0, c)?;
-    let mut out = Stamped::follow(w.stdout_path().to_path_buf());
+    let out = Stamped::follow(w.stdout_path().to_path_buf());
     let joined = |out: &Stamped| {
         events(&out.lines())
             .iter()
@@ -180,7 +211,7 @@ fn one(ctx: &mut Ctx, n: usize, steady: Duration) -> Result<Option<f64>> {
         None,
         "after the steady window",
     );
-    let after: Vec<(f64, String)> = events(&out.finish())
+    let after: Vec<(f64, String)> = events(&out.lines())
         .into_iter()
         .skip(before_events)
         .collect();
@@ -219,7 +250,111 @@ fn one(ctx: &mut Ctx, n: usize, steady: Duration) -> Result<Option<f64>> {
             per_agent.len()
         ),
     );
+    let rss: Vec<f64> = sampled
+        .iter()
+        .filter_map(|&p| rss_kb(p).map(|k| k as f64))
+        .collect();
+    ctx.record(
+        SCENARIO,
+        &case,
+        AGENT,
+        "rss_idle_kb",
+        0,
+        (!rss.is_empty()).then(|| rss.iter().sum::<f64>() / rss.len() as f64),
+        Some(rss.len() as u64),
+        None,
+        format!("mean VmRSS of {} of the agents after the window", rss.len()),
+    );
+    if n >= 200 {
+        crashes(ctx, &case, &agents, &out, spawned)?;
+    }
     drop(agents);
     drop(w);
     Ok(pct)
+}
+
+/// Whether `instance` (as watch prints it) is node `name`'s.
+fn is_node(instance: &str, name: &str) -> bool {
+    instance == name || instance.starts_with(&format!("{name} ("))
+}
+
+/// The last [`CRASHES`] agents killed one every 500 ms; each one's time
+/// from its SIGKILL to its `left` (`crash_left_ms`, p50 and max), those
+/// never seen (`found` short of `expected`), and every other `left` after
+/// the first kill (`false_left`: 0 is right).
+fn crashes(
+    ctx: &mut Ctx,
+    case: &str,
+    agents: &[LabProcess],
+    out: &Stamped,
+    spawned: f64,
+) -> Result<()> {
+    let k = CRASHES.min(agents.len() / 2);
+    let first = wall_ms();
+    let mut killed: Vec<(String, f64)> = Vec::with_capacity(k);
+    for (j, a) in agents.iter().enumerate().skip(agents.len() - k) {
+        let at = wall_ms();
+        a.signal(nix::sys::signal::Signal::SIGKILL);
+        killed.push((peers::node_name(j + 1), at));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let (placed, _) = placed_events(&out.lines(), spawned);
+    let lefts: Vec<(f64, &str)> = placed
+        .iter()
+        .filter(|(t, e)| e["event"] == "left" && *t >= first)
+        .map(|(t, e)| (*t, e["instance"].as_str().unwrap_or_default()))
+        .collect();
+    let mut ms: Vec<f64> = killed
+        .iter()
+        .filter_map(|(name, at)| {
+            let (t, _) = lefts.iter().find(|(_, i)| is_node(i, name))?;
+            Some((t - at).max(0.0))
+        })
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    let false_left = lefts
+        .iter()
+        .filter(|(_, i)| !killed.iter().any(|(n, _)| is_node(i, n)))
+        .count();
+    let seen = Some(ms.len() as u64);
+    let note = format!(
+        "{k} agents SIGKILLed one every 500 ms after the steady window; from the signal to \
+         the agent's `left` (event times placed on the bench's clock, within 5 ms)"
+    );
+    let p50 = ms.get(ms.len() / 2).copied();
+    ctx.record(
+        SCENARIO,
+        case,
+        WATCH,
+        "crash_left_ms_p50",
+        0,
+        p50,
+        seen,
+        Some(k as u64),
+        note.clone(),
+    );
+    ctx.record(
+        SCENARIO,
+        case,
+        WATCH,
+        "crash_left_ms_max",
+        0,
+        ms.last().copied(),
+        seen,
+        Some(k as u64),
+        note,
+    );
+    ctx.record(
+        SCENARIO,
+        case,
+        WATCH,
+        "false_left",
+        0,
+        Some(false_left as f64),
+        None,
+        None,
+        "`left` events after the first kill for members that were not killed: 0 is right",
+    );
+    Ok(())
 }

@@ -62,6 +62,8 @@
 //!   router, running commands in them, tearing it all down.
 //! - `process`: [`LabProcess`], a tracked process and its output.
 //! - `impair`: loss and silenced TCP on a host's link ([`Lab::set_loss`]).
+//! - `neigh`: room in the kernel's one neighbour (ARP) table for a lab of
+//!   hundreds of hosts, raised while the lab lives.
 //! - `privilege`: whether and how this machine can build a lab
 //!   ([`lab_support`], [`unshare_command`]).
 //! - `cmd`: running the helper commands (`ip`, `nft`) with errors that name
@@ -79,6 +81,7 @@ mod error;
 mod impair;
 #[cfg(feature = "kit")]
 pub mod kit;
+mod neigh;
 mod privilege;
 mod process;
 #[cfg(test)]
@@ -89,7 +92,7 @@ pub mod worker;
 pub use error::{LabError, Result};
 pub use privilege::{in_user_namespace, lab_support, unshare_command, LabMode};
 pub use process::LabProcess;
-pub use topology::{sweep_stale, Host, Lab, LabOptions, RoutedOptions};
+pub use topology::{sweep_stale, Host, Lab, LabOptions, RoutedOptions, HOSTS_PER_BRIDGE};
 
 /// Set to `1` to keep a lab's namespaces and processes after drop (debugging).
 pub const KEEP_ENV: &str = "RLX_LAB_KEEP";

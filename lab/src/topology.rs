@@ -4,6 +4,7 @@
 
 use crate::cmd::{display, is_wrapped, run, run_all};
 use crate::error::{LabError, Result};
+use crate::neigh::{self, NeighRoom};
 use crate::privilege::prepare_netns_dir;
 use crate::process::{kill_and_reap, LabProcess};
 use crate::{HOST_IFACE, KEEP_ENV};
@@ -28,6 +29,13 @@ use std::sync::{Arc, Mutex};
 /// Hosts per /24 in the address plan: `.1` to `.250`, leaving `.251`-`.255`
 /// free for peers a test adds by hand.
 const HOSTS_PER_24: usize = 250;
+
+/// Most hosts on one bridge of a lab's switch. The kernel stops a bridge
+/// at 1,024 ports (`BR_MAX_PORTS`); a larger lab chains bridges, each
+/// joined to the next by a veth pair (one port on each), so that its hosts
+/// are still one segment (multicast floods across, as across two switches
+/// joined by a cable).
+pub const HOSTS_PER_BRIDGE: usize = 1000;
 
 /// Labs made by this process so far: part of every namespace name.
 static LAB_COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -99,6 +107,9 @@ pub struct Lab {
     logs: PathBuf,
     procs: Mutex<Vec<Arc<Mutex<Child>>>>,
     spawned: AtomicUsize,
+    /// The neighbour table's limits raised for a large lab, put back when
+    /// it is dropped (after its namespaces: see [`crate::neigh`]).
+    neigh: Option<NeighRoom>,
 }
 
 impl fmt::Debug for Lab {
@@ -136,13 +147,27 @@ impl Lab {
             namespaces: Vec::new(),
             logs,
             procs: Mutex::new(Vec::new()),
+            neigh: None,
             spawned: AtomicUsize::new(0),
         })
     }
 
     /// Build a switch and `opts.hosts` host namespaces (see the module docs).
-    /// On error, whatever was built is torn down.
+    /// On error, whatever was built is torn down. Beyond
+    /// [`HOSTS_PER_BRIDGE`] hosts the switch is a chain of bridges.
     pub fn new(opts: LabOptions) -> Result<Lab> {
+        Lab::chained(opts, HOSTS_PER_BRIDGE)
+    }
+
+    /// [`Lab::new`] with at most `per_bridge` hosts on each bridge of the
+    /// switch (`br0`, `br1`, ..., joined in a chain by veth pairs `tkK` on
+    /// `brK` and `tbK` on `brK+1`): one segment however many bridges.
+    pub fn chained(opts: LabOptions, per_bridge: usize) -> Result<Lab> {
+        if per_bridge == 0 || per_bridge > HOSTS_PER_BRIDGE {
+            return Err(LabError::Invalid(format!(
+                "a bridge of the lab takes 1 to {HOSTS_PER_BRIDGE} hosts, not {per_bridge}"
+            )));
+        }
         if opts.hosts == 0 || opts.hosts > HOSTS_PER_24 * 254 {
             return Err(LabError::Invalid(format!(
                 "a lab needs 1 to {} hosts, not {}",
@@ -153,6 +178,7 @@ impl Lab {
         let x = random_octet();
         let subnet = Ipv4Net::new(Ipv4Addr::new(10, x, 0, 0), 16).expect("/16 is valid");
         let mut lab = Lab::empty(subnet)?;
+        lab.neigh = NeighRoom::make(neigh::needed(opts.hosts));
         let sw = format!("{}-sw", lab.name);
         for i in 0..opts.hosts {
             lab.hosts.push(Host {
@@ -196,9 +222,24 @@ impl Lab {
             (c, None)
         }))?;
 
+        let bridges = opts.hosts.div_ceil(per_bridge);
+        let mut switch = String::new();
+        for b in 0..bridges {
+            switch.push_str(&format!(
+                "link add br{b} type bridge mcast_snooping 0\nlink set br{b} up\n"
+            ));
+            if b > 0 {
+                let k = b - 1;
+                switch.push_str(&format!(
+                    "link add tk{k} type veth peer name tb{k}\n\
+                     link set tk{k} master br{k}\nlink set tb{k} master br{b}\n\
+                     link set tk{k} up\nlink set tb{k} up\n"
+                ));
+            }
+        }
         run(
             Command::new("ip").args(["-n", &sw, "-batch", "-"]),
-            Some("link add br0 type bridge mcast_snooping 0\nlink set br0 up\n"),
+            Some(&switch),
         )?;
         let host_batches: Vec<(Command, Option<String>)> = lab
             .hosts
@@ -226,8 +267,9 @@ impl Lab {
         let ports: String = lab
             .hosts
             .iter()
-            .filter_map(|h| h.switch_port.as_ref())
-            .map(|p| format!("link set {p} master br0\nlink set {p} up\n"))
+            .enumerate()
+            .filter_map(|(i, h)| Some((i / per_bridge, h.switch_port.as_ref()?)))
+            .map(|(b, p)| format!("link set {p} master br{b}\nlink set {p} up\n"))
             .collect();
         run(
             Command::new("ip").args(["-n", &sw, "-batch", "-"]),

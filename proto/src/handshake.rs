@@ -84,6 +84,7 @@ mod binding_tests;
 mod client;
 mod clock;
 pub mod follow;
+mod follow_polled;
 pub mod measure;
 mod measure_client;
 pub mod measure_peer;
@@ -109,6 +110,7 @@ pub use follow::{
     bye_line, follow_in_cluster, is_ping, ping_line, pulse_line, Follower, Heard, FOLLOWER_IDLE,
     MAX_FOLLOWERS, MAX_FOLLOW_LINE, PING_INTERVAL, PULSE_INTERVAL,
 };
+pub use follow_polled::{Polled, Visit};
 pub use measure_client::{measure_link, rate_text, LinkMeasurement, MeasureError, DRAIN_GRACE};
 pub use messages::{
     endpoint_text, follow_hello_line, hello_line, hello_line_for, parse_hello, reply_line,

@@ -1,28 +1,54 @@
 //! **Admission control of `watch`** — which announced candidates are
-//! handed to admission (the handshake), and when: a token bucket bounds how
-//! many a second, a queue orders them (members' changes, then candidates
-//! whose address sent the announcement itself, then new ones, then
-//! retries), and refusals are remembered per (address, id, TXT) with an
-//! exponential back-off, so a refused instance is not dialled again on
-//! every snapshot.
+//! handed to admission (the handshake), and when: a queue orders them
+//! (members' changes, then candidates whose address sent the announcement
+//! itself, then new ones, then retries), two token buckets bound how many
+//! a second (a fast lane for the first two, a slow one for the others),
+//! one address is dialled at most every [`PER_ADDRESS_GAP`], and refusals
+//! are remembered per (address, id, TXT) with an exponential back-off, so
+//! a refused instance is not dialled again on every snapshot.
+//!
+//! Why two lanes: a rack of a thousand boxes powering on must join within
+//! seconds (issue 41: 1,000 in 10 s), where a stranger's flood of
+//! announcements must not make the coordinator dial the LAN at that pace.
+//! The two differ in who is dialled: a vouched candidate's address is the
+//! machine that sent the announcement itself, so the dial goes back to the
+//! sender (a stranger can only make the coordinator dial the stranger, and
+//! the per-address gap holds that to four a second however many names or
+//! TXT tweaks it sends), while an unvouched one is an address someone
+//! claimed, which could be anyone's.
 //!
 //! Hand-written rather than `governor`: the bucket runs on tokio's clock,
 //! so the engine's tests run it under paused time like every other timer.
 
 use crate::sighting::Sighting;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// One admission token comes every `ADMIT_EVERY`: at most 20 candidates a
-/// second are dialled, steadily. A real cluster joins at that pace (a
-/// 100-node cluster in 5 s); a stranger's flood makes the coordinator dial
-/// no more than that, however many instances or TXT tweaks it sends.
+/// The slow lane (candidates nobody vouched for, see the module): one
+/// admission token every `ADMIT_EVERY`, at most 20 such candidates a
+/// second, steadily. A stranger's flood of claims makes the coordinator
+/// dial no more than that, however many instances or TXT tweaks it sends.
 pub(crate) const ADMIT_EVERY: Duration = Duration::from_millis(50);
 
-/// Tokens the bucket holds: a burst of 32 candidates (a rack booting at
-/// once) is admitted without waiting.
+/// Tokens the slow lane's bucket holds: a burst of 32 candidates is
+/// admitted without waiting.
 pub(crate) const ADMIT_BURST: u32 = 32;
+
+/// The fast lane (members' changes and vouched candidates): one token
+/// every 5 ms, 200 a second, so a rack of 1,000 booting at once is
+/// dialled within about 5 s; the handshakes are what bounds it then
+/// ([`MAX_IN_FLIGHT`] at once).
+pub(crate) const VOUCHED_EVERY: Duration = Duration::from_millis(5);
+
+/// Tokens the fast lane's bucket holds.
+pub(crate) const VOUCHED_BURST: u32 = 64;
+
+/// One address is dialled for admission at most once per this (in the
+/// fast lane, where a flood from one stranger would dial its own address):
+/// four a second, a real agent's announcement and a change of it never
+/// wait more than a quarter of a second.
+pub(crate) const PER_ADDRESS_GAP: Duration = Duration::from_millis(250);
 
 /// Most new or retried candidates in admission at once (a handshake to a
 /// host that does not answer takes the whole round, about 4.3 s).
@@ -46,43 +72,64 @@ pub(crate) const RETRY_CAP: Duration = Duration::from_secs(300);
 /// table's own bound ([`crate::sources::mdns::MAX_INSTANCES`]).
 pub(crate) const MAX_REMEMBERED: usize = crate::sources::mdns::MAX_INSTANCES;
 
-/// A token bucket on tokio's clock: [`ADMIT_BURST`] tokens, one more every
-/// [`ADMIT_EVERY`].
+/// A token bucket on tokio's clock: `burst` tokens, one more every
+/// `every`.
 #[derive(Debug)]
 pub(super) struct Bucket {
+    every: Duration,
+    burst: u32,
     tokens: u32,
     /// When the last token was added (or the bucket was last full).
     last: Instant,
 }
 
 impl Bucket {
-    pub(super) fn new(now: Instant) -> Self {
+    /// The slow lane's bucket, full at `now`: [`ADMIT_BURST`] tokens, one
+    /// more every [`ADMIT_EVERY`].
+    pub(super) fn slow(now: Instant) -> Self {
+        Bucket::new(now, ADMIT_EVERY, ADMIT_BURST)
+    }
+
+    /// The fast lane's bucket, full at `now`: [`VOUCHED_BURST`] tokens, one
+    /// more every [`VOUCHED_EVERY`].
+    pub(super) fn fast(now: Instant) -> Self {
+        Bucket::new(now, VOUCHED_EVERY, VOUCHED_BURST)
+    }
+
+    fn new(now: Instant, every: Duration, burst: u32) -> Self {
         Bucket {
-            tokens: ADMIT_BURST,
+            every,
+            burst,
+            tokens: burst,
             last: now,
         }
     }
 
     fn refill(&mut self, now: Instant) {
         let earned =
-            (now.saturating_duration_since(self.last).as_nanos() / ADMIT_EVERY.as_nanos()) as u32;
+            (now.saturating_duration_since(self.last).as_nanos() / self.every.as_nanos()) as u32;
         if earned == 0 {
             return;
         }
-        self.tokens = (self.tokens + earned).min(ADMIT_BURST);
-        self.last = if self.tokens == ADMIT_BURST {
+        self.tokens = self.tokens.saturating_add(earned).min(self.burst);
+        self.last = if self.tokens == self.burst {
             now
         } else {
-            self.last + ADMIT_EVERY * earned
+            self.last + self.every * earned
         };
     }
 
-    /// Takes up to `want` tokens; returns how many it got.
-    pub(super) fn take(&mut self, want: usize, now: Instant) -> usize {
+    /// The tokens there at `now`.
+    pub(super) fn available(&mut self, now: Instant) -> usize {
         self.refill(now);
-        let n = (self.tokens as usize).min(want);
-        self.tokens -= n as u32;
-        n
+        self.tokens as usize
+    }
+
+    /// Spends `n` of the tokens [`Bucket::available`] said were there.
+    pub(super) fn spend(&mut self, n: usize) {
+        self.tokens = self
+            .tokens
+            .saturating_sub(u32::try_from(n).unwrap_or(u32::MAX));
     }
 
     /// When the next token is there.
@@ -90,8 +137,37 @@ impl Bucket {
         if self.tokens > 0 {
             self.last
         } else {
-            self.last + ADMIT_EVERY
+            self.last + self.every
         }
+    }
+}
+
+/// When each address was last dialled for admission in the fast lane: at
+/// most once per [`PER_ADDRESS_GAP`]. At most [`MAX_REMEMBERED`] addresses
+/// (those whose gap is over are forgotten first).
+#[derive(Debug, Default)]
+pub(super) struct Pace {
+    last: HashMap<String, Instant>,
+}
+
+impl Pace {
+    /// When `addr` may be dialled again (`None`: now).
+    pub(super) fn free_at(&self, addr: &str, now: Instant) -> Option<Instant> {
+        let at = *self.last.get(addr)? + PER_ADDRESS_GAP;
+        (at > now).then_some(at)
+    }
+
+    /// `addr` is dialled at `now`.
+    pub(super) fn went(&mut self, addr: &str, now: Instant) {
+        if self.last.len() >= MAX_REMEMBERED && !self.last.contains_key(addr) {
+            self.last.retain(|_, t| *t + PER_ADDRESS_GAP > now);
+            if self.last.len() >= MAX_REMEMBERED {
+                // All within their gap (a flood of addresses): the fast
+                // lane's bucket bounds them anyway.
+                return;
+            }
+        }
+        self.last.insert(addr.to_string(), now);
     }
 }
 
@@ -203,7 +279,7 @@ impl Refusals {
 }
 
 /// Which candidates go first, lowest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) enum Priority {
     /// A member whose announcement changed.
     Member,
@@ -215,11 +291,32 @@ pub(super) enum Priority {
     Retry,
 }
 
+impl Priority {
+    /// Whether it goes in the fast lane (see the module).
+    pub(super) fn fast(self) -> bool {
+        self <= Priority::Vouched
+    }
+}
+
+/// How many of each lane may be taken at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Room {
+    /// Members' changes and vouched candidates.
+    pub(super) fast: usize,
+    /// New or retried candidates.
+    pub(super) slow: usize,
+    /// Both together.
+    pub(super) total: usize,
+}
+
 /// Candidates waiting for a token, one per label (the latest sighting);
-/// at most [`MAX_REMEMBERED`].
+/// at most [`MAX_REMEMBERED`]. Kept in order too (priority, then
+/// arrival), so that taking a few of a thousand waiting does not sort
+/// them all.
 #[derive(Debug, Default)]
 pub(super) struct Queue {
-    items: BTreeMap<String, (Priority, u64, Sighting)>,
+    items: HashMap<String, (Priority, u64, Sighting)>,
+    order: BTreeSet<(Priority, u64, String)>,
     seq: u64,
 }
 
@@ -236,8 +333,18 @@ impl Queue {
             Some((_, old, q)) if key_of(q) == key_of(&s) => *old,
             _ => self.seq,
         };
-        self.items.insert(s.host.clone(), (prio, seq, s));
+        let label = s.host.clone();
+        if let Some((p, old, _)) = self.items.insert(label.clone(), (prio, seq, s)) {
+            self.order.remove(&(p, old, label.clone()));
+        }
+        self.order.insert((prio, seq, label));
         true
+    }
+
+    fn remove(&mut self, label: &str) -> Option<(Priority, Sighting)> {
+        let (p, seq, s) = self.items.remove(label)?;
+        self.order.remove(&(p, seq, label.to_string()));
+        Some((p, s))
     }
 
     /// Removes `label` if what is queued for it has refusal key `key`.
@@ -247,7 +354,7 @@ impl Queue {
             .get(label)
             .is_some_and(|(_, _, s)| key_of(s) == *key)
         {
-            self.items.remove(label);
+            self.remove(label);
         }
     }
 
@@ -255,49 +362,70 @@ impl Queue {
         self.items.len()
     }
 
-    /// Takes up to `n` candidates, first by priority then by arrival, of
-    /// which at most `low` new or retried ones, skipping the labels `busy`
-    /// (already in admission).
+    /// Takes, first by priority then by arrival, at most `room` of each
+    /// lane, skipping the labels `busy` (already in admission) and the
+    /// fast-lane candidates `may_go` holds back (their address's gap).
     pub(super) fn take(
         &mut self,
-        n: usize,
-        low: usize,
+        room: Room,
         busy: impl Fn(&str) -> bool,
-    ) -> Vec<Sighting> {
-        let mut order: Vec<(Priority, u64, String)> = self
-            .items
-            .iter()
-            .filter(|(l, _)| !busy(l))
-            .map(|(l, (p, seq, _))| (*p, *seq, l.clone()))
-            .collect();
-        order.sort();
-        let mut lows = 0;
-        order
-            .into_iter()
-            .filter(|(p, _, _)| {
-                let is_low = *p >= Priority::New;
-                lows += usize::from(is_low);
-                !is_low || lows <= low
-            })
-            .take(n)
-            .filter_map(|(_, _, l)| self.items.remove(&l).map(|(_, _, s)| s))
-            .collect()
+        mut may_go: impl FnMut(&Sighting) -> bool,
+    ) -> Vec<(Priority, Sighting)> {
+        let (mut fast, mut slow) = (0, 0);
+        let mut chosen = Vec::new();
+        for (p, _, label) in &self.order {
+            if fast + slow >= room.total || (fast >= room.fast && slow >= room.slow) {
+                break;
+            }
+            if busy(label) {
+                continue;
+            }
+            if p.fast() {
+                if fast < room.fast && may_go(&self.items[label].2) {
+                    fast += 1;
+                    chosen.push(label.clone());
+                }
+            } else if slow < room.slow {
+                slow += 1;
+                chosen.push(label.clone());
+            }
+        }
+        chosen.iter().filter_map(|l| self.remove(l)).collect()
     }
 
-    /// How many could be taken now: not `busy`, and at most `low` new or
-    /// retried ones.
-    pub(super) fn ready(&self, low: usize, busy: impl Fn(&str) -> bool) -> usize {
-        let (mut high, mut lows) = (0, 0);
-        for (l, (p, _, _)) in &self.items {
+    /// The soonest a waiting fast-lane candidate held back only by its
+    /// address's gap may go, as `free_at` tells (`None`: none is).
+    pub(super) fn held_until(
+        &self,
+        busy: impl Fn(&str) -> bool,
+        free_at: impl Fn(&Sighting) -> Option<Instant>,
+    ) -> Option<Instant> {
+        self.order
+            .iter()
+            .take_while(|(p, _, _)| p.fast())
+            .filter(|(_, _, l)| !busy(l))
+            .filter_map(|(_, _, l)| free_at(&self.items[l].2))
+            .min()
+    }
+
+    /// How many could be taken now per lane: not `busy`, and in the fast
+    /// lane those `may_go` lets through.
+    pub(super) fn ready(
+        &self,
+        busy: impl Fn(&str) -> bool,
+        may_go: impl Fn(&Sighting) -> bool,
+    ) -> (usize, usize) {
+        let (mut fast, mut slow) = (0, 0);
+        for (p, _, l) in &self.order {
             if busy(l) {
                 continue;
             }
-            if *p >= Priority::New {
-                lows += 1;
-            } else {
-                high += 1;
+            if !p.fast() {
+                slow += 1;
+            } else if may_go(&self.items[l].2) {
+                fast += 1;
             }
         }
-        high + lows.min(low)
+        (fast, slow)
     }
 }

@@ -1,11 +1,12 @@
 //! **Who joins** — announcements and zone browses considered, queued,
-//! admitted under the bucket's rate, and the refusals reported: the
+//! admitted at the pace of their lane ([`admission`]), and the refusals
+//! reported: the
 //! admission part of the engine. It reads the member table
 //! ([`Members`]) and changes nothing in it: what passes admission is
 //! handed back to the engine, which joins it there.
 
 use super::admission::{
-    self, Bucket, Priority, Queue, Refusals, MAX_IN_FLIGHT, RESERVED_IN_FLIGHT,
+    self, Bucket, Pace, Priority, Queue, Refusals, Room, MAX_IN_FLIGHT, RESERVED_IN_FLIGHT,
 };
 use super::event::{Event, Kind, Out};
 use super::job::Job;
@@ -20,24 +21,31 @@ use tokio::time::Instant;
 pub(super) const MAX_REPORTED: usize = admission::MAX_REMEMBERED;
 
 /// The admission part: the refusals already reported, the candidates
-/// waiting, the rate they go at, the refusals' back-off, and who is in
-/// admission now.
+/// waiting, the rate each lane goes at, the refusals' back-off, and who is
+/// in admission now.
 pub(super) struct Joins {
     refused: BTreeSet<(String, String)>,
     queue: Queue,
-    bucket: Bucket,
+    /// Members' changes and vouched candidates.
+    fast: Bucket,
+    /// The others.
+    slow: Bucket,
+    /// When each address was last dialled from the fast lane.
+    pace: Pace,
     refusals: Refusals,
     /// Labels in admission now.
     admitting: BTreeSet<String>,
 }
 
 impl Joins {
-    /// Nobody waiting, the bucket full at `now`.
+    /// Nobody waiting, the buckets full at `now`.
     pub(super) fn new(now: Instant) -> Self {
         Joins {
             refused: BTreeSet::new(),
             queue: Queue::default(),
-            bucket: Bucket::new(now),
+            fast: Bucket::fast(now),
+            slow: Bucket::slow(now),
+            pace: Pace::default(),
             refusals: Refusals::default(),
             admitting: BTreeSet::new(),
         }
@@ -122,23 +130,34 @@ impl Joins {
         taken
     }
 
-    /// The candidates the bucket lets through now, each its own admission
+    /// The candidates the buckets let through now, each its own admission
     /// (a dead one's whole handshake round delays no other).
     pub(super) fn take_admissions(&mut self, now: Instant) -> Vec<(Job, Discovery)> {
         let mut jobs = Vec::new();
-        let busy = |l: &str| self.admitting.contains(l);
         let (room, low) = self.rooms();
-        let want = self.queue.ready(low, busy).min(room);
-        if want == 0 {
+        if room == 0 || self.queue.len() == 0 {
             return jobs;
         }
-        let n = self.bucket.take(want, now);
-        if n == 0 {
-            return jobs;
-        }
-        let admitting = &self.admitting;
-        let fresh = self.queue.take(n, low, |l| admitting.contains(l));
-        for s in fresh {
+        let room = Room {
+            fast: self.fast.available(now).min(room),
+            slow: self.slow.available(now).min(low),
+            total: room,
+        };
+        let (admitting, pace) = (&self.admitting, &self.pace);
+        // One address once per batch too: the pace learns of it after.
+        let mut batch = BTreeSet::new();
+        let fresh = self.queue.take(
+            room,
+            |l| admitting.contains(l),
+            |s| pace.free_at(&s.addr, now).is_none() && batch.insert(s.addr.clone()),
+        );
+        for (prio, s) in fresh {
+            if prio.fast() {
+                self.fast.spend(1);
+                self.pace.went(&s.addr, now);
+            } else {
+                self.slow.spend(1);
+            }
             self.admitting.insert(s.host.clone());
             let job = Job::Admit {
                 label: s.host.clone(),
@@ -159,9 +178,22 @@ impl Joins {
     /// When the next candidate may go: `None` when none waits or the most
     /// are already in admission (then a finished check wakes the loop).
     pub(super) fn next_admission(&self) -> Option<Instant> {
-        let busy = |l: &str| self.admitting.contains(l);
         let (room, low) = self.rooms();
-        (room > 0 && self.queue.ready(low, busy) > 0).then(|| self.bucket.next_at())
+        if room == 0 || self.queue.len() == 0 {
+            return None;
+        }
+        let now = Instant::now();
+        let busy = |l: &str| self.admitting.contains(l);
+        let free_at = |s: &Sighting| self.pace.free_at(&s.addr, now);
+        let (fast, slow) = self.queue.ready(busy, |s| free_at(s).is_none());
+        [
+            (fast > 0).then(|| self.fast.next_at()),
+            (slow > 0 && low > 0).then(|| self.slow.next_at()),
+            self.queue.held_until(busy, free_at),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Room in admission: for any candidate, and for new or retried ones

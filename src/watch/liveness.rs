@@ -28,6 +28,7 @@
 //! A stream's end (EOF or a reset) is dialled at once the same way: a
 //! refusal then is the crash, seen within milliseconds.
 
+use super::poller::{Poller, Sink};
 use crate::admit::Rules;
 use crate::sighting::Sighting;
 use rlx_proto::handshake::HandshakeError;
@@ -212,6 +213,8 @@ pub(crate) trait Liveness: Clone + Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub(crate) struct Streams {
     pub(crate) rules: Rules,
+    /// The thread that reads the streams once they pulse.
+    pub(crate) poller: Poller,
 }
 
 impl Liveness for Streams {
@@ -262,42 +265,38 @@ impl Liveness for Streams {
         if !to.tell(opened) {
             return;
         }
-        let Some(mut follower) = follower else {
+        let Some(follower) = follower else {
             to.tell(Told::Unsupported);
             return;
         };
         // Only a change of the digest is passed on, not every pulse's.
-        let mut facts: Option<String> = None;
-        loop {
-            if let Some(f) = follower.facts().filter(|f| facts.as_deref() != Some(*f)) {
-                facts = Some(f.to_string());
-                if !to.tell(Told::Facts(f.to_string())) {
-                    return;
-                }
-            }
-            let told = match follower.next().await {
-                Heard::Pulse { .. } => Told::Pulse,
-                Heard::Bye => Told::Bye,
-                Heard::Closed => Told::Ended {
-                    why: "its liveness connection closed".into(),
-                    reset: false,
-                },
-                Heard::Reset(why) => Told::Ended {
-                    why: format!("its liveness connection failed ({why})"),
-                    reset: true,
-                },
-                Heard::Garbage(why) => Told::Ended {
-                    why: format!("its liveness connection sent garbage ({why}); dropped"),
-                    reset: false,
-                },
-                #[allow(unreachable_patterns)]
-                _ => continue,
-            };
-            let last = !matches!(told, Told::Pulse | Told::Facts(_));
-            if !to.tell(told) || last {
+        let facts = follower.facts().map(str::to_string);
+        if let Some(f) = &facts {
+            if !to.tell(Told::Facts(f.clone())) {
                 return;
             }
         }
+        // From its first pulse on, the stream is read by the poller's
+        // thread (why: super::poller), and this task waits for its end.
+        let sink = Telling {
+            to: to.clone(),
+            facts,
+        };
+        let handed = follower
+            .into_polled()
+            .and_then(|(sock, state)| self.poller.follow(sock, state, sink));
+        let why = match handed {
+            Ok(mut followed) => {
+                if followed.ended().await {
+                    return;
+                }
+                "the stream reader's thread stopped under it".to_string()
+            }
+            Err(e) => {
+                format!("its liveness connection could not be handed to the stream reader ({e})")
+            }
+        };
+        Telling { to, facts: None }.unreadable(why);
     }
 
     async fn reach(&self, s: Sighting, window: Duration) -> Reach {
@@ -305,6 +304,57 @@ impl Liveness for Streams {
             Some(addr) => dial(addr, window).await,
             None => Reach::Silent,
         }
+    }
+}
+
+/// What a member's stream tells, as the engine hears it.
+struct Telling {
+    to: MemberPulses,
+    /// The facts digest last passed on: only a change is news.
+    facts: Option<String>,
+}
+
+impl Sink for Telling {
+    fn heard(&mut self, h: Heard, facts: Option<&str>) -> bool {
+        let told = match h {
+            Heard::Pulse { .. } => Told::Pulse,
+            Heard::Bye => Told::Bye,
+            Heard::Closed => Told::Ended {
+                why: "its liveness connection closed".into(),
+                reset: false,
+            },
+            Heard::Reset(why) => Told::Ended {
+                why: format!("its liveness connection failed ({why})"),
+                reset: true,
+            },
+            Heard::Garbage(why) => Told::Ended {
+                why: format!("its liveness connection sent garbage ({why}); dropped"),
+                reset: false,
+            },
+            // A later question for a proof: the stream goes on.
+            _ => return true,
+        };
+        let pulse = matches!(told, Told::Pulse);
+        if !self.to.tell(told) {
+            return false;
+        }
+        match facts {
+            Some(f) if pulse && self.facts.as_deref() != Some(f) => {
+                self.facts = Some(f.to_string());
+                self.to.tell(Told::Facts(f.to_string()))
+            }
+            _ => true,
+        }
+    }
+
+    fn unreadable(&mut self, why: String) {
+        // Not the member's fault: its stream is tried again after
+        // FOLLOW_RETRY, and health checks cover it meanwhile.
+        tracing::warn!("{}: {why}", self.to.label);
+        self.to.tell(Told::Failed {
+            why,
+            refused: false,
+        });
     }
 }
 

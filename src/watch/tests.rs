@@ -2,7 +2,9 @@
 //! every interval is the real one, and the `at_ms` of each event is exact.
 
 use super::admission::MAX_REMEMBERED;
-use super::admission::{ADMIT_BURST, ADMIT_EVERY, RETRY_CAP, RETRY_FIRST};
+use super::admission::{
+    ADMIT_BURST, ADMIT_EVERY, PER_ADDRESS_GAP, RETRY_CAP, RETRY_FIRST, VOUCHED_BURST, VOUCHED_EVERY,
+};
 use super::engine::*;
 use super::event::SCHEMA_VERSION;
 use super::event::{Event, Kind};
@@ -425,6 +427,18 @@ impl Running {
             sightings,
             problems,
             vouched: BTreeSet::new(),
+        };
+        self.lan.as_ref().unwrap().send(change).unwrap();
+    }
+
+    /// As [`Running::announce`], each sighting vouched for: its address
+    /// sent the announcement itself.
+    fn announce_vouched(&self, sightings: Vec<Sighting>) {
+        let vouched = sightings.iter().map(|s| s.host.clone()).collect();
+        let change = Change::Snapshot {
+            sightings,
+            problems: Vec::new(),
+            vouched,
         };
         self.lan.as_ref().unwrap().send(change).unwrap();
     }

@@ -233,6 +233,35 @@ fn multicast_from_one_host_reaches_every_other_host() {
     }
 }
 
+/// A lab larger than a bridge takes (the kernel stops at 1,024 ports) is
+/// a chain of bridges: still one segment, for multicast and unicast.
+#[test]
+fn hosts_on_chained_bridges_are_one_segment() {
+    if !peer::require("hosts_on_chained_bridges_are_one_segment", &[Peer::Python]) {
+        return;
+    }
+    let Some(labs) = require_lab() else { return };
+    // Three bridges: h0 h1 | h2 h3 | h4.
+    let lab = labs.chained(5, 2);
+    let sw = lab.switch_ns().expect("a switched lab");
+    let out = Command::new("ip")
+        .args(["-n", sw, "-br", "link", "show", "type", "bridge"])
+        .output()
+        .unwrap();
+    let bridges = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(bridges.lines().count(), 3, "{bridges}");
+    let receivers: Vec<Proc> = (1..5)
+        .map(|i| mcast_receiver(&lab, i, MDNS_GROUP, 5353, 0.5))
+        .collect();
+    mcast_send(&lab, 0, MDNS_GROUP, 5353, "chain", 1, 0);
+    for rx in &receivers {
+        assert_eq!(received(rx), 1, "{}", rx.dump());
+    }
+    let _server = tcp_server(&lab, 4, "0.0.0.0", 7000);
+    let (outcome, _) = tcp_connect(&lab, 0, &lab.host(4).ip.to_string(), 7000, 5.0);
+    assert_eq!(outcome, "ok hello from h4", "h0 -> h4 across two trunks");
+}
+
 #[test]
 fn set_loss_drops_about_that_share_and_zero_removes_it() {
     if !peer::require(

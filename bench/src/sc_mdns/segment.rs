@@ -78,13 +78,17 @@ impl Segment {
             .switch_port
             .clone()
             .context("the browser's host has no switch port")?;
-        // Bit 0 of the first destination MAC byte: the group bit.
+        // Bit 0 of the first destination MAC byte: the group bit. Frames
+        // that cross from one bridge of a chained switch to the next (on
+        // its trunk ports, `tk*`/`tb*`) were counted where they entered.
         let script = format!(
             "table bridge {TABLE} {{\n\
              \tcounter queries {{ }}\n\
              \tcounter unicast {{ }}\n\
              \tcounter multicast {{ }}\n\
              \tchain pre {{ type filter hook prerouting priority -300; policy accept;\n\
+             \t\tiifname \"tk*\" accept\n\
+             \t\tiifname \"tb*\" accept\n\
              \t\tiifname \"{port}\" udp dport 5353 counter name \"queries\"\n\
              \t\tiifname != \"{port}\" udp sport 5353 ether daddr & 01:00:00:00:00:00 == 00:00:00:00:00:00 counter name \"unicast\"\n\
              \t\tiifname != \"{port}\" udp sport 5353 udp dport 5353 ether daddr & 01:00:00:00:00:00 == 01:00:00:00:00:00 counter name \"multicast\"\n\

@@ -29,6 +29,18 @@ impl Labs {
         Lab::new(opts.clone()).unwrap_or_else(|e| panic!("cannot build a lab {opts:?}: {e}"))
     }
 
+    /// A lab with `n` IPv4 hosts on a chain of bridges of at most
+    /// `per_bridge` hosts each ([`Lab::chained`]).
+    pub fn chained(self, n: usize, per_bridge: usize) -> Lab {
+        let opts = LabOptions {
+            hosts: n,
+            ipv6: false,
+        };
+        Lab::chained(opts, per_bridge).unwrap_or_else(|e| {
+            panic!("cannot build a lab of {n} hosts, {per_bridge} a bridge: {e}")
+        })
+    }
+
     /// Subnets joined by a router ([`Lab::routed`]).
     pub fn routed(self, opts: RoutedOptions) -> Lab {
         Lab::routed(opts.clone())

@@ -47,6 +47,7 @@
 //! takes it for garbage and checks the agent by handshakes only.
 
 use super::client::{exchange, preview, Connection, HandshakeError, HandshakeReply};
+use super::follow_polled::Polled;
 use super::messages::follow_hello_line;
 use super::proof::{check, field, sign, Nonce};
 use crate::keys::{Key, KeyRing};
@@ -355,23 +356,55 @@ impl Follower {
     }
 
     fn judge(&mut self, l: &[u8]) -> Heard {
-        match serde_json::from_slice::<Line>(l.trim_ascii_end()) {
-            Ok(Line::Pulse {
-                seq,
-                every_ms,
-                facts,
-            }) => {
-                self.every = Duration::from_millis(every_ms.clamp(50, 10_000));
-                // At most a digest's worth: a longer one is no digest.
-                self.facts = facts.filter(|f| f.len() <= 64);
-                Heard::Pulse { seq }
-            }
-            Ok(Line::Bye) => Heard::Bye,
-            Ok(Line::Ping) => Heard::Garbage("a ping from the agent".into()),
-            Ok(Line::Prove) => Heard::Prove,
-            Ok(Line::Proof { .. }) => Heard::Garbage("a stream proof from the agent".into()),
-            Err(e) => Heard::Garbage(format!("{} is not a pulse or a bye: {e}", preview(l))),
+        judge_line(l, &mut self.every, &mut self.facts)
+    }
+
+    /// This stream, taken off the async runtime for a poller that reads
+    /// many streams on one thread ([`Polled`]): the socket (non-blocking)
+    /// and the stream's state, nothing read or half-written lost.
+    pub fn into_polled(self) -> std::io::Result<(std::net::TcpStream, Polled)> {
+        let (rd, wr) = self.conn;
+        // What was read of a line comes before what the reader buffered.
+        let mut buf = self.buf;
+        buf.extend_from_slice(rd.buffer());
+        let stream = rd
+            .into_inner()
+            .reunite(wr)
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+            .into_std()?;
+        stream.set_nonblocking(true)?;
+        let polled = Polled {
+            buf,
+            unsent: self.unsent,
+            unsent_since: self.unsent_since.map(Instant::into_std),
+            every: self.every,
+            ping_every: self.ping_every,
+            next_ping: self.next_ping.into_std(),
+            facts: self.facts,
+        };
+        Ok((stream, polled))
+    }
+}
+
+/// What one line of the agent's says; a pulse updates the interval it
+/// announces and the digest of its facts it carries.
+pub(super) fn judge_line(l: &[u8], every: &mut Duration, facts: &mut Option<String>) -> Heard {
+    match serde_json::from_slice::<Line>(l.trim_ascii_end()) {
+        Ok(Line::Pulse {
+            seq,
+            every_ms,
+            facts: f,
+        }) => {
+            *every = Duration::from_millis(every_ms.clamp(50, 10_000));
+            // At most a digest's worth: a longer one is no digest.
+            *facts = f.filter(|f| f.len() <= 64);
+            Heard::Pulse { seq }
         }
+        Ok(Line::Bye) => Heard::Bye,
+        Ok(Line::Ping) => Heard::Garbage("a ping from the agent".into()),
+        Ok(Line::Prove) => Heard::Prove,
+        Ok(Line::Proof { .. }) => Heard::Garbage("a stream proof from the agent".into()),
+        Err(e) => Heard::Garbage(format!("{} is not a pulse or a bye: {e}", preview(l))),
     }
 }
 

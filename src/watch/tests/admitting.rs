@@ -73,6 +73,103 @@ async fn admissions_are_rate_limited_to_a_burst_then_one_per_interval() {
     w.stop().await.unwrap();
 }
 
+/// `n` candidates on addresses of their own.
+fn rack(n: usize) -> Vec<Sighting> {
+    (0..n)
+        .map(|i| {
+            let host = format!("n{i:04}");
+            let ip = format!("10.0.{}.{}", i / 200, 1 + i % 200);
+            seen(Source::Mdns, &host, &ip, caps(&host, 8, 24 << 30))
+        })
+        .collect()
+}
+
+/// A rack powering on (issue 41): candidates whose own address announced
+/// them go in the fast lane, [`VOUCHED_BURST`] at once, then one per
+/// [`VOUCHED_EVERY`], so 1,000 join within 5 s (the slow lane's 20 a
+/// second would take 50), and none is refused for the rate.
+#[tokio::test(start_paused = true)]
+async fn a_thousand_vouched_candidates_join_in_the_fast_lane_within_five_seconds() {
+    let mut w = Running::start(false);
+    w.announce_vouched(rack(1000));
+    let joined = w.during(Duration::from_secs(10)).await;
+    assert!(joined.iter().all(|e| e.event == Kind::Joined), "{joined:?}");
+    assert_eq!(joined.len(), 1000, "all join");
+    let burst = VOUCHED_BURST as usize;
+    for (k, e) in joined.iter().enumerate() {
+        let due = k.saturating_sub(burst - 1) as u64 * ms(VOUCHED_EVERY);
+        assert_eq!(e.at_ms, due, "candidate {k} (of a burst of {burst})");
+    }
+    assert!(joined[999].at_ms <= 5000);
+    w.stop().await.unwrap();
+}
+
+/// Guards the fast lane against a stranger that vouches for itself: however
+/// many names and TXT tweaks it announces from its own address, that
+/// address is dialled at most once per [`PER_ADDRESS_GAP`].
+#[tokio::test(start_paused = true)]
+async fn one_address_is_dialled_at_most_once_per_gap_however_many_names_it_announces() {
+    let mut w = Running::start(false);
+    let names: Vec<String> = (0..64).map(|i| format!("s{i:02}")).collect();
+    for n in &names {
+        w.kill(n, Death::Reset);
+    }
+    // Every 20 ms for 2 s, each name's TXT changed each time.
+    for round in 0..100u32 {
+        let flood = names
+            .iter()
+            .map(|n| seen(Source::Mdns, n, "10.0.9.9", caps(n, 1 + round, 24 << 30)))
+            .collect();
+        w.announce_vouched(flood);
+        let _ = w.during(Duration::from_millis(20)).await;
+    }
+    let mut dials: Vec<u64> = names.iter().flat_map(|n| w.dials_of(n)).collect();
+    dials.sort_unstable();
+    let most = (2000 / ms(PER_ADDRESS_GAP) + 1) as usize;
+    assert!(
+        !dials.is_empty() && dials.len() <= most,
+        "{} dials of one address in 2 s (at most {most}): {dials:?}",
+        dials.len()
+    );
+    for pair in dials.windows(2) {
+        assert!(pair[1] - pair[0] >= ms(PER_ADDRESS_GAP), "{dials:?}");
+    }
+    w.stop().await.unwrap();
+}
+
+/// The fast lane does not open the slow one: candidates nobody vouched for
+/// still go at the slow lane's pace beside a rack joining in the fast one.
+#[tokio::test(start_paused = true)]
+async fn unvouched_candidates_keep_the_slow_pace_while_vouched_ones_join() {
+    let mut w = Running::start(false);
+    let all = rack(200);
+    let (vouched, claimed) = all.split_at(100);
+    w.announce(claimed.to_vec(), vec![]);
+    w.announce_vouched(vouched.to_vec());
+    let joined = w.during(Duration::from_secs(10)).await;
+    assert_eq!(joined.len(), 200, "all join in the end");
+    let last_of = |hosts: &[Sighting]| {
+        joined
+            .iter()
+            .filter(|e| {
+                hosts
+                    .iter()
+                    .any(|s| e.instance.starts_with(s.host.as_str()))
+            })
+            .map(|e| e.at_ms)
+            .max()
+            .unwrap()
+    };
+    // The claimed ones: a burst, then one per ADMIT_EVERY.
+    let slow = (100 - ADMIT_BURST as u64) * ms(ADMIT_EVERY);
+    assert_eq!(last_of(claimed), slow);
+    assert!(
+        last_of(vouched) < 1000,
+        "the vouched ones do not wait for them"
+    );
+    w.stop().await.unwrap();
+}
+
 /// Guards against handshakes running inline on the event loop: a member's
 /// goodbye is reported at once while another candidate's handshake waits
 /// out its whole round.

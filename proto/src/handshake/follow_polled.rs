@@ -1,0 +1,364 @@
+//! **A liveness stream read by a poller** — the coordinator's end of a
+//! stream ([`super::Follower`]) once it pulses, taken off the async runtime
+//! so that one thread can read hundreds of streams on a fixed tick.
+//!
+//! Why: at 200 members a coordinator's streams bring 667 pulses a second,
+//! and read by one async task each, every pulse woke the runtime (an
+//! `epoll_wait` returning, a worker unparked, a task polled): in the profile
+//! of docs/scale.md that parking and waking was 80% of a `watch` at rest. A
+//! reader that visits the streams once per tick wakes as often whatever the
+//! number of members, and takes each stream's pulses in one `read`; the
+//! price is at most a tick of delay on what a stream tells.
+//!
+//! [`Polled`] is the stream's state and what is done with its bytes (the
+//! same lines, judged the same way, as [`super::Follower::next`]); its
+//! socket and the readiness of it belong to the poller that calls it.
+
+use super::follow::{judge_line, ping_line, Heard, MAX_FOLLOW_LINE, WRITE_TIMEOUT};
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+/// How many bytes one read takes: a pulse is about 70 bytes, so a stream
+/// read once a tick never has more than a few lines waiting.
+const CHUNK: usize = 1024;
+
+/// At most this many reads of one stream per visit: a stream that keeps
+/// its socket full (an agent gone mad, or a stranger's) cannot hold the
+/// poller, whose other streams wait meanwhile; what is left is read on
+/// the next visit ([`Visit::More`]).
+const READS_PER_VISIT: usize = 8;
+
+/// The coordinator's end of a stream, without its socket (see the module).
+#[derive(Debug)]
+pub struct Polled {
+    pub(super) buf: Vec<u8>,
+    /// Ping bytes not yet taken by the socket, and since when.
+    pub(super) unsent: Vec<u8>,
+    pub(super) unsent_since: Option<Instant>,
+    pub(super) every: Duration,
+    pub(super) ping_every: Duration,
+    pub(super) next_ping: Instant,
+    pub(super) facts: Option<String>,
+}
+
+/// What a visit to a stream's socket left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visit {
+    /// Everything the socket had was read: the next bytes will be news to
+    /// the poller's readiness (an edge-triggered poller is told of them).
+    Drained,
+    /// The socket still has bytes: visit it again on the next tick even if
+    /// the poller hears nothing new of it.
+    More,
+    /// The stream is over; the last thing passed on says why.
+    Over,
+}
+
+impl Polled {
+    /// A stream whose opening (hello, reply, first pulse) was read
+    /// elsewhere, pinging every `ping_every` from now; a stream opened by
+    /// [`super::follow_in_cluster`] comes from [`super::Follower::into_polled`].
+    pub fn new(ping_every: Duration) -> Polled {
+        Polled {
+            buf: Vec::new(),
+            unsent: Vec::new(),
+            unsent_since: None,
+            every: super::PULSE_INTERVAL,
+            ping_every,
+            next_ping: Instant::now() + ping_every,
+            facts: None,
+        }
+    }
+
+    /// How often the agent said it pulses (see [`super::Follower::every`]).
+    pub fn every(&self) -> Duration {
+        self.every
+    }
+
+    /// The digest of the agent's facts its last pulse carried.
+    pub fn facts(&self) -> Option<&str> {
+        self.facts.as_deref()
+    }
+
+    /// Reads what `sock` (non-blocking) has and passes each thing it told,
+    /// in order, to `heard`, with the facts digest as of that line. Stops
+    /// at the stream's end: its close, a reset, a goodbye, or garbage (a
+    /// line that is no pulse nor bye, or longer than [`MAX_FOLLOW_LINE`]).
+    /// A later `{"rlx":"prove"}` is passed on and the stream goes on, as
+    /// with [`super::Follower::next`].
+    pub fn read_from(
+        &mut self,
+        sock: &mut impl Read,
+        mut heard: impl FnMut(Heard, Option<&str>),
+    ) -> Visit {
+        let mut chunk = [0u8; CHUNK];
+        for _ in 0..READS_PER_VISIT {
+            let n = match sock.read(&mut chunk) {
+                Ok(0) => {
+                    heard(Heard::Closed, self.facts());
+                    return Visit::Over;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Visit::Drained,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    heard(Heard::Reset(e.to_string()), self.facts());
+                    return Visit::Over;
+                }
+            };
+            self.buf.extend_from_slice(&chunk[..n]);
+            while let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+                let l: Vec<u8> = self.buf.drain(..=end).collect();
+                let h = judge_line(&l, &mut self.every, &mut self.facts);
+                let last = matches!(
+                    h,
+                    Heard::Bye | Heard::Closed | Heard::Reset(_) | Heard::Garbage(_)
+                );
+                heard(h, self.facts());
+                if last {
+                    return Visit::Over;
+                }
+            }
+            if self.buf.len() > MAX_FOLLOW_LINE {
+                let why = format!(
+                    "a line longer than {MAX_FOLLOW_LINE} bytes (starts {})",
+                    super::client::preview(&self.buf)
+                );
+                heard(Heard::Garbage(why), self.facts());
+                return Visit::Over;
+            }
+            if n < CHUNK {
+                // A stream socket's read returns all it holds up to the
+                // buffer's size: a short one emptied it.
+                return Visit::Drained;
+            }
+        }
+        Visit::More
+    }
+
+    /// Writes the ping when one is due (every [`super::PING_INTERVAL`]), in
+    /// the pieces `sock` (non-blocking) takes, never twice; a
+    /// [`Heard::Reset`] when the write failed, or the agent took none of a
+    /// ping for [`WRITE_TIMEOUT`] (it stopped reading: as good as gone).
+    pub fn ping(&mut self, sock: &mut impl Write, now: Instant) -> Option<Heard> {
+        if self.unsent.is_empty() {
+            if now < self.next_ping {
+                return None;
+            }
+            // From now, not from when it was due: a poller that was held
+            // up sends one ping, not a burst.
+            self.next_ping = now + self.ping_every;
+            self.unsent.extend_from_slice(ping_line().as_bytes());
+            self.unsent_since = Some(now);
+        }
+        loop {
+            match sock.write(&self.unsent) {
+                Ok(0) => return Some(Heard::Reset("the connection takes no more bytes".into())),
+                Ok(n) => {
+                    self.unsent.drain(..n);
+                    if self.unsent.is_empty() {
+                        self.unsent_since = None;
+                        return None;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Some(Heard::Reset(e.to_string())),
+            }
+        }
+        let since = self.unsent_since.unwrap_or(now);
+        (now.saturating_duration_since(since) >= WRITE_TIMEOUT).then(|| {
+            Heard::Reset(format!(
+                "the agent took no ping for {} ms",
+                WRITE_TIMEOUT.as_millis()
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handshake::follow::{bye_line, pulse_line_with};
+    use std::collections::VecDeque;
+
+    /// A socket that hands out scripted reads and takes writes up to a
+    /// budget.
+    struct Script {
+        reads: VecDeque<io::Result<Vec<u8>>>,
+        room: usize,
+        written: Vec<u8>,
+    }
+
+    impl Read for Script {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            match self.reads.pop_front() {
+                None => Err(io::ErrorKind::WouldBlock.into()),
+                Some(Err(e)) => Err(e),
+                Some(Ok(mut b)) => {
+                    let n = b.len().min(out.len());
+                    out[..n].copy_from_slice(&b[..n]);
+                    if n < b.len() {
+                        self.reads.push_front(Ok(b.split_off(n)));
+                    }
+                    Ok(n)
+                }
+            }
+        }
+    }
+
+    impl Write for Script {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            if self.room == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = b.len().min(self.room);
+            self.room -= n;
+            self.written.extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn script(reads: Vec<Vec<u8>>, room: usize) -> Script {
+        Script {
+            reads: reads.into_iter().map(Ok).collect(),
+            room,
+            written: Vec::new(),
+        }
+    }
+
+    fn fresh(now: Instant) -> Polled {
+        Polled {
+            next_ping: now + Duration::from_secs(5),
+            ..Polled::new(Duration::from_secs(5))
+        }
+    }
+
+    fn visit(p: &mut Polled, s: &mut Script) -> (Visit, Vec<(Heard, Option<String>)>) {
+        let mut heard = Vec::new();
+        let v = p.read_from(s, |h, f| heard.push((h, f.map(str::to_string))));
+        (v, heard)
+    }
+
+    #[test]
+    fn a_pulse_split_across_two_arrivals_is_told_once_whole_with_the_facts_of_its_own_line() {
+        let now = Instant::now();
+        let mut p = fresh(now);
+        let a = pulse_line_with(1, Some("aaaa"));
+        let b = pulse_line_with(2, Some("bbbb"));
+        let both = format!("{a}{b}");
+        let (first, rest) = both.as_bytes().split_at(a.len() + 5);
+        // What the socket holds at the first visit: the first line and
+        // the start of the second; the rest arrives before the next.
+        let mut s = script(vec![first.to_vec()], 0);
+        let (v, heard) = visit(&mut p, &mut s);
+        assert_eq!(v, Visit::Drained);
+        assert_eq!(
+            heard,
+            vec![(Heard::Pulse { seq: 1 }, Some("aaaa".to_string()))]
+        );
+        let mut s = script(vec![rest.to_vec()], 0);
+        let (v, heard) = visit(&mut p, &mut s);
+        assert_eq!(v, Visit::Drained);
+        assert_eq!(
+            heard,
+            vec![(Heard::Pulse { seq: 2 }, Some("bbbb".to_string()))]
+        );
+        assert!(p.buf.is_empty());
+    }
+
+    #[test]
+    fn a_goodbye_ends_the_stream_and_nothing_after_it_is_told() {
+        let mut p = fresh(Instant::now());
+        let lines = format!(
+            "{}{}{}",
+            pulse_line_with(1, None),
+            bye_line(),
+            pulse_line_with(2, None)
+        );
+        let mut s = script(vec![lines.into_bytes()], 0);
+        let (v, heard) = visit(&mut p, &mut s);
+        assert_eq!(v, Visit::Over);
+        let told: Vec<Heard> = heard.into_iter().map(|(h, _)| h).collect();
+        assert_eq!(told, vec![Heard::Pulse { seq: 1 }, Heard::Bye]);
+    }
+
+    #[test]
+    fn a_close_and_a_reset_end_the_stream_with_what_happened() {
+        let mut p = fresh(Instant::now());
+        let mut s = script(vec![Vec::new()], 0);
+        assert_eq!(
+            visit(&mut p, &mut s),
+            (Visit::Over, vec![(Heard::Closed, None)])
+        );
+        let mut s = Script {
+            reads: VecDeque::from([Err(io::ErrorKind::ConnectionReset.into())]),
+            room: 0,
+            written: Vec::new(),
+        };
+        let (v, heard) = visit(&mut p, &mut s);
+        assert_eq!(v, Visit::Over);
+        assert!(
+            matches!(heard.as_slice(), [(Heard::Reset(_), None)]),
+            "{heard:?}"
+        );
+    }
+
+    #[test]
+    fn a_line_longer_than_the_limit_is_garbage_and_costs_no_more_than_a_read() {
+        let mut p = fresh(Instant::now());
+        let mut s = script(vec![vec![b'x'; MAX_FOLLOW_LINE + 2]], 0);
+        let (v, heard) = visit(&mut p, &mut s);
+        assert_eq!(v, Visit::Over);
+        assert!(
+            matches!(heard.as_slice(), [(Heard::Garbage(_), None)]),
+            "{heard:?}"
+        );
+    }
+
+    #[test]
+    fn a_socket_that_stays_full_is_left_for_the_next_visit() {
+        let mut p = fresh(Instant::now());
+        let pulse = pulse_line_with(7, None);
+        let many = pulse.repeat(CHUNK * (READS_PER_VISIT + 2) / pulse.len());
+        let reads: Vec<Vec<u8>> = many.as_bytes().chunks(CHUNK).map(<[u8]>::to_vec).collect();
+        let mut s = script(reads, 0);
+        let (v, heard) = visit(&mut p, &mut s);
+        assert_eq!(v, Visit::More);
+        assert!(!heard.is_empty() && heard.len() < many.len() / pulse.len());
+        let (v, _) = visit(&mut p, &mut s);
+        assert_eq!(v, Visit::Drained);
+    }
+
+    #[test]
+    fn a_ping_is_written_when_due_in_the_pieces_the_socket_takes_and_never_twice() {
+        let now = Instant::now();
+        let mut p = fresh(now);
+        let mut s = script(Vec::new(), 4);
+        assert_eq!(p.ping(&mut s, now), None);
+        assert!(s.written.is_empty(), "nothing before it is due");
+        let due = now + Duration::from_secs(5);
+        assert_eq!(p.ping(&mut s, due), None);
+        assert_eq!(s.written, ping_line().as_bytes()[..4]);
+        s.room = 1000;
+        assert_eq!(p.ping(&mut s, due + Duration::from_millis(50)), None);
+        assert_eq!(s.written, ping_line().as_bytes());
+        assert_eq!(p.ping(&mut s, due + Duration::from_millis(100)), None);
+        assert_eq!(s.written, ping_line().as_bytes(), "not sent twice");
+    }
+
+    #[test]
+    fn a_ping_the_agent_does_not_take_for_the_write_timeout_ends_the_stream() {
+        let now = Instant::now();
+        let mut p = fresh(now);
+        let mut s = script(Vec::new(), 0);
+        let due = now + Duration::from_secs(5);
+        assert_eq!(p.ping(&mut s, due), None);
+        assert_eq!(p.ping(&mut s, due + WRITE_TIMEOUT / 2), None);
+        let late = p.ping(&mut s, due + WRITE_TIMEOUT);
+        assert!(matches!(late, Some(Heard::Reset(_))), "{late:?}");
+    }
+}
