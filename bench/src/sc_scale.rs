@@ -42,6 +42,12 @@ const CRASHES: usize = 20;
 /// Size of the join storm of a full run.
 const STORM: usize = 1000;
 
+/// From the last join to the steady window: a new member's key is pinned
+/// by the first handshake after it claimed its id alone for 5 s (the
+/// coordinator's hold), and until then it is checked every 2.8-3.5 s; so
+/// 5 s + 3.5 s + a margin for the handshakes of hundreds.
+const SETTLE: Duration = Duration::from_secs(12);
+
 /// The case name of `n` members and a steady window of `secs`.
 pub(crate) fn case_name(n: usize, secs: u64) -> String {
     format!("{n} agents, steady {secs} s")
@@ -160,13 +166,16 @@ fn one(ctx: &mut Ctx, n: usize, steady: Duration) -> Result<Option<f64>> {
         Some(n as u64),
         "from watch's start until the last of the agents (all announced before) joined",
     );
-    // Settle: the first health checks and streams of every member.
-    std::thread::sleep(Duration::from_secs(5));
+    // Settle: every member's stream open and its node key pinned, so that
+    // the window sees the steady pace (a handshake per member a minute),
+    // not the first seconds' (one every 3 s per member until its key is
+    // pinned).
+    std::thread::sleep(SETTLE);
     let before_events = events(&out.lines()).len();
     let perf = std::env::var_os("RLX_BENCH_PERF_DIR").map(|d| {
         let path = std::path::Path::new(&d).join(format!("watch-{n}.perf.data"));
         std::process::Command::new("perf")
-            .args(["record", "-F", "199", "--call-graph", "dwarf,16384", "-o"])
+            .args(["record", "-F", "999", "--call-graph", "dwarf,16384", "-o"])
             .arg(&path)
             .args(["-p", &w.pid().to_string(), "--", "sleep"])
             .arg(steady.as_secs().to_string())

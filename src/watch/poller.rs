@@ -179,6 +179,15 @@ fn run(mut poll: Poll, rx: mpsc::Receiver<Entry>) {
         for slot in streams.iter_mut() {
             let Some(s) = slot else { continue };
             if !visit(s, now) {
+                tracing::debug!(
+                    "the stream reader is done with {}{}",
+                    peer(&s.sock),
+                    if s.dropped.load(Ordering::Acquire) {
+                        " (no longer wanted)"
+                    } else {
+                        ""
+                    }
+                );
                 let _ = poll.registry().deregister(&mut s.sock);
                 if let Some(ended) = s.ended.take() {
                     let _ = ended.send(());
@@ -203,7 +212,10 @@ fn add(poll: &Poll, streams: &mut Vec<Option<Entry>>, mut e: Entry) {
         .registry()
         .register(&mut e.sock, Token(i), Interest::READABLE)
     {
-        Ok(()) => streams[i] = Some(e),
+        Ok(()) => {
+            tracing::debug!("the stream reader follows {} (slot {i})", peer(&e.sock));
+            streams[i] = Some(e)
+        }
         Err(err) => {
             e.sink.unreadable(format!(
                 "its liveness connection could not be watched for bytes ({err})"
@@ -213,6 +225,12 @@ fn add(poll: &Poll, streams: &mut Vec<Option<Entry>>, mut e: Entry) {
             }
         }
     }
+}
+
+/// The stream's far end, for the log.
+fn peer(sock: &TcpStream) -> String {
+    sock.peer_addr()
+        .map_or_else(|e| format!("a stream ({e})"), |a| a.to_string())
 }
 
 /// One tick of one stream: its bytes read when it has some, its ping
@@ -321,6 +339,29 @@ mod tests {
             ended.ok(),
             Some(true),
             "the stream's end is told to whoever waits for it"
+        );
+    }
+
+    #[test]
+    fn a_stream_whose_last_pulse_and_close_came_together_is_told_closed() {
+        let poller = Poller::default();
+        let (ours, mut agent) = pair();
+        agent
+            .write_all(pulse_line_with(1, None).as_bytes())
+            .unwrap();
+        drop(agent);
+        // Both are in the socket before the poller registers it: one
+        // readiness for the two, as for an agent killed right after a pulse.
+        std::thread::sleep(Duration::from_millis(20));
+        let (tx, rx) = mpsc::channel();
+        let _followed = poller
+            .follow(ours, Polled::new(Duration::from_secs(5)), Record(tx))
+            .unwrap();
+        assert_eq!(rx.recv_timeout(WAIT).unwrap().0, Heard::Pulse { seq: 1 });
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(1)).unwrap().0,
+            Heard::Closed,
+            "the close is told, not left for the silence to find"
         );
     }
 

@@ -91,7 +91,17 @@ impl Polled {
         sock: &mut impl Read,
         mut heard: impl FnMut(Heard, Option<&str>),
     ) -> Visit {
+        // Whole lines buffered before this visit (read by the stream's
+        // opening, handed over with it) are told first.
+        if let Some(v) = self.judge_buffered(&mut heard) {
+            return v;
+        }
         let mut chunk = [0u8; CHUNK];
+        // Read until the socket says it has nothing more, never stopping at
+        // a short read: the stream's end (a FIN right behind the last
+        // pulse, as when the agent is killed) is only seen by the read
+        // after the data, and an edge-triggered poller that already told
+        // of those bytes will not tell of it again.
         for _ in 0..READS_PER_VISIT {
             let n = match sock.read(&mut chunk) {
                 Ok(0) => {
@@ -107,33 +117,38 @@ impl Polled {
                 }
             };
             self.buf.extend_from_slice(&chunk[..n]);
-            while let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
-                let l: Vec<u8> = self.buf.drain(..=end).collect();
-                let h = judge_line(&l, &mut self.every, &mut self.facts);
-                let last = matches!(
-                    h,
-                    Heard::Bye | Heard::Closed | Heard::Reset(_) | Heard::Garbage(_)
-                );
-                heard(h, self.facts());
-                if last {
-                    return Visit::Over;
-                }
-            }
-            if self.buf.len() > MAX_FOLLOW_LINE {
-                let why = format!(
-                    "a line longer than {MAX_FOLLOW_LINE} bytes (starts {})",
-                    super::client::preview(&self.buf)
-                );
-                heard(Heard::Garbage(why), self.facts());
-                return Visit::Over;
-            }
-            if n < CHUNK {
-                // A stream socket's read returns all it holds up to the
-                // buffer's size: a short one emptied it.
-                return Visit::Drained;
+            if let Some(v) = self.judge_buffered(&mut heard) {
+                return v;
             }
         }
         Visit::More
+    }
+
+    /// Tells the whole lines in the buffer, in order; `Some(Over)` when
+    /// one of them ended the stream, or what is left is longer than a line
+    /// may be.
+    fn judge_buffered(&mut self, heard: &mut impl FnMut(Heard, Option<&str>)) -> Option<Visit> {
+        while let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+            let l: Vec<u8> = self.buf.drain(..=end).collect();
+            let h = judge_line(&l, &mut self.every, &mut self.facts);
+            let last = matches!(
+                h,
+                Heard::Bye | Heard::Closed | Heard::Reset(_) | Heard::Garbage(_)
+            );
+            heard(h, self.facts());
+            if last {
+                return Some(Visit::Over);
+            }
+        }
+        if self.buf.len() > MAX_FOLLOW_LINE {
+            let why = format!(
+                "a line longer than {MAX_FOLLOW_LINE} bytes (starts {})",
+                super::client::preview(&self.buf)
+            );
+            heard(Heard::Garbage(why), self.facts());
+            return Some(Visit::Over);
+        }
+        None
     }
 
     /// Writes the ping when one is due (every [`super::PING_INTERVAL`]), in
@@ -284,6 +299,33 @@ mod tests {
         assert_eq!(v, Visit::Over);
         let told: Vec<Heard> = heard.into_iter().map(|(h, _)| h).collect();
         assert_eq!(told, vec![Heard::Pulse { seq: 1 }, Heard::Bye]);
+    }
+
+    #[test]
+    fn a_close_right_behind_the_last_pulse_is_told_in_the_same_visit() {
+        let mut p = fresh(Instant::now());
+        // What a killed agent leaves: its last pulse and the FIN, both in
+        // the socket before the visit (one readiness event for the two).
+        let mut s = script(vec![pulse_line_with(9, None).into_bytes(), Vec::new()], 0);
+        let (v, heard) = visit(&mut p, &mut s);
+        assert_eq!(v, Visit::Over);
+        let told: Vec<Heard> = heard.into_iter().map(|(h, _)| h).collect();
+        assert_eq!(told, vec![Heard::Pulse { seq: 9 }, Heard::Closed]);
+    }
+
+    #[test]
+    fn whole_lines_buffered_by_the_streams_opening_are_told_at_the_first_visit() {
+        let mut p = fresh(Instant::now());
+        p.buf = format!("{}{}", pulse_line_with(1, None), pulse_line_with(2, None)).into_bytes();
+        let mut s = script(Vec::new(), 0);
+        let (v, heard) = visit(&mut p, &mut s);
+        assert_eq!(v, Visit::Drained);
+        let told: Vec<Heard> = heard.into_iter().map(|(h, _)| h).collect();
+        assert_eq!(
+            told,
+            vec![Heard::Pulse { seq: 1 }, Heard::Pulse { seq: 2 }],
+            "nothing waits for bytes that may never come"
+        );
     }
 
     #[test]
