@@ -2,7 +2,8 @@
 //! bridge (each its own namespace, state directory and node key), then
 //! `rlx-discover watch --json` started once every agent has announced.
 //! Measured: how long until all `n` joined, then over a steady window
-//! (nothing starts, stops or changes) watch's CPU (utime + stime, % of one
+//! ([`SETTLE`] after the last join, every key pinned; nothing starts, stops
+//! or changes) watch's CPU (utime + stime, % of one
 //! core), its RSS, any `left` (none is right), and the agents' own idle CPU
 //! (a sample of them). With `RLX_BENCH_PERF_DIR=DIR`, `perf record` profiles
 //! watch over the same window into `DIR/watch-<n>.perf.data`.
@@ -18,6 +19,7 @@
 //! 4, docs/scale.md says why), a steady state above P % of one core fails
 //! the scenario.
 
+mod said;
 mod storm;
 
 use crate::ctx::Ctx;
@@ -26,12 +28,9 @@ use crate::proc::{cpu_ns, rss_kb};
 use crate::stamp::{placed_events, wall_ms, Stamped};
 use anyhow::{bail, Context, Result};
 use rlx_lab::{Lab, LabOptions, LabProcess};
-use serde_json::Value;
 use std::time::{Duration, Instant};
 
-const SCENARIO: &str = "scale";
-const WATCH: &str = "rlx-discover watch --json";
-const AGENT: &str = "rlx-agent";
+use said::{events, is_node, AGENT, SCENARIO, WATCH};
 
 /// Agents whose own CPU and RSS are sampled over the steady window.
 const AGENT_SAMPLE: usize = 10;
@@ -97,17 +96,6 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         storm::run(ctx, STORM)?;
     }
     Ok(())
-}
-
-/// The `event` of each JSON line of `lines`.
-fn events(lines: &[(f64, String)]) -> Vec<(f64, String)> {
-    lines
-        .iter()
-        .filter_map(|(t, l)| {
-            let v: Value = serde_json::from_str(l).ok()?;
-            Some((*t, v["event"].as_str()?.to_string()))
-        })
-        .collect()
 }
 
 /// One size; returns watch's steady CPU % of one core, when measured.
@@ -280,11 +268,6 @@ fn one(ctx: &mut Ctx, n: usize, steady: Duration) -> Result<Option<f64>> {
     drop(agents);
     drop(w);
     Ok(pct)
-}
-
-/// Whether `instance` (as watch prints it) is node `name`'s.
-fn is_node(instance: &str, name: &str) -> bool {
-    instance == name || instance.starts_with(&format!("{name} ("))
 }
 
 /// The last [`CRASHES`] agents killed one every 500 ms; each one's time

@@ -315,7 +315,7 @@ struct Telling {
 }
 
 impl Sink for Telling {
-    fn heard(&mut self, h: Heard, facts: Option<&str>) -> bool {
+    fn pass_on(&mut self, h: Heard, facts: Option<&str>) -> bool {
         let told = match h {
             Heard::Pulse { .. } => Told::Pulse,
             Heard::Bye => Told::Bye,

@@ -69,7 +69,7 @@ pub(crate) trait Sink: Send + 'static {
     /// What the stream told (`facts`: the digest of the agent's facts as of
     /// that line); false when nobody listens any more, which ends the
     /// stream.
-    fn heard(&mut self, h: Heard, facts: Option<&str>) -> bool;
+    fn pass_on(&mut self, h: Heard, facts: Option<&str>) -> bool;
 
     /// The stream could not be read (no fault of the member's): it ends.
     fn unreadable(&mut self, why: String);
@@ -245,7 +245,7 @@ fn visit(s: &mut Entry, now: Instant) -> bool {
         } = s;
         let mut listening = true;
         let visit = state.read_from(sock, |h, facts| {
-            listening = listening && sink.heard(h, facts);
+            listening = listening && sink.pass_on(h, facts);
         });
         match visit {
             Visit::Over => return false,
@@ -258,7 +258,7 @@ fn visit(s: &mut Entry, now: Instant) -> bool {
     }
     match s.state.ping(&mut s.sock, now) {
         Some(h) => {
-            s.sink.heard(h, None);
+            s.sink.pass_on(h, None);
             false
         }
         None => true,
@@ -276,7 +276,7 @@ mod tests {
     struct Record(mpsc::Sender<(Heard, Option<String>)>);
 
     impl Sink for Record {
-        fn heard(&mut self, h: Heard, facts: Option<&str>) -> bool {
+        fn pass_on(&mut self, h: Heard, facts: Option<&str>) -> bool {
             self.0.send((h, facts.map(str::to_string))).is_ok()
         }
         fn unreadable(&mut self, why: String) {

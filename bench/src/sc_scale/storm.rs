@@ -9,7 +9,7 @@
 //! for the rate or anything else), watch's peak RSS (its admission queue
 //! is bounded) and its CPU over the storm.
 
-use super::{events, is_node, AGENT, SCENARIO, WATCH};
+use super::said::{events, is_node, AGENT, SCENARIO, WATCH};
 use crate::ctx::Ctx;
 use crate::peers;
 use crate::proc::{cpu_ns, status_kb};

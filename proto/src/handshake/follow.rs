@@ -47,7 +47,6 @@
 //! takes it for garbage and checks the agent by handshakes only.
 
 use super::client::{exchange, preview, Connection, HandshakeError, HandshakeReply};
-use super::follow_polled::Polled;
 use super::messages::follow_hello_line;
 use super::proof::{check, field, sign, Nonce};
 use crate::keys::{Key, KeyRing};
@@ -255,13 +254,13 @@ pub struct Follower {
     pub(super) conn: Connection,
     pub(super) buf: Vec<u8>,
     /// Ping bytes not yet taken by the socket, and since when.
-    unsent: Vec<u8>,
-    unsent_since: Option<Instant>,
-    every: Duration,
-    ping_every: Duration,
-    next_ping: Instant,
+    pub(super) unsent: Vec<u8>,
+    pub(super) unsent_since: Option<Instant>,
+    pub(super) every: Duration,
+    pub(super) ping_every: Duration,
+    pub(super) next_ping: Instant,
     /// The facts digest of the agent's last pulse ([`facts_of`]).
-    facts: Option<String>,
+    pub(super) facts: Option<String>,
 }
 
 impl Follower {
@@ -357,32 +356,6 @@ impl Follower {
 
     fn judge(&mut self, l: &[u8]) -> Heard {
         judge_line(l, &mut self.every, &mut self.facts)
-    }
-
-    /// This stream, taken off the async runtime for a poller that reads
-    /// many streams on one thread ([`Polled`]): the socket (non-blocking)
-    /// and the stream's state, nothing read or half-written lost.
-    pub fn into_polled(self) -> std::io::Result<(std::net::TcpStream, Polled)> {
-        let (rd, wr) = self.conn;
-        // What was read of a line comes before what the reader buffered.
-        let mut buf = self.buf;
-        buf.extend_from_slice(rd.buffer());
-        let stream = rd
-            .into_inner()
-            .reunite(wr)
-            .map_err(|e| std::io::Error::other(e.to_string()))?
-            .into_std()?;
-        stream.set_nonblocking(true)?;
-        let polled = Polled {
-            buf,
-            unsent: self.unsent,
-            unsent_since: self.unsent_since.map(Instant::into_std),
-            every: self.every,
-            ping_every: self.ping_every,
-            next_ping: self.next_ping.into_std(),
-            facts: self.facts,
-        };
-        Ok((stream, polled))
     }
 }
 

@@ -14,7 +14,9 @@
 //! same lines, judged the same way, as [`super::Follower::next`]); its
 //! socket and the readiness of it belong to the poller that calls it.
 
-use super::follow::{judge_line, ping_line, Heard, MAX_FOLLOW_LINE, WRITE_TIMEOUT};
+use super::follow::{
+    judge_line, ping_line, Follower, Heard, MAX_FOLLOW_LINE, PULSE_INTERVAL, WRITE_TIMEOUT,
+};
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
@@ -41,6 +43,34 @@ pub struct Polled {
     pub(super) facts: Option<String>,
 }
 
+impl Follower {
+    /// This stream, taken off the async runtime for a poller that reads
+    /// many streams on one thread ([`Polled`]): the socket (non-blocking)
+    /// and the stream's state, nothing read or half-written lost.
+    pub fn into_polled(self) -> std::io::Result<(std::net::TcpStream, Polled)> {
+        let (rd, wr) = self.conn;
+        // What was read of a line comes before what the reader buffered.
+        let mut buf = self.buf;
+        buf.extend_from_slice(rd.buffer());
+        let stream = rd
+            .into_inner()
+            .reunite(wr)
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+            .into_std()?;
+        stream.set_nonblocking(true)?;
+        let polled = Polled {
+            buf,
+            unsent: self.unsent,
+            unsent_since: self.unsent_since.map(tokio::time::Instant::into_std),
+            every: self.every,
+            ping_every: self.ping_every,
+            next_ping: self.next_ping.into_std(),
+            facts: self.facts,
+        };
+        Ok((stream, polled))
+    }
+}
+
 /// What a visit to a stream's socket left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Visit {
@@ -63,7 +93,7 @@ impl Polled {
             buf: Vec::new(),
             unsent: Vec::new(),
             unsent_since: None,
-            every: super::PULSE_INTERVAL,
+            every: PULSE_INTERVAL,
             ping_every,
             next_ping: Instant::now() + ping_every,
             facts: None,
