@@ -252,28 +252,47 @@ pub enum Heard {
 #[derive(Debug)]
 pub struct Follower {
     pub(super) conn: Connection,
+    pub(super) s: StreamState<Instant>,
+}
+
+/// What the coordinator's end of a stream keeps between reads and writes,
+/// on the clock of whoever reads it: tokio's for [`Follower`] (so that
+/// tests in paused time hold), the system's for
+/// [`super::follow_polled::Polled`], read by a thread of its own.
+#[derive(Debug)]
+pub(super) struct StreamState<I> {
+    /// What was read of a line not yet whole.
     pub(super) buf: Vec<u8>,
     /// Ping bytes not yet taken by the socket, and since when.
     pub(super) unsent: Vec<u8>,
-    pub(super) unsent_since: Option<Instant>,
+    pub(super) unsent_since: Option<I>,
     pub(super) every: Duration,
     pub(super) ping_every: Duration,
-    pub(super) next_ping: Instant,
+    pub(super) next_ping: I,
     /// The facts digest of the agent's last pulse ([`facts_of`]).
     pub(super) facts: Option<String>,
+}
+
+impl<I: std::ops::Add<Duration, Output = I>> StreamState<I> {
+    /// A stream just opened at `now`, its first ping due `ping_every` later.
+    pub(super) fn new(ping_every: Duration, now: I) -> Self {
+        StreamState {
+            buf: Vec::with_capacity(MAX_FOLLOW_LINE + 1),
+            unsent: Vec::new(),
+            unsent_since: None,
+            every: PULSE_INTERVAL,
+            ping_every,
+            next_ping: now + ping_every,
+            facts: None,
+        }
+    }
 }
 
 impl Follower {
     fn new(conn: Connection, ping_every: Duration) -> Self {
         Follower {
             conn,
-            buf: Vec::with_capacity(MAX_FOLLOW_LINE + 1),
-            unsent: Vec::new(),
-            unsent_since: None,
-            every: PULSE_INTERVAL,
-            ping_every,
-            next_ping: Instant::now() + ping_every,
-            facts: None,
+            s: StreamState::new(ping_every, Instant::now()),
         }
     }
 
@@ -281,13 +300,13 @@ impl Follower {
     /// within 50 ms..=10 s, so that a confused or hostile agent can make a
     /// caller neither spin nor wait minutes before calling it silent).
     pub fn every(&self) -> Duration {
-        self.every
+        self.s.every
     }
 
     /// The digest of the agent's facts its last pulse carried
     /// ([`facts_of`]), if its agent sends one.
     pub fn facts(&self) -> Option<&str> {
-        self.facts.as_deref()
+        self.s.facts.as_deref()
     }
 
     /// The agent's next line, writing the ping every [`PING_INTERVAL`] while
@@ -295,24 +314,27 @@ impl Follower {
     /// a ping is written in pieces the socket takes, never twice.
     pub async fn next(&mut self) -> Heard {
         loop {
-            if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
-                let l: Vec<u8> = self.buf.drain(..=end).collect();
+            if let Some(end) = self.s.buf.iter().position(|&b| b == b'\n') {
+                let l: Vec<u8> = self.s.buf.drain(..=end).collect();
                 return self.judge(&l);
             }
-            if self.buf.len() > MAX_FOLLOW_LINE {
+            if self.s.buf.len() > MAX_FOLLOW_LINE {
                 return Heard::Garbage(format!(
                     "a line longer than {MAX_FOLLOW_LINE} bytes (starts {})",
-                    preview(&self.buf)
+                    preview(&self.s.buf)
                 ));
             }
             let Follower {
                 conn: (rd, wr),
-                buf,
-                unsent,
-                unsent_since,
-                ping_every,
-                next_ping,
-                ..
+                s:
+                    StreamState {
+                        buf,
+                        unsent,
+                        unsent_since,
+                        ping_every,
+                        next_ping,
+                        ..
+                    },
             } = self;
             // Never more than one line's worth: a stream of garbage costs
             // this buffer, not memory without end.
@@ -355,7 +377,7 @@ impl Follower {
     }
 
     fn judge(&mut self, l: &[u8]) -> Heard {
-        judge_line(l, &mut self.every, &mut self.facts)
+        judge_line(l, &mut self.s.every, &mut self.s.facts)
     }
 }
 

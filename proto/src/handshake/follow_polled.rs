@@ -15,7 +15,7 @@
 //! socket and the readiness of it belong to the poller that calls it.
 
 use super::follow::{
-    judge_line, ping_line, Follower, Heard, MAX_FOLLOW_LINE, PULSE_INTERVAL, WRITE_TIMEOUT,
+    judge_line, ping_line, Follower, Heard, StreamState, MAX_FOLLOW_LINE, WRITE_TIMEOUT,
 };
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
@@ -33,14 +33,7 @@ const READS_PER_VISIT: usize = 8;
 /// The coordinator's end of a stream, without its socket (see the module).
 #[derive(Debug)]
 pub struct Polled {
-    pub(super) buf: Vec<u8>,
-    /// Ping bytes not yet taken by the socket, and since when.
-    pub(super) unsent: Vec<u8>,
-    pub(super) unsent_since: Option<Instant>,
-    pub(super) every: Duration,
-    pub(super) ping_every: Duration,
-    pub(super) next_ping: Instant,
-    pub(super) facts: Option<String>,
+    pub(super) s: StreamState<Instant>,
 }
 
 impl Follower {
@@ -48,9 +41,9 @@ impl Follower {
     /// many streams on one thread ([`Polled`]): the socket (non-blocking)
     /// and the stream's state, nothing read or half-written lost.
     pub fn into_polled(self) -> std::io::Result<(std::net::TcpStream, Polled)> {
-        let (rd, wr) = self.conn;
+        let Follower { conn: (rd, wr), s } = self;
         // What was read of a line comes before what the reader buffered.
-        let mut buf = self.buf;
+        let mut buf = s.buf;
         buf.extend_from_slice(rd.buffer());
         let stream = rd
             .into_inner()
@@ -59,13 +52,15 @@ impl Follower {
             .into_std()?;
         stream.set_nonblocking(true)?;
         let polled = Polled {
-            buf,
-            unsent: self.unsent,
-            unsent_since: self.unsent_since.map(tokio::time::Instant::into_std),
-            every: self.every,
-            ping_every: self.ping_every,
-            next_ping: self.next_ping.into_std(),
-            facts: self.facts,
+            s: StreamState {
+                buf,
+                unsent: s.unsent,
+                unsent_since: s.unsent_since.map(tokio::time::Instant::into_std),
+                every: s.every,
+                ping_every: s.ping_every,
+                next_ping: s.next_ping.into_std(),
+                facts: s.facts,
+            },
         };
         Ok((stream, polled))
     }
@@ -90,24 +85,18 @@ impl Polled {
     /// [`super::follow_in_cluster`] comes from [`super::Follower::into_polled`].
     pub fn new(ping_every: Duration) -> Polled {
         Polled {
-            buf: Vec::new(),
-            unsent: Vec::new(),
-            unsent_since: None,
-            every: PULSE_INTERVAL,
-            ping_every,
-            next_ping: Instant::now() + ping_every,
-            facts: None,
+            s: StreamState::new(ping_every, Instant::now()),
         }
     }
 
     /// How often the agent said it pulses (see [`super::Follower::every`]).
     pub fn every(&self) -> Duration {
-        self.every
+        self.s.every
     }
 
     /// The digest of the agent's facts its last pulse carried.
     pub fn facts(&self) -> Option<&str> {
-        self.facts.as_deref()
+        self.s.facts.as_deref()
     }
 
     /// Reads what `sock` (non-blocking) has and passes each thing it told,
@@ -146,7 +135,7 @@ impl Polled {
                     return Visit::Over;
                 }
             };
-            self.buf.extend_from_slice(&chunk[..n]);
+            self.s.buf.extend_from_slice(&chunk[..n]);
             if let Some(v) = self.judge_buffered(&mut heard) {
                 return v;
             }
@@ -158,9 +147,9 @@ impl Polled {
     /// one of them ended the stream, or what is left is longer than a line
     /// may be.
     fn judge_buffered(&mut self, heard: &mut impl FnMut(Heard, Option<&str>)) -> Option<Visit> {
-        while let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
-            let l: Vec<u8> = self.buf.drain(..=end).collect();
-            let h = judge_line(&l, &mut self.every, &mut self.facts);
+        while let Some(end) = self.s.buf.iter().position(|&b| b == b'\n') {
+            let l: Vec<u8> = self.s.buf.drain(..=end).collect();
+            let h = judge_line(&l, &mut self.s.every, &mut self.s.facts);
             let last = matches!(
                 h,
                 Heard::Bye | Heard::Closed | Heard::Reset(_) | Heard::Garbage(_)
@@ -170,10 +159,10 @@ impl Polled {
                 return Some(Visit::Over);
             }
         }
-        if self.buf.len() > MAX_FOLLOW_LINE {
+        if self.s.buf.len() > MAX_FOLLOW_LINE {
             let why = format!(
                 "a line longer than {MAX_FOLLOW_LINE} bytes (starts {})",
-                super::client::preview(&self.buf)
+                super::client::preview(&self.s.buf)
             );
             heard(Heard::Garbage(why), self.facts());
             return Some(Visit::Over);
@@ -186,23 +175,23 @@ impl Polled {
     /// [`Heard::Reset`] when the write failed, or the agent took none of a
     /// ping for [`WRITE_TIMEOUT`] (it stopped reading: as good as gone).
     pub fn ping(&mut self, sock: &mut impl Write, now: Instant) -> Option<Heard> {
-        if self.unsent.is_empty() {
-            if now < self.next_ping {
+        if self.s.unsent.is_empty() {
+            if now < self.s.next_ping {
                 return None;
             }
             // From now, not from when it was due: a poller that was held
             // up sends one ping, not a burst.
-            self.next_ping = now + self.ping_every;
-            self.unsent.extend_from_slice(ping_line().as_bytes());
-            self.unsent_since = Some(now);
+            self.s.next_ping = now + self.s.ping_every;
+            self.s.unsent.extend_from_slice(ping_line().as_bytes());
+            self.s.unsent_since = Some(now);
         }
         loop {
-            match sock.write(&self.unsent) {
+            match sock.write(&self.s.unsent) {
                 Ok(0) => return Some(Heard::Reset("the connection takes no more bytes".into())),
                 Ok(n) => {
-                    self.unsent.drain(..n);
-                    if self.unsent.is_empty() {
-                        self.unsent_since = None;
+                    self.s.unsent.drain(..n);
+                    if self.s.unsent.is_empty() {
+                        self.s.unsent_since = None;
                         return None;
                     }
                 }
@@ -211,7 +200,7 @@ impl Polled {
                 Err(e) => return Some(Heard::Reset(e.to_string())),
             }
         }
-        let since = self.unsent_since.unwrap_or(now);
+        let since = self.s.unsent_since.unwrap_or(now);
         (now.saturating_duration_since(since) >= WRITE_TIMEOUT).then(|| {
             Heard::Reset(format!(
                 "the agent took no ping for {} ms",
@@ -276,10 +265,9 @@ mod tests {
     }
 
     fn fresh(now: Instant) -> Polled {
-        Polled {
-            next_ping: now + Duration::from_secs(5),
-            ..Polled::new(Duration::from_secs(5))
-        }
+        let mut p = Polled::new(Duration::from_secs(5));
+        p.s.next_ping = now + Duration::from_secs(5);
+        p
     }
 
     fn visit(p: &mut Polled, s: &mut Script) -> (Visit, Vec<(Heard, Option<String>)>) {
@@ -312,7 +300,7 @@ mod tests {
             heard,
             vec![(Heard::Pulse { seq: 2 }, Some("bbbb".to_string()))]
         );
-        assert!(p.buf.is_empty());
+        assert!(p.s.buf.is_empty());
     }
 
     #[test]
@@ -346,7 +334,7 @@ mod tests {
     #[test]
     fn whole_lines_buffered_by_the_streams_opening_are_told_at_the_first_visit() {
         let mut p = fresh(Instant::now());
-        p.buf = format!("{}{}", pulse_line_with(1, None), pulse_line_with(2, None)).into_bytes();
+        p.s.buf = format!("{}{}", pulse_line_with(1, None), pulse_line_with(2, None)).into_bytes();
         let mut s = script(Vec::new(), 0);
         let (v, heard) = visit(&mut p, &mut s);
         assert_eq!(v, Visit::Drained);

@@ -179,13 +179,13 @@ async fn an_endless_line_is_garbage_and_costs_a_bounded_buffer() {
     let mut f = f.unwrap();
     assert!(matches!(f.next().await, Heard::Garbage(_)));
     assert!(
-        f.buf.len() <= MAX_FOLLOW_LINE + 1,
+        f.s.buf.len() <= MAX_FOLLOW_LINE + 1,
         "the follower's line buffer holds {} bytes",
-        f.buf.len()
+        f.s.buf.len()
     );
     // The reply's reader buffers at most its capacity (8 KiB) past the
     // reply: together less than the 10 KB line, which is never read whole.
-    let held = f.buf.len() + f.conn.0.buffer().len();
+    let held = f.s.buf.len() + f.conn.0.buffer().len();
     assert!(held < 10_000, "held {held} bytes of the line");
 }
 
