@@ -17,7 +17,8 @@
 //! 200 and 1,000 (full), then a join storm of 1,000 ([`storm`]); 200 with a
 //! shorter window (`--quick`). With `RLX_BENCH_SCALE_MAX_CPU_PCT=P` set (CI:
 //! 4, docs/scale.md says why), a steady state above P % of one core fails
-//! the scenario.
+//! the scenario. `RLX_BENCH_SCALE_SIZES=1000` (comma-separated) runs those
+//! sizes only, and no join storm.
 
 mod said;
 mod storm;
@@ -61,11 +62,19 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         );
         return Ok(());
     }
-    let (sizes, steady): (&[usize], Duration) = if ctx.quick {
-        (&[200], Duration::from_secs(20))
+    let (mut sizes, steady): (Vec<usize>, Duration) = if ctx.quick {
+        (vec![200], Duration::from_secs(20))
     } else {
-        (&[10, 50, 200, 1000], Duration::from_secs(60))
+        (vec![10, 50, 200, 1000], Duration::from_secs(60))
     };
+    // One size alone (a profile of one, or a look at the fleet without
+    // the smaller sizes' 8 minutes): RLX_BENCH_SCALE_SIZES=1000, no storm.
+    let only: Option<Vec<usize>> = std::env::var("RLX_BENCH_SCALE_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect());
+    if let Some(only) = &only {
+        sizes.clone_from(only);
+    }
     ctx.notes.push(format!(
         "scale: n real `rlx-agent`s (each its own namespace, state directory and node key; \
          simulated caps) on one segment (a chain of bridges beyond {} hosts), `watch --json` \
@@ -81,7 +90,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let limit: Option<f64> = std::env::var("RLX_BENCH_SCALE_MAX_CPU_PCT")
         .ok()
         .and_then(|v| v.parse().ok());
-    for &n in sizes {
+    for &n in &sizes {
         let pct = one(ctx, n, steady)?;
         if let (Some(max), Some(pct)) = (limit, pct) {
             if pct > max {
@@ -92,7 +101,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             }
         }
     }
-    if !ctx.quick {
+    if !ctx.quick && only.is_none() {
         storm::run(ctx, STORM)?;
     }
     Ok(())

@@ -17,7 +17,8 @@
 //! - [`ArpSocket::announce`]: a gratuitous ARP of our own address, which
 //!   fills in a responder's pending entry for us (RFC 826's merge rule) and
 //!   releases its queued replies (the browse sends these on a schedule).
-//! - [`Nudger`]: while handshakes are pending, reads the kernel's neighbour
+//! - [`Nudger`]: while handshakes have been pending for [`NUDGE_AFTER`],
+//!   reads the kernel's neighbour
 //!   table (`/proc/net/arp`) every [`NUDGE_EVERY`] and, for each target our
 //!   kernel is still resolving, sends an ARP request of its own, at most
 //!   [`NUDGES_PER_TARGET`] per target and [`NUDGES_PER_SECOND`] in all. The
@@ -54,13 +55,23 @@
 use crate::ndp::NdpSocket;
 use crate::neighbour6::{self, Solicitor};
 use crate::netguard;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// How often the neighbour table is read while handshakes are pending.
 pub const NUDGE_EVERY: Duration = Duration::from_millis(100);
+
+/// How long a target is watched before the neighbour table is read for
+/// it: a handshake on a healthy LAN is over in milliseconds, and one whose
+/// ARP exchange is lost waits a second for the kernel's next request, so
+/// a first look after this long costs the lossy case little and spares a
+/// busy coordinator (hundreds of members, a handshake always pending) a
+/// read of the whole table every [`NUDGE_EVERY`] (docs/scale.md: at 1,000
+/// members that read, and the nudges it led to, were most of `watch`'s
+/// time).
+pub const NUDGE_AFTER: Duration = Duration::from_millis(150);
 
 /// ARP requests sent for one target at most: with 20% loss each way an ARP
 /// exchange succeeds 64% of the time, so eight leave about one chance in
@@ -401,7 +412,7 @@ impl Drop for Target {
 /// The entries of the watched `targets` in the kernel's neighbour tables
 /// (IPv4 from `/proc/net/arp`, IPv6 over netlink), reading only the
 /// tables of the families watched. The IPv6 table's error, if any.
-fn read_tables(targets: &[IpAddr]) -> (Vec<Entry>, Option<std::io::Error>) {
+fn read_tables(targets: &HashSet<IpAddr>) -> (Vec<Entry>, Option<std::io::Error>) {
     let mut out = Vec::new();
     let mut err = None;
     if targets.iter().any(IpAddr::is_ipv4) {
@@ -546,16 +557,23 @@ impl Nudger {
         loop {
             tokio::time::sleep(NUDGE_EVERY).await;
             let Some(n) = me.upgrade() else { return };
-            let watched: Vec<IpAddr> = {
-                let st = n.state.lock().expect("nudger lock");
-                st.targets.keys().copied().collect()
+            let watched: HashSet<IpAddr> = {
+                let mut st = n.state.lock().expect("nudger lock");
+                if st.targets.is_empty() {
+                    st.running = false;
+                    return;
+                }
+                st.targets
+                    .iter()
+                    .filter(|(_, t)| t.since.elapsed() >= NUDGE_AFTER)
+                    .map(|(ip, _)| *ip)
+                    .collect()
             };
+            if watched.is_empty() {
+                continue;
+            }
             let (entries, table6_error) = read_tables(&watched);
             let mut st = n.state.lock().expect("nudger lock");
-            if st.targets.is_empty() {
-                st.running = false;
-                return;
-            }
             if let Some(e) = table6_error.filter(|_| !st.said_no_table6) {
                 st.said_no_table6 = true;
                 tracing::debug!(
