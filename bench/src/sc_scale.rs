@@ -18,7 +18,8 @@
 //! shorter window (`--quick`). With `RLX_BENCH_SCALE_MAX_CPU_PCT=P` set (CI:
 //! 4, docs/scale.md says why), a steady state above P % of one core fails
 //! the scenario. `RLX_BENCH_SCALE_SIZES=1000` (comma-separated) runs those
-//! sizes only, and no join storm.
+//! sizes only, and no join storm; `RLX_BENCH_SCALE_KEEP=DIR` keeps watch's
+//! events and log of each size there.
 
 mod said;
 mod storm;
@@ -275,8 +276,29 @@ fn one(ctx: &mut Ctx, n: usize, steady: Duration) -> Result<Option<f64>> {
         crashes(ctx, &case, &agents, &out, spawned)?;
     }
     drop(agents);
+    keep(&w, n);
     drop(w);
     Ok(pct)
+}
+
+/// With `RLX_BENCH_SCALE_KEEP=DIR`, watch's events and log of the run with
+/// `n` members are copied to `DIR/watch-<n>.jsonl` and `.log`, for what the
+/// figures do not say (which members joined when, what was refused).
+fn keep(w: &LabProcess, n: usize) {
+    let Some(dir) = std::env::var_os("RLX_BENCH_SCALE_KEEP") else {
+        return;
+    };
+    let dir = std::path::Path::new(&dir);
+    for (from, ext) in [(w.stdout_path(), "jsonl"), (w.stderr_path(), "log")] {
+        let to = dir.join(format!("watch-{n}.{ext}"));
+        if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| std::fs::copy(from, &to)) {
+            eprintln!(
+                "scale: could not keep {} as {}: {e}",
+                from.display(),
+                to.display()
+            );
+        }
+    }
 }
 
 /// The last [`CRASHES`] agents killed one every 500 ms; each one's time
