@@ -8,7 +8,9 @@
 //! thread sleeps [`TICK`], asks the kernel which streams have bytes (one
 //! `epoll_wait` that does not block), reads those, writes the pings due,
 //! and sleeps again: 20 wake-ups a second whatever the number of members,
-//! each pulse one `read` and no wake-up of its own. What a stream tells is
+//! a stream with bytes read until it is empty (the pulses, then the `read`
+//! that finds nothing more: how a close right behind them is seen), and no
+//! wake-up of its own per pulse. What a stream tells is
 //! passed on to its [`Sink`] exactly as the async reader did (for a member,
 //! [`super::liveness`]: a pulse of a member in good standing is a store,
 //! the rest a message to the engine), at most a tick later: a crash (the stream's close or reset) is still seen within

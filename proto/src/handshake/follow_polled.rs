@@ -7,7 +7,7 @@
 //! `epoll_wait` returning, a worker unparked, a task polled): in the profile
 //! of docs/scale.md that parking and waking was 80% of a `watch` at rest. A
 //! reader that visits the streams once per tick wakes as often whatever the
-//! number of members, and takes each stream's pulses in one `read`; the
+//! number of members, and takes each stream's waiting pulses together; the
 //! price is at most a tick of delay on what a stream tells.
 //!
 //! [`Polled`] is the stream's state and what is done with its bytes (the
