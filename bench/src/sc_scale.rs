@@ -29,7 +29,7 @@ use crate::peers;
 use crate::proc::{cpu_ns, rss_kb};
 use crate::stamp::{placed_events, wall_ms, Stamped};
 use anyhow::{bail, Context, Result};
-use rlx_lab::{Lab, LabOptions, LabProcess};
+use rlx_lab::LabProcess;
 use std::time::{Duration, Instant};
 
 use said::{events, is_node, AGENT, SCENARIO, WATCH};
@@ -111,12 +111,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
 /// One size; returns watch's steady CPU % of one core, when measured.
 fn one(ctx: &mut Ctx, n: usize, steady: Duration) -> Result<Option<f64>> {
     let case = case_name(n, steady.as_secs());
-    let dir = ctx.work.path().join(format!("scale-{n}"));
-    std::fs::create_dir_all(&dir)?;
-    let lab = Lab::new(LabOptions {
-        hosts: n + 1,
-        ipv6: false,
-    })?;
+    let (dir, lab) = said::fleet(ctx, "scale", n)?;
     let mut agents: Vec<LabProcess> = Vec::with_capacity(n);
     for i in 1..=n {
         let (caps, _) = peers::write_caps(&dir, i)?;

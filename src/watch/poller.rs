@@ -87,6 +87,8 @@ struct Entry {
     ended: Option<tokio::sync::oneshot::Sender<()>>,
     /// The last visit left bytes in the socket.
     more: bool,
+    /// The far end, for the log.
+    peer: String,
 }
 
 impl Poller {
@@ -103,6 +105,11 @@ impl Poller {
         let dropped = Arc::new(AtomicBool::new(false));
         let (ended_tx, ended) = tokio::sync::oneshot::channel();
         let mut entry = Entry {
+            // Taken now: once the far end reset the stream, the socket no
+            // longer says who it was, and the log's last line is then.
+            peer: sock
+                .peer_addr()
+                .map_or_else(|e| format!("a stream ({e})"), |a| a.to_string()),
             sock: TcpStream::from_std(sock),
             state,
             sink: Box::new(sink),
@@ -183,7 +190,7 @@ fn run(mut poll: Poll, rx: mpsc::Receiver<Entry>) {
             if !visit(s, now) {
                 tracing::debug!(
                     "the stream reader is done with {}{}",
-                    peer(&s.sock),
+                    s.peer,
                     if s.dropped.load(Ordering::Acquire) {
                         " (no longer wanted)"
                     } else {
@@ -215,7 +222,7 @@ fn add(poll: &Poll, streams: &mut Vec<Option<Entry>>, mut e: Entry) {
         .register(&mut e.sock, Token(i), Interest::READABLE)
     {
         Ok(()) => {
-            tracing::debug!("the stream reader follows {} (slot {i})", peer(&e.sock));
+            tracing::debug!("the stream reader follows {} (slot {i})", e.peer);
             streams[i] = Some(e)
         }
         Err(err) => {
@@ -227,12 +234,6 @@ fn add(poll: &Poll, streams: &mut Vec<Option<Entry>>, mut e: Entry) {
             }
         }
     }
-}
-
-/// The stream's far end, for the log.
-fn peer(sock: &TcpStream) -> String {
-    sock.peer_addr()
-        .map_or_else(|e| format!("a stream ({e})"), |a| a.to_string())
 }
 
 /// One tick of one stream: its bytes read when it has some, its ping

@@ -9,13 +9,13 @@
 //! for the rate or anything else), watch's peak RSS (its admission queue
 //! is bounded) and its CPU over the storm.
 
-use super::said::{events, is_node, AGENT, SCENARIO, WATCH};
+use super::said::{events, fleet, is_node, AGENT, SCENARIO, WATCH};
 use crate::ctx::Ctx;
 use crate::peers;
 use crate::proc::{cpu_ns, status_kb};
 use crate::stamp::{placed_events, wall_ms, Stamped};
 use anyhow::{Context, Result};
-use rlx_lab::{Lab, LabOptions, LabProcess};
+use rlx_lab::LabProcess;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -25,12 +25,7 @@ const JOIN_LIMIT: Duration = Duration::from_secs(120);
 /// Runs one storm of `n` agents.
 pub(super) fn run(ctx: &mut Ctx, n: usize) -> Result<()> {
     let case = format!("join storm: {n} agents started under a running watch");
-    let dir = ctx.work.path().join(format!("storm-{n}"));
-    std::fs::create_dir_all(&dir)?;
-    let lab = Lab::new(LabOptions {
-        hosts: n + 1,
-        ipv6: false,
-    })?;
+    let (dir, lab) = fleet(ctx, "storm", n)?;
     // The caps files first, so that the spawn loop only spawns.
     let caps: Vec<_> = (1..=n)
         .map(|i| peers::write_caps(&dir, i).map(|(c, _)| c))
