@@ -38,8 +38,8 @@ mod values;
 
 pub(crate) use discover::DEFAULT_BROWSE_MS;
 pub use discover::{
-    DiscoverSection, DnsSdSection, DEFAULT_HOSTS_PORT, DEFAULT_LINK_WINDOW_MS,
-    DEFAULT_SCAN_CONCURRENCY, DEFAULT_TIMEOUT_MS,
+    DiscoverSection, DnsSdSection, DEFAULT_HOSTS_PORT, DEFAULT_LINK_PROBE_PACKETS,
+    DEFAULT_LINK_WINDOW_MS, DEFAULT_SCAN_CONCURRENCY, DEFAULT_TIMEOUT_MS,
 };
 pub use node::{KvPolicy, NodeConfig, Role};
 /// Default worker port, as in the seed, and the agents' own port.

@@ -363,6 +363,7 @@ mod tests {
             up_bytes: 1,
             down_bytes: 1,
             took_ms: 190,
+            udp: None,
         };
         let node = AddedNode {
             identity: rlx_discover::Pinning::Unpinned,

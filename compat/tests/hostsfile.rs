@@ -42,6 +42,9 @@ fn map(ips: &[&str], kind: &str, slow: &[(usize, usize)]) -> LinkMap {
                     ab_mbps: mbps,
                     ba_mbps: mbps,
                     rtt_ms: 0.2,
+                    ab_udp: None,
+                    ba_udp: None,
+                    udp_notes: vec![],
                 }],
                 failed: Vec::new(),
             });

@@ -67,6 +67,9 @@ fn map() -> LinkMap {
         ab_mbps: mbps,
         ba_mbps: mbps,
         rtt_ms: 0.2,
+        ab_udp: None,
+        ba_udp: None,
+        udp_notes: vec![],
     };
     let mut pairs = Vec::new();
     for a in 0..4 {

@@ -71,6 +71,8 @@
 //!   all-pairs link map), under the cluster key at both ends.
 //! - `measure_sense`: the limits measured figures must fall within to
 //!   count (a rate's shortest window, 1 Tbit/s, a round trip's bounds).
+//! - [`measure_udp`]: the measurement's UDP probe, loss and path MTU each
+//!   way (tagged datagrams, a don't-fragment ladder).
 //! - `follow`: the liveness stream on the same port (the hello with
 //!   `"follow":true`, then the agent's pulses; [`follow_in_cluster`]).
 //! - `clock`: the agent's clock offset, read off a reply's `"time_ms"`
@@ -91,6 +93,7 @@ pub mod measure_peer;
 pub mod measure_sense;
 #[cfg(test)]
 mod measure_tests;
+pub mod measure_udp;
 mod messages;
 #[cfg(test)]
 mod node_sig_tests;

@@ -284,6 +284,18 @@ fn link_window_ms_is_checked_against_the_agents_limit() {
     }
 }
 
+#[test]
+fn link_probe_packets_defaults_to_2000_may_be_0_and_is_held_to_the_agents_limit() {
+    let of = |text: &str| parse(text).unwrap().discover.unwrap().link_probe_packets;
+    assert_eq!(of("[discover]\n"), 2000);
+    assert_eq!(of("[discover]\nlink_probe_packets = 0\n"), 0);
+    let e = parse("[discover]\nlink_probe_packets = 4001\n").unwrap_err();
+    assert!(
+        e.message.contains("link_probe_packets") && e.message.contains("0..=4000"),
+        "{e}"
+    );
+}
+
 /// A number written right but out of range was told to be written "as a
 /// whole number without quotes", which it was (issue 38, item 6).
 #[test]

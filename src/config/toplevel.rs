@@ -55,6 +55,7 @@ pub(crate) const DISCOVER_KEYS: &[&str] = &[
     "measure_links",
     "hosts_port",
     "link_window_ms",
+    "link_probe_packets",
     "key_file",
     "pins_file",
     "remote_bin",

@@ -250,6 +250,9 @@ mod tests {
                     ab_mbps: mbps,
                     ba_mbps: mbps,
                     rtt_ms: 0.2,
+                    ab_udp: None,
+                    ba_udp: None,
+                    udp_notes: vec![],
                 };
                 let mut paths = vec![
                     path(format!("10.0.0.{}", a + 1), format!("10.0.0.{}", b + 1), v4),

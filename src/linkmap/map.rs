@@ -3,6 +3,7 @@
 //! its figures in both directions.
 
 use rlx_proto::caps::LinkInfo;
+use rlx_proto::handshake::measure_udp::UdpDirection;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
@@ -51,6 +52,18 @@ pub struct PathLink {
     pub ba_mbps: f64,
     /// Median round trip, ms.
     pub rtt_ms: f64,
+    /// Loss and path MTU from `a` to `b`, from the UDP probe
+    /// (`[discover] link_probe_packets`); none when not measured, and
+    /// `udp_notes` says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ab_udp: Option<UdpDirection>,
+    /// Loss and path MTU from `b` to `a`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ba_udp: Option<UdpDirection>,
+    /// Why a direction has no loss or MTU (UDP filtered, an agent that
+    /// predates the probe), `a -> b: ...` or `b -> a: ...`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub udp_notes: Vec<String>,
 }
 
 impl PathLink {

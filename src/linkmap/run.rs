@@ -82,6 +82,18 @@ fn path_kind(a: Option<&LinkInfo>, b: Option<&LinkInfo>) -> String {
     }
 }
 
+/// A UDP probe's note in the map's words: its `up`/`down` (as the
+/// measuring box `a` saw them) as `a -> b`/`b -> a`.
+fn path_note(note: &str) -> String {
+    if let Some(rest) = note.strip_prefix("up: ") {
+        format!("a -> b: {rest}")
+    } else if let Some(rest) = note.strip_prefix("down: ") {
+        format!("b -> a: {rest}")
+    } else {
+        note.to_string()
+    }
+}
+
 /// Tries a busy agent again a few times: the measurement before it (of
 /// this map, the agent's previous path, or another coordinator's) ends
 /// within the agent's hold limit, and usually a moment after the client
@@ -202,6 +214,7 @@ pub async fn measure_map_since(
                                 continue;
                             }
                             let m = r.measurement;
+                            let udp = m.udp.unwrap_or_default();
                             pair.paths.push(PathLink {
                                 a_addr: from,
                                 b_addr: ip,
@@ -209,6 +222,9 @@ pub async fn measure_map_since(
                                 ab_mbps: m.up_mbps,
                                 ba_mbps: m.down_mbps,
                                 rtt_ms: m.rtt_ms,
+                                ab_udp: udp.up,
+                                ba_udp: udp.down,
+                                udp_notes: udp.notes.iter().map(|n| path_note(n)).collect(),
                             });
                         }
                         Err(e) => pair.failed.push(format!("{} -> {ip}: {e}", boxes[a].addr)),

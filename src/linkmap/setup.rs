@@ -7,6 +7,7 @@ use crate::addr::NodeAddr;
 use crate::config::DiscoverSection;
 use crate::pipeline::Expansion;
 use rlx_proto::handshake::measure::{Request, MAX_MS};
+use rlx_proto::handshake::measure_udp::UdpAsk;
 use rlx_proto::service::DEFAULT_AGENT_PORT;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -50,6 +51,10 @@ impl MapOptions {
             request: Request {
                 up_ms: d.link_window_ms,
                 down_ms: d.link_window_ms,
+                udp: (d.link_probe_packets > 0).then(|| UdpAsk {
+                    packets: d.link_probe_packets,
+                    ..UdpAsk::default()
+                }),
                 ..Request::default()
             },
             timeout: Duration::from_millis(d.timeout_ms).max(crate::admit::MIN_ATTEMPT),

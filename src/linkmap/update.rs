@@ -63,6 +63,10 @@ pub fn carry(previous: &LinkMap, boxes: &[BoxLinks]) -> Carried {
                         for x in &mut paths {
                             std::mem::swap(&mut x.a_addr, &mut x.b_addr);
                             std::mem::swap(&mut x.ab_mbps, &mut x.ba_mbps);
+                            std::mem::swap(&mut x.ab_udp, &mut x.ba_udp);
+                            for n in &mut x.udp_notes {
+                                *n = turned(n);
+                            }
                         }
                     }
                     pairs.push(PairLinks {
@@ -77,6 +81,18 @@ pub fn carry(previous: &LinkMap, boxes: &[BoxLinks]) -> Carried {
         }
     }
     Carried { pairs, todo }
+}
+
+/// A path note of the map (`a -> b: ...`, `b -> a: ...`) for the pair
+/// turned round.
+fn turned(note: &str) -> String {
+    if let Some(rest) = note.strip_prefix("a -> b: ") {
+        format!("b -> a: {rest}")
+    } else if let Some(rest) = note.strip_prefix("b -> a: ") {
+        format!("a -> b: {rest}")
+    } else {
+        note.to_string()
+    }
 }
 
 #[cfg(test)]
@@ -114,6 +130,9 @@ mod tests {
                 ab_mbps: ab,
                 ba_mbps: ba,
                 rtt_ms: 0.2,
+                ab_udp: None,
+                ba_udp: None,
+                udp_notes: vec![],
             }],
             failed: Vec::new(),
         }

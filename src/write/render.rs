@@ -402,6 +402,7 @@ mod tests {
             up_bytes: 1,
             down_bytes: 1,
             took_ms: 500,
+            udp: None,
         });
         let c = provenance_comment(&p, "t");
         assert!(c.contains(", 0.21 ms, 9.3 Gbit/s up, 9.1 down"), "{c}");

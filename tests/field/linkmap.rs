@@ -106,7 +106,7 @@ fn shape(lab: &Lab, i: usize, iface: &str, mbit: u32) {
 
 /// The index in the map of `box{i}` (the map lists boxes in discovery
 /// order).
-fn index(map: &Value, i: usize) -> usize {
+pub(super) fn index(map: &Value, i: usize) -> usize {
     map["boxes"]
         .as_array()
         .unwrap()
@@ -143,7 +143,7 @@ fn paths(map: &Value, from: usize, to: usize) -> Vec<(f64, f64, String)> {
 
 /// A new cluster key in `dir`, and a cluster file that names it and no
 /// node: the agents are found by mDNS and measured under the key.
-fn keyed_cluster(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+pub(super) fn keyed_cluster(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let key = dir.join("cluster.key");
     run_ok(Command::new(discover_bin()).arg("keygen").arg(&key));
     let cfg = dir.join("cluster.toml");

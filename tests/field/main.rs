@@ -12,6 +12,8 @@
 //! - `embed`: `examples/runtime.rs` follows a join, a restart and a leave.
 //! - `linkmap`: `links` measures every pair both ways and finds a
 //!   direct cable, and writes the MLX and MPI hostfiles and the heat map.
+//! - `linkmap_loss`: each direction's loss, and an MTU black hole named
+//!   with its size.
 //! - `prelaunch`: `check` passes a healthy cluster and names a closed
 //!   worker port, a taken rank port, a one-way filter, an MTU black hole
 //!   and an address only the coordinator reaches.
@@ -23,6 +25,7 @@ mod embed;
 mod exit;
 mod interfaces;
 mod linkmap;
+mod linkmap_loss;
 mod liveness;
 mod moves;
 mod prelaunch;

@@ -160,27 +160,7 @@ fn the_path_check_passes_a_healthy_lab_and_names_every_injected_fault() {
     );
     lab.nft(3, "delete table inet oneway").unwrap();
 
-    // An MTU black hole at 1400 bytes between box 1 and box 2: their
-    // small packets pass, full-size ones vanish without an ICMP answer.
-    // On a wire the sender's NIC cuts TCP into MTU-size frames before any
-    // middlebox sees them; a veth hands over whole 64 KiB GSO packets
-    // instead, so box 1 is told to send one segment per packet, as a NIC
-    // puts them on the wire.
-    lab.exec(
-        1,
-        "ip",
-        &["link", "set", "dev", "eth0", "gso_max_segs", "1"],
-    )
-    .unwrap();
-    lab.nft(
-        2,
-        &format!(
-            "table inet blackhole {{ chain input {{ type filter hook input priority 0; \
-             ip saddr {} ip length > 1400 drop; }}; }}",
-            ip(1)
-        ),
-    )
-    .unwrap();
+    mtu_black_hole(&lab, 1, 2, 1400);
     let (code, checks) = check(&lab, dir.path(), &cfg, &lan);
     let f = failures(&checks);
     assert_eq!(code, 1);
@@ -209,4 +189,28 @@ fn the_path_check_passes_a_healthy_lab_and_names_every_injected_fault() {
     let (code, checks) = check(&lab, dir.path(), &cfg, &lan);
     assert_eq!(failures(&checks), Vec::<String>::new());
     assert_eq!(code, 0);
+}
+
+/// An MTU black hole at `bytes` from host `from` to host `to`: small
+/// packets pass, larger ones vanish without an ICMP answer. On a wire the
+/// sender's NIC cuts TCP into MTU-size frames before any middlebox sees
+/// them; a veth hands over whole 64 KiB GSO packets instead, so `from` is
+/// told to send one segment per packet, as a NIC puts them on the wire.
+/// `lab.nft(to, "delete table inet blackhole")` removes it.
+pub(super) fn mtu_black_hole(lab: &Lab, from: usize, to: usize, bytes: u16) {
+    lab.exec(
+        from,
+        "ip",
+        &["link", "set", "dev", "eth0", "gso_max_segs", "1"],
+    )
+    .unwrap();
+    lab.nft(
+        to,
+        &format!(
+            "table inet blackhole {{ chain input {{ type filter hook input priority 0; \
+             ip saddr {} ip length > {bytes} drop; }}; }}",
+            lab.host(from).ip
+        ),
+    )
+    .unwrap();
 }

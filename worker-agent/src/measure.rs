@@ -32,6 +32,9 @@ use rlx_proto::handshake::measure::{
     Prove, Ready, Request, MEASURE_VERSION,
 };
 use rlx_proto::handshake::measure_sense::check_transfer;
+use rlx_proto::handshake::measure_udp::{
+    bind_beside, got_line, parse_sent, sent_line, Dir, Probe, Tagger,
+};
 use rlx_proto::handshake::{endpoint_text, Binding, Nonce, DRAIN_GRACE, MAX_HELLO_BYTES};
 use rlx_proto::keys::Key;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -226,16 +229,18 @@ pub async fn serve(
         Ok(r) => r,
         Err(why) => return refuse(&mut conn, why).await,
     };
-    if let Err(refused) = authenticate(&mut conn, line, key, on, step).await {
-        return refused;
-    }
+    let nonce = match authenticate(&mut conn, line, key, on, step).await {
+        Ok(nonce) => nonce,
+        Err(refused) => return refused,
+    };
     let holding = match gate.hold(&gate.limiter, on, held) {
         Ok(h) => h,
         Err(why) => return refuse(&mut conn, why).await,
     };
     let g = req.granted();
     let hold = gate.rules.max_hold;
-    let outcome = tokio::time::timeout(hold, measure(&mut conn, &g, step)).await;
+    let probe = Udp { key, nonce, on };
+    let outcome = tokio::time::timeout(hold, measure(&mut conn, &g, step, probe)).await;
     // Free before any notice: its write may wait on a client that stopped
     // reading, and the next coordinator must not wait with it.
     drop(holding);
@@ -259,14 +264,15 @@ pub async fn serve(
 
 /// The challenge, then the coordinator's proof when this agent holds a
 /// key (over the nonce, the connection's ends and the request `line`):
-/// `Ok` when the request may go on, else the outcome of the refusal sent.
+/// the nonce when the request may go on, else the outcome of the refusal
+/// sent.
 pub(crate) async fn authenticate(
     conn: &mut BufReader<TcpStream>,
     line: &[u8],
     key: Option<&Key>,
     on: &Binding,
     step: Duration,
-) -> Result<(), Result<String, String>> {
+) -> Result<Nonce, Result<String, String>> {
     let nonce = match Nonce::random() {
         Ok(n) => n,
         Err(why) => return Err(refuse(conn, why).await),
@@ -309,7 +315,7 @@ pub(crate) async fn authenticate(
             return Err(refuse(conn, why.into()).await);
         }
     }
-    Ok(())
+    Ok(nonce)
 }
 
 /// The one-at-a-time lock, held, and the flag that keeps the server from
@@ -341,14 +347,50 @@ enum Stop {
     Refuse(String),
 }
 
-/// The granted measurement, after the go-ahead: round trips, upload,
-/// download.
+/// What the UDP probe needs of the measurement: the key and nonce its
+/// datagrams are tagged under, and the connection's ends (the agent binds
+/// beside its own, and sends only to the client's address).
+struct Udp<'a> {
+    key: Option<&'a Key>,
+    nonce: Nonce,
+    on: &'a Binding,
+}
+
+/// The granted measurement, after the go-ahead: round trips, the UDP
+/// probe when asked for, upload, download.
 async fn measure(
     conn: &mut BufReader<TcpStream>,
     g: &Request,
     step: Duration,
+    udp: Udp<'_>,
 ) -> Result<String, Stop> {
-    send(conn, Ready::line(*g).as_bytes(), step)
+    // The probe's socket, bound before the go-ahead names its port; a
+    // probe asked without the client's port, or a socket that cannot be
+    // bound, is not granted (the client reports it).
+    let probe = match g.udp.filter(|u| u.port != 0) {
+        Some(ask) => match bind_beside(udp.on.local).await {
+            Ok(sock) => {
+                let mut to = udp.on.peer;
+                to.set_port(ask.port);
+                let tagger = Tagger::new(udp.key, &udp.nonce);
+                Some(Probe::new(sock, to, tagger, ask, Dir::Down))
+            }
+            Err(e) => {
+                tracing::debug!("no UDP socket for the loss probe: {e}");
+                None
+            }
+        },
+        None => None,
+    };
+    let granted = Request {
+        udp: probe.as_ref().and(g.udp),
+        ..*g
+    };
+    let port = probe
+        .as_ref()
+        .and_then(|p| p.local_port())
+        .filter(|_| granted.udp.is_some());
+    send(conn, Ready::line(granted, port).as_bytes(), step)
         .await
         .map_err(Stop::Broken)?;
     for i in 0..g.pings {
@@ -364,6 +406,10 @@ async fn measure(
             }
         }
     }
+    let udp_said = match probe {
+        Some(p) => format!(", {}", udp_probe(conn, p, step).await?),
+        None => String::new(),
+    };
     let up_deadline = Instant::now() + step + Duration::from_millis(g.up_ms) + DRAIN_GRACE;
     // Ends the upload as soon as its rate is steady: the figures line is
     // the coordinator's signal to stop sending; what it had in flight is
@@ -379,7 +425,7 @@ async fn measure(
         )));
     }
     let up = got.meter.result();
-    check_transfer("upload", &up, up.bytes, got.meter.span_us())
+    check_transfer("upload", &up, up.bytes, got.meter.lasted_us())
         .map_err(|why| Stop::Refuse(format!("upload refused: {why}")))?;
     let up_line = format!(
         "{{\"rlx\":\"up\",{}\n",
@@ -413,10 +459,40 @@ async fn measure(
     };
     let _ = conn.get_mut().shutdown().await;
     Ok(format!(
-        "measured: {} round trips, {} bytes up ({:.0} Mbit/s), {sent} bytes down",
+        "measured: {} round trips{udp_said}, {} bytes up ({:.0} Mbit/s), {sent} bytes down",
         g.pings,
         up.bytes,
         up.mbps()
+    ))
+}
+
+/// The agent's half of the UDP probe ([`rlx_proto::handshake::measure_udp`]):
+/// waits for the client's first datagram, sends its own, says so, counts
+/// until the client's `udp_sent` line and a drain more, then reports what
+/// arrived. Returns what happened, for the log.
+async fn udp_probe(
+    conn: &mut BufReader<TcpStream>,
+    mut p: Probe,
+    step: Duration,
+) -> Result<String, Stop> {
+    p.await_first().await;
+    p.send_all().await;
+    send(conn, sent_line(&p.sent()).as_bytes(), step)
+        .await
+        .map_err(Stop::Broken)?;
+    let theirs = p
+        .receive_until(read_line(conn, Instant::now() + step))
+        .await;
+    let theirs = theirs.map_err(|why| Stop::Broken(format!("the client's udp_sent: {why}")))?;
+    parse_sent(&theirs).map_err(Stop::Refuse)?;
+    p.drain().await;
+    let got = p.got();
+    send(conn, got_line(&got).as_bytes(), step)
+        .await
+        .map_err(Stop::Broken)?;
+    Ok(format!(
+        "UDP probe: {} of the client's datagrams arrived ({} rejected), largest {} bytes",
+        got.got, got.rejected, got.mtu
     ))
 }
 
@@ -466,3 +542,5 @@ async fn read_line(conn: &mut BufReader<TcpStream>, by: Instant) -> Result<Vec<u
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod udp_tests;

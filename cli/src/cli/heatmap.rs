@@ -281,6 +281,9 @@ mod tests {
             ab_mbps: ab,
             ba_mbps: ba,
             rtt_ms: 0.3,
+            ab_udp: None,
+            ba_udp: None,
+            udp_notes: vec![],
         };
         LinkMap {
             v: 1,

@@ -5,11 +5,13 @@
 use crate::cli::table::{self, Align::Left, Align::Right, Column};
 use anyhow::{bail, Result};
 use clap::Args;
+use rlx_discover::linkmap::PathLink;
 use rlx_discover::linkmap::{
     hosts_json, measure_map_since, mlx_hostfile, mpi_hostfile, targets, HostsOptions, LinkMap,
     MapOptions, MapTarget, RingOrder,
 };
 use rlx_discover::{escape_line, expand_config, ClusterConfig, Overrides, Silent};
+use rlx_proto::handshake::measure_udp::UdpDirection;
 use rlx_proto::handshake::rate_text;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -268,6 +270,40 @@ fn write(path: &std::path::Path, text: &str) -> Result<()> {
     std::fs::write(path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
 }
 
+/// `A->B/B->A` of one figure of the UDP probe, `-` for a direction
+/// without one.
+fn both_ways(p: &PathLink, f: impl Fn(&UdpDirection) -> String) -> String {
+    let one = |d: &Option<UdpDirection>| d.as_ref().map_or_else(|| "-".to_string(), &f);
+    format!("{}/{}", one(&p.ab_udp), one(&p.ba_udp))
+}
+
+/// What a path's UDP probe found that a person must hear of: a smaller MTU
+/// on the way (packets the sender's interface sent that vanished) and a
+/// direction without figures, with why.
+fn path_warnings(a: &str, b: &str, p: &PathLink) -> Vec<String> {
+    let mut out = Vec::new();
+    let ends = format!("{} -> {}", p.a_addr, p.b_addr);
+    for (from, to, d) in [(a, b, &p.ab_udp), (b, a, &p.ba_udp)] {
+        if let Some(UdpDirection {
+            mtu: Some(m),
+            mtu_limited: true,
+            ..
+        }) = d
+        {
+            out.push(format!(
+                "{from} -> {to} ({ends}): packets above {m} bytes vanish on the way though the \
+                 sender's interface sends them: a hop with a smaller MTU (a tunnel, or an MTU \
+                 black hole if it sends no ICMP 'too big'); set the interfaces' MTU to {m} or \
+                 fix the hop"
+            ));
+        }
+    }
+    for n in &p.udp_notes {
+        out.push(format!("{a} <-> {b} ({ends}), loss and MTU: {n}"));
+    }
+    out
+}
+
 /// The map as a table: one row per pair's fastest path, then what failed.
 fn render(map: &LinkMap) -> String {
     let cols = [
@@ -314,6 +350,18 @@ fn render(map: &LinkMap) -> String {
             gap: 2,
         },
         Column {
+            head: "LOSS",
+            align: Right,
+            min: 4,
+            gap: 2,
+        },
+        Column {
+            head: "MTU",
+            align: Right,
+            min: 3,
+            gap: 2,
+        },
+        Column {
             head: "PATHS",
             align: Right,
             min: 5,
@@ -333,6 +381,12 @@ fn render(map: &LinkMap) -> String {
                 rate_text(best.ab_mbps),
                 rate_text(best.ba_mbps),
                 format!("{:.2} ms", best.rtt_ms),
+                both_ways(best, |d| format!("{:.1}%", d.loss_pct)),
+                both_ways(best, |d| match (d.mtu, d.mtu_limited) {
+                    (Some(m), true) => format!("{m}!"),
+                    (Some(m), false) => m.to_string(),
+                    (None, _) => "-".into(),
+                }),
                 p.paths.len().to_string(),
             ],
             None => vec![name(p.a), name(p.b), "(none measured)".into()],
@@ -342,6 +396,11 @@ fn render(map: &LinkMap) -> String {
     for p in &map.pairs {
         for f in &p.failed {
             out.push_str(&format!("! {}\n", escape_line(f)));
+        }
+        for path in &p.paths {
+            for line in path_warnings(&name(p.a), &name(p.b), path) {
+                out.push_str(&format!("! {}\n", escape_line(&line)));
+            }
         }
     }
     for s in &map.skipped {

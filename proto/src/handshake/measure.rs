@@ -50,6 +50,7 @@
 //! transfer's last three quarters ([`Meter`]): the first quarter (TCP slow
 //! start, a token bucket's initial burst) is the warm-up, left out.
 
+use super::measure_udp::UdpAsk;
 use super::proof::{check, field, sign, Nonce};
 use crate::keys::Key;
 use hmac::Mac;
@@ -117,6 +118,12 @@ pub struct Request {
     /// mid-transfer closes the same way), and counts only the former.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub end_mark: bool,
+    /// The UDP probe for loss and path MTU, between the round trips and
+    /// the upload ([`super::measure_udp`]); absent, none. An agent that
+    /// predates it ignores the field and grants none (its go-ahead has no
+    /// `"udp"`), which the client reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpAsk>,
 }
 
 impl Default for Request {
@@ -132,6 +139,7 @@ impl Default for Request {
             down_bytes: MAX_BYTES,
             down_ms: 250,
             end_mark: true,
+            udp: None,
         }
     }
 }
@@ -147,6 +155,7 @@ impl Request {
             down_bytes: self.down_bytes.clamp(1, MAX_BYTES),
             down_ms: self.down_ms.clamp(1, MAX_MS),
             end_mark: self.end_mark,
+            udp: self.udp.map(|u| u.granted()),
         }
     }
 
@@ -280,14 +289,19 @@ pub struct Ready {
     /// The granted request.
     #[serde(flatten)]
     pub granted: Request,
+    /// The agent's UDP port for the probe, when it granted one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_port: Option<u16>,
 }
 
 impl Ready {
-    /// The go-ahead line for `granted`, newline included.
-    pub fn line(granted: Request) -> String {
+    /// The go-ahead line for `granted` (with the agent's UDP port when it
+    /// grants the probe), newline included.
+    pub fn line(granted: Request, udp_port: Option<u16>) -> String {
         let r = Ready {
             rlx: "ready".into(),
             granted,
+            udp_port,
         };
         format!("{}\n", serde_json::to_string(&r).expect("ready serializes"))
     }
@@ -351,6 +365,9 @@ pub fn verify_request(
 /// arrived by then.
 #[derive(Debug, Clone, Default)]
 pub struct Meter {
+    /// When the receiver began to wait for the transfer (before its first
+    /// byte), if it said so ([`Meter::open_at`]).
+    opened: Option<Instant>,
     start: Option<Instant>,
     /// (microseconds since the first byte, bytes so far), one per read.
     samples: Vec<(u64, u64)>,
@@ -361,6 +378,25 @@ impl Meter {
     /// An empty meter.
     pub fn new() -> Meter {
         Meter::default()
+    }
+
+    /// Records that the receiver begins to wait for the transfer at `at`:
+    /// a transfer whose bytes all arrive in one burst after a stall (its
+    /// first segment lost, resent after TCP's retransmission timeout, the
+    /// rest held behind it) is then timed from here ([`Meter::result`]).
+    pub fn open_at(&mut self, at: Instant) {
+        self.opened = Some(at);
+    }
+
+    /// From the receiver's opening (or, without one, the first read) to the
+    /// last read, microseconds: the longest the transfer can have lasted.
+    pub fn lasted_us(&self) -> u64 {
+        match (self.opened, self.start) {
+            (Some(o), Some(s)) => {
+                s.saturating_duration_since(o).as_micros() as u64 + self.span_us()
+            }
+            _ => self.span_us(),
+        }
     }
 
     /// Records that `n` bytes arrived now.
@@ -415,7 +451,28 @@ impl Meter {
     /// that opens the window arrived before it, so they are not counted.
     /// A transfer too short to window (fewer than 3 reads) is measured
     /// from its first read to its last.
+    ///
+    /// A window under [`MIN_WINDOW_US`] on a
+    /// transfer that lasted longer since the receiver's opening is a stall:
+    /// on a lossy link the first segments were lost and resent after TCP's
+    /// retransmission timeout, and everything behind them arrived in one
+    /// burst. The rate is then every byte over the whole time from the
+    /// opening, what the link delivered (iperf3 counts the same way), rather
+    /// than a refusal.
     pub fn result(&self) -> UpResult {
+        let windowed = self.windowed();
+        let lasted = self.lasted_us();
+        if self.opened.is_some() && windowed.window_us < MIN_WINDOW_US && lasted >= MIN_WINDOW_US {
+            return UpResult {
+                bytes: self.total,
+                window_bytes: self.total,
+                window_us: lasted,
+            };
+        }
+        windowed
+    }
+
+    fn windowed(&self) -> UpResult {
         let (Some(first), Some(last)) = (self.samples.first(), self.samples.last()) else {
             return UpResult::default();
         };
@@ -438,6 +495,18 @@ impl Meter {
 pub(crate) fn left(deadline: tokio::time::Instant) -> Duration {
     deadline.saturating_duration_since(tokio::time::Instant::now())
 }
+
+/// Shortest window a rate may be computed over, microseconds: 5 ms.
+///
+/// A rate is bytes over the time between two reads, and on a loaded box a
+/// read returns up to about a millisecond after its bytes arrived; over
+/// 5 ms that jitter is at most a fifth of the window. A complete transfer
+/// of the default request (64 MiB, the agent's limit) has a window that
+/// short only above about 80 Gbit/s (its measured three quarters, 48 MiB,
+/// take 5 ms at 80 Gbit/s), and a transfer bound by time runs at least the
+/// 40 ms of the steadiness rule; a request for fewer bytes gets a shorter
+/// window, and must ask for enough to be measured.
+pub const MIN_WINDOW_US: u64 = 5_000;
 
 /// The shortest a transfer runs before its receiver may end it as steady
 /// ([`Meter::steady`]): its first quarter, 10 ms, is the warm-up, well past
@@ -526,6 +595,7 @@ pub async fn receive<R: tokio::io::AsyncRead + Unpin>(
     let max = max.saturating_add(if mark { END_MARK.len() as u64 } else { 0 });
     let mut buf = vec![0u8; BLOCK];
     let mut meter = Meter::new();
+    meter.open_at(Instant::now());
     // The last bytes read, for the mark at the end.
     let mut tail: Vec<u8> = Vec::with_capacity(2 * END_MARK.len());
     loop {

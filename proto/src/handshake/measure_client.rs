@@ -7,6 +7,7 @@ use super::measure::{
     MEASURE_VERSION,
 };
 use super::measure_sense::{check_rtts, check_transfer};
+use super::measure_udp::{sent_line, Dir, Got, Probe, Sent, Tagger, UdpFigures};
 use super::proof::Nonce;
 use super::wire::MAX_HELLO_BYTES;
 use crate::keys::Key;
@@ -15,7 +16,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UdpSocket};
 use tokio::time::{timeout_at, Instant};
 
 /// Extra time a measurement gets beyond its transfer windows: the data
@@ -40,18 +41,31 @@ pub struct LinkMeasurement {
     pub down_bytes: u64,
     /// Wall time of the whole measurement, connect to close, ms.
     pub took_ms: u64,
+    /// Loss and path MTU each way, when the request asked for the UDP
+    /// probe ([`super::measure_udp`]); with the reason for a direction
+    /// without figures, or for no probe at all (an agent that predates it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpFigures>,
 }
 
 impl LinkMeasurement {
     /// `0.21 ms, 9.3 Gbit/s up, 9.1 down` (the `# found by` comment and the
     /// report).
     pub fn summary(&self) -> String {
-        format!(
+        let mut s = format!(
             "{} ms, {} up, {} down",
             round_sig(self.rtt_ms),
             rate_text(self.up_mbps),
             rate_number(self.down_mbps, self.up_mbps)
-        )
+        );
+        if let Some(u) = &self.udp {
+            for (way, d) in [("up", &u.up), ("down", &u.down)] {
+                if let Some(d) = d {
+                    s.push_str(&format!(", {} {way}", d.summary()));
+                }
+            }
+        }
+        s
     }
 }
 
@@ -179,15 +193,37 @@ pub async fn measure_link(
 ) -> Result<LinkMeasurement, MeasureError> {
     let started = std::time::Instant::now();
     let g = req.granted();
-    let deadline =
-        Instant::now() + timeout + Duration::from_millis(g.up_ms + g.down_ms) + DRAIN_GRACE;
+    let udp_ms = g.udp.map_or(0, |u| u.ms + UDP_EXTRA_MS);
+    let deadline = Instant::now()
+        + timeout
+        + Duration::from_millis(g.up_ms + g.down_ms + udp_ms)
+        + DRAIN_GRACE;
     let failed = |why: String| MeasureError::Failed { addr, why };
     let (mut rd, mut wr, from) = dial(addr, deadline).await?;
     // Each wait for a line gets `timeout`, within the whole deadline.
     let step = || (Instant::now() + timeout).min(deadline);
 
+    // The probe's socket beside our end of the connection: its port goes
+    // in the request (under the proof), where the agent sends its datagrams.
+    let mut req = *req;
+    let mut sock = None;
+    if let Some(u) = req.udp.as_mut() {
+        let mut here = from;
+        here.set_port(0);
+        match UdpSocket::bind(here).await {
+            Ok(s) => {
+                u.port = s.local_addr().map_or(0, |a| a.port());
+                sock = Some(s);
+            }
+            Err(e) => {
+                return Err(failed(format!(
+                    "no UDP socket on {here} for the loss probe: {e}"
+                )))
+            }
+        }
+    }
     let request = req.line();
-    open(
+    let nonce = open(
         (&mut rd, &mut wr),
         (addr, from),
         &request,
@@ -199,9 +235,8 @@ pub async fn measure_link(
     let line = read_line(&mut rd, step())
         .await
         .map_err(|e| failed(format!("waiting for the go-ahead: {e}")))?;
-    let granted = parse_reply::<Ready>(&line, "ready")
-        .into_result(addr)?
-        .granted;
+    let ready = parse_reply::<Ready>(&line, "ready").into_result(addr)?;
+    let granted = ready.granted;
     if granted.granted() != granted {
         return Err(failed(format!(
             "the agent granted more than its own limits allow: {granted:?}"
@@ -222,6 +257,37 @@ pub async fn measure_link(
         }
     }
 
+    let udp = match (sock, granted.udp, ready.udp_port) {
+        (Some(sock), Some(ask), Some(port)) => {
+            let mut to = addr;
+            to.set_port(port);
+            let p = Probe::new(sock, to, Tagger::new(key, &nonce), ask, Dir::Up);
+            Some(
+                udp_probe(&mut rd, &mut wr, p, (timeout, deadline))
+                    .await
+                    .map_err(|e| failed(format!("UDP probe: {e}")))?,
+            )
+        }
+        (Some(_), _, _) => Some(UdpFigures {
+            notes: vec![format!(
+                "the agent (version {version}) did not grant the UDP probe: it predates it, or \
+                 could not open a UDP socket; loss and MTU not measured"
+            )],
+            ..UdpFigures::default()
+        }),
+        (None, _, _) => None,
+    };
+
+    // A transfer that fails after the probe found a smaller MTU on the
+    // way is most likely TCP stalled in that black hole: say so.
+    let hint = udp.as_ref().and_then(mtu_hint);
+    let failed = |why: String| MeasureError::Failed {
+        addr,
+        why: match &hint {
+            Some(h) => format!("{why} ({h})"),
+            None => why,
+        },
+    };
     let up_started = Instant::now();
     let (up_bytes, line) = upload(&mut wr, &mut rd, &granted, deadline)
         .await
@@ -248,13 +314,17 @@ pub async fn measure_link(
     complete(&down, &granted).map_err(failed)?;
     let implausible = |why: String| MeasureError::Implausible { addr, why };
     check_rtts(&rtts).map_err(implausible)?;
-    let up_mbps = check_transfer("upload", &up, up_bytes, up_lasted).map_err(implausible)?;
+    // The agent may begin to wait for the upload up to a round trip
+    // before our first byte leaves (its last line had to reach us).
+    let longest_rtt_us = rtts.iter().fold(0.0f64, |m, &r| m.max(r)) * 1000.0;
+    let up_mbps = check_transfer("upload", &up, up_bytes, up_lasted + longest_rtt_us as u64)
+        .map_err(implausible)?;
     let down_figures = down.meter.result();
     let down_mbps = check_transfer(
         "download",
         &down_figures,
         down_figures.bytes,
-        down.meter.span_us(),
+        down.meter.lasted_us(),
     )
     .map_err(implausible)?;
     let mut sorted = rtts.clone();
@@ -267,7 +337,59 @@ pub async fn measure_link(
         up_bytes,
         down_bytes: down_figures.bytes,
         took_ms: started.elapsed().as_millis() as u64,
+        udp,
     })
+}
+
+/// What the UDP probe found that explains a stalled transfer: packets
+/// above some size vanishing in a direction.
+fn mtu_hint(f: &UdpFigures) -> Option<String> {
+    let mut said = Vec::new();
+    for (way, d) in [("up", &f.up), ("down", &f.down)] {
+        if let Some(d) = d.as_ref().filter(|d| d.mtu_limited) {
+            let m = d.mtu.unwrap_or(0);
+            said.push(format!(
+                "the UDP probe found packets above {m} bytes vanish {way} though the sender's \
+                 interface sends them: an MTU black hole on the way stalls TCP"
+            ));
+        }
+    }
+    (!said.is_empty()).then(|| said.join("; "))
+}
+
+/// Time the UDP probe may take beyond its window, ms: the agent's wait for
+/// the first datagram, the ladder, each side's drain and two lines.
+pub(super) const UDP_EXTRA_MS: u64 = 500;
+
+/// The client's half of the UDP probe ([`super::measure_udp`]): sends its
+/// datagrams while counting the agent's, says so, counts until the agent's
+/// `udp_sent` and a drain more, then reads what arrived at the agent.
+async fn udp_probe(
+    rd: &mut BufReader<OwnedReadHalf>,
+    wr: &mut OwnedWriteHalf,
+    mut p: Probe,
+    (timeout, deadline): (Duration, Instant),
+) -> Result<UdpFigures, String> {
+    let step = || (Instant::now() + timeout).min(deadline);
+    p.send_all().await;
+    write(wr, sent_line(&p.sent()).as_bytes(), deadline).await?;
+    let line = p.receive_until(read_line(rd, step())).await?;
+    let theirs = match parse_reply::<Sent>(&line, "udp_sent") {
+        Reply::Ok(s) => s,
+        Reply::Refused(why) => return Err(format!("the agent refused: {why}")),
+        Reply::Garbled(why) => return Err(why),
+    };
+    p.drain().await;
+    let line = read_line(rd, step()).await?;
+    let at_agent = match parse_reply::<Got>(&line, "udp_got") {
+        Reply::Ok(g) => g,
+        Reply::Refused(why) => return Err(format!("the agent refused: {why}")),
+        Reply::Garbled(why) => return Err(why),
+    };
+    Ok(UdpFigures::from_counts(
+        (p.sent(), at_agent),
+        (theirs, p.got()),
+    ))
 }
 
 /// Whether the download is one the agent completed (or we ended as
@@ -364,7 +486,7 @@ pub(super) async fn open(
     key: Option<&Key>,
     (timeout, deadline): (Duration, Instant),
     version: &str,
-) -> Result<(), MeasureError> {
+) -> Result<Nonce, MeasureError> {
     let failed = |why: String| MeasureError::Failed { addr, why };
     let step = || (Instant::now() + timeout).min(deadline);
     write(wr, request.as_bytes(), deadline)
@@ -390,11 +512,11 @@ pub(super) async fn open(
             challenge.v
         )));
     }
+    let nonce = Nonce::from_hex(&challenge.nonce)
+        .ok_or_else(|| failed("the challenge's nonce is not 64 hex".into()))?;
     let proof = match key {
         Some(k) => {
             check_ends(addr, from, &challenge)?;
-            let nonce = Nonce::from_hex(&challenge.nonce)
-                .ok_or_else(|| failed("the challenge's nonce is not 64 hex".into()))?;
             Some(prove_request(
                 k,
                 &nonce,
@@ -421,7 +543,7 @@ pub(super) async fn open(
     write(wr, prove_line.as_bytes(), deadline)
         .await
         .map_err(|e| failed(format!("sending the proof: {e}")))?;
-    Ok(())
+    Ok(nonce)
 }
 
 /// With a key, the challenge's endpoints must be our connection's ends:

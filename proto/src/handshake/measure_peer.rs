@@ -24,7 +24,7 @@
 
 use super::measure::{Request, MEASURE_VERSION};
 use super::measure_client::{dial, open, parse_reply, read_line};
-use super::measure_client::{LinkMeasurement, MeasureError, DRAIN_GRACE};
+use super::measure_client::{LinkMeasurement, MeasureError, DRAIN_GRACE, UDP_EXTRA_MS};
 use crate::keys::Key;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
@@ -155,7 +155,8 @@ pub async fn measure_peer(
     timeout: Duration,
 ) -> Result<PeerResult, MeasureError> {
     let g = req.request.granted();
-    let windows = Duration::from_millis(g.up_ms + g.down_ms);
+    let udp = g.udp.map_or(0, |u| u.ms + UDP_EXTRA_MS);
+    let windows = Duration::from_millis(g.up_ms + g.down_ms + udp);
     // A's whole measurement of B (its own connect, lines and round trips
     // each within `timeout`), then ours around it.
     let deadline = Instant::now() + timeout * 6 + windows * 2 + DRAIN_GRACE * 2;
@@ -228,6 +229,7 @@ mod tests {
                 up_bytes: 1,
                 down_bytes: 1,
                 took_ms: 3,
+                udp: None,
             },
         };
         let line = r.line();

@@ -11,17 +11,10 @@
 
 use super::measure::UpResult;
 
-/// Shortest window a rate may be computed over, microseconds: 5 ms.
-///
-/// A rate is bytes over the time between two reads, and on a loaded box a
-/// read returns up to about a millisecond after its bytes arrived; over
-/// 5 ms that jitter is at most a fifth of the window. A complete transfer
-/// of the default request (64 MiB, the agent's limit) has a window that
-/// short only above about 80 Gbit/s (its measured three quarters, 48 MiB,
-/// take 5 ms at 80 Gbit/s), and a transfer bound by time runs at least the
-/// 40 ms of the steadiness rule; a request for fewer bytes gets a shorter
-/// window, and must ask for enough to be measured.
-pub const MIN_WINDOW_US: u64 = 5_000;
+/// Shortest window a rate may be computed over, microseconds: defined
+/// beside the meter that computes rates ([`super::measure::MIN_WINDOW_US`]),
+/// which falls back to a stalled transfer's whole time below it.
+pub use super::measure::MIN_WINDOW_US;
 
 /// Fastest rate believed, Mbit/s: 1 Tbit/s.
 ///

@@ -30,6 +30,7 @@ fn an_oversized_request_is_granted_only_the_agents_limits() {
         down_bytes: u64::MAX,
         down_ms: u64::MAX,
         end_mark: true,
+        udp: None,
     };
     let g = huge.granted();
     assert_eq!(
@@ -41,6 +42,7 @@ fn an_oversized_request_is_granted_only_the_agents_limits() {
             down_bytes: MAX_BYTES,
             down_ms: MAX_MS,
             end_mark: true,
+            udp: None,
         }
     );
     let zero = Request {
@@ -50,6 +52,7 @@ fn an_oversized_request_is_granted_only_the_agents_limits() {
         down_bytes: 0,
         down_ms: 0,
         end_mark: false,
+        udp: None,
     };
     let g = zero.granted();
     assert_eq!((g.pings, g.up_bytes, g.down_ms), (1, 1, 1));
@@ -163,6 +166,33 @@ fn the_meter_leaves_out_the_first_quarter() {
     assert_eq!(Meter::new().result().mbps(), 0.0);
 }
 
+/// On a lossy link the first segments can be lost and resent only after
+/// TCP's retransmission timeout: everything then arrives in one burst, a
+/// window too short for a rate. The meter times such a transfer from the
+/// receiver's opening instead, and the figures pass the sense check.
+#[test]
+fn a_transfer_stalled_then_burst_is_timed_from_the_receivers_opening() {
+    let t0 = Instant::now();
+    let mut m = Meter::new();
+    m.open_at(t0);
+    for i in 0..20u64 {
+        m.add_at(t0 + Duration::from_micros(250_000 + 10 * i), 100_000);
+    }
+    let r = m.result();
+    assert_eq!((r.bytes, r.window_bytes), (2_000_000, 2_000_000));
+    assert_eq!(r.window_us, 250_190);
+    assert_eq!(m.lasted_us(), 250_190);
+    let rate = check_transfer("download", &r, r.bytes, m.lasted_us()).unwrap();
+    assert!((rate - 63.95).abs() < 0.01, "{rate}");
+    // Without an opening the same reads are refused, as before.
+    let mut unopened = Meter::new();
+    for i in 0..20u64 {
+        unopened.add_at(t0 + Duration::from_micros(10 * i), 100_000);
+    }
+    let r = unopened.result();
+    assert!(check_transfer("download", &r, r.bytes, unopened.lasted_us()).is_err());
+}
+
 #[test]
 fn a_measurement_reads_like_the_found_by_comment() {
     let m = LinkMeasurement {
@@ -173,6 +203,7 @@ fn a_measurement_reads_like_the_found_by_comment() {
         up_bytes: 1,
         down_bytes: 1,
         took_ms: 500,
+        udp: None,
     };
     assert_eq!(m.summary(), "0.21 ms, 9.3 Gbit/s up, 9.1 down");
     let slow = LinkMeasurement {
@@ -224,6 +255,7 @@ fn the_end_mark_is_asked_for_and_its_absence_means_an_older_peer() {
     assert!(!ready.granted.end_mark);
     let unmarked = Request {
         end_mark: false,
+        udp: None,
         ..Request::default()
     };
     assert!(

@@ -13,6 +13,9 @@ fn path(a: &str, b: &str, kind: &str, mbps: f64) -> PathLink {
         ab_mbps: mbps,
         ba_mbps: mbps * 1.1,
         rtt_ms: 0.3,
+        ab_udp: None,
+        ba_udp: None,
+        udp_notes: vec![],
     }
 }
 

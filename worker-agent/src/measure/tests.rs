@@ -14,15 +14,15 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-const STEP: Duration = Duration::from_secs(2);
+pub(super) const STEP: Duration = Duration::from_secs(2);
 
-fn key(b: u8) -> Key {
+pub(super) fn key(b: u8) -> Key {
     Key::from_bytes([b; 32])
 }
 
 /// A short request: loopback is fast, the tests need only the exchange
 /// (and enough bytes for a window a rate can be computed over).
-fn small() -> Request {
+pub(super) fn small() -> Request {
     Request {
         pings: 3,
         up_bytes: MAX_BYTES,
@@ -30,6 +30,7 @@ fn small() -> Request {
         down_bytes: MAX_BYTES,
         down_ms: 50,
         end_mark: true,
+        udp: None,
     }
 }
 
@@ -42,7 +43,7 @@ fn open() -> Rules {
     }
 }
 
-async fn agent(key: Option<Key>) -> SocketAddr {
+pub(super) async fn agent(key: Option<Key>) -> SocketAddr {
     agent_with(key, open(), Limits::default()).await
 }
 
@@ -174,6 +175,7 @@ async fn the_agents_limits_hold_whatever_the_request_says() {
         down_bytes: u64::MAX,
         down_ms: 3_600_000,
         end_mark: true,
+        udp: None,
     };
     let (_s, answer) = up_to_ready(addr, &huge).await;
     let granted: Request = serde_json::from_str(&answer).unwrap();
@@ -389,6 +391,7 @@ async fn a_client_that_stops_reading_its_download_holds_the_lock_no_longer_than_
         down_bytes: MAX_BYTES,
         down_ms: MAX_MS,
         end_mark: true,
+        udp: None,
     };
     let t = std::time::Instant::now();
     let (mut s, answer) = up_to_ready(addr, &req).await;
@@ -545,9 +548,10 @@ async fn cutting_agent(down: usize, ready_mark: bool, pause: Duration) -> Socket
         s.read_line(&mut line).await.unwrap();
         let g = Request {
             end_mark: ready_mark,
+            udp: None,
             ..req.granted()
         };
-        let ready = rlx_proto::handshake::measure::Ready::line(g);
+        let ready = rlx_proto::handshake::measure::Ready::line(g, None);
         s.get_mut().write_all(ready.as_bytes()).await.unwrap();
         for _ in 0..g.pings {
             let mut b = [0u8; 1];
@@ -620,6 +624,7 @@ async fn a_coordinator_that_predates_end_marks_is_still_served() {
     let addr = agent(None).await;
     let old = Request {
         end_mark: false,
+        udp: None,
         ..small()
     };
     let (_s, answer) = up_to_ready(addr, &old).await;
