@@ -15,23 +15,29 @@
 //!
 //! ```text
 //! boxes ─► schedule (n-1 rounds of n/2 disjoint pairs) ─► per round, in parallel:
-//!            coordinator ─measure_peer─► agent A ─measure─► agent B (each of B's addresses)
-//!        ─► LinkMap (per pair, per address pair: up, down, RTT) ─► hosts.json
-//!                                                               ─► MLX / Open MPI hostfiles
+//!            coordinator ─measure_peer─► agent A ─measure─► agent B (each of B's addresses;
+//!                                                          TCP both ways, UDP loss and MTU)
+//!        ─► bottleneck: what a shared link held down, measured again apart; its groups
+//!        ─► LinkMap (per pair, per address pair: up, down, RTT, loss, MTU) ─► hosts.json
+//!                                                                         ─► MLX / Open MPI hostfiles
 //! ```
 //!
 //! Each box takes part in one measurement per round, so the agents' own
 //! one-at-a-time rule is never in the way, and the wall time grows with the
 //! number of boxes, not the number of pairs.
 
+mod ask;
+mod bottleneck;
 mod hosts;
 mod launchers;
 mod map;
+mod refine;
 mod run;
 mod schedule;
 mod setup;
 mod update;
 
+pub use bottleneck::{Bottleneck, Pair, Rates, Refiner};
 pub use hosts::{hosts_json, Hop, HostsError, HostsFile, HostsOptions, RingOrder};
 pub use launchers::{mlx_hostfile, mpi_hostfile, LaunchFileError, MlxHost, MlxHostfile};
 pub use map::{BoxLinks, LinkMap, PairLinks, PathLink};

@@ -55,6 +55,7 @@ fn map(ips: &[&str], kind: &str, slow: &[(usize, usize)]) -> LinkMap {
         boxes,
         pairs,
         skipped: Vec::new(),
+        bottlenecks: vec![],
         took_ms: 1,
     }
 }

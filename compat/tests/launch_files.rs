@@ -112,6 +112,7 @@ fn map() -> LinkMap {
         boxes,
         pairs,
         skipped: Vec::new(),
+        bottlenecks: vec![],
         took_ms: 1,
     }
 }

@@ -272,6 +272,7 @@ mod tests {
             boxes,
             pairs,
             skipped: Vec::new(),
+            bottlenecks: vec![],
             took_ms: 0,
         }
     }

@@ -2,6 +2,7 @@
 //! measured between them (one per address pair the two share), each with
 //! its figures in both directions.
 
+use super::bottleneck::Bottleneck;
 use rlx_proto::caps::LinkInfo;
 use rlx_proto::handshake::measure_udp::UdpDirection;
 use serde::{Deserialize, Serialize};
@@ -111,6 +112,11 @@ pub struct LinkMap {
     pub boxes: Vec<BoxLinks>,
     /// Every pair, `a < b`, in schedule order.
     pub pairs: Vec<PairLinks>,
+    /// Shared bottlenecks: pairs measured at once that crossed one slower
+    /// link (two switches joined by a trunk), found and measured past by
+    /// measuring again what they held down (`super::bottleneck`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bottlenecks: Vec<Bottleneck>,
     /// Nodes left out of the map, each with the reason (its agent did not
     /// answer, or did not prove the cluster key).
     #[serde(default)]

@@ -3,14 +3,15 @@
 //! other, the pairs of a round at once: agent A of each pair measures the
 //! path to every address of agent B that identifies B alone.
 
+use super::ask::measured;
 use super::map::{BoxLinks, LinkMap, PairLinks, PathLink};
+use super::refine::refine;
 use super::schedule::{rounds, tournament};
 use super::update::carry;
 use rlx_proto::caps::LinkInfo;
-use rlx_proto::handshake::measure::{is_busy, Request};
-use rlx_proto::handshake::measure_peer::{measure_peer, PeerRequest};
+use rlx_proto::handshake::measure::Request;
+use rlx_proto::handshake::measure_peer::PeerRequest;
 use rlx_proto::handshake::query;
-use rlx_proto::handshake::MeasureError;
 use rlx_proto::keys::KeyRing;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -94,32 +95,6 @@ fn path_note(note: &str) -> String {
     }
 }
 
-/// Tries a busy agent again a few times: the measurement before it (of
-/// this map, the agent's previous path, or another coordinator's) ends
-/// within the agent's hold limit, and usually a moment after the client
-/// has its figures, while the agent's last bytes drain.
-async fn measured(
-    agent: SocketAddr,
-    key: &rlx_proto::keys::Key,
-    req: &PeerRequest,
-    timeout: Duration,
-) -> Result<rlx_proto::handshake::measure_peer::PeerResult, MeasureError> {
-    let mut wait = Duration::from_millis(100);
-    loop {
-        match measure_peer(agent, key, req, timeout).await {
-            Err(MeasureError::Refused { why, .. }) if is_busy(&why) && wait < BUSY_GIVE_UP => {
-                tokio::time::sleep(wait).await;
-                wait *= 2;
-            }
-            other => return other,
-        }
-    }
-}
-
-/// After waits of 0.1, 0.2, ... 1.6 s (3.1 s in all), a busy agent is
-/// reported busy.
-const BUSY_GIVE_UP: Duration = Duration::from_millis(3200);
-
 /// Measures every pair of `targets`. A box whose agent does not answer
 /// the handshake (or does not prove the key) is left out of the map and
 /// said why in [`LinkMap::skipped`]; a path that cannot be measured is in
@@ -187,7 +162,7 @@ pub async fn measure_map_since(
         None => (Vec::new(), tournament(boxes.len())),
     };
     let carried = pairs.len();
-    for round in schedule {
+    for round in schedule.clone() {
         let runs = round.into_iter().map(|(a, b)| {
             let (boxes, held, key) = (&boxes, &held, &key);
             let (agent_a, agent_b) = (agents[a], agents[b]);
@@ -237,10 +212,13 @@ pub async fn measure_map_since(
         });
         pairs.extend(futures::future::join_all(runs).await);
     }
+    let ask = (&key, opts.request, opts.timeout);
+    let bottlenecks = refine(&mut pairs, carried, &schedule, &agents, ask).await;
     let map = LinkMap {
         v: 1,
         boxes,
         pairs,
+        bottlenecks,
         skipped,
         took_ms: started.elapsed().as_millis() as u64,
     };

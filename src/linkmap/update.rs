@@ -144,6 +144,7 @@ mod tests {
             boxes,
             pairs,
             skipped: Vec::new(),
+            bottlenecks: vec![],
             took_ms: 1,
         }
     }

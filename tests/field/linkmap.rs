@@ -82,7 +82,7 @@ pub(super) fn wire(lab: &Lab, (a, b): (usize, usize), name: &str, ips: [&str; 2]
 }
 
 /// Shapes what host `i` sends on `iface` to `mbit` Mbit/s.
-fn shape(lab: &Lab, i: usize, iface: &str, mbit: u32) {
+pub(super) fn shape(lab: &Lab, i: usize, iface: &str, mbit: u32) {
     let ns = &lab.host(i).ns;
     run_ok(Command::new("ip").args([
         "netns",
@@ -102,6 +102,33 @@ fn shape(lab: &Lab, i: usize, iface: &str, mbit: u32) {
         "latency",
         "50ms",
     ]));
+}
+
+/// Held for the whole of each link-map test: their figures are rates, and
+/// two maps measured side by side on the lab's two cores (every box shares
+/// them) would read each other's load as their links'. A failed test
+/// poisons the lock; the next one still runs.
+pub(super) fn one_map_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `rlx-discover links --json CFG` in `lab`'s host 0: its exit code, the
+/// map it printed, and its log.
+pub(super) fn links_json(lab: &Lab, cfg: &Path) -> (Option<i32>, Value, String) {
+    let out = lab
+        .command(0, discover_bin())
+        .args(["links", "--json"])
+        .arg(cfg)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let map: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("links printed no JSON ({e}):\n{stdout}\n{stderr}"));
+    eprintln!("{map:#}\n{stderr}");
+    (out.status.code(), map, stderr)
 }
 
 /// The index in the map of `box{i}` (the map lists boxes in discovery
@@ -158,6 +185,7 @@ pub(super) fn keyed_cluster(dir: &Path) -> (std::path::PathBuf, std::path::PathB
 #[test]
 fn the_link_map_measures_every_pair_both_ways_and_finds_the_direct_cable() {
     let Some(labs) = require_lab() else { return };
+    let _one = one_map_at_a_time();
     let lab = labs.hosts(4);
     let dir = tempfile::tempdir().unwrap();
     let (key, cfg) = keyed_cluster(dir.path());
@@ -358,6 +386,7 @@ fn pair_of(map: &Value, a: usize, b: usize) -> Vec<(Vec<(String, String)>, Strin
 #[test]
 fn a_kept_map_measures_only_the_pairs_of_a_box_that_joins() {
     let Some(labs) = require_lab() else { return };
+    let _one = one_map_at_a_time();
     let lab = labs.hosts(4);
     let dir = tempfile::tempdir().unwrap();
     let (key, cfg) = keyed_cluster(dir.path());

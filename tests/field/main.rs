@@ -14,6 +14,8 @@
 //!   direct cable, and writes the MLX and MPI hostfiles and the heat map.
 //! - `linkmap_loss`: each direction's loss, and an MTU black hole named
 //!   with its size.
+//! - `linkmap_trunk`: pairs across a shared trunk get their own rates, and
+//!   the trunk is one bottleneck group.
 //! - `prelaunch`: `check` passes a healthy cluster and names a closed
 //!   worker port, a taken rank port, a one-way filter, an MTU black hole
 //!   and an address only the coordinator reaches.
@@ -26,6 +28,7 @@ mod exit;
 mod interfaces;
 mod linkmap;
 mod linkmap_loss;
+mod linkmap_trunk;
 mod liveness;
 mod moves;
 mod prelaunch;

@@ -407,7 +407,10 @@ async fn measure(
         }
     }
     let udp_said = match probe {
-        Some(p) => format!(", {}", udp_probe(conn, p, step).await?),
+        Some(p) => {
+            let window = g.udp.map_or(0, |u| u.ms);
+            format!(", {}", udp_probe(conn, p, step, window).await?)
+        }
         None => String::new(),
     };
     let up_deadline = Instant::now() + step + Duration::from_millis(g.up_ms) + DRAIN_GRACE;
@@ -474,14 +477,18 @@ async fn udp_probe(
     conn: &mut BufReader<TcpStream>,
     mut p: Probe,
     step: Duration,
+    window_ms: u64,
 ) -> Result<String, Stop> {
     p.await_first().await;
     p.send_all().await;
     send(conn, sent_line(&p.sent()).as_bytes(), step)
         .await
         .map_err(Stop::Broken)?;
+    // The client sends over the same window, and may have begun later
+    // (or been slowed by a busy box): its line gets the window on top.
+    let wait = step + Duration::from_millis(window_ms);
     let theirs = p
-        .receive_until(read_line(conn, Instant::now() + step))
+        .receive_until(read_line(conn, Instant::now() + wait))
         .await;
     let theirs = theirs.map_err(|why| Stop::Broken(format!("the client's udp_sent: {why}")))?;
     parse_sent(&theirs).map_err(Stop::Refuse)?;

@@ -315,6 +315,7 @@ mod tests {
                 },
             ],
             skipped: Vec::new(),
+            bottlenecks: vec![],
             took_ms: 1500,
         }
     }

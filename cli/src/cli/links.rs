@@ -5,11 +5,11 @@
 use crate::cli::table::{self, Align::Left, Align::Right, Column};
 use anyhow::{bail, Result};
 use clap::Args;
-use rlx_discover::linkmap::PathLink;
 use rlx_discover::linkmap::{
     hosts_json, measure_map_since, mlx_hostfile, mpi_hostfile, targets, HostsOptions, LinkMap,
     MapOptions, MapTarget, RingOrder,
 };
+use rlx_discover::linkmap::{Bottleneck, PathLink};
 use rlx_discover::{escape_line, expand_config, ClusterConfig, Overrides, Silent};
 use rlx_proto::handshake::measure_udp::UdpDirection;
 use rlx_proto::handshake::rate_text;
@@ -304,6 +304,37 @@ fn path_warnings(a: &str, b: &str, p: &PathLink) -> Vec<String> {
     out
 }
 
+/// A shared bottleneck in words: its sides, how many pairs cross it, and
+/// what it carried each way.
+fn bottleneck_line(map: &LinkMap, g: &Bottleneck) -> String {
+    let names = |side: &[usize]| {
+        side.iter()
+            .filter_map(|&i| map.boxes.get(i))
+            .map(|b| escape_line(&b.addr))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let rate = |r: Option<f64>| r.map_or_else(|| "not saturated".into(), rate_text);
+    if g.sides_known {
+        format!(
+            "shared bottleneck between {{{}}} and {{{}}}: {} pairs cross it; it carried {} one \
+             way and {} the other when they crossed at once (pairs measured again apart)\n",
+            names(&g.side_a),
+            names(&g.side_b),
+            g.pairs,
+            rate(g.ab_mbps),
+            rate(g.ba_mbps)
+        )
+    } else {
+        format!(
+            "shared bottleneck(s) among {{{}}}: {} pairs held one another down (more than one \
+             link between switches; pairs measured again apart)\n",
+            names(&g.side_a),
+            g.pairs
+        )
+    }
+}
+
 /// The map as a table: one row per pair's fastest path, then what failed.
 fn render(map: &LinkMap) -> String {
     let cols = [
@@ -402,6 +433,9 @@ fn render(map: &LinkMap) -> String {
                 out.push_str(&format!("! {}\n", escape_line(&line)));
             }
         }
+    }
+    for g in &map.bottlenecks {
+        out.push_str(&bottleneck_line(map, g));
     }
     for s in &map.skipped {
         out.push_str(&format!("! left out: {}\n", escape_line(s)));

@@ -520,15 +520,29 @@ impl Probe {
     pub async fn receive_until<T>(&mut self, until: impl Future<Output = T>) -> T {
         tokio::pin!(until);
         loop {
+            // `until` first: a stream of datagrams always ready to read
+            // must not keep a deadline or the next send from its turn (on
+            // a busy box both sides once starved each other's sending).
             tokio::select! {
                 biased;
+                out = &mut until => {
+                    self.take_ready();
+                    return out;
+                }
                 r = self.sock.recv_from(&mut self.buf) => {
                     if let Ok((n, from)) = r {
                         self.count(n, from);
                     }
                 }
-                out = &mut until => return out,
             }
+        }
+    }
+
+    /// Counts every datagram already waiting, without waiting for more:
+    /// what arrived before a deadline counts even if it was not read yet.
+    fn take_ready(&mut self) {
+        while let Ok((n, from)) = self.sock.try_recv_from(&mut self.buf) {
+            self.count(n, from);
         }
     }
 

@@ -49,6 +49,7 @@ fn lan(n: usize) -> LinkMap {
         boxes,
         pairs,
         skipped: Vec::new(),
+        bottlenecks: vec![],
         took_ms: 1,
     }
 }
