@@ -27,7 +27,10 @@
 //!   [`sc_dns`]: a DNS-SD-only cluster, `expand` against `dig`;
 //!   [`sc_scale`]: `watch` at rest with 10, 50, 200 and 1,000 members,
 //!   crashes timed at 200 and 1,000, and a join storm of 1,000 (a quick run,
-//!   200 members only, with `--only scale`: CI runs it on the release build).
+//!   200 members only, with `--only scale`: CI runs it on the release build);
+//!   [`sc_linkmap`]: the all-pairs link map of 16 boxes on two bridges
+//!   against iperf3 and ping on each pair alone (a quick run, 8 boxes, only
+//!   with `--only linkmap`).
 //! - [`report`]: BENCHMARKS.md with every goal judged; [`plot`]: PNGs.
 //!
 //! Every scenario builds its network with [`rlx_lab`] and runs
@@ -65,6 +68,8 @@ mod sc_faults;
 mod sc_floods;
 #[cfg(target_os = "linux")]
 mod sc_footprint;
+#[cfg(target_os = "linux")]
+mod sc_linkmap;
 #[cfg(target_os = "linux")]
 mod sc_links;
 #[cfg(target_os = "linux")]
@@ -342,6 +347,7 @@ fn run(a: RunArgs) -> Result<()> {
         "faults",
         "dns",
         "scale",
+        "linkmap",
     ];
     for o in &a.only {
         if !all.contains(&o.as_str()) {
@@ -349,11 +355,11 @@ fn run(a: RunArgs) -> Result<()> {
         }
     }
     let wanted = |s: &str| {
-        (a.only.is_empty() && (!matches!(s, "soak" | "scale") || !a.quick))
+        (a.only.is_empty() && (!matches!(s, "soak" | "scale" | "linkmap") || !a.quick))
             || a.only.iter().any(|o| o == s)
     };
     type Scenario = fn(&mut Ctx) -> Result<()>;
-    let scenarios: [(&str, Scenario); 11] = [
+    let scenarios: [(&str, Scenario); 12] = [
         ("scan", sc_scan::run),
         ("ssh", sc_ssh::run),
         ("footprint", sc_footprint::run),
@@ -366,6 +372,7 @@ fn run(a: RunArgs) -> Result<()> {
         ("faults", sc_faults::run),
         ("dns", sc_dns::run),
         ("scale", sc_scale::run),
+        ("linkmap", sc_linkmap::run),
     ];
     for (name, f) in scenarios {
         if !wanted(name) {

@@ -417,6 +417,10 @@ pub fn markdown(r: &Results, results_path: &Path, md_path: &Path, pngs: &[PathBu
             "scale",
             "10. A fleet: `watch` at rest with many members, crashes, a join storm",
         ),
+        (
+            "linkmap",
+            "11. The all-pairs link map against iperf3 and ping on each pair alone",
+        ),
     ];
     for (sc, title) in titles {
         let rows: Vec<&Summary> = s.iter().filter(|x| x.scenario == sc).collect();
