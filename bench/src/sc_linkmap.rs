@@ -5,8 +5,10 @@
 //!   200 Mbit/s each way; every box's access link shaped to 100 Mbit/s
 //!   both ways (its `eth0` and its switch port), except box 2 at 10, box 3
 //!   asymmetric (100 up, 20 down), box 4 dropping 2% each way (nftables),
-//!   and box 5 behind a standing queue (tbf with 200 ms of queue towards
-//!   it, kept full by a bulk flow from the coordinator's host); boxes 1
+//!   and box 5 behind a standing queue (tbf with room for 200 ms of queue
+//!   towards it, and a bulk flow into it from the coordinator's host; the
+//!   flow keeps the queue only partly full: ping reads 3.5-15 ms through
+//!   it, 2026-12-07); boxes 1
 //!   and 6 are also joined by a direct veth shaped to 1 Gbit/s, which
 //!   their agents call Thunderbolt.
 //! - Per rep: a whole map (`links --json`): its wall time, how many
@@ -38,12 +40,39 @@ const SCENARIO: &str = "linkmap";
 /// The direct cable's addresses on boxes 1 and 6.
 const CABLE: [&str; 2] = ["10.99.7.1", "10.99.7.2"];
 
+/// The token bucket of a `tbf` at `rate` (`10mbit`, `1gbit`): a
+/// millisecond of the rate, at least 16 KB. A real link never sends above
+/// its rate; a bigger bucket lets a fresh flow burst above it, which reads
+/// as a faster link in a short window and in iperf3's two seconds alike
+/// (a 256 KB bucket made a 10 Mbit/s link read 10.24 in iperf3 -t 2, a
+/// 16 KB one 9.62, the rate less the headers; measured here, 2026-12-07).
+fn burst(rate: &str) -> String {
+    let (num, unit) = rate.split_at(
+        rate.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rate.len()),
+    );
+    let per_s: u64 = num.parse::<u64>().unwrap_or(0)
+        * match unit {
+            "gbit" => 1_000_000_000,
+            "mbit" => 1_000_000,
+            _ => 1_000,
+        };
+    format!("{}kb", (per_s / 8 / 1000 / 1000).max(16))
+}
+
 /// `tc qdisc replace ... tbf` on `dev` in `ns`.
 fn tbf(ns: &str, dev: &str, rate: &str, latency: &str) -> Result<()> {
     let st = Command::new("ip")
         .args(["netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev])
         .args([
-            "root", "tbf", "rate", rate, "burst", "256kb", "latency", latency,
+            "root",
+            "tbf",
+            "rate",
+            rate,
+            "burst",
+            &burst(rate),
+            "latency",
+            latency,
         ])
         .status()?;
     anyhow::ensure!(st.success(), "tc qdisc replace dev {dev} in {ns}: {st}");
@@ -146,7 +175,13 @@ fn links(ctx: &Ctx, lab: &Lab, cfg: &Path, map: Option<&Path>) -> Result<(Value,
     if let Some(m) = map {
         c.arg("--map").arg(m);
     }
-    c.arg(cfg).env("RUST_LOG", "info");
+    // Tuning (see [`dump_dir`]) wants the rounds and batches in the log.
+    let level = if dump_dir().is_some() {
+        "debug"
+    } else {
+        "info"
+    };
+    c.arg(cfg).env("RUST_LOG", level);
     let t = run_timed(&mut c, Duration::from_secs(900))?;
     let v: Value = serde_json::from_str(t.stdout.trim())
         .with_context(|| format!("links printed no map: {}", t.stderr_tail(5)))?;
@@ -235,10 +270,61 @@ fn ping(lab: &Lab, a: usize, b: usize) -> Option<f64> {
 
 /// The ground truth: every ordered pair's iperf3 rate and ping RTT, box 4's
 /// directions' UDP loss.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Truth {
+    #[serde(with = "pairs")]
     rate: BTreeMap<(usize, usize), f64>,
+    #[serde(with = "pairs")]
     rtt: BTreeMap<(usize, usize), f64>,
+    #[serde(with = "pairs")]
     loss: BTreeMap<(usize, usize), f64>,
+}
+
+/// A map keyed by ordered pairs, in JSON as `[[a, b, x], ...]`.
+mod pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<S: Serializer>(
+        m: &BTreeMap<(usize, usize), f64>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let v: Vec<(usize, usize, f64)> = m.iter().map(|(&(a, b), &x)| (a, b, x)).collect();
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<(usize, usize), f64>, D::Error> {
+        let v = Vec::<(usize, usize, f64)>::deserialize(d)?;
+        Ok(v.into_iter().map(|(a, b, x)| ((a, b), x)).collect())
+    }
+}
+
+/// For tuning the map, `RLX_BENCH_LINKMAP_DUMP=DIR` keeps each map
+/// (`map-REP.json`) and the ground truth (`truth-N.json`) there, and takes
+/// the truth from that file when it is already there: the lab is built
+/// the same every time, and the truth takes ten minutes at 16 boxes. A
+/// run that publishes figures must not set it (the truth of another
+/// machine's run would be compared). With it, `RLX_BENCH_LINKMAP_BOXES`
+/// (an even number, 4 to 16) sizes the lab of a quick run.
+fn dump_dir() -> Option<PathBuf> {
+    std::env::var_os("RLX_BENCH_LINKMAP_DUMP").map(PathBuf::from)
+}
+
+/// [`truth`], or the one kept in [`dump_dir`].
+fn truth_kept(lab: &Lab, n: usize) -> Result<Truth> {
+    let Some(dir) = dump_dir() else {
+        return Ok(truth(lab, n));
+    };
+    let file = dir.join(format!("truth-{n}.json"));
+    if let Ok(text) = std::fs::read_to_string(&file) {
+        return serde_json::from_str(&text).with_context(|| format!("{}", file.display()));
+    }
+    let t = truth(lab, n);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(&file, serde_json::to_string(&t)?)?;
+    Ok(t)
 }
 
 fn truth(lab: &Lab, n: usize) -> Truth {
@@ -279,7 +365,13 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             return Ok(());
         }
     }
-    let n = if ctx.quick { 8 } else { 16 };
+    // Tuning may ask for the full lab in a quick run (one map).
+    let boxes = std::env::var("RLX_BENCH_LINKMAP_BOXES").ok();
+    let n = match boxes.and_then(|b| b.parse::<usize>().ok()) {
+        Some(b) if dump_dir().is_some() && (4..=16).contains(&b) && b % 2 == 0 => b,
+        _ if ctx.quick => 8,
+        _ => 16,
+    };
     ctx.command(
         OURS,
         "rlx-discover links --json CLUSTER (a key_file, no nodes: found by mDNS)",
@@ -295,10 +387,11 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     ctx.command(PING, "ping -c 20 -i 0.05 -q B from A, each pair alone");
     ctx.notes.push(format!(
         "linkmap: {n} boxes on two bridges joined by a 200 Mbit/s trunk (tbf each way), access \
-         links 100 Mbit/s both ways (tbf on eth0 and the switch port, burst 256kb, latency \
-         20ms) except box 2 at 10, box 3 at 100 up / 20 down, box 4 with 2% drop each way \
-         (nftables), box 5 with a 200 ms standing queue towards it kept full by a bulk iperf3 \
-         flow from host 0; boxes 1 and 6 also on a direct veth at 1 Gbit/s (Thunderbolt in \
+         links 100 Mbit/s both ways (tbf on eth0 and the switch port, a bucket of 1 ms of the \
+         rate (at least 16 KB), latency 20ms) except box 2 at 10, box 3 at 100 up / 20 down, \
+         box 4 with 2% drop each way (nftables), box 5 behind a tbf with room for 200 ms of queue towards it and a bulk \
+         iperf3 flow from host 0 into it (the flow keeps the queue partly full: ping reads \
+         3.5-15 ms through it); boxes 1 and 6 also on a direct veth at 1 Gbit/s (Thunderbolt in \
          their caps). The truth runs after the maps, each pair alone; within_5pct counts the \
          directions whose LAN-path rate is within 5% of iperf3's; rtt_order_wrong counts pairs \
          of pairs whose ping RTTs differ by 2 ms or more and whose map RTTs are in the other \
@@ -348,7 +441,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let case = format!("{n} boxes, two bridges");
     let mut maps = Vec::new();
     for rep in 0..ctx.reps {
-        let (map, wall, _) = links(ctx, &lab, &cfg, None)?;
+        let (map, wall, log) = links(ctx, &lab, &cfg, None)?;
         let pairs = map["pairs"].as_array().map_or(0, Vec::len) as u64;
         let want = (n * (n - 1) / 2) as u64;
         ctx.record(
@@ -362,9 +455,14 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             Some(want),
             "",
         );
+        if let Some(dir) = dump_dir() {
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join(format!("map-{rep}.json")), map.to_string())?;
+            std::fs::write(dir.join(format!("map-{rep}.log")), &log)?;
+        }
         maps.push(map);
     }
-    let t = truth(&lab, n);
+    let t = truth_kept(&lab, n)?;
     for (rep, map) in maps.iter().enumerate() {
         let rep = rep as u32;
         let f = figures(&lab, map);

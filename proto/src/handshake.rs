@@ -114,7 +114,9 @@ pub use follow::{
     MAX_FOLLOWERS, MAX_FOLLOW_LINE, PING_INTERVAL, PULSE_INTERVAL,
 };
 pub use follow_polled::{Polled, Visit};
-pub use measure_client::{measure_link, rate_text, LinkMeasurement, MeasureError, DRAIN_GRACE};
+pub use measure_client::{
+    measure_link, mtu_hint, rate_text, LinkMeasurement, MeasureError, DRAIN_GRACE,
+};
 pub use messages::{
     endpoint_text, follow_hello_line, hello_line, hello_line_for, parse_hello, reply_line,
     reply_line_signed, reply_line_v1, reply_line_v1_signed, Binding, Hello, HelloError,

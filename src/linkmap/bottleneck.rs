@@ -45,6 +45,13 @@ const FASTER: f64 = 1.15;
 /// Most rounds of re-measurement: each keeps apart more of what shared.
 pub(crate) const MAX_PASSES: usize = 6;
 
+/// At most this share of a group's contended pairs may lie within one of
+/// its sides for the sides to stand. A flow that competes with a bulk flow
+/// of its own (a box behind a busy queue) reads faster or slower by
+/// chance, and looks contended with boxes on its own side; a chain of
+/// three switches leaves a third of its pairs within a side at best.
+const NOISE: f64 = 0.25;
+
 /// One pair's rates in one batch, `a -> b` and `b -> a`, Mbit/s.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rates {
@@ -94,6 +101,12 @@ pub struct Refiner {
     alone: BTreeMap<Pair, usize>,
     /// Pairs known without a batch ([`Refiner::know`]).
     known: BTreeSet<Pair>,
+    /// The fastest rates of each pair led by its box `a` (the tournament's
+    /// lead): what a faster reading is compared with for contention.
+    led_by_a: BTreeMap<Pair, Rates>,
+    /// The synchronized batches across each group
+    /// ([`Refiner::capacity_batches`]): every flow `x -> y` with its rate.
+    synced: Vec<Vec<(usize, usize, f64)>>,
 }
 
 impl Refiner {
@@ -113,22 +126,49 @@ impl Refiner {
     }
 
     /// Records a batch measured at once (a round of the tournament, or a
-    /// batch [`Refiner::next_batches`] asked for): each pair with its rates,
-    /// `None` for a pair that could not be measured.
+    /// batch [`Refiner::next_batches`] asked for), each pair led by its
+    /// box `a` as in the tournament: each pair with its rates, `None` for
+    /// a pair that could not be measured.
     pub fn record(&mut self, batch: &[(Pair, Option<Rates>)]) {
+        self.record_led(batch, false);
+    }
+
+    /// [`Refiner::record`] for a batch led by each pair's box `b`. Its
+    /// figures count as the pair's rates, not as evidence of sharing: a
+    /// direction that reads faster measured from its other end may have
+    /// been read low by the side that measured it, not held by anyone.
+    pub fn record_swapped(&mut self, batch: &[(Pair, Option<Rates>)]) {
+        self.record_led(batch, true);
+    }
+
+    fn record_led(&mut self, batch: &[(Pair, Option<Rates>)], swapped: bool) {
         let measured: Vec<(Pair, Rates)> = batch
             .iter()
             .filter_map(|&(p, r)| r.map(|r| (p, r)))
             .collect();
-        let before = self.best.clone();
         for &(p, r) in &measured {
             self.first.entry(p).or_insert(r);
             let b = self.best.entry(p).or_insert(r);
             b.ab = b.ab.max(r.ab);
             b.ba = b.ba.max(r.ba);
-            if let Some(old) = before.get(&p) {
-                if r.ab > old.ab * FASTER || r.ba > old.ba * FASTER {
-                    self.contended.insert(p);
+            if swapped {
+                continue;
+            }
+            // Faster now, after being held down together with another pair:
+            // it shared something with them. A pair only ever held down
+            // alone that reads faster once is a wobble of its own (a lossy
+            // box, a slow box's queue), and would join boxes of one side.
+            let coheld = self.apart.iter().any(|&(x, y)| x == p || y == p);
+            match self.led_by_a.get_mut(&p) {
+                Some(old) => {
+                    if coheld && (r.ab > old.ab * FASTER || r.ba > old.ba * FASTER) {
+                        self.contended.insert(p);
+                    }
+                    old.ab = old.ab.max(r.ab);
+                    old.ba = old.ba.max(r.ba);
+                }
+                None => {
+                    self.led_by_a.insert(p, r);
                 }
             }
         }
@@ -263,8 +303,11 @@ impl Refiner {
                     .fold(0.0f64, f64::max);
                 // Without two sides (a chain of switches, one trunk behind
                 // another) the sum is over several links: one at a time.
+                // Rounded down: the capacity read from flows that did not
+                // run at quite the same moments is high, and one pair too
+                // many holds them all down again, which teaches nothing.
                 match cap {
-                    Some(c) if want > 0.0 && g.bipartite => ((c / want).round() as usize).max(1),
+                    Some(c) if want > 0.0 && g.bipartite => ((c / want).floor() as usize).max(1),
                     _ => 1,
                 }
             })
@@ -309,26 +352,36 @@ impl Refiner {
             if side.contains_key(&start) {
                 continue;
             }
-            let (members, bipartite) = two_colour(&adj, start, &mut side);
+            let members = two_colour(&adj, start, &mut side);
+            let within = max_cut(&adj, &members, &mut side);
             let edges = edges.iter().filter(|(a, _)| members.contains(a)).count();
+            let bipartite = within as f64 <= NOISE * edges as f64;
+            if within > 0 {
+                tracing::debug!(
+                    "link map: {within} of {edges} contended pair(s) of boxes {members:?} lie                      within a side (bipartite: {bipartite})"
+                );
+            }
             let far = members.iter().copied().filter(|m| side[m]).collect();
             out.push(Group {
                 members,
                 far,
                 bipartite,
-                edges,
+                edges: if bipartite { edges - within } else { edges },
             });
         }
         out
     }
 
     /// The shared bottlenecks the contended pairs show: groups of at least
-    /// two contended pairs.
+    /// two contended pairs that were seen carrying two held-down flows at
+    /// once one way or the other (a box whose own flows read faster or
+    /// slower by chance makes a star of contended pairs around it, and a
+    /// star never carries two of its flows at once).
     pub fn bottlenecks(&self) -> Vec<Bottleneck> {
         self.groups(&self.contended)
             .into_iter()
             .filter(|g| g.edges >= 2)
-            .map(|g| {
+            .filter_map(|g| {
                 let pairs = self
                     .best
                     .keys()
@@ -340,19 +393,79 @@ impl Refiner {
                 } else {
                     (g.members.iter().copied().collect(), Vec::new())
                 };
-                Bottleneck {
+                let ab_mbps = self.capacity(|x, y| g.crossing(x, y) == Some(true));
+                let ba_mbps = g
+                    .bipartite
+                    .then(|| self.capacity(|x, y| g.crossing(x, y) == Some(false)))
+                    .flatten();
+                if ab_mbps.is_none() && ba_mbps.is_none() {
+                    tracing::debug!(
+                        "link map: contended boxes {:?} never carried two held flows at once:                          no bottleneck",
+                        g.members
+                    );
+                    return None;
+                }
+                Some(Bottleneck {
                     pairs,
-                    ab_mbps: self.capacity(|x, y| g.crossing(x, y) == Some(true)),
-                    ba_mbps: g
-                        .bipartite
-                        .then(|| self.capacity(|x, y| g.crossing(x, y) == Some(false)))
-                        .flatten(),
+                    ab_mbps,
+                    ba_mbps,
                     side_a: sa,
                     side_b: sb,
                     sides_known: g.bipartite,
-                }
+                })
             })
             .collect()
+    }
+
+    /// Two batches per bottleneck group with two sides, to measure what
+    /// its link carries each way: as many pairs across it as there are
+    /// boxes on its smaller side, measured at once, each oriented from the
+    /// first side to the second in the first batch and back in the second.
+    /// Only the uploads count ([`Refiner::record_capacity`]): they start
+    /// together, while each download starts when its own upload has ended.
+    /// Boxes with a pair on their own side held down (behind a queue of
+    /// their own, or lossy) come last: their flows do not keep pace.
+    pub fn capacity_batches(&self) -> Vec<Vec<(usize, usize)>> {
+        let caps = self.capacities();
+        let groups = self.groups(&self.contended);
+        // A box with a held pair that crosses no group: slow on its own.
+        let unsteady: BTreeSet<usize> = self
+            .best
+            .iter()
+            .filter(|(&(a, b), r)| {
+                Self::held((a, b), **r, &caps) && groups.iter().all(|g| g.crossing(a, b).is_none())
+            })
+            .flat_map(|(&(a, b), _)| [a, b])
+            .collect();
+        let mut out = Vec::new();
+        for g in groups.iter().filter(|g| g.bipartite && g.edges >= 2) {
+            let steady_first = |side: Vec<usize>| -> Vec<usize> {
+                let (mut ok, rest): (Vec<usize>, Vec<usize>) =
+                    side.into_iter().partition(|b| !unsteady.contains(b));
+                ok.extend(rest);
+                ok
+            };
+            let near = steady_first(g.members.difference(&g.far).copied().collect());
+            let far = steady_first(g.far.iter().copied().collect());
+            let there: Vec<(usize, usize)> =
+                near.iter().copied().zip(far.iter().copied()).collect();
+            if there.len() >= 2 {
+                out.push(there);
+                out.push(far.into_iter().zip(near).collect());
+            }
+        }
+        out
+    }
+
+    /// Records a batch of [`Refiner::capacity_batches`]: each oriented pair
+    /// `(x, y)` with its rates, `None` where it failed. Only `x -> y` (the
+    /// upload, `ab`) counts.
+    pub fn record_capacity(&mut self, batch: &[((usize, usize), Option<Rates>)]) {
+        let flows = batch
+            .iter()
+            .filter_map(|&((x, y), r)| r.map(|r| (x, y, r.ab)))
+            .collect();
+        self.synced.push(flows);
     }
 
     /// What the flows `x -> y` with `across(x, y)` carried at once, in
@@ -364,8 +477,31 @@ impl Refiner {
     /// add a link's worth that was never carried at once; a held flow was
     /// held by the others for most of its window. (A flow that was not held
     /// but did share makes the figure low, never high.)
+    ///
+    /// A synchronized batch ([`Refiner::capacity_batches`]) is better: its
+    /// flows start together and all cross; where one saturated the link
+    /// (two or more of its flows held down), the link carried the sum of
+    /// them all (a flow below its share, a slow box's, left the rest to the
+    /// others).
     fn capacity(&self, across: impl Fn(usize, usize) -> bool) -> Option<f64> {
         let caps = self.capacities();
+        let mut synced: Vec<f64> = self
+            .synced
+            .iter()
+            .filter_map(|flows| {
+                let on: Vec<&(usize, usize, f64)> =
+                    flows.iter().filter(|f| across(f.0, f.1)).collect();
+                let held = on
+                    .iter()
+                    .filter(|f| f.2 < HELD * caps.0[f.0].min(caps.1[f.1]))
+                    .count();
+                (held >= 2).then(|| on.iter().map(|f| f.2).sum())
+            })
+            .collect();
+        if !synced.is_empty() {
+            synced.sort_by(f64::total_cmp);
+            return Some(synced[synced.len() / 2]);
+        }
         let mut sums = Vec::new();
         for batch in &self.history {
             let (mut sum, mut held) = (0.0, 0);
@@ -418,31 +554,67 @@ impl Group {
 }
 
 /// The connected component of `start` in `adj`, two-coloured into `side`
-/// (false, true); whether the colouring held (no odd cycle).
+/// (false, true) breadth first; an odd cycle leaves some edges within a
+/// side ([`max_cut`] then moves boxes).
 fn two_colour(
     adj: &BTreeMap<usize, Vec<usize>>,
     start: usize,
     side: &mut BTreeMap<usize, bool>,
-) -> (BTreeSet<usize>, bool) {
+) -> BTreeSet<usize> {
     let mut members = BTreeSet::from([start]);
-    let mut bipartite = true;
     side.insert(start, false);
     let mut queue = VecDeque::from([start]);
     while let Some(x) = queue.pop_front() {
         let sx = side[&x];
         for &y in adj.get(&x).into_iter().flatten() {
-            match side.get(&y) {
-                Some(&sy) if sy == sx => bipartite = false,
-                Some(_) => {}
-                None => {
-                    side.insert(y, !sx);
-                    members.insert(y);
-                    queue.push_back(y);
-                }
+            if let std::collections::btree_map::Entry::Vacant(e) = side.entry(y) {
+                e.insert(!sx);
+                members.insert(y);
+                queue.push_back(y);
             }
         }
     }
-    (members, bipartite)
+    members
+}
+
+/// Moves boxes of `members` to the other side while that leaves fewer
+/// edges within a side (each move strictly fewer, so it ends), the box
+/// that gains most first; returns the edges left within a side. A few
+/// stray edges (noise) then stay within a side instead of splitting the
+/// true sides.
+fn max_cut(
+    adj: &BTreeMap<usize, Vec<usize>>,
+    members: &BTreeSet<usize>,
+    side: &mut BTreeMap<usize, bool>,
+) -> usize {
+    let within = |x: usize, side: &BTreeMap<usize, bool>| {
+        let n = adj.get(&x).map_or(0, Vec::len);
+        let same = adj
+            .get(&x)
+            .into_iter()
+            .flatten()
+            .filter(|y| side[*y] == side[&x])
+            .count();
+        (same, n - same)
+    };
+    loop {
+        let best = members
+            .iter()
+            .map(|&x| {
+                let (same, other) = within(x, side);
+                (same as isize - other as isize, x)
+            })
+            .filter(|&(gain, _)| gain > 0)
+            .max();
+        match best {
+            Some((_, x)) => {
+                let s = side[&x];
+                side.insert(x, !s);
+            }
+            None => break,
+        }
+    }
+    members.iter().map(|&x| within(x, side).0).sum::<usize>() / 2
 }
 
 #[cfg(test)]

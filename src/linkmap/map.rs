@@ -51,7 +51,7 @@ pub struct PathLink {
     pub ab_mbps: f64,
     /// Throughput from `b` to `a`, Mbit/s.
     pub ba_mbps: f64,
-    /// Median round trip, ms.
+    /// The shortest round trip of the path's measurements, ms.
     pub rtt_ms: f64,
     /// Loss and path MTU from `a` to `b`, from the UDP probe
     /// (`[discover] link_probe_packets`); none when not measured, and

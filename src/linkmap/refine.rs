@@ -2,9 +2,10 @@
 //! [`super::bottleneck::Refiner`]: after the tournament, the pairs whose
 //! rates read below what both their boxes can do are measured again over
 //! their path to the other box's agent address, in the batches the search
-//! asks for, and each direction keeps its fastest figures (with the loss
-//! and MTU of the measurement that gave them, and the shortest round trip:
-//! a shared queue lengthens it).
+//! asks for (with the rates phase's request: transfers and one round
+//! trip), and each direction keeps its fastest rate; the round trip and
+//! loss stay the quiet phase's. Last, each bottleneck group's link is
+//! filled at once by pairs across it, for its capacity.
 
 use super::ask::measured;
 use super::bottleneck::{Bottleneck, Pair, Rates, Refiner};
@@ -54,65 +55,129 @@ pub(super) async fn refine(
         tracing::debug!("link map round: {batch:?}");
         r.record(&batch);
     }
-    let mut again = 0;
+    let (mut again, mut batches_run, mut pass) = (0, 0, 0);
+    let started = std::time::Instant::now();
     while let Some(batches) = r.next_batches() {
+        // Every second pass, box `b` leads: a direction that read low
+        // because of the side that measured it (the tournament's lead
+        // measures its download itself) is then measured by the other. The
+        // first pass keeps the tournament's lead, so that a faster reading
+        // there is evidence of sharing.
+        pass += 1;
+        let swapped = pass % 2 == 0;
         for batch in batches {
             again += batch.len();
+            batches_run += 1;
             let runs = batch.iter().map(|&(a, b)| {
+                let (lead, other) = if swapped { (b, a) } else { (a, b) };
                 let req = PeerRequest {
-                    peer: agents[b],
+                    peer: agents[other],
                     request,
                 };
-                async move { measured(agents[a], key, &req, timeout).await.ok() }
+                async move {
+                    tried(
+                        measured(agents[lead], key, &req, timeout).await,
+                        (lead, other),
+                    )
+                }
             });
             let results = futures::future::join_all(runs).await;
             let mut rec = Vec::new();
             for (&p, res) in batch.iter().zip(results) {
-                let rates = res.as_ref().map(|m| Rates {
-                    ab: m.measurement.up_mbps,
-                    ba: m.measurement.down_mbps,
+                let rates = res.as_ref().map(|m| {
+                    let (up, down) = (m.measurement.up_mbps, m.measurement.down_mbps);
+                    if swapped {
+                        Rates { ab: down, ba: up }
+                    } else {
+                        Rates { ab: up, ba: down }
+                    }
                 });
-                if let (Some(res), Some(i)) = (res, at(pairs, p)) {
-                    merge(&mut pairs[i], agents[p.1], res);
+                if let (Some(rates), Some(i)) = (rates, at(pairs, p)) {
+                    merge(&mut pairs[i], (agents[p.0], agents[p.1]), rates);
                 }
                 rec.push((p, rates));
             }
-            tracing::debug!("link map, measured again at once: {rec:?}");
-            r.record(&rec);
+            tracing::debug!("link map, measured again at once (b leading: {swapped}): {rec:?}");
+            if swapped {
+                r.record_swapped(&rec);
+            } else {
+                r.record(&rec);
+            }
         }
+    }
+    // The capacity batches' flows must run at the same moments: none
+    // stops early once steady (a flow that did would leave the link to
+    // the others, and the sum would count some of it twice).
+    let together = Request {
+        early_stop: false,
+        ..request
+    };
+    for batch in r.capacity_batches() {
+        let runs = batch.iter().map(|&(x, y)| {
+            let req = PeerRequest {
+                peer: agents[y],
+                request: together,
+            };
+            async move { tried(measured(agents[x], key, &req, timeout).await, (x, y)) }
+        });
+        let results = futures::future::join_all(runs).await;
+        let rec: Vec<((usize, usize), Option<Rates>)> = batch
+            .iter()
+            .zip(results)
+            .map(|(&p, res)| {
+                let rates = res.map(|m| Rates {
+                    ab: m.measurement.up_mbps,
+                    ba: m.measurement.down_mbps,
+                });
+                (p, rates)
+            })
+            .collect();
+        tracing::debug!("link map, across a bottleneck at once: {rec:?}");
+        r.record_capacity(&rec);
     }
     let found = r.bottlenecks();
     if again > 0 {
         tracing::info!(
-            "link map: {again} path measurement(s) again to get past shared bottlenecks; {} \
-             bottleneck group(s)",
+            "link map: {again} path measurement(s) again in {batches_run} batch(es) to get past \
+             shared bottlenecks, and the capacity batches, in {:.1} s; {} bottleneck group(s)",
+            started.elapsed().as_secs_f64(),
             found.len()
         );
     }
     found
 }
 
-/// Keeps, per direction, the faster of the path's figures and `res`.
-fn merge(pair: &mut PairLinks, agent_b: SocketAddr, res: PeerResult) {
-    let (from, m) = (res.from.to_canonical(), res.measurement);
-    let ip = agent_b.ip().to_canonical();
+/// A re-measurement's figures, or none with the reason logged: the pair
+/// keeps the figures it had, and the search counts it as not measured.
+fn tried(
+    res: Result<PeerResult, rlx_proto::handshake::MeasureError>,
+    (a, b): (usize, usize),
+) -> Option<PeerResult> {
+    res.map_err(|e| {
+        tracing::info!(
+            "link map: measuring box {a} -> box {b} again failed, its first figures stand: {e}"
+        )
+    })
+    .ok()
+}
+
+/// Keeps, per direction, the faster of the path's rate and `r`'s, on the
+/// path between the two boxes' agent addresses (the round trip and loss
+/// are the quiet phase's: a re-measurement has neither the probe nor a
+/// quiet link). A path that left from another address of `a` (the kernel
+/// chose another source) is not the one measured again, and keeps its
+/// figures.
+fn merge(pair: &mut PairLinks, (agent_a, agent_b): (SocketAddr, SocketAddr), r: Rates) {
+    let (ia, ib) = (agent_a.ip().to_canonical(), agent_b.ip().to_canonical());
     let Some(p) = pair
         .paths
         .iter_mut()
-        .find(|p| p.b_addr == ip && p.a_addr == from)
+        .find(|p| p.b_addr == ib && p.a_addr == ia)
     else {
         return;
     };
-    let udp = m.udp.unwrap_or_default();
-    if m.up_mbps > p.ab_mbps {
-        p.ab_mbps = m.up_mbps;
-        p.ab_udp = udp.up.or(p.ab_udp.take());
-    }
-    if m.down_mbps > p.ba_mbps {
-        p.ba_mbps = m.down_mbps;
-        p.ba_udp = udp.down.or(p.ba_udp.take());
-    }
-    p.rtt_ms = p.rtt_ms.min(m.rtt_ms);
+    p.ab_mbps = p.ab_mbps.max(r.ab);
+    p.ba_mbps = p.ba_mbps.max(r.ba);
     pair.paths
         .sort_by(|x, y| y.both_ways_mbps().total_cmp(&x.both_ways_mbps()));
 }

@@ -1,7 +1,9 @@
 //! **Measuring the map** — each box's agent asked for its links (one
 //! authenticated handshake), then the tournament's rounds one after the
 //! other, the pairs of a round at once: agent A of each pair measures the
-//! path to every address of agent B that identifies B alone.
+//! path to every address of agent B that identifies B alone. The rounds
+//! run twice: a quiet phase (round trips and the UDP probe, no transfer
+//! anywhere: what a ping alone would see), then the rates.
 
 use super::ask::measured;
 use super::map::{BoxLinks, LinkMap, PairLinks, PathLink};
@@ -10,9 +12,12 @@ use super::schedule::{rounds, tournament};
 use super::update::carry;
 use rlx_proto::caps::LinkInfo;
 use rlx_proto::handshake::measure::Request;
-use rlx_proto::handshake::measure_peer::PeerRequest;
+use rlx_proto::handshake::measure_peer::{PeerRequest, PeerResult};
+use rlx_proto::handshake::measure_udp::UdpFigures;
+use rlx_proto::handshake::mtu_hint;
 use rlx_proto::handshake::query;
-use rlx_proto::keys::KeyRing;
+use rlx_proto::handshake::MeasureError;
+use rlx_proto::keys::{Key, KeyRing};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -95,6 +100,131 @@ fn path_note(note: &str) -> String {
     }
 }
 
+/// What one measurement of a path gave: box `a`'s address it left from
+/// and the figures, or why it failed.
+type Measured = (IpAddr, Result<PeerResult, MeasureError>);
+
+/// The two requests a map makes of each path: the quiet phase's (the
+/// configured round trips and UDP probe, no transfers) and the rates
+/// phase's (the transfers and one round trip, the least a measurement
+/// makes).
+fn phases(request: Request) -> (Request, Request) {
+    let quiet = Request {
+        transfers: false,
+        ..request
+    };
+    let rates = Request {
+        pings: 1,
+        udp: None,
+        ..request
+    };
+    (quiet, rates)
+}
+
+/// Box `a` measures each address of box `b` that is `b`'s alone.
+async fn measure_pair(
+    (a, b): (usize, usize),
+    (boxes, held, agents): (&[BoxLinks], &BTreeMap<IpAddr, usize>, &[SocketAddr]),
+    (key, request, timeout): (&Key, Request, Duration),
+) -> Vec<Measured> {
+    let mut out = Vec::new();
+    for ip in candidates(boxes, held, b, agents[b]) {
+        let req = PeerRequest {
+            peer: SocketAddr::new(ip, agents[b].port()),
+            request,
+        };
+        out.push((ip, measured(agents[a], key, &req, timeout).await));
+    }
+    out
+}
+
+/// A pair's paths from its two phases: the rates from the rates phase,
+/// the round trip (the median) and loss from the quiet phase; a path
+/// whose quiet phase failed keeps its rates, with the round trip of its
+/// rates measurement and a note. A path whose rates failed is in
+/// `failed`.
+fn pair_links(
+    (a, b): (usize, usize),
+    boxes: &[BoxLinks],
+    quiet: Vec<Measured>,
+    rates: Vec<Measured>,
+) -> PairLinks {
+    let mut pair = PairLinks {
+        a,
+        b,
+        paths: Vec::new(),
+        failed: Vec::new(),
+    };
+    for (ip, r) in rates {
+        let calm = quiet.iter().find(|(q, _)| *q == ip).map(|(_, q)| q);
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                // The quiet phase's probe may have found why: an MTU black
+                // hole stalls TCP.
+                let hint = match calm {
+                    Some(Ok(q)) => q.measurement.udp.as_ref().and_then(mtu_hint),
+                    _ => None,
+                };
+                let why = match hint {
+                    Some(h) => format!("{e} ({h})"),
+                    None => e.to_string(),
+                };
+                pair.failed
+                    .push(format!("{} -> {ip}: {why}", boxes[a].addr));
+                continue;
+            }
+        };
+        let from = r.from.to_canonical();
+        if pair
+            .paths
+            .iter()
+            .any(|p| p.a_addr == from && p.b_addr == ip)
+        {
+            continue;
+        }
+        let m = r.measurement;
+        let (rtt_ms, udp, mut notes) = match calm {
+            Some(Ok(q)) => (
+                q.measurement.rtt_ms,
+                q.measurement.udp.clone().unwrap_or_default(),
+                Vec::new(),
+            ),
+            Some(Err(e)) => (
+                shortest(&m.rtt_samples_ms).unwrap_or(m.rtt_ms),
+                UdpFigures::default(),
+                vec![format!(
+                    "the quiet phase (round trips, loss, MTU) failed: {e}; the round trip is \
+                     the one taken beside the transfers"
+                )],
+            ),
+            None => (m.rtt_ms, UdpFigures::default(), Vec::new()),
+        };
+        notes.extend(udp.notes.iter().map(|n| path_note(n)));
+        pair.paths.push(PathLink {
+            a_addr: from,
+            b_addr: ip,
+            kind: path_kind(boxes[a].link_of(from), boxes[b].link_of(ip)),
+            ab_mbps: m.up_mbps,
+            ba_mbps: m.down_mbps,
+            rtt_ms,
+            ab_udp: udp.up,
+            ba_udp: udp.down,
+            udp_notes: notes,
+        });
+    }
+    pair.paths
+        .sort_by(|x, y| y.both_ways_mbps().total_cmp(&x.both_ways_mbps()));
+    pair
+}
+
+/// The shortest of a measurement's round trips: the pairs of a round
+/// share links, and a round trip taken while another pair's transfer
+/// fills a queue reads that queue; the shortest is the least disturbed.
+pub(super) fn shortest(samples: &[f64]) -> Option<f64> {
+    samples.iter().copied().min_by(f64::total_cmp)
+}
+
 /// Measures every pair of `targets`. A box whose agent does not answer
 /// the handshake (or does not prove the key) is left out of the map and
 /// said why in [`LinkMap::skipped`]; a path that cannot be measured is in
@@ -162,57 +292,42 @@ pub async fn measure_map_since(
         None => (Vec::new(), tournament(boxes.len())),
     };
     let carried = pairs.len();
-    for round in schedule.clone() {
-        let runs = round.into_iter().map(|(a, b)| {
-            let (boxes, held, key) = (&boxes, &held, &key);
-            let (agent_a, agent_b) = (agents[a], agents[b]);
-            async move {
-                let mut pair = PairLinks {
-                    a,
-                    b,
-                    paths: Vec::new(),
-                    failed: Vec::new(),
-                };
-                for ip in candidates(boxes, held, b, agent_b) {
-                    let req = PeerRequest {
-                        peer: SocketAddr::new(ip, agent_b.port()),
-                        request: opts.request,
-                    };
-                    match measured(agent_a, key, &req, opts.timeout).await {
-                        Ok(r) => {
-                            let from = r.from.to_canonical();
-                            if pair
-                                .paths
-                                .iter()
-                                .any(|p| p.a_addr == from && p.b_addr == ip)
-                            {
-                                continue;
-                            }
-                            let m = r.measurement;
-                            let udp = m.udp.unwrap_or_default();
-                            pair.paths.push(PathLink {
-                                a_addr: from,
-                                b_addr: ip,
-                                kind: path_kind(boxes[a].link_of(from), boxes[b].link_of(ip)),
-                                ab_mbps: m.up_mbps,
-                                ba_mbps: m.down_mbps,
-                                rtt_ms: m.rtt_ms,
-                                ab_udp: udp.up,
-                                ba_udp: udp.down,
-                                udp_notes: udp.notes.iter().map(|n| path_note(n)).collect(),
-                            });
-                        }
-                        Err(e) => pair.failed.push(format!("{} -> {ip}: {e}", boxes[a].addr)),
-                    }
-                }
-                pair.paths
-                    .sort_by(|x, y| y.both_ways_mbps().total_cmp(&x.both_ways_mbps()));
-                pair
-            }
-        });
-        pairs.extend(futures::future::join_all(runs).await);
+    // The quiet phase first, every round of it, while none of the map's
+    // transfers runs anywhere: round trips and loss read then are the
+    // links', not the queues the map's own transfers fill.
+    let (quiet_req, rates_req) = phases(opts.request);
+    let mut quiet = BTreeMap::new();
+    let phase = Instant::now();
+    for round in &schedule {
+        let runs = round
+            .iter()
+            .map(|&p| measure_pair(p, (&boxes, &held, &agents), (&key, quiet_req, opts.timeout)));
+        for (p, got) in round.iter().zip(futures::future::join_all(runs).await) {
+            quiet.insert(*p, got);
+        }
     }
-    let ask = (&key, opts.request, opts.timeout);
+    tracing::info!(
+        "link map: quiet phase, {} round(s) of round trips and the UDP probe, in {:.1} s",
+        schedule.len(),
+        phase.elapsed().as_secs_f64()
+    );
+    let phase = Instant::now();
+    for round in &schedule {
+        let runs = round
+            .iter()
+            .map(|&p| measure_pair(p, (&boxes, &held, &agents), (&key, rates_req, opts.timeout)));
+        let got = futures::future::join_all(runs).await;
+        for (&(a, b), rates) in round.iter().zip(got) {
+            let calm = quiet.remove(&(a, b)).unwrap_or_default();
+            pairs.push(pair_links((a, b), &boxes, calm, rates));
+        }
+    }
+    tracing::info!(
+        "link map: rates, {} round(s), in {:.1} s",
+        schedule.len(),
+        phase.elapsed().as_secs_f64()
+    );
+    let ask = (&key, rates_req, opts.timeout);
     let bottlenecks = refine(&mut pairs, carried, &schedule, &agents, ask).await;
     let map = LinkMap {
         v: 1,

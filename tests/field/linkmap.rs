@@ -120,7 +120,7 @@ pub(super) fn links_json(lab: &Lab, cfg: &Path) -> (Option<i32>, Value, String) 
         .command(0, discover_bin())
         .args(["links", "--json"])
         .arg(cfg)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,rlx_discover::linkmap=debug")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

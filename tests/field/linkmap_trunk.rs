@@ -52,7 +52,12 @@ fn pairs_across_a_shared_trunk_get_their_own_rates_and_the_trunk_is_one_group() 
             assert!((40.0..=60.0).contains(&r), "{way} {r}: {p:#}");
         }
     }
-    // One group: the trunk, its sides the two bridges' boxes.
+    // One group: the trunk, each side within one bridge's boxes. A box
+    // joins a side only on evidence: a pair of it held down with others
+    // and faster apart. With three boxes a side, a box whose crossing
+    // pairs were never held down in any round (it happens) shows nothing
+    // and is left out, and the group then has fewer than the 9 crossing
+    // pairs; never a pair of one switch.
     let groups = map["bottlenecks"].as_array().expect("bottlenecks");
     assert_eq!(groups.len(), 1, "{groups:#?}");
     let g = &groups[0];
@@ -66,16 +71,20 @@ fn pairs_across_a_shared_trunk_get_their_own_rates_and_the_trunk_is_one_group() 
     };
     let first: BTreeSet<usize> = (1..=3).map(|i| index(&map, i)).collect();
     let second: BTreeSet<usize> = (4..=6).map(|i| index(&map, i)).collect();
-    let mut got = [side("side_a"), side("side_b")];
-    got.sort();
-    let mut want = [first, second];
-    want.sort();
-    assert_eq!(got, want, "{g:#}");
-    assert_eq!(g["pairs"], 9, "{g:#}");
-    // Its capacity, where it was saturated: a rough figure. The pairs'
-    // flows do not start and end together, so what held-down flows carried
-    // "at once" reads 55-91 Mbit/s for this 60 in the lab (docs/guide.md);
-    // the bound catches a figure from the wrong flows, not a 10% miss.
+    let (a, b) = (side("side_a"), side("side_b"));
+    let within = |x: &BTreeSet<usize>, y: &BTreeSet<usize>| x.is_subset(y) && !x.is_empty();
+    assert!(
+        (within(&a, &first) && within(&b, &second)) || (within(&a, &second) && within(&b, &first)),
+        "{g:#}"
+    );
+    let pairs = g["pairs"].as_u64().unwrap() as usize;
+    assert_eq!(pairs, a.len() * b.len(), "{g:#}");
+    assert!(pairs >= 4, "{g:#}");
+    // Its capacity, from the batches that fill it at once: a rough figure
+    // here. The flows start a few milliseconds apart and the trunk's
+    // bucket adds a burst, so three flows' sum read 64-84 Mbit/s for this
+    // 60 (2026-12-07); the bound catches a figure from the wrong flows,
+    // not a 10% miss.
     let caps: Vec<f64> = ["ab_mbps", "ba_mbps"]
         .iter()
         .filter_map(|k| g[*k].as_f64())

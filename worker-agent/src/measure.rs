@@ -112,6 +112,12 @@ pub struct Gate {
     pub(crate) rules: Rules,
     busy: Arc<Mutex<()>>,
     limiter: std::sync::Mutex<Limiter>,
+    /// The budget of measurements whose request proved the cluster key:
+    /// [`limit::KEYED_FACTOR`] times the plain one.
+    keyed: std::sync::Mutex<Limiter>,
+    /// The budget of measurements without transfers
+    /// ([`limit::QUIET_PER_MINUTE`] per source).
+    quiet: std::sync::Mutex<Limiter>,
     /// The budget of peer measurements ([`crate::peer_measure`]), which only a
     /// coordinator proving the cluster key can ask for, one per pair this
     /// agent leads in a link map: [`PEER_PER_MINUTE`] per source.
@@ -140,6 +146,10 @@ impl Gate {
             rules,
             busy: Arc::default(),
             limiter: std::sync::Mutex::new(Limiter::new(rules.per_minute)),
+            keyed: std::sync::Mutex::new(Limiter::new(
+                rules.per_minute.saturating_mul(limit::KEYED_FACTOR),
+            )),
+            quiet: std::sync::Mutex::new(Limiter::new(limit::QUIET_PER_MINUTE)),
             peers: std::sync::Mutex::new(Limiter::new(PEER_PER_MINUTE)),
             paths: std::sync::Mutex::new(Limiter::new(PATHS_PER_MINUTE)),
         }
@@ -233,7 +243,17 @@ pub async fn serve(
         Ok(nonce) => nonce,
         Err(refused) => return refused,
     };
-    let holding = match gate.hold(&gate.limiter, on, held) {
+    // What the request costs: a quiet one moves no transfer; a key holder
+    // (a coordinator, or another agent of a link map) gets more than a
+    // stranger under `--measure any`.
+    let budget = if !req.transfers {
+        &gate.quiet
+    } else if key.is_some() {
+        &gate.keyed
+    } else {
+        &gate.limiter
+    };
+    let holding = match gate.hold(budget, on, held) {
         Ok(h) => h,
         Err(why) => return refuse(&mut conn, why).await,
     };
@@ -357,7 +377,7 @@ struct Udp<'a> {
 }
 
 /// The granted measurement, after the go-ahead: round trips, the UDP
-/// probe when asked for, upload, download.
+/// probe when asked for, upload and download unless asked not to.
 async fn measure(
     conn: &mut BufReader<TcpStream>,
     g: &Request,
@@ -413,11 +433,18 @@ async fn measure(
         }
         None => String::new(),
     };
+    if !g.transfers {
+        let _ = conn.get_mut().shutdown().await;
+        return Ok(format!(
+            "measured: {} round trips{udp_said}, no transfers asked for",
+            g.pings
+        ));
+    }
     let up_deadline = Instant::now() + step + Duration::from_millis(g.up_ms) + DRAIN_GRACE;
     // Ends the upload as soon as its rate is steady: the figures line is
     // the coordinator's signal to stop sending; what it had in flight is
     // read and dropped below.
-    let got = receive(conn, g.up_bytes, up_deadline, true, g.end_mark)
+    let got = receive(conn, g.up_bytes, up_deadline, g.early_stop, g.end_mark)
         .await
         .map_err(|why| Stop::Refuse(format!("upload refused: {why}")))?;
     if got.end == End::Closed && g.end_mark {

@@ -124,6 +124,30 @@ pub struct Request {
     /// `"udp"`), which the client reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpAsk>,
+    /// Whether the upload and download follow (absent: true). False asks
+    /// for the round trips and the UDP probe alone: the link map takes
+    /// them in a quiet phase of their own, while no transfer of its own
+    /// fills a queue. An agent that predates the field echoes no
+    /// `"transfers"` in its go-ahead (read as true), and the client then
+    /// makes the transfers it expects.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub transfers: bool,
+    /// Whether a receiver ends a transfer as soon as its rate is steady
+    /// (absent: true). False runs each transfer for its whole window (or
+    /// its bytes): the link map's capacity batches need flows across one
+    /// link that run at the same moments, and a flow that stops early
+    /// leaves the link to the others. An agent that predates the field
+    /// still stops early; the figures then only read less exactly.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub early_stop: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 impl Default for Request {
@@ -140,6 +164,8 @@ impl Default for Request {
             down_ms: 250,
             end_mark: true,
             udp: None,
+            transfers: true,
+            early_stop: true,
         }
     }
 }
@@ -156,6 +182,8 @@ impl Request {
             down_ms: self.down_ms.clamp(1, MAX_MS),
             end_mark: self.end_mark,
             udp: self.udp.map(|u| u.granted()),
+            transfers: self.transfers,
+            early_stop: self.early_stop,
         }
     }
 

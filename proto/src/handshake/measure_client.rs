@@ -31,9 +31,11 @@ pub struct LinkMeasurement {
     pub rtt_ms: f64,
     /// Every round trip, ms, in order.
     pub rtt_samples_ms: Vec<f64>,
-    /// Coordinator -> agent, Mbit/s, as the agent received it.
+    /// Coordinator -> agent, Mbit/s, as the agent received it (0 when the
+    /// request asked for no transfers, [`Request::transfers`]).
     pub up_mbps: f64,
-    /// Agent -> coordinator, Mbit/s, as the coordinator received it.
+    /// Agent -> coordinator, Mbit/s, as the coordinator received it (0
+    /// without transfers).
     pub down_mbps: f64,
     /// Bytes moved coordinator -> agent.
     pub up_bytes: u64,
@@ -288,6 +290,21 @@ pub async fn measure_link(
             None => why,
         },
     };
+    let mut sorted = rtts.clone();
+    sorted.sort_by(f64::total_cmp);
+    if !granted.transfers {
+        check_rtts(&rtts).map_err(|why| MeasureError::Implausible { addr, why })?;
+        return Ok(LinkMeasurement {
+            rtt_ms: sorted[sorted.len() / 2],
+            rtt_samples_ms: rtts,
+            up_mbps: 0.0,
+            down_mbps: 0.0,
+            up_bytes: 0,
+            down_bytes: 0,
+            took_ms: started.elapsed().as_millis() as u64,
+            udp,
+        });
+    }
     let up_started = Instant::now();
     let (up_bytes, line) = upload(&mut wr, &mut rd, &granted, deadline)
         .await
@@ -306,7 +323,7 @@ pub async fn measure_link(
         &mut rd,
         granted.down_bytes,
         deadline,
-        true,
+        granted.early_stop,
         granted.end_mark,
     )
     .await
@@ -327,8 +344,6 @@ pub async fn measure_link(
         down.meter.lasted_us(),
     )
     .map_err(implausible)?;
-    let mut sorted = rtts.clone();
-    sorted.sort_by(f64::total_cmp);
     Ok(LinkMeasurement {
         rtt_ms: sorted[sorted.len() / 2],
         rtt_samples_ms: rtts,
@@ -342,8 +357,9 @@ pub async fn measure_link(
 }
 
 /// What the UDP probe found that explains a stalled transfer: packets
-/// above some size vanishing in a direction.
-fn mtu_hint(f: &UdpFigures) -> Option<String> {
+/// above some size vanishing in a direction. The link map adds it to a
+/// failed transfer of its rates phase from its quiet phase's probe.
+pub fn mtu_hint(f: &UdpFigures) -> Option<String> {
     let mut said = Vec::new();
     for (way, d) in [("up", &f.up), ("down", &f.down)] {
         if let Some(d) = d.as_ref().filter(|d| d.mtu_limited) {

@@ -31,6 +31,8 @@ fn an_oversized_request_is_granted_only_the_agents_limits() {
         down_ms: u64::MAX,
         end_mark: true,
         udp: None,
+        transfers: true,
+        early_stop: true,
     };
     let g = huge.granted();
     assert_eq!(
@@ -43,6 +45,8 @@ fn an_oversized_request_is_granted_only_the_agents_limits() {
             down_ms: MAX_MS,
             end_mark: true,
             udp: None,
+            transfers: true,
+            early_stop: true,
         }
     );
     let zero = Request {
@@ -53,6 +57,8 @@ fn an_oversized_request_is_granted_only_the_agents_limits() {
         down_ms: 0,
         end_mark: false,
         udp: None,
+        transfers: false,
+        early_stop: false,
     };
     let g = zero.granted();
     assert_eq!((g.pings, g.up_bytes, g.down_ms), (1, 1, 1));
@@ -391,4 +397,30 @@ fn round_trips_of_no_time_or_of_no_link_are_refused() {
         let why = check_rtts(&[0.2, bad]).unwrap_err();
         assert!(why.starts_with("round trip 2: "), "{bad}: {why}");
     }
+}
+
+/// An agent that predates `transfers` and `early_stop` echoes neither in
+/// its go-ahead: read as true, so the client makes the transfers that
+/// agent waits for, and expects it to stop early; a request that wants
+/// the old behaviour does not name them on the wire.
+#[test]
+fn a_go_ahead_without_transfers_or_early_stop_means_the_old_behaviour() {
+    let old = br#"{"rlx":"ready","pings":3,"up_bytes":10,"up_ms":10,"down_bytes":10,"down_ms":10}"#;
+    let r: Ready = serde_json::from_slice(old).unwrap();
+    assert!(r.granted.transfers);
+    assert!(!Request::default().line().contains("transfers"));
+    let quiet = Request {
+        transfers: false,
+        ..Request::default()
+    };
+    assert!(quiet.line().contains("\"transfers\":false"));
+    assert_eq!(parse_request(quiet.line().as_bytes()).unwrap(), quiet);
+    assert!(r.granted.early_stop, "an old go-ahead stops early");
+    let whole = Request {
+        early_stop: false,
+        ..Request::default()
+    };
+    assert!(whole.line().contains("\"early_stop\":false"));
+    assert_eq!(parse_request(whole.line().as_bytes()).unwrap(), whole);
+    assert_eq!(whole.granted(), whole);
 }

@@ -17,6 +17,18 @@ use std::time::{Duration, Instant};
 /// source can then make it move at most about 0.5 GiB a minute.
 pub const DEFAULT_PER_MINUTE: u32 = 4;
 
+/// How many times the per-source budget a source that proved the cluster
+/// key gets (64 a minute by default): a link map has every box measured by
+/// every other box, once for its rates and again where a shared bottleneck
+/// held it down, and a box of a 64-box map is measured about 70 times, by
+/// 63 sources. A stranger (`--measure any`) keeps the plain budget.
+pub const KEYED_FACTOR: u32 = 16;
+
+/// Measurements without transfers (round trips and the UDP probe: the
+/// link map's quiet phase) granted per source a minute: they move at most
+/// the probe's datagrams, and a map asks each box for one per pair.
+pub const QUIET_PER_MINUTE: u32 = 128;
+
 /// How many sources' worth all sources together may measure: 8, so a
 /// cluster with several coordinators is not held back, while a stranger who
 /// owns many addresses (an IPv6 host can use a whole /64) gets at most 8

@@ -31,6 +31,8 @@ pub(super) fn small() -> Request {
         down_ms: 50,
         end_mark: true,
         udp: None,
+        transfers: true,
+        early_stop: true,
     }
 }
 
@@ -176,6 +178,8 @@ async fn the_agents_limits_hold_whatever_the_request_says() {
         down_ms: 3_600_000,
         end_mark: true,
         udp: None,
+        transfers: true,
+        early_stop: true,
     };
     let (_s, answer) = up_to_ready(addr, &huge).await;
     let granted: Request = serde_json::from_str(&answer).unwrap();
@@ -317,6 +321,43 @@ async fn a_source_over_its_rate_is_refused_with_the_time_to_wait() {
     );
 }
 
+/// A key holder gets 16 times a stranger's budget (a link map measures
+/// each box from every other), and a measurement without transfers (the
+/// map's quiet phase) is charged to a budget of its own: neither leaves a
+/// key holder refused where a stranger's two would be all.
+#[tokio::test]
+async fn a_key_holder_and_a_quiet_measurement_have_budgets_of_their_own() {
+    let rules = Rules {
+        per_minute: 2,
+        ..Rules::default()
+    };
+    let addr = agent_with(Some(key(1)), rules, Limits::default()).await;
+    for i in 0..6 {
+        let r = measure_link(addr, Some(&key(1)), &small(), STEP, "0.1.0").await;
+        assert!(r.is_ok(), "keyed measurement {i}: {r:?}");
+    }
+    let quiet = Request {
+        transfers: false,
+        ..small()
+    };
+    for i in 0..40 {
+        let r = measure_link(addr, Some(&key(1)), &quiet, STEP, "0.1.0").await;
+        assert!(r.is_ok(), "quiet measurement {i}: {r:?}");
+    }
+    // The keyed budget is 32 here: it ends too.
+    let mut refused = None;
+    for _ in 0..40 {
+        if let Err(e) = measure_link(addr, Some(&key(1)), &small(), STEP, "0.1.0").await {
+            refused = Some(e);
+            break;
+        }
+    }
+    assert!(
+        matches!(&refused, Some(MeasureError::Refused { why, .. }) if why.contains("rate limit")),
+        "{refused:?}"
+    );
+}
+
 /// Guards the bound on the lock (it was held about 28 s by a client
 /// pausing under the per-step timeout): a measurement that runs past the
 /// hold limit is aborted with the reason, and the next one is served at
@@ -392,6 +433,8 @@ async fn a_client_that_stops_reading_its_download_holds_the_lock_no_longer_than_
         down_ms: MAX_MS,
         end_mark: true,
         udp: None,
+        transfers: true,
+        early_stop: true,
     };
     let t = std::time::Instant::now();
     let (mut s, answer) = up_to_ready(addr, &req).await;

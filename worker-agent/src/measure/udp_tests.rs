@@ -62,3 +62,23 @@ async fn a_measurement_without_the_probe_has_no_udp_figures() {
         .unwrap();
     assert_eq!(m.udp, None);
 }
+
+/// The link map's quiet phase: round trips and the probe, and not one
+/// byte of transfer either way (its rates are zero, its byte counts too).
+#[tokio::test]
+async fn a_measurement_asked_for_no_transfers_gives_round_trips_and_loss_and_moves_no_bytes() {
+    let addr = agent(Some(key(1))).await;
+    let quiet = Request {
+        transfers: false,
+        pings: 3,
+        ..with_probe(200)
+    };
+    let m = measure_link(addr, Some(&key(1)), &quiet, STEP, "0.1.0")
+        .await
+        .unwrap();
+    assert_eq!(m.rtt_samples_ms.len(), 3, "{m:?}");
+    assert_eq!((m.up_bytes, m.down_bytes), (0, 0), "{m:?}");
+    assert_eq!((m.up_mbps, m.down_mbps), (0.0, 0.0), "{m:?}");
+    let udp = m.udp.expect("the probe ran");
+    assert_eq!(udp.up.unwrap().sent, 200, "{udp:?}");
+}
