@@ -77,7 +77,7 @@ pub(super) async fn refine(
                 async move {
                     tried(
                         measured(agents[lead], key, &req, timeout).await,
-                        (lead, other),
+                        (agents[lead], agents[other]),
                     )
                 }
             });
@@ -118,7 +118,12 @@ pub(super) async fn refine(
                 peer: agents[y],
                 request: together,
             };
-            async move { tried(measured(agents[x], key, &req, timeout).await, (x, y)) }
+            async move {
+                tried(
+                    measured(agents[x], key, &req, timeout).await,
+                    (agents[x], agents[y]),
+                )
+            }
         });
         let results = futures::future::join_all(runs).await;
         let rec: Vec<((usize, usize), Option<Rates>)> = batch
@@ -151,11 +156,12 @@ pub(super) async fn refine(
 /// keeps the figures it had, and the search counts it as not measured.
 fn tried(
     res: Result<PeerResult, rlx_proto::handshake::MeasureError>,
-    (a, b): (usize, usize),
+    (a, b): (SocketAddr, SocketAddr),
 ) -> Option<PeerResult> {
     res.map_err(|e| {
         tracing::info!(
-            "link map: measuring box {a} -> box {b} again failed, its first figures stand: {e}"
+            "link map: the agent at {a} measuring the one at {b} again failed, the figures \
+             measured before stand: {e}"
         )
     })
     .ok()

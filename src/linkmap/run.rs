@@ -100,8 +100,8 @@ fn path_note(note: &str) -> String {
     }
 }
 
-/// What one measurement of a path gave: box `a`'s address it left from
-/// and the figures, or why it failed.
+/// One measurement of a path: the address of box `b` it measured, and the
+/// figures (with the address of box `a` it left from) or why it failed.
 type Measured = (IpAddr, Result<PeerResult, MeasureError>);
 
 /// The two requests a map makes of each path: the quiet phase's (the
