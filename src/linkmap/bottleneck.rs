@@ -358,7 +358,8 @@ impl Refiner {
             let bipartite = within as f64 <= NOISE * edges as f64;
             if within > 0 {
                 tracing::debug!(
-                    "link map: {within} of {edges} contended pair(s) of boxes {members:?} lie                      within a side (bipartite: {bipartite})"
+                    "link map: {within} of {edges} contended pair(s) of boxes {members:?} lie \
+                     within a side (bipartite: {bipartite})"
                 );
             }
             let far = members.iter().copied().filter(|m| side[m]).collect();
@@ -400,7 +401,8 @@ impl Refiner {
                     .flatten();
                 if ab_mbps.is_none() && ba_mbps.is_none() {
                     tracing::debug!(
-                        "link map: contended boxes {:?} never carried two held flows at once:                          no bottleneck",
+                        "link map: contended boxes {:?} never carried two held flows at once: \
+                         no bottleneck",
                         g.members
                     );
                     return None;

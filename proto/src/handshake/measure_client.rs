@@ -421,7 +421,10 @@ fn complete(down: &Received, granted: &Request) -> Result<(), String> {
     match down.end {
         End::Steady | End::Marked => Ok(()),
         End::Closed if granted.end_mark => Err(format!(
-            "the download was cut short: the agent's side closed after {got} bytes in              {span_ms} ms without the end mark it sends after a complete transfer (its              connection was evicted by a flood of connections at the agent, or the agent              aborted it at its time limit), so nothing is counted"
+            "the download was cut short: the agent's side closed after {got} bytes in \
+             {span_ms} ms without the end mark it sends after a complete transfer \
+             (its connection was evicted by a flood of connections at the agent, or \
+             the agent aborted it at its time limit), so nothing is counted"
         )),
         End::Closed
             if got >= granted.down_bytes || down.meter.span_us() >= granted.down_ms * 750 =>
@@ -429,7 +432,8 @@ fn complete(down: &Received, granted: &Request) -> Result<(), String> {
             Ok(())
         }
         End::Closed => Err(format!(
-            "the download was cut short: the agent closed after {got} of {} bytes in {span_ms}              of {} ms, so nothing is counted",
+            "the download was cut short: the agent closed after {got} of {} bytes in {span_ms} \
+             of {} ms, so nothing is counted",
             granted.down_bytes, granted.down_ms
         )),
     }
