@@ -68,28 +68,18 @@ pub(super) async fn refine(
         for batch in batches {
             again += batch.len();
             batches_run += 1;
-            let runs = batch.iter().map(|&(a, b)| {
-                let (lead, other) = if swapped { (b, a) } else { (a, b) };
-                let req = PeerRequest {
-                    peer: agents[other],
-                    request,
-                };
-                async move {
-                    tried(
-                        measured(agents[lead], key, &req, timeout).await,
-                        (agents[lead], agents[other]),
-                    )
-                }
-            });
-            let results = futures::future::join_all(runs).await;
+            let led: Vec<(usize, usize)> = batch
+                .iter()
+                .map(|&(a, b)| if swapped { (b, a) } else { (a, b) })
+                .collect();
+            let results = at_once(&led, agents, (key, request, timeout)).await;
             let mut rec = Vec::new();
             for (&p, res) in batch.iter().zip(results) {
-                let rates = res.as_ref().map(|m| {
-                    let (up, down) = (m.measurement.up_mbps, m.measurement.down_mbps);
+                let rates = res.map(|r| {
                     if swapped {
-                        Rates { ab: down, ba: up }
+                        Rates { ab: r.ba, ba: r.ab }
                     } else {
-                        Rates { ab: up, ba: down }
+                        r
                     }
                 });
                 if let (Some(rates), Some(i)) = (rates, at(pairs, p)) {
@@ -113,30 +103,8 @@ pub(super) async fn refine(
         ..request
     };
     for batch in r.capacity_batches() {
-        let runs = batch.iter().map(|&(x, y)| {
-            let req = PeerRequest {
-                peer: agents[y],
-                request: together,
-            };
-            async move {
-                tried(
-                    measured(agents[x], key, &req, timeout).await,
-                    (agents[x], agents[y]),
-                )
-            }
-        });
-        let results = futures::future::join_all(runs).await;
-        let rec: Vec<((usize, usize), Option<Rates>)> = batch
-            .iter()
-            .zip(results)
-            .map(|(&p, res)| {
-                let rates = res.map(|m| Rates {
-                    ab: m.measurement.up_mbps,
-                    ba: m.measurement.down_mbps,
-                });
-                (p, rates)
-            })
-            .collect();
+        let results = at_once(&batch, agents, (key, together, timeout)).await;
+        let rec: Vec<((usize, usize), Option<Rates>)> = batch.into_iter().zip(results).collect();
         tracing::debug!("link map, across a bottleneck at once: {rec:?}");
         r.record_capacity(&rec);
     }
@@ -150,6 +118,32 @@ pub(super) async fn refine(
         );
     }
     found
+}
+
+/// Measures `batch` at once, each `(lead, other)` led by `lead`: the rates
+/// `lead -> other` (`ab`) and back, or none where it failed (logged).
+async fn at_once(
+    batch: &[(usize, usize)],
+    agents: &[SocketAddr],
+    (key, request, timeout): (&Key, Request, Duration),
+) -> Vec<Option<Rates>> {
+    let runs = batch.iter().map(|&(lead, other)| {
+        let req = PeerRequest {
+            peer: agents[other],
+            request,
+        };
+        async move {
+            tried(
+                measured(agents[lead], key, &req, timeout).await,
+                (agents[lead], agents[other]),
+            )
+            .map(|m| Rates {
+                ab: m.measurement.up_mbps,
+                ba: m.measurement.down_mbps,
+            })
+        }
+    });
+    futures::future::join_all(runs).await
 }
 
 /// A re-measurement's figures, or none with the reason logged: the pair

@@ -221,7 +221,7 @@ fn pair_links(
 /// The shortest of a measurement's round trips: the pairs of a round
 /// share links, and a round trip taken while another pair's transfer
 /// fills a queue reads that queue; the shortest is the least disturbed.
-pub(super) fn shortest(samples: &[f64]) -> Option<f64> {
+fn shortest(samples: &[f64]) -> Option<f64> {
     samples.iter().copied().min_by(f64::total_cmp)
 }
 
