@@ -16,7 +16,7 @@
 //! `rlx_lab::HOSTS_PER_BRIDGE`). Sizes: 10 (the agents' own baseline), 50,
 //! 200 and 1,000 (full), then a join storm of 1,000 ([`storm`]); 200 with a
 //! shorter window (`--quick`). With `RLX_BENCH_SCALE_MAX_CPU_PCT=P` set (CI:
-//! 4, docs/scale.md says why), a steady state above P % of one core fails
+//! 2, docs/scale.md says why), a steady state above P % of one core fails
 //! the scenario. `RLX_BENCH_SCALE_SIZES=1000` (comma-separated) runs those
 //! sizes only, and no join storm; `RLX_BENCH_SCALE_KEEP=DIR` keeps watch's
 //! events and log of each size there.

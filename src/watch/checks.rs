@@ -4,7 +4,7 @@
 //! member it finds gone is returned as a [`Leave`] for the engine to act on.
 
 use super::event::{Event, Kind, Out};
-use super::health;
+use super::health::{self, FACTS_INTERVAL};
 use super::job::Job;
 use super::liveness::{ProbeFor, SILENT_AFTER};
 use super::member::{another_machine, news, Live};
@@ -14,11 +14,17 @@ use crate::sighting::Discovery;
 use tokio::time::Instant;
 
 /// The health checks due now, one job per member, each taken off the
-/// schedule until it ends.
+/// schedule until it ends. A member whose stream is a session bound to its
+/// pinned key, with nothing new to check ([`super::member::Member::bound_session`]),
+/// is not handshaken: its check is put off by [`FACTS_INTERVAL`].
 pub(super) fn due(members: &mut Members, now: Instant) -> Vec<(Job, Discovery)> {
     let mut jobs = Vec::new();
     for (label, m) in members.each_mut() {
         if m.next_check.is_some_and(|t| t <= now) {
+            if m.bound_session(now) {
+                m.next_check = Some(now + FACTS_INTERVAL);
+                continue;
+            }
             m.next_check = None;
             m.facts_checked.clone_from(&m.facts);
             let job = Job::Health {

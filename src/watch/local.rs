@@ -12,6 +12,13 @@ use tokio::time::Instant;
 /// are looked at.
 pub(crate) const TICK: Duration = Duration::from_millis(50);
 
+/// While every member is at rest the engine ticks this often at most (and
+/// at its first deadline, if sooner): a tick then only looks at the
+/// engine's own health. A stall long enough to be read as a member's
+/// silence (the 1 s of silence less a pulse interval, about 700 ms) still
+/// makes the next tick late by more than [`STALL_AFTER`].
+pub(crate) const REST_TICK: Duration = Duration::from_millis(200);
+
 /// A tick this much later than due means the engine was stalled.
 pub(crate) const STALL_AFTER: Duration = Duration::from_millis(250);
 
@@ -48,9 +55,21 @@ impl LocalHealth {
         })
     }
 
-    /// The tick came, at `now`.
+    /// The tick came, at `now`; the next one is due [`TICK`] later.
+    #[cfg(test)]
     pub(crate) fn ticked(&mut self, now: Instant) {
         self.due = now + TICK;
+    }
+
+    /// When the next tick is due.
+    pub(crate) fn next_tick(&self) -> Instant {
+        self.due
+    }
+
+    /// The next tick is due at `at` (the engine chose it): a tick that
+    /// much later than that is a stall.
+    pub(crate) fn tick_at(&mut self, at: Instant) {
+        self.due = at;
     }
 
     /// Where a silence that began at `heard` counts from: not before the

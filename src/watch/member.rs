@@ -70,6 +70,11 @@ pub(super) enum Live {
         id: u64,
         heard: Instant,
         open: bool,
+        /// Its opening proved the node key the member was admitted with
+        /// (the follow reply's signature, bound to this connection): the
+        /// stream is a session of that key, and what it tells is the
+        /// member's own word until it ends ([`Member::bound_session`]).
+        bound: bool,
         /// Its pulses' times, stored by its task ([`Beat`]).
         beat: std::sync::Arc<Beat>,
     },
@@ -136,6 +141,68 @@ impl Member {
     /// most between two, as a net).
     pub(super) fn told_facts(&self) -> bool {
         self.facts.is_some() && matches!(self.live, Live::Following { open: true, .. })
+    }
+
+    /// Whether its periodic handshake can be left out: its stream is a
+    /// session bound to its pinned node key (the follow reply was signed
+    /// by that key on this connection), it pulses, its facts are those
+    /// last checked, and nothing about it is in doubt (no suspicion, no
+    /// failed check, no claim, no goodbye). The handshake would prove the
+    /// same key over again and return the same facts: at 200 members
+    /// that was three signature checks a second proving nothing new
+    /// (issue 41). A change of facts or key (the key is in the digest),
+    /// the stream's end, or a doubt brings the handshake back at once or
+    /// within [`super::health::HEALTH_INTERVAL`].
+    pub(super) fn bound_session(&self, now: Instant) -> bool {
+        let bound = matches!(
+            self.live,
+            Live::Following {
+                open: true,
+                bound: true,
+                ..
+            }
+        );
+        bound
+            && self.node.identity == crate::sighting::Pinning::Pinned
+            && self.facts.is_some()
+            && self.facts == self.facts_checked
+            && self.suspicion.is_none()
+            && self.dark.is_none()
+            && !self.failed_once
+            && !self.reset_unanswered
+            && self.contender.is_none()
+            && self.farewell.due_at().is_none()
+            && self.pulsing(now, super::liveness::SILENT_AFTER)
+    }
+
+    /// Whether it is at rest: followed by an open stream (or by
+    /// handshakes alone, its agent predating the stream), with no
+    /// suspicion, darkness, dial or claim about it. The engine's tick has
+    /// nothing to do for a member at rest until [`Member::next_due`].
+    pub(super) fn at_rest(&self) -> bool {
+        matches!(
+            self.live,
+            Live::Following { open: true, .. } | Live::Unsupported
+        ) && self.suspicion.is_none()
+            && self.dark.is_none()
+            && !self.held
+            && !self.probing
+            && self.contender.is_none()
+    }
+
+    /// For a member at rest, the first time the engine has work for it:
+    /// its health check, its goodbye check, or the end of the silence
+    /// after which it is dialled (counted as [`super::suspicion`] counts
+    /// it, from `quiet_since` its last pulse). Pulses only move the last
+    /// of these later, so none comes sooner without news to the engine.
+    pub(super) fn next_due(&self, quiet_since: impl Fn(Instant) -> Instant) -> Option<Instant> {
+        let silent = self
+            .heard()
+            .map(|h| quiet_since(h) + super::liveness::SILENT_AFTER);
+        [self.next_check, self.farewell.due_at(), silent]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Whether its stream pulsed within `within` of `now`.

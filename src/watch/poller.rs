@@ -8,9 +8,10 @@
 //! thread sleeps [`TICK`], asks the kernel which streams have bytes (one
 //! `epoll_wait` that does not block), reads those, writes the pings due,
 //! and sleeps again: 20 wake-ups a second whatever the number of members,
-//! a stream with bytes read until it is empty (the pulses, then the `read`
-//! that finds nothing more: how a close right behind them is seen), and no
-//! wake-up of its own per pulse. What a stream tells is
+//! a stream with bytes read until a short read (one `read` per pulse; the
+//! `read` that would find the socket empty is made only when the kernel
+//! said the far end closed, `EPOLLRDHUP`, which is how a close right
+//! behind the last pulse is seen), and no wake-up of its own per pulse. What a stream tells is
 //! passed on to its [`Sink`] exactly as the async reader did (for a member,
 //! [`super::liveness`]: a pulse of a member in good standing is a store,
 //! the rest a message to the engine), at most a tick later: a crash (the stream's close or reset) is still seen within
@@ -85,8 +86,14 @@ struct Entry {
     dropped: Arc<AtomicBool>,
     /// Told when the stream is over.
     ended: Option<tokio::sync::oneshot::Sender<()>>,
-    /// The last visit left bytes in the socket.
+    /// The socket is to be read: the kernel said bytes came, or the last
+    /// visit left some.
     more: bool,
+    /// The next visit reads until the socket is empty: the far end
+    /// closed (or the socket failed) before the kernel's last word, or no
+    /// event of the kernel's stands behind the visit. Otherwise a short
+    /// read ends it: anything that comes after is an event of its own.
+    to_end: bool,
     /// The far end, for the log.
     peer: String,
 }
@@ -115,9 +122,11 @@ impl Poller {
             sink: Box::new(sink),
             dropped: dropped.clone(),
             ended: Some(ended_tx),
-            // Bytes may have come between the stream's opening and now:
-            // an edge-triggered registration would not say so.
+            // Bytes (and a close) may have come between the stream's
+            // opening and now: an edge-triggered registration would not
+            // say so.
             more: true,
+            to_end: true,
         };
         let mut slot = self.to_thread.lock().unwrap_or_else(|e| e.into_inner());
         for _ in 0..2 {
@@ -176,12 +185,16 @@ fn run(mut poll: Poll, rx: mpsc::Receiver<Entry>) {
         if let Err(e) = poll.poll(&mut events, Some(Duration::ZERO)) {
             if e.kind() != io::ErrorKind::Interrupted {
                 tracing::warn!("the liveness streams' poll failed ({e}); every stream read anyway");
-                streams.iter_mut().flatten().for_each(|s| s.more = true);
+                streams.iter_mut().flatten().for_each(|s| {
+                    s.more = true;
+                    s.to_end = true;
+                });
             }
         }
         for ev in events.iter() {
             if let Some(Some(s)) = streams.get_mut(ev.token().0) {
                 s.more = true;
+                s.to_end |= ev.is_read_closed() || ev.is_error();
             }
         }
         let now = Instant::now();
@@ -247,13 +260,14 @@ fn visit(s: &mut Entry, now: Instant) -> bool {
             sock, state, sink, ..
         } = s;
         let mut listening = true;
-        let visit = state.read_from(sock, |h, facts| {
+        let visit = state.read_from(sock, s.to_end, |h, facts| {
             listening = listening && sink.pass_on(h, facts);
         });
         match visit {
             Visit::Over => return false,
-            Visit::More => s.more = true,
-            Visit::Drained => s.more = false,
+            // Bytes left with no event to come for them.
+            Visit::More => (s.more, s.to_end) = (true, true),
+            Visit::Drained => (s.more, s.to_end) = (false, false),
         }
         if !listening {
             return false;
@@ -361,6 +375,32 @@ mod tests {
             .follow(ours, Polled::new(Duration::from_secs(5)), Record(tx))
             .unwrap();
         assert_eq!(rx.recv_timeout(WAIT).unwrap().0, Heard::Pulse { seq: 1 });
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(1)).unwrap().0,
+            Heard::Closed,
+            "the close is told, not left for the silence to find"
+        );
+    }
+
+    #[test]
+    fn a_followed_stream_whose_last_pulse_and_close_come_together_is_told_closed() {
+        let poller = Poller::default();
+        let (ours, mut agent) = pair();
+        let (tx, rx) = mpsc::channel();
+        let _followed = poller
+            .follow(ours, Polled::new(Duration::from_secs(5)), Record(tx))
+            .unwrap();
+        agent
+            .write_all(pulse_line_with(1, None).as_bytes())
+            .unwrap();
+        assert_eq!(rx.recv_timeout(WAIT).unwrap().0, Heard::Pulse { seq: 1 });
+        // Now the stream is read on the kernel's word alone: the last
+        // pulse and the close land between two ticks, one event for both.
+        agent
+            .write_all(pulse_line_with(2, None).as_bytes())
+            .unwrap();
+        drop(agent);
+        assert_eq!(rx.recv_timeout(WAIT).unwrap().0, Heard::Pulse { seq: 2 });
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(1)).unwrap().0,
             Heard::Closed,

@@ -13,7 +13,7 @@ use super::goodbyes::AfterGoodbye;
 use super::inputs::{member_name, named, poll_zone, Announcements, Check, Zone};
 use super::job::{run_job, Job};
 use super::liveness::{Liveness, ProbeFor, Reach, Tagged, Told, REACH_WINDOW};
-use super::local::TICK;
+use super::local::{REST_TICK, TICK};
 use super::member::Revisit;
 use super::members::Leave;
 use crate::sighting::{Discovery, Sighting, Source};
@@ -21,6 +21,20 @@ use crate::sources::mdns::Change;
 use std::collections::BTreeSet;
 use std::future::Future;
 use tokio::time::Instant;
+
+/// The longest a tick skips its look while every member is at rest: a
+/// bound on any deadline [`Watch::at_rest_until`] does not know of.
+const REST_AT_MOST: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When the tick after one at `now` is due: [`TICK`] on, or while every
+/// member is at rest until `rest`, [`REST_TICK`] on or at `rest`, whichever
+/// is sooner.
+fn next_tick(now: Instant, rest: Option<Instant>) -> Instant {
+    match rest.filter(|&until| until > now) {
+        Some(until) => (now + REST_TICK).min(until),
+        None => now + TICK,
+    }
+}
 
 /// The checks under way, each in its own task.
 type JobSet = tokio::task::JoinSet<(Job, Discovery)>;
@@ -60,8 +74,10 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         // What the members' streams tell, from their own tasks.
         let (pulses_tx, mut pulses) = tokio::sync::mpsc::unbounded_channel();
         self.suspicions.listen(Some(pulses_tx));
-        let mut tick = tokio::time::interval(TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The engine's tick, every TICK, or every REST_TICK while every
+        // member is at rest (`next_tick`).
+        let tick = tokio::time::sleep_until(self.health.next_tick());
+        tokio::pin!(tick);
         tokio::pin!(shutdown);
         // Whether this turn looks for due work: every turn but one after
         // plain pulses. With hundreds of members their pulses arrive
@@ -71,11 +87,24 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         // deadline, or any other news.
         let mut look = true;
         let mut wake = None;
+        // Until when a tick has nothing to do (every member at rest, its
+        // deadlines later): each look walks every member several times,
+        // and at 200 members at rest 20 looks a second were a quarter of
+        // watch's CPU (docs/scale.md). Any news makes the next turn look.
+        let mut rest: Option<Instant> = None;
         loop {
             let now = Instant::now();
             self.look_at_self(now);
             if std::mem::replace(&mut look, true) {
                 wake = self.due_work(&mut mdns, (&mut jobs, &mut probes), now);
+                rest = self.at_rest_until(now);
+                // No longer at rest (or a deadline sooner): the tick
+                // comes sooner too.
+                let next = next_tick(now, rest);
+                if next < self.health.next_tick() {
+                    self.health.tick_at(next);
+                    tick.as_mut().reset(next);
+                }
             }
             // Biased: the streams' news first, so that a pulse waiting in the
             // channel is heard before a dial's verdict on its silence (after
@@ -115,11 +144,17 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
                     }
                 },
                 () = &mut poller => {}
-                _ = tick.tick() => {
+                () = &mut tick => {
                     let now = Instant::now();
                     self.look_at_self(now);
-                    self.health.ticked(now);
-                    self.due_suspicions(&mut out, now);
+                    let next = next_tick(now, rest);
+                    self.health.tick_at(next);
+                    tick.as_mut().reset(next);
+                    if rest.is_some_and(|until| now < until) {
+                        look = false;
+                    } else {
+                        self.due_suspicions(&mut out, now);
+                    }
                 }
                 Some(done) = probes.join_next(), if !probes.is_empty() => match done {
                     Ok(((label, generation, why, started), reach)) => {
@@ -200,6 +235,23 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         .into_iter()
         .flatten()
         .min()
+    }
+
+    /// Until when no tick has work, when every member is at rest
+    /// ([`super::member::Member::at_rest`]): the first of their deadlines,
+    /// and at most [`REST_AT_MOST`] from `now`. `None` when a member is
+    /// not at rest: every tick looks.
+    pub(super) fn at_rest_until(&self, now: Instant) -> Option<Instant> {
+        let mut until = now + REST_AT_MOST;
+        for (_, m) in self.members.each() {
+            if !m.at_rest() {
+                return None;
+            }
+            if let Some(t) = m.next_due(|h| self.health.quiet_since(h)) {
+                until = until.min(t);
+            }
+        }
+        Some(until)
     }
 
     /// The engine's own health at `now` (each turn of the loop, and each

@@ -128,6 +128,7 @@ impl Suspicions {
                 id: self.streams,
                 heard: now,
                 open: false,
+                bound: false,
                 beat,
             };
         }
@@ -144,7 +145,11 @@ impl Suspicions {
         let now = Instant::now();
         let m = members.member_of(&t.label, t.generation)?;
         let Live::Following {
-            id, heard, open, ..
+            id,
+            heard,
+            open,
+            bound,
+            ..
         } = &mut m.live
         else {
             return None;
@@ -164,6 +169,9 @@ impl Suspicions {
                     && (pinned.is_none() || node_key == pinned);
                 if same {
                     *open = true;
+                    // Proved by the key the member was admitted with, not
+                    // merely by none at all.
+                    *bound = pinned.is_some() && node_key == pinned;
                     *heard = now;
                     m.reset_unanswered = false;
                     return None;

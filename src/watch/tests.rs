@@ -101,6 +101,9 @@ struct Machines {
     telling: BTreeSet<String>,
     /// Streams opened, per host.
     follows: BTreeMap<String, u32>,
+    /// Hosts whose agents prove the node key pinned for their id (in
+    /// handshakes and in their streams' opening).
+    keyed: BTreeSet<String>,
     /// Hosts whose address now answers as their pinned id without the
     /// pinned node key: admission refuses it as a pin clash.
     claimed: BTreeSet<String>,
@@ -163,6 +166,9 @@ impl Check for FakeCheck {
                         if let Some(c) = m.fresh.get(&s.host) {
                             s.caps = Some(c.clone());
                         }
+                        if m.keyed.contains(&s.host) {
+                            s.identity = crate::sighting::Pinning::Pinned;
+                        }
                         s.evidence = Evidence::Handshake;
                         out.sightings.push(s);
                     }
@@ -199,10 +205,14 @@ impl Liveness for FakeCheck {
             }
             *m.follows.entry(s.host.clone()).or_default() += 1;
             let caps = m.fresh.get(&s.host).cloned().or(s.caps.clone());
+            let keyed = m.keyed.contains(&s.host);
             let opened = Told::Opened {
                 id: caps.as_ref().map(|c| c.id.clone()),
                 incarnation: caps.as_ref().and_then(|c| c.incarnation.clone()),
-                node_key: None,
+                node_key: caps
+                    .as_ref()
+                    .and_then(|c| c.node_key.clone())
+                    .filter(|_| keyed),
             };
             (opened, m.streaming.contains(&s.host))
         };

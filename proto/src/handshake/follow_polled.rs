@@ -105,9 +105,18 @@ impl Polled {
     /// line that is no pulse nor bye, or longer than [`MAX_FOLLOW_LINE`]).
     /// A later `{"rlx":"prove"}` is passed on and the stream goes on, as
     /// with [`super::Follower::next`].
+    ///
+    /// `to_end`: read until the socket says it is empty. Without it a
+    /// short read ends the visit (the socket held no more at that moment),
+    /// which saves a `read` per pulse; a poller may leave it out only when
+    /// it will hear of anything that arrives after this visit, and of a
+    /// close that came before it (an edge-triggered `epoll` with
+    /// `EPOLLRDHUP`: it passes `to_end` when its event said the far end
+    /// closed, and on any visit no event asked for).
     pub fn read_from(
         &mut self,
         sock: &mut impl Read,
+        to_end: bool,
         mut heard: impl FnMut(Heard, Option<&str>),
     ) -> Visit {
         // Whole lines buffered before this visit (read by the stream's
@@ -116,11 +125,10 @@ impl Polled {
             return v;
         }
         let mut chunk = [0u8; CHUNK];
-        // Read until the socket says it has nothing more, never stopping at
-        // a short read: the stream's end (a FIN right behind the last
-        // pulse, as when the agent is killed) is only seen by the read
-        // after the data, and an edge-triggered poller that already told
-        // of those bytes will not tell of it again.
+        // With `to_end`, read until the socket says it has nothing more,
+        // never stopping at a short read: the stream's end (a FIN right
+        // behind the last pulse, as when the agent is killed) is only seen
+        // by the read after the data.
         for _ in 0..READS_PER_VISIT {
             let n = match sock.read(&mut chunk) {
                 Ok(0) => {
@@ -139,6 +147,9 @@ impl Polled {
             if let Some(v) = self.judge_buffered(&mut heard) {
                 return v;
             }
+            if n < CHUNK && !to_end {
+                return Visit::Drained;
+            }
         }
         Visit::More
     }
@@ -148,8 +159,8 @@ impl Polled {
     /// may be.
     fn judge_buffered(&mut self, heard: &mut impl FnMut(Heard, Option<&str>)) -> Option<Visit> {
         while let Some(end) = self.s.buf.iter().position(|&b| b == b'\n') {
-            let l: Vec<u8> = self.s.buf.drain(..=end).collect();
-            let h = judge_line(&l, &mut self.s.every, &mut self.s.facts);
+            let h = judge_line(&self.s.buf[..=end], &mut self.s.every, &mut self.s.facts);
+            self.s.buf.drain(..=end);
             let last = matches!(
                 h,
                 Heard::Bye | Heard::Closed | Heard::Reset(_) | Heard::Garbage(_)
@@ -272,7 +283,7 @@ mod tests {
 
     fn visit(p: &mut Polled, s: &mut Script) -> (Visit, Vec<(Heard, Option<String>)>) {
         let mut heard = Vec::new();
-        let v = p.read_from(s, |h, f| heard.push((h, f.map(str::to_string))));
+        let v = p.read_from(s, true, |h, f| heard.push((h, f.map(str::to_string))));
         (v, heard)
     }
 
@@ -329,6 +340,22 @@ mod tests {
         assert_eq!(v, Visit::Over);
         let told: Vec<Heard> = heard.into_iter().map(|(h, _)| h).collect();
         assert_eq!(told, vec![Heard::Pulse { seq: 9 }, Heard::Closed]);
+    }
+
+    #[test]
+    fn a_visit_not_asked_to_read_to_the_end_stops_at_a_short_read_and_leaves_the_rest_to_the_next()
+    {
+        let mut p = fresh(Instant::now());
+        // The FIN came after the read that found the pulse: an
+        // edge-triggered poller is told of it anew, and reads to the end.
+        let mut s = script(vec![pulse_line_with(9, None).into_bytes(), Vec::new()], 0);
+        let mut heard = Vec::new();
+        let v = p.read_from(&mut s, false, |h, _| heard.push(h));
+        assert_eq!(v, Visit::Drained);
+        assert_eq!(heard, vec![Heard::Pulse { seq: 9 }], "one read, no more");
+        let v = p.read_from(&mut s, true, |h, _| heard.push(h));
+        assert_eq!(v, Visit::Over);
+        assert_eq!(heard, vec![Heard::Pulse { seq: 9 }, Heard::Closed]);
     }
 
     #[test]

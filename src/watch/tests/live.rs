@@ -285,6 +285,16 @@ async fn a_watch_that_was_itself_stalled_accuses_nobody() {
     // last pulse looks 3 s old when it runs again.
     tokio::time::advance(Duration::from_secs(3)).await;
     assert_eq!(w.during(Duration::from_secs(10)).await, vec![]);
+    // Shorter stalls while every member is at rest (its tick then comes
+    // every 200 ms, not 50): around the 1 s of silence, and below it.
+    for ms in [500, 800, 1000, 1200] {
+        tokio::time::advance(Duration::from_millis(ms)).await;
+        assert_eq!(
+            w.during(Duration::from_secs(5)).await,
+            vec![],
+            "after a stall of {ms} ms"
+        );
+    }
     // And a real stall of a member after it is still seen.
     w.kill("m2", Death::Stalled);
     let e = w.next().await;
@@ -328,6 +338,7 @@ fn engine_with_a_member(heard: Instant) -> Watch<FakeCheck, FakeCheck> {
         id: 1,
         heard,
         open: true,
+        bound: false,
         beat: crate::watch::liveness::Beat::new(),
     };
     w.members.put("m0".into(), m);
@@ -476,4 +487,31 @@ async fn a_member_whose_address_another_host_took_is_left_without_waiting_out_th
         "m1 untouched: {got:?}"
     );
     w.stop().await.unwrap();
+}
+
+/// What lets the engine's tick skip its walks over every member (issue
+/// 41): with every member at rest, nothing is due before the first
+/// member's silence would begin (or its check); a member in doubt makes
+/// every tick look again.
+#[tokio::test(start_paused = true)]
+async fn the_tick_has_nothing_to_do_for_members_at_rest_until_a_silence_could_begin() {
+    let t0 = Instant::now();
+    let mut w = engine_with_a_member(t0);
+    assert_eq!(w.at_rest_until(t0), Some(t0 + SILENT_AFTER));
+    tokio::time::advance(Duration::from_millis(400)).await;
+    let now = Instant::now();
+    assert_eq!(
+        w.at_rest_until(now),
+        Some(t0 + SILENT_AFTER),
+        "the silence counts from the last pulse, not from the look"
+    );
+    w.members.member_mut("m0").unwrap().probing = true;
+    assert_eq!(w.at_rest_until(now), None, "a member being dialled");
+    let m = w.members.member_mut("m0").unwrap();
+    m.probing = false;
+    m.suspicion = Some(crate::watch::member::Suspicion {
+        since: now,
+        next_probe: now,
+    });
+    assert_eq!(w.at_rest_until(now), None, "a suspect");
 }
