@@ -110,8 +110,9 @@ pub use client::{
 };
 pub use clock::ClockOffset;
 pub use follow::{
-    bye_line, follow_in_cluster, is_ping, ping_line, pulse_line, Follower, Heard, FOLLOWER_IDLE,
-    MAX_FOLLOWERS, MAX_FOLLOW_LINE, PING_INTERVAL, PULSE_INTERVAL,
+    bye_line, follow_in_cluster, is_ping, pace_of, ping_line, ping_line_pacing, ping_pace,
+    pulse_line, pulse_line_paced, Follower, Heard, FOLLOWER_IDLE, MAX_FOLLOWERS, MAX_FOLLOW_LINE,
+    MAX_PULSE_INTERVAL, PING_INTERVAL, PULSE_INTERVAL,
 };
 pub use follow_polled::{Polled, Visit};
 pub use measure_client::{

@@ -6,7 +6,7 @@
 use super::event::{Event, Kind, Out};
 use super::health::{self, FACTS_INTERVAL};
 use super::job::Job;
-use super::liveness::{ProbeFor, SILENT_AFTER};
+use super::liveness::ProbeFor;
 use super::member::{another_machine, news, Live};
 use super::members::{Leave, Members};
 use super::node::{claim, incarnation_of, one};
@@ -93,7 +93,7 @@ pub(super) fn checked(
         if let Some(was) = m.suspicion.take() {
             m.held = false;
             m.dark = None;
-            if !m.pulsing(now, SILENT_AFTER) && !matches!(m.live, Live::Unsupported) {
+            if !m.pulsing(now, m.silence()) && !matches!(m.live, Live::Unsupported) {
                 m.live = Live::Off { retry: now };
             }
             let why = format!(
@@ -126,7 +126,7 @@ pub(super) fn checked(
         .to_string();
     // Its stream's pulses vouch for it: a handshake lost to a flood of
     // connections, or to a busy box, is not a death.
-    if m.pulsing(now, SILENT_AFTER) {
+    if m.pulsing(now, m.silence()) {
         tracing::debug!("{label}: health check failed ({reason}) while it pulses; kept");
         m.failed_once = false;
         m.next_check = Some(now + make.interval());

@@ -8,7 +8,7 @@ use super::admission::MAX_REMEMBERED;
 use super::event::{Event, Out};
 use super::farewell::{GoodbyeCounts, HOST_UP};
 use super::job::Job;
-use super::liveness::{ProbeFor, SILENT_AFTER};
+use super::liveness::ProbeFor;
 use super::member::{another_machine, contender_refused, news, Revisit};
 use super::members::Members;
 use super::node::{claim, incarnation_of, one};
@@ -172,7 +172,7 @@ impl Goodbyes {
         // Its stream pulsing is its own word that it runs: the goodbye is
         // refuted without a handshake (which a flood of connections, or a
         // busy box, may have kept from answering in time).
-        if answer.is_none() && m.pulsing(Instant::now(), SILENT_AFTER) {
+        if answer.is_none() && m.pulsing(Instant::now(), m.silence()) {
             self.refuted(label);
             return AfterGoodbye::Kept;
         }

@@ -172,7 +172,7 @@ impl Member {
             && !self.reset_unanswered
             && self.contender.is_none()
             && self.farewell.due_at().is_none()
-            && self.pulsing(now, super::liveness::SILENT_AFTER)
+            && self.pulsing(now, self.silence())
     }
 
     /// Whether it is at rest: followed by an open stream (or by
@@ -196,13 +196,20 @@ impl Member {
     /// it, from `quiet_since` its last pulse). Pulses only move the last
     /// of these later, so none comes sooner without news to the engine.
     pub(super) fn next_due(&self, quiet_since: impl Fn(Instant) -> Instant) -> Option<Instant> {
-        let silent = self
-            .heard()
-            .map(|h| quiet_since(h) + super::liveness::SILENT_AFTER);
+        let silent = self.heard().map(|h| quiet_since(h) + self.silence());
         [self.next_check, self.farewell.due_at(), silent]
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// How long it may send nothing before it is dialled: by the pace its
+    /// agent's pulses say it keeps ([`super::liveness::silence_after`]).
+    pub(super) fn silence(&self) -> std::time::Duration {
+        match &self.live {
+            Live::Following { beat, .. } => super::liveness::silence_after(beat.pace()),
+            _ => super::liveness::SILENT_AFTER,
+        }
     }
 
     /// Whether its stream pulsed within `within` of `now`.

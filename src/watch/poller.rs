@@ -26,7 +26,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use rlx_proto::handshake::{Heard, Polled, Visit};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,9 @@ pub(crate) const TICK: Duration = Duration::from_millis(50);
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Poller {
     to_thread: Arc<Mutex<Option<mpsc::Sender<Entry>>>>,
+    /// The pulse interval every stream's agent is asked for, in ms (0:
+    /// none asked yet), read by the thread at each ping.
+    pace_ms: Arc<AtomicU64>,
 }
 
 /// A stream while the poller reads it: dropping it (the member's follow
@@ -74,6 +77,10 @@ pub(crate) trait Sink: Send + 'static {
     /// stream.
     fn pass_on(&mut self, h: Heard, facts: Option<&str>) -> bool;
 
+    /// The agent's pulses say it pulses every `every` (told after each
+    /// visit that read any).
+    fn paced(&mut self, every: Duration);
+
     /// The stream could not be read (no fault of the member's): it ends.
     fn unreadable(&mut self, why: String);
 }
@@ -99,6 +106,13 @@ struct Entry {
 }
 
 impl Poller {
+    /// Asks every stream's agent to pulse every `every`: at once on the
+    /// streams (a ping that says so), and in every ping after.
+    pub(crate) fn ask_pace(&self, every: Duration) {
+        self.pace_ms
+            .store(every.as_millis() as u64, Ordering::Relaxed);
+    }
+
     /// Hands `sock` (non-blocking, the stream's state in `state`) to the
     /// thread, which passes what it tells on to `sink` from now. Fails when
     /// the thread cannot start (no file descriptor left for its `epoll`, no
@@ -132,7 +146,7 @@ impl Poller {
         for _ in 0..2 {
             let tx = match slot.as_ref() {
                 Some(tx) => tx.clone(),
-                None => slot.insert(start()?).clone(),
+                None => slot.insert(start(self.pace_ms.clone())?).clone(),
             };
             match tx.send(entry) {
                 Ok(()) => return Ok(Followed { dropped, ended }),
@@ -148,17 +162,17 @@ impl Poller {
 }
 
 /// Starts the thread; the sender hands it streams.
-fn start() -> io::Result<mpsc::Sender<Entry>> {
+fn start(pace_ms: Arc<AtomicU64>) -> io::Result<mpsc::Sender<Entry>> {
     let poll = Poll::new()?;
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("rlx-watch-streams".into())
-        .spawn(move || run(poll, rx))?;
+        .spawn(move || run(poll, rx, pace_ms))?;
     Ok(tx)
 }
 
 /// The thread: until every [`Poller`] is dropped and no stream is left.
-fn run(mut poll: Poll, rx: mpsc::Receiver<Entry>) {
+fn run(mut poll: Poll, rx: mpsc::Receiver<Entry>, pace_ms: Arc<AtomicU64>) {
     let mut streams: Vec<Option<Entry>> = Vec::new();
     let mut events = Events::with_capacity(1024);
     let mut next = Instant::now();
@@ -198,9 +212,12 @@ fn run(mut poll: Poll, rx: mpsc::Receiver<Entry>) {
             }
         }
         let now = Instant::now();
+        let pace = Some(pace_ms.load(Ordering::Relaxed))
+            .filter(|&ms| ms > 0)
+            .map(Duration::from_millis);
         for slot in streams.iter_mut() {
             let Some(s) = slot else { continue };
-            if !visit(s, now) {
+            if !visit(s, now, pace) {
                 tracing::debug!(
                     "the stream reader is done with {}{}",
                     s.peer,
@@ -251,7 +268,7 @@ fn add(poll: &Poll, streams: &mut Vec<Option<Entry>>, mut e: Entry) {
 
 /// One tick of one stream: its bytes read when it has some, its ping
 /// written when due; false when it is over (or no longer wanted).
-fn visit(s: &mut Entry, now: Instant) -> bool {
+fn visit(s: &mut Entry, now: Instant, pace: Option<Duration>) -> bool {
     if s.dropped.load(Ordering::Acquire) {
         return false;
     }
@@ -263,6 +280,7 @@ fn visit(s: &mut Entry, now: Instant) -> bool {
         let visit = state.read_from(sock, s.to_end, |h, facts| {
             listening = listening && sink.pass_on(h, facts);
         });
+        s.sink.paced(s.state.every());
         match visit {
             Visit::Over => return false,
             // Bytes left with no event to come for them.
@@ -273,7 +291,7 @@ fn visit(s: &mut Entry, now: Instant) -> bool {
             return false;
         }
     }
-    match s.state.ping(&mut s.sock, now) {
+    match s.state.ping(&mut s.sock, now, pace) {
         Some(h) => {
             s.sink.pass_on(h, None);
             false
@@ -296,6 +314,7 @@ mod tests {
         fn pass_on(&mut self, h: Heard, facts: Option<&str>) -> bool {
             self.0.send((h, facts.map(str::to_string))).is_ok()
         }
+        fn paced(&mut self, _every: Duration) {}
         fn unreadable(&mut self, why: String) {
             panic!("unreadable: {why}");
         }
@@ -406,6 +425,33 @@ mod tests {
             Heard::Closed,
             "the close is told, not left for the silence to find"
         );
+    }
+
+    #[test]
+    fn the_pace_asked_of_the_agents_is_pinged_on_every_stream_at_once() {
+        let poller = Poller::default();
+        poller.ask_pace(Duration::from_secs(1));
+        let (ours, mut agent) = pair();
+        let (tx, _rx) = mpsc::channel();
+        let _followed = poller
+            .follow(ours, Polled::new(Duration::from_secs(5)), Record(tx))
+            .unwrap();
+        agent
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        let want = rlx_proto::handshake::ping_line_pacing(Some(Duration::from_secs(1)));
+        let mut line = vec![0u8; want.len()];
+        agent.read_exact(&mut line).unwrap();
+        assert_eq!(
+            line,
+            want.as_bytes(),
+            "within a tick, not the 5 s of a ping"
+        );
+        poller.ask_pace(Duration::from_millis(1400));
+        let want = rlx_proto::handshake::ping_line_pacing(Some(Duration::from_millis(1400)));
+        let mut line = vec![0u8; want.len()];
+        agent.read_exact(&mut line).unwrap();
+        assert_eq!(line, want.as_bytes(), "and again when it changes");
     }
 
     #[test]

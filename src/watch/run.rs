@@ -12,7 +12,7 @@ use super::farewell;
 use super::goodbyes::AfterGoodbye;
 use super::inputs::{member_name, named, poll_zone, Announcements, Check, Zone};
 use super::job::{run_job, Job};
-use super::liveness::{Liveness, ProbeFor, Reach, Tagged, Told, REACH_WINDOW};
+use super::liveness::{pace_for, Liveness, ProbeFor, Reach, Tagged, Told, REACH_WINDOW};
 use super::local::{REST_TICK, TICK};
 use super::member::Revisit;
 use super::members::Leave;
@@ -200,6 +200,9 @@ impl<C: Check + Clone + Send + Sync + 'static, L: Liveness> Watch<C, L> {
         (jobs, probes): (&mut JobSet, &mut ProbeSet),
         now: Instant,
     ) -> Option<Instant> {
+        // The pace asked of the agents, by the cluster's size (a store the
+        // streams' thread reads at its pings).
+        self.liveness.ask_pace(pace_for(self.members.size()));
         self.suspicions
             .due_follows(&mut self.members, &self.liveness, now);
         for p in self.due_probes(now) {

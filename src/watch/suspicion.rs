@@ -27,9 +27,7 @@
 
 use super::event::{Event, Kind, Out};
 use super::health::HEALTH_INTERVAL;
-use super::liveness::{
-    dial_cause, Liveness, MemberPulses, Reach, Tagged, Told, FOLLOW_RETRY, SILENT_AFTER,
-};
+use super::liveness::{dial_cause, Liveness, MemberPulses, Reach, Tagged, Told, FOLLOW_RETRY};
 use super::liveness::{Abort, Beat, ProbeFor};
 use super::local::LocalHealth;
 use super::member::{Live, Member, Suspicion};
@@ -284,7 +282,7 @@ impl Suspicions {
                 continue; // judged at its hold's end
             }
             let silent = m.heard().is_some_and(|h| {
-                now.saturating_duration_since(health.quiet_since(h)) >= SILENT_AFTER
+                now.saturating_duration_since(health.quiet_since(h)) >= m.silence()
             });
             if silent {
                 due.push((label.clone(), ProbeFor::Silence));
@@ -330,7 +328,7 @@ impl Suspicions {
             return None;
         }
         // A stream pulsing now outranks a dial's verdict from before.
-        if why != ProbeFor::Ended && m.pulsing(now, SILENT_AFTER) {
+        if why != ProbeFor::Ended && m.pulsing(now, m.silence()) {
             m.dark = None;
             return None;
         }

@@ -101,6 +101,8 @@ struct Machines {
     telling: BTreeSet<String>,
     /// Streams opened, per host.
     follows: BTreeMap<String, u32>,
+    /// The pulse interval the engine last asked of the agents.
+    pace: Option<Duration>,
     /// Hosts whose agents prove the node key pinned for their id (in
     /// handshakes and in their streams' opening).
     keyed: BTreeSet<String>,
@@ -181,6 +183,10 @@ impl Check for FakeCheck {
 }
 
 impl Liveness for FakeCheck {
+    fn ask_pace(&self, every: Duration) {
+        self.0.lock().unwrap().pace = Some(every);
+    }
+
     /// A stream as the machine's agent would hold it: opened (as the
     /// machine's caps say), then a pulse every [`PULSE`] while it is
     /// alive; nothing while it is stalled or vanished; the end, at once,

@@ -62,6 +62,18 @@ use tokio::time::{timeout_at, Instant};
 /// members the coordinator reads 667 small packets a second, about 30 KB/s.
 pub const PULSE_INTERVAL: Duration = Duration::from_millis(300);
 
+/// The slowest pace an agent takes when a coordinator asks for fewer
+/// pulses ([`pace_of`]): a stall is then seen within about three of them
+/// (docs/membership.md), so no more than this is ever asked of a member.
+pub const MAX_PULSE_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The pace an agent takes when a ping asks for `asked`: within
+/// [`PULSE_INTERVAL`] (an agent is never made to pulse faster than it
+/// would) and [`MAX_PULSE_INTERVAL`].
+pub fn pace_of(asked: Duration) -> Duration {
+    asked.clamp(PULSE_INTERVAL, MAX_PULSE_INTERVAL)
+}
+
 /// How often the coordinator pings each stream: all the agent needs is to
 /// hear something well within [`FOLLOWER_IDLE`] (four pings fit in it, so
 /// one delayed by a busy coordinator or a retransmission never closes a
@@ -105,7 +117,14 @@ enum Line {
         facts: Option<String>,
     },
     Bye,
-    Ping,
+    Ping {
+        /// How often the coordinator asks the agent to pulse, in ms: a
+        /// coordinator of a large cluster asks for fewer pulses
+        /// ([`pace_of`] is what an agent makes of it). Absent: the agent
+        /// keeps its pace. An agent that predates it ignores the field.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pulse_ms: Option<u64>,
+    },
     /// A keyed agent's question, before its first pulse.
     Prove,
     /// The coordinator's answer to it.
@@ -178,9 +197,15 @@ pub fn pulse_line(seq: u64) -> String {
 /// The agent's pulse number `seq`, carrying the digest of its facts
 /// ([`facts_of`]).
 pub fn pulse_line_with(seq: u64, facts: Option<&str>) -> String {
+    pulse_line_paced(seq, facts, PULSE_INTERVAL)
+}
+
+/// [`pulse_line_with`] from an agent that pulses every `every` (a pace a
+/// coordinator asked for, [`pace_of`]).
+pub fn pulse_line_paced(seq: u64, facts: Option<&str>, every: Duration) -> String {
     line(&Line::Pulse {
         seq,
-        every_ms: PULSE_INTERVAL.as_millis() as u64,
+        every_ms: every.as_millis() as u64,
         facts: facts.map(str::to_string),
     })
 }
@@ -219,13 +244,30 @@ pub fn bye_line() -> String {
 
 /// The coordinator's ping.
 pub fn ping_line() -> String {
-    line(&Line::Ping)
+    ping_line_pacing(None)
+}
+
+/// The coordinator's ping, asking the agent to pulse every `every` when
+/// given (byte for byte [`ping_line`] when not).
+pub fn ping_line_pacing(every: Option<Duration>) -> String {
+    line(&Line::Ping {
+        pulse_ms: every.map(|e| e.as_millis() as u64),
+    })
 }
 
 /// Whether a line from the coordinator is its ping (agent side): anything
 /// else is garbage.
 pub fn is_ping(l: &[u8]) -> bool {
-    matches!(serde_json::from_slice(l.trim_ascii_end()), Ok(Line::Ping))
+    ping_pace(l).is_some()
+}
+
+/// What a line from the coordinator is (agent side): `None` when it is no
+/// ping (garbage), else the pace the ping asks for, if it asks one.
+pub fn ping_pace(l: &[u8]) -> Option<Option<Duration>> {
+    match serde_json::from_slice(l.trim_ascii_end()) {
+        Ok(Line::Ping { pulse_ms }) => Some(pulse_ms.map(Duration::from_millis)),
+        _ => None,
+    }
 }
 
 /// What a stream told the coordinator.
@@ -281,6 +323,8 @@ pub(super) struct StreamState<I> {
     pub(super) next_ping: I,
     /// The facts digest of the agent's last pulse ([`facts_of`]).
     pub(super) facts: Option<String>,
+    /// The pace the last ping asked for (`None`: none asked).
+    pub(super) asked: Option<Duration>,
 }
 
 impl<I: std::ops::Add<Duration, Output = I>> StreamState<I> {
@@ -294,6 +338,7 @@ impl<I: std::ops::Add<Duration, Output = I>> StreamState<I> {
             ping_every,
             next_ping: now + ping_every,
             facts: None,
+            asked: None,
         }
     }
 }
@@ -422,7 +467,7 @@ pub(super) fn judge_line(l: &[u8], every: &mut Duration, facts: &mut Option<Stri
             Heard::Pulse { seq }
         }
         Ok(Line::Bye) => Heard::Bye,
-        Ok(Line::Ping) => Heard::Garbage("a ping from the agent".into()),
+        Ok(Line::Ping { .. }) => Heard::Garbage("a ping from the agent".into()),
         Ok(Line::Prove) => Heard::Prove,
         Ok(Line::Proof { .. }) => Heard::Garbage("a stream proof from the agent".into()),
         Err(e) => Heard::Garbage(format!("{} is not a pulse or a bye: {e}", preview(l))),

@@ -15,7 +15,7 @@
 //! socket and the readiness of it belong to the poller that calls it.
 
 use super::follow::{
-    judge_line, ping_line, Follower, Heard, StreamState, MAX_FOLLOW_LINE, WRITE_TIMEOUT,
+    judge_line, ping_line_pacing, Follower, Heard, StreamState, MAX_FOLLOW_LINE, WRITE_TIMEOUT,
 };
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
@@ -60,6 +60,7 @@ impl Follower {
                 ping_every: s.ping_every,
                 next_ping: s.next_ping.into_std(),
                 facts: s.facts,
+                asked: s.asked,
             },
         };
         Ok((stream, polled))
@@ -181,19 +182,29 @@ impl Polled {
         None
     }
 
-    /// Writes the ping when one is due (every [`super::PING_INTERVAL`]), in
-    /// the pieces `sock` (non-blocking) takes, never twice; a
-    /// [`Heard::Reset`] when the write failed, or the agent took none of a
-    /// ping for [`WRITE_TIMEOUT`] (it stopped reading: as good as gone).
-    pub fn ping(&mut self, sock: &mut impl Write, now: Instant) -> Option<Heard> {
+    /// Writes the ping when one is due (every [`super::PING_INTERVAL`], or
+    /// at once when `pace`, the pulse interval to ask the agent for, is
+    /// not what the last ping asked), in the pieces `sock` (non-blocking)
+    /// takes, never twice; a [`Heard::Reset`] when the write failed, or the
+    /// agent took none of a ping for [`WRITE_TIMEOUT`] (it stopped
+    /// reading: as good as gone).
+    pub fn ping(
+        &mut self,
+        sock: &mut impl Write,
+        now: Instant,
+        pace: Option<Duration>,
+    ) -> Option<Heard> {
         if self.s.unsent.is_empty() {
-            if now < self.s.next_ping {
+            if now < self.s.next_ping && pace == self.s.asked {
                 return None;
             }
             // From now, not from when it was due: a poller that was held
             // up sends one ping, not a burst.
             self.s.next_ping = now + self.s.ping_every;
-            self.s.unsent.extend_from_slice(ping_line().as_bytes());
+            self.s
+                .unsent
+                .extend_from_slice(ping_line_pacing(pace).as_bytes());
+            self.s.asked = pace;
             self.s.unsent_since = Some(now);
         }
         loop {
@@ -224,7 +235,7 @@ impl Polled {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handshake::follow::{bye_line, pulse_line_with};
+    use crate::handshake::follow::{bye_line, ping_line, pulse_line_with};
     use std::collections::VecDeque;
 
     /// A socket that hands out scripted reads and takes writes up to a
@@ -425,16 +436,44 @@ mod tests {
         let now = Instant::now();
         let mut p = fresh(now);
         let mut s = script(Vec::new(), 4);
-        assert_eq!(p.ping(&mut s, now), None);
+        assert_eq!(p.ping(&mut s, now, None), None);
         assert!(s.written.is_empty(), "nothing before it is due");
         let due = now + Duration::from_secs(5);
-        assert_eq!(p.ping(&mut s, due), None);
+        assert_eq!(p.ping(&mut s, due, None), None);
         assert_eq!(s.written, ping_line().as_bytes()[..4]);
         s.room = 1000;
-        assert_eq!(p.ping(&mut s, due + Duration::from_millis(50)), None);
+        assert_eq!(p.ping(&mut s, due + Duration::from_millis(50), None), None);
         assert_eq!(s.written, ping_line().as_bytes());
-        assert_eq!(p.ping(&mut s, due + Duration::from_millis(100)), None);
+        assert_eq!(p.ping(&mut s, due + Duration::from_millis(100), None), None);
         assert_eq!(s.written, ping_line().as_bytes(), "not sent twice");
+    }
+
+    #[test]
+    fn a_new_pace_to_ask_for_is_pinged_at_once_and_then_only_with_the_pings_due() {
+        let now = Instant::now();
+        let mut p = fresh(now);
+        let mut s = script(Vec::new(), 1000);
+        let second = Some(Duration::from_secs(1));
+        assert_eq!(p.ping(&mut s, now, second), None);
+        assert_eq!(s.written, ping_line_pacing(second).as_bytes(), "at once");
+        assert_eq!(
+            ping_line_pacing(second),
+            "{\"rlx\":\"ping\",\"pulse_ms\":1000}\n"
+        );
+        let soon = now + Duration::from_millis(100);
+        assert_eq!(p.ping(&mut s, soon, second), None);
+        assert_eq!(
+            s.written.len(),
+            ping_line_pacing(second).len(),
+            "asked once"
+        );
+        let due = now + Duration::from_secs(5);
+        assert_eq!(p.ping(&mut s, due, second), None);
+        assert_eq!(
+            s.written,
+            ping_line_pacing(second).repeat(2).as_bytes(),
+            "each ping due says it again"
+        );
     }
 
     #[test]
@@ -443,9 +482,9 @@ mod tests {
         let mut p = fresh(now);
         let mut s = script(Vec::new(), 0);
         let due = now + Duration::from_secs(5);
-        assert_eq!(p.ping(&mut s, due), None);
-        assert_eq!(p.ping(&mut s, due + WRITE_TIMEOUT / 2), None);
-        let late = p.ping(&mut s, due + WRITE_TIMEOUT);
+        assert_eq!(p.ping(&mut s, due, None), None);
+        assert_eq!(p.ping(&mut s, due + WRITE_TIMEOUT / 2, None), None);
+        let late = p.ping(&mut s, due + WRITE_TIMEOUT, None);
         assert!(matches!(late, Some(Heard::Reset(_))), "{late:?}");
     }
 }

@@ -515,3 +515,46 @@ async fn the_tick_has_nothing_to_do_for_members_at_rest_until_a_silence_could_be
     });
     assert_eq!(w.at_rest_until(now), None, "a suspect");
 }
+
+/// A large cluster asks its agents for fewer pulses (issue 41), and each
+/// member's silence is then judged by the pace its own pulses say it keeps.
+#[test]
+fn the_pace_asked_of_agents_grows_with_the_cluster_past_300_members_in_steps() {
+    use crate::watch::liveness::{pace_for, silence_after};
+    let ms = |m| pace_for(m).as_millis();
+    assert_eq!((ms(1), ms(200), ms(300)), (300, 300, 300));
+    assert_eq!((ms(301), ms(350), ms(1_000)), (400, 400, 1_000));
+    assert_eq!(ms(100_000), 2_000, "never slower than an agent takes");
+    assert_eq!(silence_after(Duration::from_millis(300)), SILENT_AFTER);
+    assert_eq!(
+        silence_after(Duration::from_secs(1)),
+        Duration::from_millis(3_100)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_pulsing_every_second_is_dialled_after_three_missed_pulses_not_after_one_second() {
+    use crate::watch::member::Live;
+    let t0 = Instant::now();
+    let mut w = engine_with_a_member(t0);
+    let Live::Following { beat, .. } = &w.members.member_mut("m0").unwrap().live else {
+        unreachable!()
+    };
+    beat.set_pace(Duration::from_secs(1));
+    assert_eq!(
+        w.at_rest_until(t0),
+        Some(t0 + Duration::from_millis(1_000)),
+        "a look at most a second apart"
+    );
+    tokio::time::advance(Duration::from_millis(2_500)).await;
+    assert!(
+        w.due_probes(Instant::now()).is_empty(),
+        "2.5 s: two pulses late"
+    );
+    assert_eq!(
+        w.at_rest_until(Instant::now()),
+        Some(t0 + Duration::from_millis(3_100))
+    );
+    tokio::time::advance(Duration::from_millis(700)).await;
+    assert_eq!(w.due_probes(Instant::now()).len(), 1, "3.2 s: dialled");
+}

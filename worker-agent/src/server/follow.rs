@@ -17,12 +17,11 @@
 
 use crate::worker::WorkerCheck;
 use rlx_proto::caps::NodeCaps;
-use rlx_proto::handshake::follow::{
-    facts_of, is_follow_proof, prove_line, pulse_line_with, WRITE_TIMEOUT,
-};
+use rlx_proto::handshake::follow::{facts_of, is_follow_proof, prove_line, WRITE_TIMEOUT};
 use rlx_proto::handshake::Nonce;
 use rlx_proto::handshake::{
-    bye_line, is_ping, FOLLOWER_IDLE, MAX_FOLLOWERS, MAX_FOLLOW_LINE, PULSE_INTERVAL,
+    bye_line, pace_of, ping_pace, pulse_line_paced, FOLLOWER_IDLE, MAX_FOLLOWERS, MAX_FOLLOW_LINE,
+    PULSE_INTERVAL,
 };
 use rlx_proto::keys::Key;
 use std::net::IpAddr;
@@ -164,8 +163,10 @@ async fn pulse(
     facts: &Facts,
 ) -> String {
     let mut digested = None;
-    let mut tick = tokio::time::interval(PULSE_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The pace: PULSE_INTERVAL until the coordinator's ping asks for
+    // another (a coordinator of a large cluster asks for fewer pulses).
+    let mut every = PULSE_INTERVAL;
+    let mut tick = pulse_ticker(every, Instant::now());
     let mut seq = 0u64;
     let mut buf: Vec<u8> = Vec::with_capacity(MAX_FOLLOW_LINE + 1);
     let mut quiet_until = Instant::now() + idle;
@@ -197,11 +198,19 @@ async fn pulse(
         match next {
             Step::Read => {
                 quiet_until = Instant::now() + idle;
+                let mut paced = false;
                 while let Some(end) = buf.iter().position(|&b| b == b'\n') {
                     let l: Vec<u8> = buf.drain(..=end).collect();
-                    if !is_ping(&l) {
-                        return "liveness stream closed: the coordinator sent a line that is no ping"
-                            .into();
+                    match ping_pace(&l) {
+                        None => {
+                            return "liveness stream closed: the coordinator sent a line that is no ping"
+                                .into()
+                        }
+                        Some(Some(asked)) if pace_of(asked) != every => {
+                            every = pace_of(asked);
+                            paced = true;
+                        }
+                        Some(_) => {}
                     }
                 }
                 if buf.len() > MAX_FOLLOW_LINE {
@@ -209,10 +218,23 @@ async fn pulse(
                         "liveness stream closed: a line longer than {MAX_FOLLOW_LINE} bytes"
                     );
                 }
+                // A new pace is told at once, by a pulse that carries it:
+                // the coordinator judges silence by the pace it last heard,
+                // and a slower one must reach it before the gap does.
+                if paced {
+                    tick = pulse_ticker(every, Instant::now() + every);
+                    let digest = facts.now(&mut digested);
+                    let line = pulse_line_paced(seq, Some(&digest), every);
+                    if let Err(why) = write(conn, &line).await {
+                        return why;
+                    }
+                    seq += 1;
+                }
             }
             Step::Pulse => {
                 let digest = facts.now(&mut digested);
-                if let Err(why) = write(conn, &pulse_line_with(seq, Some(&digest))).await {
+                let line = pulse_line_paced(seq, Some(&digest), every);
+                if let Err(why) = write(conn, &line).await {
                     return why;
                 }
                 seq += 1;
@@ -224,6 +246,14 @@ async fn pulse(
             }
         }
     }
+}
+
+/// A pulse every `every`, the first at `start`; one tick, not a burst,
+/// after the agent was held up.
+fn pulse_ticker(every: Duration, start: Instant) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval_at(start, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
 }
 
 enum Step {

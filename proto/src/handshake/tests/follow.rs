@@ -80,6 +80,31 @@ fn the_stream_lines_are_the_documented_bytes() {
     assert!(!is_ping(b"ping\n"));
 }
 
+/// An agent that predates the pace reads a ping that asks for one as a
+/// ping: its line parser ignores fields it does not know.
+#[test]
+fn a_ping_asking_for_a_pace_is_still_a_ping_to_an_agent_that_predates_it() {
+    #[derive(serde::Deserialize)]
+    #[serde(tag = "rlx", rename_all = "lowercase")]
+    enum Before {
+        Ping,
+    }
+    let asking = ping_line_pacing(Some(Duration::from_millis(1500)));
+    assert!(matches!(
+        serde_json::from_str::<Before>(asking.trim_end()),
+        Ok(Before::Ping)
+    ));
+    assert_eq!(
+        ping_pace(asking.as_bytes()),
+        Some(Some(Duration::from_millis(1500)))
+    );
+    assert_eq!(ping_pace(ping_line().as_bytes()), Some(None));
+    assert_eq!(ping_pace(b"{\"rlx\":\"bye\"}\n"), None);
+    assert_eq!(pace_of(Duration::from_millis(10)), PULSE_INTERVAL);
+    assert_eq!(pace_of(Duration::from_secs(60)), MAX_PULSE_INTERVAL);
+    assert_eq!(pace_of(Duration::from_secs(1)), Duration::from_secs(1));
+}
+
 #[tokio::test]
 async fn an_agent_that_answers_and_closes_predates_the_stream() {
     let a = fake_agent(reply_then(b"")).await;

@@ -53,6 +53,43 @@ async fn a_follower_gets_the_reply_then_a_pulse_about_every_300_ms() {
 }
 
 #[tokio::test]
+async fn a_ping_asking_for_fewer_pulses_is_answered_at_once_by_a_pulse_at_the_new_pace() {
+    let agent = start(None, Limits::default()).await;
+    let mut f = raw_follower(agent.addr, "127.0.0.9").await;
+    assert!(line_of(&mut f).await.unwrap().contains("\"every_ms\":300"));
+    let ask = |ms| rlx_proto::handshake::ping_line_pacing(Some(Duration::from_millis(ms)));
+    f.get_mut().write_all(ask(1000).as_bytes()).await.unwrap();
+    // Pulses of the old pace may be under way: the new pace is told by
+    // the first pulse that carries it, within one old interval.
+    let t = Instant::now();
+    loop {
+        let l = line_of(&mut f).await.unwrap();
+        if l.contains("\"every_ms\":1000") {
+            break;
+        }
+        assert!(t.elapsed() < PULSE_INTERVAL * 2, "not at once: {l}");
+    }
+    let t = Instant::now();
+    for _ in 0..2 {
+        let l = line_of(&mut f).await.unwrap();
+        assert!(l.contains("\"every_ms\":1000"), "{l}");
+    }
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(1800) && took < Duration::from_millis(2600),
+        "two pulses at the new pace took {took:?}"
+    );
+    // Asking for more than the agent will give is held to its bounds.
+    f.get_mut().write_all(ask(10).as_bytes()).await.unwrap();
+    loop {
+        let l = line_of(&mut f).await.unwrap();
+        if l.contains("\"every_ms\":300") {
+            break;
+        }
+    }
+}
+
+#[tokio::test]
 async fn the_agent_says_bye_on_its_streams_when_it_stops() {
     let mut agent = start(None, Limits::default()).await;
     let (_, f) = follow_in_cluster(agent.addr, GOOD, None, None, None)
