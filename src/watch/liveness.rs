@@ -51,8 +51,11 @@ pub(crate) const SILENT_AFTER: Duration = Duration::from_millis(1000);
 /// How long a member that pulses every `every` may send nothing before it
 /// is dialled: [`SILENT_AFTER`] at the usual pace (300 ms), and three of
 /// its pulses and a bit at a slower one (asked of a large cluster,
-/// [`pace_for`]).
+/// [`pace_for`]). An agent that claims a pace slower than any it is ever
+/// asked for ([`rlx_proto::handshake::MAX_PULSE_INTERVAL`]) is judged at
+/// that one: a claim of its own cannot hide its stall for longer.
 pub(crate) fn silence_after(every: Duration) -> Duration {
+    let every = every.min(rlx_proto::handshake::MAX_PULSE_INTERVAL);
     SILENT_AFTER.max(every * 3 + Duration::from_millis(100))
 }
 

@@ -530,6 +530,11 @@ fn the_pace_asked_of_agents_grows_with_the_cluster_past_300_members_in_steps() {
         silence_after(Duration::from_secs(1)),
         Duration::from_millis(3_100)
     );
+    assert_eq!(
+        silence_after(Duration::from_secs(10)),
+        Duration::from_millis(6_100),
+        "an agent's claim of a slower pace than it is ever asked counts as the slowest"
+    );
 }
 
 #[tokio::test(start_paused = true)]
