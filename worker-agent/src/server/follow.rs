@@ -1,7 +1,9 @@
 //! **The agent's end of the liveness stream**
 //! ([`rlx_proto::handshake::follow`]): after the reply to a follow hello,
-//! a pulse at once and every [`PULSE_INTERVAL`], the coordinator's pings
-//! read, and a `bye` when the agent stops.
+//! a pulse at once and every [`PULSE_INTERVAL`] (or at the pace a ping
+//! asks, within [`pace_of`]'s bounds, told at once by a pulse that carries
+//! it), the coordinator's pings read, and a `bye` when the agent stops.
+//! The pace is the stream's own: a stranger's ping paces only its stream.
 //!
 //! Bounded like everything else on the port: at most [`MAX_FOLLOWERS`]
 //! streams (a newcomer at the limit closes the oldest of the source
